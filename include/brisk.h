@@ -1,0 +1,85 @@
+/*
+ * brisk.h — the one header a brisk user includes.
+ *
+ * brisk is a general-purpose allocator for Linux/x86-64. Linking libbrisk
+ * (-lbrisk) or preloading it (LD_PRELOAD=libbrisk.so) replaces malloc, free
+ * and the C++ operators new/delete for the whole program; the functions
+ * below reach the same allocator under their own names, which is what a
+ * program (or a sanitizer build, whose runtime owns malloc) uses to call
+ * brisk explicitly.
+ *
+ * Common rules for every function here:
+ *   - Memory from any brisk_* allocation function may be freed by any thread
+ *     with brisk_free (or free() when brisk is the process allocator).
+ *   - A size that cannot be served returns NULL with errno set to ENOMEM;
+ *     nothing is ever left half-changed by a failed call.
+ *   - Every block is aligned to 8 bytes, and to 16 bytes (alignof(max_align_t))
+ *     whenever its size is a multiple of 16 — the most any object of that
+ *     size can need. Blocks of 128 bytes or more are always 16-aligned.
+ *   - Freeing a pointer that brisk never handed out prints the address to
+ *     stderr and aborts; it never corrupts the heap silently.
+ */
+#ifndef BRISK_H
+#define BRISK_H
+
+#include <stddef.h>
+
+#ifdef __cplusplus
+extern "C" {
+#endif
+
+#if defined(__GNUC__)
+#define BRISK_API __attribute__((visibility("default")))
+#define BRISK_ATTR_MALLOC __attribute__((malloc, warn_unused_result))
+#else
+#define BRISK_API
+#define BRISK_ATTR_MALLOC
+#endif
+
+/* The version of the library, as major * 10000 + minor * 100 + patch. */
+#define BRISK_VERSION 100
+
+/*
+ * brisk_malloc: a block of at least `size` bytes, uninitialised.
+ * size 0 gives a unique, freeable pointer. NULL/ENOMEM when size can't be
+ * served (for example SIZE_MAX).
+ */
+BRISK_API BRISK_ATTR_MALLOC void *brisk_malloc(size_t size);
+
+/*
+ * brisk_calloc: count * size bytes, all zero (also when a dirty block is
+ * reused). NULL/ENOMEM when count * size overflows.
+ */
+BRISK_API BRISK_ATTR_MALLOC void *brisk_calloc(size_t count, size_t size);
+
+/*
+ * brisk_realloc: resize `p` to `size` bytes, keeping its contents up to the
+ * smaller of both sizes. p == NULL behaves as brisk_malloc(size).
+ * size == 0 with p != NULL frees p and returns NULL, as glibc does.
+ * On failure returns NULL with errno ENOMEM and leaves p untouched.
+ */
+BRISK_API void *brisk_realloc(void *p, size_t size);
+
+/* brisk_free: release a block from any brisk allocation. NULL does nothing. */
+BRISK_API void brisk_free(void *p);
+
+/*
+ * brisk_aligned_alloc: `size` bytes aligned to `alignment`, which must be a
+ * power of two (any power of two is accepted; alignments above the block
+ * size are fine). Returns NULL with errno EINVAL for an alignment that is
+ * not a power of two, NULL/ENOMEM when the request can't be served. Unlike
+ * C11 aligned_alloc, size need not be a multiple of alignment.
+ */
+BRISK_API BRISK_ATTR_MALLOC void *brisk_aligned_alloc(size_t alignment, size_t size);
+
+/*
+ * brisk_usable_size: how many bytes of the block at p may be used (at least
+ * the size asked for; all of them are writable). 0 for NULL.
+ */
+BRISK_API size_t brisk_usable_size(const void *p);
+
+#ifdef __cplusplus
+}
+#endif
+
+#endif /* BRISK_H */

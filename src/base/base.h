@@ -1,0 +1,54 @@
+/*
+ * base.h — compiler macros, bit operations and atomics used by every layer.
+ * Defined once here so the rest of brisk never spells a compiler builtin.
+ */
+#ifndef BRISK_BASE_H
+#define BRISK_BASE_H
+
+#include <stdatomic.h>
+#include <stdbool.h>
+#include <stddef.h>
+#include <stdint.h>
+
+#define BRISK_LIKELY(x)   __builtin_expect(!!(x), 1)
+#define BRISK_UNLIKELY(x) __builtin_expect(!!(x), 0)
+#define BRISK_INLINE      static inline __attribute__((always_inline))
+#define BRISK_NOINLINE    __attribute__((noinline))
+#define BRISK_COLD        __attribute__((cold, noinline))
+#define BRISK_NORETURN    __attribute__((noreturn))
+/* Cross-file internal symbols (_brisk_*) never leave the library. */
+#define BRISK_HIDDEN      __attribute__((visibility("hidden")))
+#define BRISK_CACHE_LINE  64
+#define BRISK_ALIGNED(n)  __attribute__((aligned(n)))
+
+/* Thread-local storage that a preloaded library can use before main and in
+ * thread destructors: initial-exec never calls __tls_get_addr (which may
+ * allocate). */
+#define BRISK_TLS __thread __attribute__((tls_model("initial-exec")))
+
+#if defined(__SANITIZE_ADDRESS__) || defined(__SANITIZE_THREAD__)
+#define BRISK_SANITIZED 1
+#else
+#define BRISK_SANITIZED 0
+#endif
+
+BRISK_INLINE size_t brisk_bit_scan_reverse(size_t x) { /* x != 0 */
+  return (size_t)(63 - __builtin_clzll((unsigned long long)x));
+}
+BRISK_INLINE size_t brisk_count_trailing_zeros(uint64_t x) { /* x != 0 */
+  return (size_t)__builtin_ctzll(x);
+}
+BRISK_INLINE bool brisk_is_power_of_two(size_t x) { return x != 0 && (x & (x - 1)) == 0; }
+BRISK_INLINE size_t brisk_align_up(size_t x, size_t align) { /* align: power of two */
+  return (x + align - 1) & ~(align - 1);
+}
+BRISK_INLINE bool brisk_mul_overflows(size_t a, size_t b, size_t *out) {
+  return __builtin_mul_overflow(a, b, out);
+}
+
+/* Relaxed atomics for fields that are shared but carry no ordering of their
+ * own (hints and owner tags whose races are benign by design). */
+#define brisk_load_relaxed(p)     atomic_load_explicit((p), memory_order_relaxed)
+#define brisk_store_relaxed(p, v) atomic_store_explicit((p), (v), memory_order_relaxed)
+
+#endif /* BRISK_BASE_H */

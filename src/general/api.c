@@ -1,0 +1,149 @@
+/*
+ * api.c — the brisk_* functions of <brisk.h> over the fast paths in alloc.h,
+ * plus what every entry point shares: aligned allocation, realloc, usable
+ * size, and the message for a pointer brisk never handed out.
+ */
+#include "brisk.h"
+#include "general/alloc.h"
+#include "general/size_class.h"
+#include "os/os.h"
+
+#include <errno.h>
+#include <string.h>
+
+static void format_hex(char *out, uintptr_t value) {
+  static const char digits[] = "0123456789abcdef";
+  char buffer[2 + 16 + 1];
+  int n = 0;
+  do {
+    buffer[n++] = digits[value & 15];
+    value >>= 4;
+  } while (value != 0);
+  *out++ = '0';
+  *out++ = 'x';
+  while (n > 0) *out++ = buffer[--n];
+  *out = '\0';
+}
+
+void _brisk_fatal_pointer(const char *caller, const void *p, const char *why) {
+  char address[2 + 16 + 1];
+  format_hex(address, (uintptr_t)p);
+  _brisk_os_write_error("brisk: ");
+  _brisk_os_write_error(caller);
+  _brisk_os_write_error("(");
+  _brisk_os_write_error(address);
+  _brisk_os_write_error("): invalid pointer: ");
+  _brisk_os_write_error(why);
+  _brisk_os_write_error("\n");
+  _brisk_os_abort();
+}
+
+static brisk_heap_t *current_heap(void) {
+  brisk_heap_t *heap = _brisk_tls_heap;
+  if (BRISK_UNLIKELY(heap->is_empty_heap)) heap = _brisk_heap_init_thread();
+  return heap;
+}
+
+void *_brisk_malloc_aligned(size_t size, size_t alignment, bool zero) {
+  if (alignment <= 8) return zero ? brisk_calloc(1, size) : brisk_malloc_inline(size);
+  if (size > PTRDIFF_MAX) {
+    errno = ENOMEM;
+    return NULL;
+  }
+  /* A class whose block size is a multiple of the alignment hands out
+   * aligned blocks: page starts are 4 KiB-aligned at least. */
+  size_t rounded = brisk_align_up(size == 0 ? 1 : size, alignment);
+  if (rounded <= BRISK_LARGE_MAX && alignment <= 4096 &&
+      brisk_class_to_size(brisk_size_to_class(rounded)) % alignment == 0) {
+    void *p = brisk_malloc_inline(rounded);
+    if (p != NULL && zero) memset(p, 0, size);
+    return p;
+  }
+  brisk_heap_t *heap = current_heap();
+  if (heap == NULL) {
+    errno = ENOMEM;
+    return NULL;
+  }
+  size_t padded = size + alignment - 1;
+  if (padded > BRISK_LARGE_MAX) return _brisk_huge_alloc(heap, size, alignment, zero);
+
+  /* Over-allocate inside a class and hand out an interior address; the page
+   * is flagged so that free() finds the block start again. */
+  uint8_t *block = _brisk_malloc_generic(heap, padded, false);
+  if (block == NULL) return NULL;
+  uint8_t *aligned = (uint8_t *)brisk_align_up((uintptr_t)block, alignment);
+  if (aligned != block) {
+    brisk_segment_t *segment = (brisk_segment_t *)((uintptr_t)block & ~(uintptr_t)BRISK_SEGMENT_MASK);
+    brisk_page_t *page = brisk_page_of(segment, (uintptr_t)block);
+    uintptr_t owner = brisk_load_relaxed(&page->owner);
+    brisk_store_relaxed(&page->owner, owner | BRISK_OWNER_ALIGNED);
+  }
+  if (zero) memset(aligned, 0, size);
+  return aligned;
+}
+
+static size_t usable_size_checked(const void *p, const char *caller) {
+  brisk_segment_t *segment = _brisk_checked_segment(p, caller);
+  if (segment->kind == BRISK_KIND_HUGE) {
+    return (size_t)((uint8_t *)segment + segment->mapped_size - (const uint8_t *)p);
+  }
+  brisk_page_t *page = brisk_page_of(segment, (uintptr_t)p);
+  const uint8_t *start = (const uint8_t *)p;
+  if (brisk_load_relaxed(&page->owner) & BRISK_OWNER_ALIGNED) start = _brisk_page_block_start(page, p);
+  return (size_t)(start + page->block_size - (const uint8_t *)p);
+}
+
+/* ---- the public API ---- */
+
+void *brisk_malloc(size_t size) { return brisk_malloc_inline(size); }
+
+void brisk_free(void *p) { brisk_free_inline(p); }
+
+void *brisk_calloc(size_t count, size_t size) {
+  size_t total;
+  if (brisk_mul_overflows(count, size, &total)) {
+    errno = ENOMEM;
+    return NULL;
+  }
+  brisk_heap_t *heap = _brisk_tls_heap;
+  if (BRISK_LIKELY(total <= BRISK_DIRECT_MAX)) {
+    void *p = brisk_malloc_inline(total);
+    if (p != NULL) memset(p, 0, total);
+    return p;
+  }
+  return _brisk_malloc_generic(heap, total, true);
+}
+
+void *brisk_aligned_alloc(size_t alignment, size_t size) {
+  if (!brisk_is_power_of_two(alignment)) {
+    errno = EINVAL;
+    return NULL;
+  }
+  return _brisk_malloc_aligned(size, alignment, false);
+}
+
+size_t brisk_usable_size(const void *p) {
+  if (p == NULL) return 0;
+  return usable_size_checked(p, "malloc_usable_size");
+}
+
+void *brisk_realloc(void *p, size_t size) {
+  if (p == NULL) return brisk_malloc_inline(size);
+  if (size == 0) {
+    brisk_free_inline(p);
+    return NULL;
+  }
+  brisk_segment_t *segment = _brisk_checked_segment(p, "realloc");
+  if (segment->kind == BRISK_KIND_HUGE && size > BRISK_LARGE_MAX &&
+      _brisk_huge_resize_in_place(segment, p, size)) {
+    return p;
+  }
+  size_t usable = usable_size_checked(p, "realloc");
+  /* Keep the block when the new size fits and wastes at most half of it. */
+  if (size <= usable && size >= usable / 2) return p;
+  void *q = brisk_malloc_inline(size);
+  if (q == NULL) return NULL; /* p stays intact; errno is ENOMEM */
+  memcpy(q, p, size < usable ? size : usable);
+  brisk_free_inline(p);
+  return q;
+}

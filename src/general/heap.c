@@ -1,0 +1,218 @@
+/*
+ * heap.c — thread heaps: creation and adoption, the remote-free queue,
+ * thread exit, and fork.
+ *
+ * A heap serves one thread at a time and is never freed. When its thread
+ * exits, the heap is tidied (empty pages retired, memory purged, empty
+ * segments released) and put on the abandoned list with its live blocks; the
+ * next thread that needs a heap adopts it whole. So 10,000 short threads
+ * reuse one heap instead of leaking 10,000, and a segment's owner heap never
+ * changes.
+ *
+ * Remote frees: a block freed by a thread that does not own its page is
+ * pushed onto the owner heap's queue, an intrusive multi-producer
+ * single-consumer queue after Vyukov: a producer does one atomic exchange on
+ * the tail and then links the previous tail to its block. There is no CAS
+ * retry loop however many threads free at once. The owner drains the queue
+ * in its slow path. A block whose producer has exchanged but not yet linked
+ * is left for the next drain; nobody waits for it.
+ *
+ * Abandoned heaps: nobody drains their queue, so a producer that sees the
+ * `abandoned` flag after pushing tries to take the heap's drain_lock (never
+ * waits for it) and drains on the heap's behalf. The exiting thread sets the
+ * flag while holding drain_lock, an adopter takes drain_lock before clearing
+ * it, so only one thread at a time works on a heap's pages.
+ *
+ * Locks: heaps_lock guards the abandoned and all-heaps lists; it is taken
+ * when a thread gets its first heap and when it exits, never by malloc or
+ * free. pthread_atfork holds it across fork() so the child's lists are sound.
+ */
+#define _GNU_SOURCE
+#include "general/internal.h"
+#include "os/os.h"
+
+#include <pthread.h>
+#include <sched.h>
+#include <string.h>
+
+#define PURGE_DELAY_MS 50
+#define HUGE_CACHE_MAX_AGE_MS 1000
+
+brisk_page_t _brisk_page_empty;
+brisk_heap_t _brisk_heap_empty = {
+    .direct = {[0 ... BRISK_DIRECT_COUNT - 1] = &_brisk_page_empty},
+    .is_empty_heap = true,
+};
+BRISK_TLS brisk_heap_t *_brisk_tls_heap = &_brisk_heap_empty;
+
+static pthread_mutex_t heaps_lock = PTHREAD_MUTEX_INITIALIZER;
+static brisk_heap_t *abandoned_heaps;
+static brisk_heap_t *all_heaps;
+static pthread_once_t process_once = PTHREAD_ONCE_INIT;
+static pthread_key_t heap_key;
+
+/* ---- the remote queue ---- */
+
+static void remote_push(brisk_heap_t *heap, brisk_remote_node_t *node) {
+  atomic_store_explicit(&node->next, NULL, memory_order_relaxed);
+  /* acq_rel: release publishes node->next = NULL (and the block) to the
+   * consumer; acquire orders us after the previous producer's exchange. */
+  brisk_remote_node_t *previous =
+      atomic_exchange_explicit(&heap->remote_tail, node, memory_order_acq_rel);
+  /* release: the consumer that follows this link sees the node's contents. */
+  atomic_store_explicit(&previous->next, node, memory_order_release);
+}
+
+/* Consumer side; returns NULL when empty or when the next node's producer
+ * has not linked it yet. */
+static brisk_remote_node_t *remote_pop(brisk_heap_t *heap) {
+  brisk_remote_node_t *stub = &heap->remote_stub;
+  brisk_remote_node_t *head = heap->remote_head;
+  brisk_remote_node_t *next = atomic_load_explicit(&head->next, memory_order_acquire);
+  if (head == stub) {
+    if (next == NULL) return NULL;
+    heap->remote_head = next;
+    head = next;
+    next = atomic_load_explicit(&head->next, memory_order_acquire);
+  }
+  if (next != NULL) {
+    heap->remote_head = next;
+    return head;
+  }
+  if (atomic_load_explicit(&heap->remote_tail, memory_order_acquire) != head) return NULL;
+  /* head is the last node: put the stub behind it so head can be taken. */
+  remote_push(heap, stub);
+  next = atomic_load_explicit(&head->next, memory_order_acquire);
+  if (next != NULL) {
+    heap->remote_head = next;
+    return head;
+  }
+  return NULL;
+}
+
+void _brisk_heap_drain_remote(brisk_heap_t *heap) {
+  brisk_remote_node_t *node;
+  while ((node = remote_pop(heap)) != NULL) {
+    brisk_segment_t *segment = (brisk_segment_t *)((uintptr_t)node & ~(uintptr_t)BRISK_SEGMENT_MASK);
+    brisk_page_t *page =
+        &segment->pages[((uintptr_t)node - (uintptr_t)segment) >> segment->page_shift];
+    heap->counters.remote_frees_received++;
+    _brisk_page_free_block(heap, page, (brisk_block_t *)node);
+  }
+}
+
+static bool drain_lock_try(brisk_heap_t *heap) {
+  bool expected = false;
+  /* acquire: everything the previous holder did to the heap is visible. */
+  return atomic_compare_exchange_strong_explicit(&heap->drain_lock, &expected, true,
+                                                 memory_order_acquire, memory_order_relaxed);
+}
+
+static void drain_lock_release(brisk_heap_t *heap) {
+  atomic_store_explicit(&heap->drain_lock, false, memory_order_release);
+}
+
+/* Tidy a heap nobody runs: return remote frees to their pages, retire empty
+ * pages, give memory back. */
+static void heap_tidy(brisk_heap_t *heap) {
+  _brisk_heap_drain_remote(heap);
+  _brisk_heap_collect_all(heap);
+  _brisk_huge_cache_trim(heap, 0, 0);
+  _brisk_heap_purge(heap, 0, 0);
+  _brisk_heap_release_empty_segments(heap);
+}
+
+void _brisk_remote_free(brisk_heap_t *owner, void *block) {
+  remote_push(owner, (brisk_remote_node_t *)block);
+  /* seq_cst pairs with the exiting thread's seq_cst store of `abandoned`:
+   * either we see the flag, or that thread's final drain sees our block. */
+  if (BRISK_UNLIKELY(atomic_load_explicit(&owner->abandoned, memory_order_seq_cst))) {
+    if (drain_lock_try(owner)) {
+      if (brisk_load_relaxed(&owner->abandoned)) heap_tidy(owner);
+      drain_lock_release(owner);
+    }
+  }
+}
+
+void _brisk_heap_housekeeping(brisk_heap_t *heap) {
+  uint64_t now = _brisk_os_now_ms();
+  if (heap->purge_list.head != NULL) _brisk_heap_purge(heap, now, PURGE_DELAY_MS);
+  if (heap->huge_cache_bytes != 0) _brisk_huge_cache_trim(heap, now, HUGE_CACHE_MAX_AGE_MS);
+}
+
+/* ---- heap life cycle ---- */
+
+static void heap_init_fields(brisk_heap_t *heap) {
+  for (size_t i = 0; i < BRISK_DIRECT_COUNT; i++) heap->direct[i] = &_brisk_page_empty;
+  heap->remote_head = &heap->remote_stub;
+  atomic_store_explicit(&heap->remote_stub.next, NULL, memory_order_relaxed);
+  atomic_store_explicit(&heap->remote_tail, &heap->remote_stub, memory_order_relaxed);
+}
+
+static brisk_heap_t *heap_create(void) {
+  size_t size = brisk_align_up(sizeof(brisk_heap_t), _brisk_os_page_size());
+  brisk_heap_t *heap = _brisk_os_reserve(size, _brisk_os_page_size(), 0);
+  if (heap == NULL) return NULL;
+  heap_init_fields(heap); /* fresh memory is zero: the rest starts empty */
+  pthread_mutex_lock(&heaps_lock);
+  heap->next_all = all_heaps;
+  all_heaps = heap;
+  pthread_mutex_unlock(&heaps_lock);
+  return heap;
+}
+
+static void thread_exit(void *value) {
+  brisk_heap_t *heap = value;
+  if (heap == NULL || heap->is_empty_heap) return;
+  if (_brisk_tls_heap == heap) _brisk_tls_heap = &_brisk_heap_empty;
+  heap_tidy(heap);
+  while (!drain_lock_try(heap)) sched_yield();
+  atomic_store_explicit(&heap->abandoned, true, memory_order_seq_cst);
+  heap_tidy(heap); /* frees pushed before the flag was visible */
+  drain_lock_release(heap);
+  pthread_mutex_lock(&heaps_lock);
+  heap->next_abandoned = abandoned_heaps;
+  abandoned_heaps = heap;
+  pthread_mutex_unlock(&heaps_lock);
+}
+
+static void fork_prepare(void) { pthread_mutex_lock(&heaps_lock); }
+static void fork_parent(void) { pthread_mutex_unlock(&heaps_lock); }
+static void fork_child(void) {
+  /* Only the forking thread lives on. Heaps of the other threads keep their
+   * blocks (the child may still free them: they go to those heaps' queues);
+   * a drain_lock held at fork time would be held forever, so clear them. */
+  pthread_mutex_init(&heaps_lock, NULL);
+  for (brisk_heap_t *heap = all_heaps; heap != NULL; heap = heap->next_all) {
+    atomic_store_explicit(&heap->drain_lock, false, memory_order_relaxed);
+  }
+}
+
+static void process_init(void) {
+  pthread_key_create(&heap_key, thread_exit);
+  pthread_atfork(fork_prepare, fork_parent, fork_child);
+}
+
+brisk_heap_t *_brisk_heap_init_thread(void) {
+  pthread_mutex_lock(&heaps_lock);
+  brisk_heap_t *heap = abandoned_heaps;
+  if (heap != NULL) abandoned_heaps = heap->next_abandoned;
+  pthread_mutex_unlock(&heaps_lock);
+
+  if (heap != NULL) {
+    /* A freeing thread may be tidying it right now; that work is short. */
+    while (!drain_lock_try(heap)) sched_yield();
+    atomic_store_explicit(&heap->abandoned, false, memory_order_relaxed);
+    heap->next_abandoned = NULL;
+    drain_lock_release(heap);
+  } else {
+    heap = heap_create();
+    if (heap == NULL) return NULL;
+  }
+  /* Install the heap before anything that may allocate (pthread_atfork and
+   * pthread_setspecific can), so those nested mallocs find it. */
+  _brisk_tls_heap = heap;
+  pthread_once(&process_once, process_init);
+  pthread_setspecific(heap_key, heap);
+  return heap;
+}

@@ -1,0 +1,182 @@
+/*
+ * huge.c — blocks above BRISK_LARGE_MAX (512 KiB), each in a mapping of its
+ * own that starts with a segment header, so free() finds it by masking like
+ * any other block.
+ *
+ *   _brisk_huge_alloc: reuse a cached mapping of the calling thread's heap
+ *     that fits (at most a quarter too big), else reserve a new one; mapping
+ *     sizes are rounded to 8 steps per doubling so that freed mappings fit
+ *     later requests of nearby sizes.
+ *   _brisk_huge_free: into the freeing thread's cache, which stays backed, so
+ *     a program that allocates and frees blocks of several MiB in a loop
+ *     takes no page fault per page on each reuse. The cache holds at most
+ *     BRISK_HUGE_CACHE_ENTRIES mappings and HUGE_CACHE_MAX_BYTES; the oldest
+ *     goes first, and housekeeping releases entries idle for a second.
+ *
+ * Huge segments have no owner heap: any thread may free them into its own
+ * cache, so no lock is needed. A block aligned to a segment or more sits one
+ * segment above its header (free()'s offset-0 test sends it here).
+ */
+#include "general/internal.h"
+#include "os/os.h"
+
+#include <errno.h>
+#include <string.h>
+
+#define HUGE_CACHE_MAX_BYTES ((size_t)128 << 20)
+/* Where the block starts in its mapping when it needs no special alignment. */
+#define HUGE_BLOCK_OFFSET ((size_t)256)
+
+_Static_assert(sizeof(brisk_segment_t) + sizeof(brisk_page_t) <= HUGE_BLOCK_OFFSET,
+               "the huge header must fit before the block");
+
+uint8_t *_brisk_huge_block(const brisk_segment_t *segment) { return segment->pages[0].start; }
+
+static size_t round_mapping_size(size_t size) {
+  size_t page = _brisk_os_page_size();
+  size_t b = brisk_bit_scan_reverse(size);
+  size_t step = b >= 3 ? (size_t)1 << (b - 3) : 1;
+  if (step < page) step = page;
+  return brisk_align_up(size, step);
+}
+
+static void huge_init(brisk_segment_t *segment, size_t block_offset) {
+  segment->kind = BRISK_KIND_HUGE;
+  segment->page_shift = BRISK_HUGE_PAGE_SHIFT;
+  segment->page_count = 1;
+  segment->used_pages = 1;
+  segment->heap = NULL;
+  brisk_page_t *page = &segment->pages[0];
+  page->start = (uint8_t *)segment + block_offset;
+  page->in_use = 1;
+  page->used = 1;
+  page->class_index = 0;
+  brisk_store_relaxed(&page->owner, 0);
+}
+
+static void cache_remove(brisk_heap_t *heap, size_t index) {
+  heap->huge_cache_bytes -= heap->huge_cache[index].size;
+  heap->huge_cache[index] = heap->huge_cache[BRISK_HUGE_CACHE_ENTRIES - 1];
+  heap->huge_cache[BRISK_HUGE_CACHE_ENTRIES - 1].segment = NULL;
+  /* Keep the filled entries first: compact by moving the last filled one. */
+  for (size_t i = BRISK_HUGE_CACHE_ENTRIES - 1; i > index; i--) {
+    if (heap->huge_cache[i].segment != NULL) {
+      heap->huge_cache[index] = heap->huge_cache[i];
+      heap->huge_cache[i].segment = NULL;
+      return;
+    }
+  }
+}
+
+static brisk_segment_t *cache_take(brisk_heap_t *heap, size_t needed) {
+  size_t best = BRISK_HUGE_CACHE_ENTRIES;
+  for (size_t i = 0; i < BRISK_HUGE_CACHE_ENTRIES && heap->huge_cache[i].segment != NULL; i++) {
+    size_t size = heap->huge_cache[i].size;
+    if (size >= needed && size - needed <= needed / 4 &&
+        (best == BRISK_HUGE_CACHE_ENTRIES || size < heap->huge_cache[best].size)) {
+      best = i;
+    }
+  }
+  if (best == BRISK_HUGE_CACHE_ENTRIES) return NULL;
+  brisk_segment_t *segment = heap->huge_cache[best].segment;
+  cache_remove(heap, best);
+  return segment;
+}
+
+void *_brisk_huge_alloc(brisk_heap_t *heap, size_t size, size_t align, bool zero) {
+  if (size > PTRDIFF_MAX - 2 * BRISK_SEGMENT_SIZE || align > PTRDIFF_MAX / 2) {
+    errno = ENOMEM;
+    return NULL;
+  }
+  if (align < BRISK_SEGMENT_SIZE) {
+    size_t offset = brisk_align_up(HUGE_BLOCK_OFFSET, align < 16 ? 16 : align);
+    size_t needed = brisk_align_up(offset + size, _brisk_os_page_size());
+    brisk_segment_t *segment = heap->is_empty_heap ? NULL : cache_take(heap, needed);
+    bool fresh = segment == NULL;
+    if (fresh) {
+      size_t mapped = round_mapping_size(needed);
+      segment = _brisk_segment_reserve(mapped, 0);
+      if (segment == NULL && mapped != needed) segment = _brisk_segment_reserve(needed, 0);
+      if (segment == NULL) {
+        errno = ENOMEM;
+        return NULL;
+      }
+    } else {
+      heap->counters.huge_cache_hits++;
+    }
+    heap->counters.huge_allocations++;
+    huge_init(segment, offset);
+    uint8_t *block = segment->pages[0].start;
+    if (zero && !fresh) memset(block, 0, size);
+    return block;
+  }
+  /* Aligned to a segment or more: header one segment below the block. */
+  size_t mapped = brisk_align_up(BRISK_SEGMENT_SIZE + size, _brisk_os_page_size());
+  brisk_segment_t *segment = _brisk_segment_reserve(mapped, align);
+  if (segment == NULL) {
+    errno = ENOMEM;
+    return NULL;
+  }
+  heap->counters.huge_allocations++;
+  huge_init(segment, BRISK_SEGMENT_SIZE);
+  return segment->pages[0].start;
+}
+
+void _brisk_huge_free(brisk_heap_t *heap, brisk_segment_t *segment) {
+  bool cacheable = !heap->is_empty_heap && _brisk_huge_block(segment) - (uint8_t *)segment <
+                                               (ptrdiff_t)BRISK_SEGMENT_SIZE;
+  if (!cacheable || segment->mapped_size > HUGE_CACHE_MAX_BYTES / 2) {
+    _brisk_segment_unmap(segment);
+    return;
+  }
+  /* Make room: drop the oldest entries until this one fits. */
+  while (heap->huge_cache[BRISK_HUGE_CACHE_ENTRIES - 1].segment != NULL ||
+         heap->huge_cache_bytes + segment->mapped_size > HUGE_CACHE_MAX_BYTES) {
+    size_t oldest = 0;
+    for (size_t i = 1; i < BRISK_HUGE_CACHE_ENTRIES && heap->huge_cache[i].segment != NULL; i++) {
+      if (heap->huge_cache[i].freed_at_ms < heap->huge_cache[oldest].freed_at_ms) oldest = i;
+    }
+    brisk_segment_t *victim = heap->huge_cache[oldest].segment;
+    cache_remove(heap, oldest);
+    _brisk_segment_unmap(victim);
+  }
+  size_t slot = 0;
+  while (heap->huge_cache[slot].segment != NULL) slot++;
+  heap->huge_cache[slot].segment = segment;
+  heap->huge_cache[slot].size = segment->mapped_size;
+  heap->huge_cache[slot].freed_at_ms = _brisk_os_now_ms();
+  heap->huge_cache_bytes += segment->mapped_size;
+}
+
+void _brisk_huge_cache_trim(brisk_heap_t *heap, uint64_t now_ms, uint64_t max_age_ms) {
+  size_t i = 0;
+  while (i < BRISK_HUGE_CACHE_ENTRIES && heap->huge_cache[i].segment != NULL) {
+    brisk_huge_cache_entry_t *entry = &heap->huge_cache[i];
+    if (max_age_ms == 0 || now_ms - entry->freed_at_ms >= max_age_ms) {
+      brisk_segment_t *victim = entry->segment;
+      cache_remove(heap, i);
+      _brisk_segment_unmap(victim);
+    } else {
+      i++;
+    }
+  }
+}
+
+bool _brisk_huge_resize_in_place(brisk_segment_t *segment, void *p, size_t new_size) {
+  uint8_t *block = (uint8_t *)p;
+  size_t offset = (size_t)(block - (uint8_t *)segment);
+  size_t available = segment->mapped_size - offset;
+  if (new_size <= available) {
+    if (new_size >= available / 2) return true;
+    /* Shrinking a lot: give the tail back instead of copying. */
+    size_t keep = brisk_align_up(offset + new_size, _brisk_os_page_size());
+    _brisk_os_release((uint8_t *)segment + keep, segment->mapped_size - keep);
+    segment->mapped_size = keep;
+    return true;
+  }
+  if (new_size > PTRDIFF_MAX - 2 * BRISK_SEGMENT_SIZE) return false;
+  size_t wanted = round_mapping_size(brisk_align_up(offset + new_size, _brisk_os_page_size()));
+  if (_brisk_os_resize(segment, segment->mapped_size, wanted, false) == NULL) return false;
+  segment->mapped_size = wanted;
+  return true;
+}

@@ -1,0 +1,77 @@
+/*
+ * internal.h — functions and globals shared between the general allocator's
+ * files. Everything here is hidden: _brisk_* never leaves libbrisk.
+ */
+#ifndef BRISK_GENERAL_INTERNAL_H
+#define BRISK_GENERAL_INTERNAL_H
+
+#include "general/types.h"
+
+/* ---- heap.c: thread heaps, remote frees, thread exit, fork ---- */
+
+/* The calling thread's heap. Starts as &_brisk_heap_empty, whose direct
+ * pages are all empty, so malloc's first call falls into the slow path and
+ * makes a real heap: the fast path needs no "initialised?" test. */
+extern BRISK_HIDDEN BRISK_TLS brisk_heap_t *_brisk_tls_heap;
+extern BRISK_HIDDEN brisk_heap_t _brisk_heap_empty;
+extern BRISK_HIDDEN brisk_page_t _brisk_page_empty;
+
+/* Give the calling thread a heap (adopting an abandoned one if any). NULL
+ * with errno ENOMEM if none can be made. */
+BRISK_HIDDEN brisk_heap_t *_brisk_heap_init_thread(void);
+/* Push a block freed by another thread to its owner heap's queue. */
+BRISK_HIDDEN void _brisk_remote_free(brisk_heap_t *owner, void *block);
+/* Owner side: move every block in the remote queue back to its page. */
+BRISK_HIDDEN void _brisk_heap_drain_remote(brisk_heap_t *heap);
+/* Periodic work of the slow path: remote frees, delayed purge, huge cache. */
+BRISK_HIDDEN void _brisk_heap_housekeeping(brisk_heap_t *heap);
+
+/* ---- segment.c: segments, the segment map, pages of segments, purging ---- */
+
+/* One byte per possible segment address: nonzero where brisk has a segment. */
+extern BRISK_HIDDEN _Atomic(uint8_t) _brisk_segment_map[BRISK_SEGMENT_MAP_SIZE];
+
+BRISK_HIDDEN brisk_page_t *_brisk_segment_page_alloc(brisk_heap_t *heap, brisk_segment_kind_t kind);
+BRISK_HIDDEN void _brisk_segment_page_free(brisk_heap_t *heap, brisk_page_t *page);
+/* Decommit free pages freed at least delay_ms ago (all of them if 0). */
+BRISK_HIDDEN void _brisk_heap_purge(brisk_heap_t *heap, uint64_t now_ms, uint64_t delay_ms);
+/* Release every segment of the heap with no page in use. */
+BRISK_HIDDEN void _brisk_heap_release_empty_segments(brisk_heap_t *heap);
+BRISK_HIDDEN size_t _brisk_page_usable_bytes(const brisk_segment_t *segment, const brisk_page_t *page);
+/* Reserve a segment-aligned mapping and enter it in the segment map. With
+ * block_align (> BRISK_SEGMENT_SIZE) the address one segment above the base
+ * is aligned to it instead: the home of an over-aligned huge block. */
+BRISK_HIDDEN brisk_segment_t *_brisk_segment_reserve(size_t mapped_size, size_t block_align);
+BRISK_HIDDEN void _brisk_segment_unmap(brisk_segment_t *segment);
+
+/* ---- page.c: size-class pages, the generic malloc and free paths ---- */
+
+BRISK_HIDDEN void *_brisk_malloc_generic(brisk_heap_t *heap, size_t size, bool zero);
+BRISK_HIDDEN void _brisk_free_generic(void *p);
+/* After a local free made page->used <= 0: the page was full or is empty. */
+BRISK_HIDDEN void _brisk_page_free_slow(brisk_heap_t *heap, brisk_page_t *page);
+/* Return a block to its page on behalf of the page's heap (remote drains). */
+BRISK_HIDDEN void _brisk_page_free_block(brisk_heap_t *heap, brisk_page_t *page, brisk_block_t *block);
+/* Start of the block that contains p (p may be an interior aligned pointer). */
+BRISK_HIDDEN uint8_t *_brisk_page_block_start(const brisk_page_t *page, const void *p);
+/* Move every page of the heap's queues to a clean state at thread exit. */
+BRISK_HIDDEN void _brisk_heap_collect_all(brisk_heap_t *heap);
+/* Find a pointer's segment and page; aborts with a message if p is not one
+ * of brisk's blocks. Used by free's slow path, usable_size and realloc. */
+BRISK_HIDDEN brisk_segment_t *_brisk_checked_segment(const void *p, const char *caller);
+
+/* ---- huge.c: blocks above BRISK_LARGE_MAX, each in its own mapping ---- */
+
+BRISK_HIDDEN void *_brisk_huge_alloc(brisk_heap_t *heap, size_t size, size_t align, bool zero);
+BRISK_HIDDEN void _brisk_huge_free(brisk_heap_t *heap, brisk_segment_t *segment);
+/* Resize in place (true) or report that the caller must move the block. */
+BRISK_HIDDEN bool _brisk_huge_resize_in_place(brisk_segment_t *segment, void *p, size_t new_size);
+BRISK_HIDDEN void _brisk_huge_cache_trim(brisk_heap_t *heap, uint64_t now_ms, uint64_t max_age_ms);
+BRISK_HIDDEN uint8_t *_brisk_huge_block(const brisk_segment_t *segment);
+
+/* ---- api.c ---- */
+
+BRISK_HIDDEN void *_brisk_malloc_aligned(size_t size, size_t alignment, bool zero);
+BRISK_HIDDEN BRISK_NORETURN void _brisk_fatal_pointer(const char *caller, const void *p, const char *why);
+
+#endif /* BRISK_GENERAL_INTERNAL_H */

@@ -1,0 +1,271 @@
+/*
+ * page.c — size-class pages and the slow paths of malloc and free.
+ *
+ *   _brisk_malloc_generic(heap, size)
+ *     first call of a thread: _brisk_heap_init_thread
+ *     remote frees waiting: _brisk_heap_drain_remote; every 64 calls: housekeeping
+ *     size > 512 KiB: _brisk_huge_alloc
+ *     find_page(class): walk the class queue from its head; a page with
+ *       nothing to give moves to heap->full_pages (flag in used); none left:
+ *       a fresh page from _brisk_segment_page_alloc
+ *   _brisk_page_free_slow(heap, page)      used hit 0, or the page was full
+ *     full: back to its class queue; empty: retire it to its segment, except
+ *     a small page at the head of its queue (malloc/free of one block in a
+ *     loop must not retire and re-initialise a page each time)
+ *   _brisk_free_generic(p)                 anything free()'s fast path declines
+ *     NULL, huge blocks, interior aligned pointers, and frees from a thread
+ *     that does not own the page: pushed to the owner heap's remote queue
+ *
+ * A page's lists (free, local_free) and its queue links belong to the
+ * owning heap's thread; nothing here takes a lock or an atomic except the
+ * relaxed page->owner stores.
+ */
+#include "general/alloc.h"
+#include "general/size_class.h"
+#include "os/os.h"
+
+#include <errno.h>
+#include <string.h>
+
+/* Bytes carved into a page's free list at a time: touching a whole 64 KiB
+ * page up front would cost RSS for classes that see few allocations. */
+#define PAGE_EXTEND_BYTES 4096
+#define PAGE_EXTEND_MIN_BLOCKS 4
+
+static void queue_push_front(brisk_page_queue_t *queue, brisk_page_t *page) {
+  page->prev = NULL;
+  page->next = queue->head;
+  if (queue->head != NULL) queue->head->prev = page;
+  else queue->tail = page;
+  queue->head = page;
+}
+
+static void queue_push_back(brisk_page_queue_t *queue, brisk_page_t *page) {
+  page->next = NULL;
+  page->prev = queue->tail;
+  if (queue->tail != NULL) queue->tail->next = page;
+  else queue->head = page;
+  queue->tail = page;
+}
+
+static void queue_remove(brisk_page_queue_t *queue, brisk_page_t *page) {
+  if (page->prev != NULL) page->prev->next = page->next;
+  else queue->head = page->next;
+  if (page->next != NULL) page->next->prev = page->prev;
+  else queue->tail = page->prev;
+  page->next = page->prev = NULL;
+}
+
+/* Point malloc's direct table at the head page of a class (or at the
+ * static empty page, which sends the next malloc to the slow path). */
+static void heap_update_direct(brisk_heap_t *heap, size_t class_index) {
+  size_t size = brisk_class_to_size(class_index);
+  if (size > BRISK_DIRECT_MAX) return;
+  brisk_page_t *page = heap->queues[class_index].head;
+  if (page == NULL) page = &_brisk_page_empty;
+  size_t first_word = class_index == 1 ? 0 : brisk_class_to_size(class_index - 1) / 8 + 1;
+  for (size_t word = first_word; word <= size / 8; word++) heap->direct[word] = page;
+}
+
+static void page_extend(brisk_page_t *page) {
+  size_t remaining = (size_t)page->reserved - page->capacity;
+  size_t count = PAGE_EXTEND_BYTES / page->block_size;
+  if (count < PAGE_EXTEND_MIN_BLOCKS) count = PAGE_EXTEND_MIN_BLOCKS;
+  if (count > remaining) count = remaining;
+  uint8_t *first = page->start + (size_t)page->capacity * page->block_size;
+  uint8_t *block = first;
+  for (size_t i = 1; i < count; i++) {
+    ((brisk_block_t *)block)->next = (brisk_block_t *)(block + page->block_size);
+    block += page->block_size;
+  }
+  ((brisk_block_t *)block)->next = page->free;
+  page->free = (brisk_block_t *)first;
+  page->capacity = (uint16_t)(page->capacity + count);
+}
+
+static void page_init(brisk_heap_t *heap, brisk_page_t *page, size_t class_index) {
+  brisk_segment_t *segment = (brisk_segment_t *)((uintptr_t)page & ~(uintptr_t)BRISK_SEGMENT_MASK);
+  size_t index = (size_t)(page - segment->pages);
+  size_t block_size = brisk_class_to_size(class_index);
+  size_t usable = _brisk_page_usable_bytes(segment, page);
+  uint8_t *page_start = (uint8_t *)segment + (index << segment->page_shift);
+  page->start = page_start + (((size_t)1 << segment->page_shift) - usable);
+  page->block_size = (uint32_t)block_size;
+  page->class_index = (uint8_t)class_index;
+  page->reserved = (uint16_t)(usable / block_size);
+  page->capacity = 0;
+  page->used = 0;
+  page->free = NULL;
+  page->local_free = NULL;
+  page->is_committed = 1;
+  brisk_store_relaxed(&page->owner, (uintptr_t)heap);
+  heap->counters.pages_initialized++;
+  page_extend(page);
+}
+
+/* A page of the class with a free block, at the head of the class queue. */
+static brisk_page_t *find_page(brisk_heap_t *heap, size_t class_index) {
+  brisk_page_queue_t *queue = &heap->queues[class_index];
+  brisk_page_t *page = queue->head;
+  while (page != NULL) {
+    brisk_page_t *next = page->next;
+    if (page->free == NULL) {
+      page->free = page->local_free;
+      page->local_free = NULL;
+    }
+    if (page->free == NULL && page->capacity < page->reserved) page_extend(page);
+    if (page->free != NULL) {
+      if (page != queue->head) {
+        queue_remove(queue, page);
+        queue_push_front(queue, page);
+      }
+      heap_update_direct(heap, class_index);
+      return page;
+    }
+    queue_remove(queue, page);
+    page->used |= BRISK_PAGE_FULL_FLAG;
+    queue_push_back(&heap->full_pages, page);
+    page = next;
+  }
+  page = _brisk_segment_page_alloc(heap, brisk_class_to_kind(class_index));
+  if (page != NULL) {
+    page_init(heap, page, class_index);
+    queue_push_front(queue, page);
+  }
+  heap_update_direct(heap, class_index);
+  return page;
+}
+
+static bool remote_queue_maybe_nonempty(const brisk_heap_t *heap) {
+  return heap->remote_head != &heap->remote_stub ||
+         brisk_load_relaxed(&heap->remote_tail) != &heap->remote_stub;
+}
+
+void *_brisk_malloc_generic(brisk_heap_t *heap, size_t size, bool zero) {
+  if (BRISK_UNLIKELY(heap->is_empty_heap)) {
+    heap = _brisk_heap_init_thread();
+    if (heap == NULL) {
+      errno = ENOMEM;
+      return NULL;
+    }
+  }
+  if (remote_queue_maybe_nonempty(heap)) _brisk_heap_drain_remote(heap);
+  if ((++heap->generic_calls & 63) == 0) _brisk_heap_housekeeping(heap);
+
+  if (size > BRISK_LARGE_MAX) return _brisk_huge_alloc(heap, size, 0, zero);
+
+  size_t class_index = brisk_size_to_class(size);
+  brisk_page_t *page = heap->queues[class_index].head;
+  if (page == NULL || page->free == NULL) {
+    page = find_page(heap, class_index);
+    if (page == NULL) {
+      errno = ENOMEM;
+      return NULL;
+    }
+  }
+  brisk_block_t *block = page->free;
+  page->free = block->next;
+  page->used++;
+  if (zero) memset(block, 0, size);
+  return block;
+}
+
+void _brisk_page_free_slow(brisk_heap_t *heap, brisk_page_t *page) {
+  size_t class_index = page->class_index;
+  brisk_page_queue_t *queue = &heap->queues[class_index];
+  if (page->used & BRISK_PAGE_FULL_FLAG) {
+    page->used &= ~BRISK_PAGE_FULL_FLAG;
+    queue_remove(&heap->full_pages, page);
+    queue_push_back(queue, page);
+    if (queue->head == page) heap_update_direct(heap, class_index);
+  }
+  if (page->used != 0) return;
+  bool keep = page == queue->head && page->block_size <= BRISK_SMALL_MAX &&
+              !brisk_load_relaxed(&heap->abandoned);
+  if (keep) return;
+  bool was_head = page == queue->head;
+  queue_remove(queue, page);
+  if (was_head) heap_update_direct(heap, class_index);
+  heap->counters.pages_retired++;
+  _brisk_segment_page_free(heap, page);
+}
+
+void _brisk_page_free_block(brisk_heap_t *heap, brisk_page_t *page, brisk_block_t *block) {
+  block->next = page->local_free;
+  page->local_free = block;
+  if ((int32_t)--page->used <= 0) _brisk_page_free_slow(heap, page);
+}
+
+uint8_t *_brisk_page_block_start(const brisk_page_t *page, const void *p) {
+  size_t offset = (size_t)((const uint8_t *)p - page->start);
+  return page->start + offset - offset % page->block_size;
+}
+
+void _brisk_heap_collect_all(brisk_heap_t *heap) {
+  for (size_t class_index = 1; class_index < BRISK_CLASS_COUNT; class_index++) {
+    brisk_page_queue_t *queue = &heap->queues[class_index];
+    brisk_page_t *page = queue->head;
+    while (page != NULL) {
+      brisk_page_t *next = page->next;
+      if (page->used == 0) {
+        queue_remove(queue, page);
+        heap->counters.pages_retired++;
+        _brisk_segment_page_free(heap, page);
+      }
+      page = next;
+    }
+    heap_update_direct(heap, class_index);
+  }
+}
+
+brisk_segment_t *_brisk_checked_segment(const void *p, const char *caller) {
+  uintptr_t address = (uintptr_t)p;
+  if ((address & BRISK_SEGMENT_MASK) == 0) {
+    /* Only a huge block aligned to a segment or more sits at offset 0; its
+     * header is one segment below. */
+    uintptr_t header = address - BRISK_SEGMENT_SIZE;
+    if (address >= BRISK_SEGMENT_SIZE && brisk_segment_map_contains(header)) {
+      brisk_segment_t *segment = (brisk_segment_t *)header;
+      if (segment->kind == BRISK_KIND_HUGE && _brisk_huge_block(segment) == p) return segment;
+    }
+    _brisk_fatal_pointer(caller, p, "not allocated by brisk");
+  }
+  if (!brisk_segment_map_contains(address)) _brisk_fatal_pointer(caller, p, "not allocated by brisk");
+  brisk_segment_t *segment = (brisk_segment_t *)(address & ~(uintptr_t)BRISK_SEGMENT_MASK);
+  if (segment->kind == BRISK_KIND_HUGE) {
+    if ((const uint8_t *)p < _brisk_huge_block(segment)) {
+      _brisk_fatal_pointer(caller, p, "not allocated by brisk");
+    }
+    return segment;
+  }
+  const uint8_t *first_block = (const uint8_t *)segment + ((size_t)1 << segment->page_shift) -
+                               _brisk_page_usable_bytes(segment, &segment->pages[0]);
+  if ((const uint8_t *)p < first_block) _brisk_fatal_pointer(caller, p, "not allocated by brisk");
+  brisk_page_t *page = brisk_page_of(segment, address);
+  if (brisk_load_relaxed(&page->owner) == 0) {
+    _brisk_fatal_pointer(caller, p, "block is already free (double free?)");
+  }
+  return segment;
+}
+
+void _brisk_free_generic(void *p) {
+  if (p == NULL) return;
+  brisk_segment_t *segment = _brisk_checked_segment(p, "free");
+  brisk_heap_t *heap = _brisk_tls_heap;
+  if (segment->kind == BRISK_KIND_HUGE) {
+    if ((uint8_t *)p != _brisk_huge_block(segment)) {
+      _brisk_fatal_pointer("free", p, "not the start of a block");
+    }
+    _brisk_huge_free(heap, segment);
+    return;
+  }
+  brisk_page_t *page = brisk_page_of(segment, (uintptr_t)p);
+  uintptr_t owner = brisk_load_relaxed(&page->owner);
+  brisk_block_t *block = (brisk_block_t *)p;
+  if (owner & BRISK_OWNER_ALIGNED) block = (brisk_block_t *)_brisk_page_block_start(page, p);
+  if ((owner & ~(uintptr_t)BRISK_OWNER_ALIGNED) == (uintptr_t)heap) {
+    _brisk_page_free_block(heap, page, block);
+  } else {
+    _brisk_remote_free(segment->heap, block);
+  }
+}

@@ -1,0 +1,216 @@
+/*
+ * segment.c — segments and the pages inside them.
+ *
+ *   _brisk_segment_page_alloc(heap, kind)      a free page of that kind
+ *     heap->available[kind] has a segment with a free page? take its first
+ *     free page (bitmap + ctz); else reserve a new segment from the OS.
+ *   _brisk_segment_page_free(heap, page)       a retired page goes back
+ *     its memory stays backed and joins heap->purge_list (oldest first);
+ *     _brisk_heap_purge decommits pages that stayed free past a delay, or at
+ *     once when the list holds too many bytes. A segment with no page in use
+ *     is released to the OS unless it is the heap's one spare of its kind.
+ *
+ * Everything here runs on the heap's owner thread (or the holder of an
+ * abandoned heap's drain_lock). The segment map is the one global written:
+ * byte stores when a segment is reserved or released, read by free().
+ */
+#include "general/internal.h"
+#include "general/size_class.h"
+#include "os/os.h"
+
+#include <string.h>
+
+_Atomic(uint8_t) _brisk_segment_map[BRISK_SEGMENT_MAP_SIZE];
+
+/* Free pages beyond this many bytes per heap are decommitted at once. */
+#define PURGE_LIST_MAX_BYTES ((size_t)32 << 20)
+
+static const uint8_t page_shift_of_kind[BRISK_KIND_COUNT_PAGED] = {
+    BRISK_SMALL_PAGE_SHIFT, BRISK_MEDIUM_PAGE_SHIFT, BRISK_LARGE_PAGE_SHIFT};
+
+static size_t segment_page_count(brisk_segment_kind_t kind) {
+  return BRISK_SEGMENT_SIZE >> page_shift_of_kind[kind];
+}
+
+static size_t segment_metadata_size(size_t page_count) {
+  return brisk_align_up(sizeof(brisk_segment_t) + page_count * sizeof(brisk_page_t),
+                        _brisk_os_page_size());
+}
+
+static size_t page_index(const brisk_segment_t *segment, const brisk_page_t *page) {
+  return (size_t)(page - segment->pages);
+}
+
+static brisk_segment_t *segment_of_page(const brisk_page_t *page) {
+  return (brisk_segment_t *)((uintptr_t)page & ~(uintptr_t)BRISK_SEGMENT_MASK);
+}
+
+/* The bytes of a page that blocks may use: page 0 starts after the header. */
+static uint8_t *page_area(const brisk_segment_t *segment, const brisk_page_t *page, size_t *size) {
+  size_t index = page_index(segment, page);
+  size_t page_size = (size_t)1 << segment->page_shift;
+  uint8_t *start = (uint8_t *)segment + index * page_size;
+  uint8_t *end = start + page_size;
+  if (index == 0) start += segment_metadata_size(segment->page_count);
+  *size = (size_t)(end - start);
+  return start;
+}
+
+size_t _brisk_page_usable_bytes(const brisk_segment_t *segment, const brisk_page_t *page) {
+  size_t size;
+  page_area(segment, page, &size);
+  return size;
+}
+
+brisk_segment_t *_brisk_segment_reserve(size_t mapped_size, size_t block_align) {
+  brisk_segment_t *segment =
+      block_align == 0 ? _brisk_os_reserve(mapped_size, BRISK_SEGMENT_SIZE, 0)
+                       : _brisk_os_reserve(mapped_size, block_align, BRISK_SEGMENT_SIZE);
+  if (segment == NULL) return NULL;
+  segment->mapped_size = mapped_size;
+  brisk_store_relaxed(&_brisk_segment_map[(uintptr_t)segment >> BRISK_SEGMENT_SHIFT], 1);
+  return segment;
+}
+
+void _brisk_segment_unmap(brisk_segment_t *segment) {
+  brisk_store_relaxed(&_brisk_segment_map[(uintptr_t)segment >> BRISK_SEGMENT_SHIFT], 0);
+  _brisk_os_release(segment, segment->mapped_size);
+}
+
+static void available_push(brisk_heap_t *heap, brisk_segment_t *segment) {
+  brisk_segment_t **head = &heap->available[segment->kind];
+  segment->prev = NULL;
+  segment->next = *head;
+  if (*head != NULL) (*head)->prev = segment;
+  *head = segment;
+  segment->in_available_list = true;
+}
+
+static void available_remove(brisk_heap_t *heap, brisk_segment_t *segment) {
+  if (segment->prev != NULL) segment->prev->next = segment->next;
+  else heap->available[segment->kind] = segment->next;
+  if (segment->next != NULL) segment->next->prev = segment->prev;
+  segment->next = segment->prev = NULL;
+  segment->in_available_list = false;
+}
+
+static void purge_list_remove(brisk_heap_t *heap, brisk_page_t *page) {
+  brisk_page_queue_t *list = &heap->purge_list;
+  if (page->prev != NULL) page->prev->next = page->next;
+  else list->head = page->next;
+  if (page->next != NULL) page->next->prev = page->prev;
+  else list->tail = page->prev;
+  page->next = page->prev = NULL;
+  page->in_purge_list = 0;
+  heap->purge_list_bytes -= _brisk_page_usable_bytes(segment_of_page(page), page);
+}
+
+static void purge_list_append(brisk_heap_t *heap, brisk_page_t *page, uint64_t now_ms) {
+  brisk_page_queue_t *list = &heap->purge_list;
+  page->freed_at_ms = now_ms;
+  page->next = NULL;
+  page->prev = list->tail;
+  if (list->tail != NULL) list->tail->next = page;
+  else list->head = page;
+  list->tail = page;
+  page->in_purge_list = 1;
+  heap->purge_list_bytes += _brisk_page_usable_bytes(segment_of_page(page), page);
+}
+
+static brisk_segment_t *segment_new(brisk_heap_t *heap, brisk_segment_kind_t kind) {
+  brisk_segment_t *segment = _brisk_segment_reserve(BRISK_SEGMENT_SIZE, 0);
+  if (segment == NULL) return NULL;
+  size_t page_count = segment_page_count(kind);
+  segment->kind = (uint8_t)kind;
+  segment->page_shift = page_shift_of_kind[kind];
+  segment->page_count = (uint16_t)page_count;
+  segment->used_pages = 0;
+  segment->heap = heap;
+  /* Fresh memory is zero, so page descriptors start free and uncommitted. */
+  for (size_t i = 0; i < page_count; i += 64) {
+    size_t bits = page_count - i < 64 ? page_count - i : 64;
+    segment->free_pages[i / 64] = bits == 64 ? ~(uint64_t)0 : (((uint64_t)1 << bits) - 1);
+  }
+  heap->empty_segments[kind]++;
+  heap->counters.segments_reserved++;
+  available_push(heap, segment);
+  return segment;
+}
+
+static void segment_release(brisk_heap_t *heap, brisk_segment_t *segment) {
+  for (size_t i = 0; i < segment->page_count; i++) {
+    if (segment->pages[i].in_purge_list) purge_list_remove(heap, &segment->pages[i]);
+  }
+  if (segment->in_available_list) available_remove(heap, segment);
+  heap->empty_segments[segment->kind]--;
+  heap->counters.segments_released++;
+  _brisk_segment_unmap(segment);
+}
+
+brisk_page_t *_brisk_segment_page_alloc(brisk_heap_t *heap, brisk_segment_kind_t kind) {
+  brisk_segment_t *segment = heap->available[kind];
+  if (segment == NULL) {
+    segment = segment_new(heap, kind);
+    if (segment == NULL) return NULL;
+  }
+  size_t word = 0;
+  while (segment->free_pages[word] == 0) word++;
+  size_t index = word * 64 + brisk_count_trailing_zeros(segment->free_pages[word]);
+  segment->free_pages[word] &= segment->free_pages[word] - 1;
+  if (segment->used_pages++ == 0) heap->empty_segments[kind]--;
+  if (segment->used_pages == segment->page_count) available_remove(heap, segment);
+
+  brisk_page_t *page = &segment->pages[index];
+  if (page->in_purge_list) purge_list_remove(heap, page);
+  page->in_use = 1;
+  return page;
+}
+
+void _brisk_segment_page_free(brisk_heap_t *heap, brisk_page_t *page) {
+  brisk_segment_t *segment = segment_of_page(page);
+  size_t index = page_index(segment, page);
+  brisk_store_relaxed(&page->owner, 0);
+  page->in_use = 0;
+  page->free = NULL;
+  page->local_free = NULL;
+  segment->free_pages[index / 64] |= (uint64_t)1 << (index % 64);
+  if (!segment->in_available_list) available_push(heap, segment);
+  if (page->is_committed) purge_list_append(heap, page, _brisk_os_now_ms());
+
+  if (--segment->used_pages == 0) {
+    heap->empty_segments[segment->kind]++;
+    /* Keep one empty segment per kind so that a heap cycling through a
+     * page's worth of memory does not map and unmap a segment each time. */
+    if (heap->empty_segments[segment->kind] > 1 || brisk_load_relaxed(&heap->abandoned)) {
+      segment_release(heap, segment);
+    }
+  }
+  if (heap->purge_list_bytes > PURGE_LIST_MAX_BYTES) {
+    _brisk_heap_purge(heap, _brisk_os_now_ms(), 0);
+  }
+}
+
+void _brisk_heap_purge(brisk_heap_t *heap, uint64_t now_ms, uint64_t delay_ms) {
+  brisk_page_t *page;
+  while ((page = heap->purge_list.head) != NULL) {
+    if (delay_ms != 0 && now_ms - page->freed_at_ms < delay_ms) break; /* oldest first */
+    brisk_segment_t *segment = segment_of_page(page);
+    size_t size;
+    uint8_t *start = page_area(segment, page, &size);
+    purge_list_remove(heap, page);
+    _brisk_os_decommit(start, size);
+    page->is_committed = 0;
+    heap->counters.bytes_purged += size;
+  }
+}
+
+void _brisk_heap_release_empty_segments(brisk_heap_t *heap) {
+  for (int kind = 0; kind < BRISK_KIND_COUNT_PAGED; kind++) {
+    brisk_segment_t *segment = heap->available[kind];
+    while (segment != NULL) {
+      brisk_segment_t *next = segment->next;
+      if (segment->used_pages == 0) segment_release(heap, segment);
+      segment = next;
+    }
+  }
+}

@@ -1,0 +1,185 @@
+/*
+ * types.h — the data structures of brisk's general allocator.
+ *
+ * Memory comes from the OS in segments of BRISK_SEGMENT_SIZE bytes aligned to
+ * their size, so the segment of any block is `p & ~BRISK_SEGMENT_MASK`. A
+ * segment has one kind, and all its pages have that kind's size:
+ *
+ *   kind     page size   blocks served           pages per segment
+ *   small    64 KiB      8 B .. 8 KiB            512
+ *   medium   512 KiB     8 KiB+ .. 64 KiB        64
+ *   large    4 MiB       64 KiB+ .. 512 KiB      8
+ *   huge     whole map   one block > 512 KiB     1 (page 0; page_shift 63)
+ *
+ * The segment header (this struct plus the page descriptors) lives at the
+ * start of page 0, which therefore serves fewer blocks. A page serves one
+ * size class; its block of p is found by `(p - segment) >> page_shift`.
+ *
+ * Ownership: every small/medium/large segment belongs to one heap, for life.
+ * A heap belongs to one thread at a time; when the thread exits the heap is
+ * abandoned whole and a later thread adopts it (heap.c), so a segment's
+ * `heap` never changes and other threads may read it without ordering.
+ *
+ * Who touches what (see also heap.c's overview):
+ *   page.free, local_free, used, capacity, queue links — the owning thread only
+ *       (or, while the heap is abandoned, whoever holds heap->drain_lock).
+ *   page.owner — written by the owner; read by any thread in free() (relaxed:
+ *       any stale value it can see is "not mine", which sends the free down
+ *       the remote path, and that path only needs segment->heap).
+ *   heap.remote — a multi-producer single-consumer queue: any thread pushes
+ *       with one atomic exchange, the owner drains.
+ */
+#ifndef BRISK_GENERAL_TYPES_H
+#define BRISK_GENERAL_TYPES_H
+
+#include "base/base.h"
+
+#define BRISK_SEGMENT_SHIFT 25 /* 32 MiB */
+#define BRISK_SEGMENT_SIZE  ((size_t)1 << BRISK_SEGMENT_SHIFT)
+#define BRISK_SEGMENT_MASK  (BRISK_SEGMENT_SIZE - 1)
+
+/* User space on x86-64 with 4-level paging ends at 2^47; the segment map has
+ * one byte per possible segment there (4 MiB of BSS, touched sparsely). */
+#define BRISK_ADDRESS_BITS     47
+#define BRISK_SEGMENT_MAP_SIZE ((size_t)1 << (BRISK_ADDRESS_BITS - BRISK_SEGMENT_SHIFT))
+
+#define BRISK_SMALL_PAGE_SHIFT  16 /* 64 KiB */
+#define BRISK_MEDIUM_PAGE_SHIFT 19 /* 512 KiB */
+#define BRISK_LARGE_PAGE_SHIFT  22 /* 4 MiB */
+#define BRISK_HUGE_PAGE_SHIFT   63 /* every offset maps to page 0 */
+
+#define BRISK_SMALL_MAX  ((size_t)8 * 1024)
+#define BRISK_MEDIUM_MAX ((size_t)64 * 1024)
+#define BRISK_LARGE_MAX  ((size_t)512 * 1024)
+
+/* Size classes: 8-byte steps up to 64 B, then 8 classes per doubling, so a
+ * block is at most 12.5% larger than asked for above 64 B. Class 0 is unused
+ * (it marks huge blocks). See size_class.h. */
+#define BRISK_CLASS_COUNT      113 /* classes 1..112; 112 is 512 KiB */
+#define BRISK_CLASS_SMALL_LAST 64  /* 8 KiB */
+#define BRISK_CLASS_MEDIUM_LAST 88 /* 64 KiB */
+
+/* malloc's fast path looks its page up directly by size in 8-byte words for
+ * sizes up to this. */
+#define BRISK_DIRECT_MAX   ((size_t)1024)
+#define BRISK_DIRECT_COUNT (BRISK_DIRECT_MAX / 8 + 1)
+
+/* A page whose used count has this bit set is full: it is off its class
+ * queue, and the first free to it must put it back. Keeping the flag in
+ * `used` lets free()'s fast path test "empty or full" with one compare. */
+#define BRISK_PAGE_FULL_FLAG 0x80000000u
+
+/* page.owner's low bit: the page holds blocks handed out at an interior,
+ * aligned address, so free() must find the block start first. */
+#define BRISK_OWNER_ALIGNED 1u
+
+typedef enum brisk_segment_kind_e {
+  BRISK_KIND_SMALL = 0,
+  BRISK_KIND_MEDIUM = 1,
+  BRISK_KIND_LARGE = 2,
+  BRISK_KIND_COUNT_PAGED = 3,
+  BRISK_KIND_HUGE = 3,
+} brisk_segment_kind_t;
+
+typedef struct brisk_block_s {
+  struct brisk_block_s *next;
+} brisk_block_t;
+
+struct brisk_heap_s;
+
+typedef struct brisk_page_s {
+  /* The list malloc pops (owner only). While the page is free and waiting to
+   * be purged, the same word holds the time it was freed. */
+  union {
+    brisk_block_t *free;
+    uint64_t freed_at_ms;
+  };
+  brisk_block_t *local_free;     /* owner's frees land here (owner only) */
+  uint32_t used;                 /* blocks handed out, with BRISK_PAGE_FULL_FLAG */
+  uint32_t block_size;
+  _Atomic(uintptr_t) owner;      /* heap address | BRISK_OWNER_ALIGNED; 0 when free */
+  uint16_t capacity;             /* blocks carved into lists so far */
+  uint16_t reserved;             /* blocks the page can hold */
+  uint8_t class_index;
+  uint8_t in_use : 1;            /* serving a size class */
+  uint8_t in_purge_list : 1;     /* free but still backed by memory */
+  uint8_t is_committed : 1;      /* its memory has been touched since the last decommit */
+  uint8_t *start;                /* first block */
+  struct brisk_page_s *next;     /* class queue, full list, or purge list */
+  struct brisk_page_s *prev;
+} brisk_page_t;
+
+typedef struct brisk_segment_s {
+  uint8_t kind;
+  uint8_t page_shift;
+  uint16_t page_count;
+  uint16_t used_pages;
+  struct brisk_heap_s *heap;     /* owner, for life; NULL for huge segments */
+  size_t mapped_size;            /* bytes reserved from the OS for this segment */
+  struct brisk_segment_s *next;  /* heap's list of segments with a free page */
+  struct brisk_segment_s *prev;
+  bool in_available_list;
+  uint64_t free_pages[8];        /* bit i set: page i is free (up to 512 pages) */
+  brisk_page_t pages[];          /* page_count descriptors */
+} brisk_segment_t;
+
+typedef struct brisk_page_queue_s {
+  brisk_page_t *head;
+  brisk_page_t *tail;
+} brisk_page_queue_t;
+
+/* A free block pushed across threads: the first word as an atomic link. */
+typedef struct brisk_remote_node_s {
+  _Atomic(struct brisk_remote_node_s *) next;
+} brisk_remote_node_t;
+
+/* A cached huge mapping, kept committed so that reusing it costs no faults. */
+typedef struct brisk_huge_cache_entry_s {
+  brisk_segment_t *segment;
+  size_t size;
+  uint64_t freed_at_ms;
+} brisk_huge_cache_entry_t;
+
+#define BRISK_HUGE_CACHE_ENTRIES 8
+
+/* Per-thread counters (a later stats API merges them on demand); only slow
+ * paths touch them. */
+typedef struct brisk_heap_counters_s {
+  uint64_t pages_initialized;
+  uint64_t pages_retired;
+  uint64_t segments_reserved;
+  uint64_t segments_released;
+  uint64_t huge_allocations;
+  uint64_t huge_cache_hits;
+  uint64_t remote_frees_received;
+  uint64_t bytes_purged;
+} brisk_heap_counters_t;
+
+typedef struct brisk_heap_s {
+  /* Hot: read by malloc's fast path. */
+  brisk_page_t *direct[BRISK_DIRECT_COUNT];
+  brisk_page_queue_t queues[BRISK_CLASS_COUNT];
+  brisk_page_queue_t full_pages;
+  brisk_page_queue_t purge_list;   /* free pages still holding memory, oldest first */
+  size_t purge_list_bytes;
+  brisk_segment_t *available[BRISK_KIND_COUNT_PAGED]; /* segments with a free page */
+  uint32_t empty_segments[BRISK_KIND_COUNT_PAGED];
+  uint32_t generic_calls;
+  brisk_huge_cache_entry_t huge_cache[BRISK_HUGE_CACHE_ENTRIES];
+  size_t huge_cache_bytes;
+  brisk_heap_counters_t counters;
+  struct brisk_heap_s *next_abandoned;
+  struct brisk_heap_s *next_all;
+  bool is_empty_heap;              /* the static stand-in of threads with no heap yet */
+
+  /* Consumer side of the remote queue (owner only). */
+  brisk_remote_node_t *remote_head;
+  brisk_remote_node_t remote_stub;
+
+  /* Shared: on their own cache lines, away from the owner's fields. */
+  BRISK_ALIGNED(BRISK_CACHE_LINE) _Atomic(brisk_remote_node_t *) remote_tail;
+  BRISK_ALIGNED(BRISK_CACHE_LINE) _Atomic(bool) abandoned;
+  _Atomic(bool) drain_lock;        /* held by whoever works on an abandoned heap */
+} brisk_heap_t;
+
+#endif /* BRISK_GENERAL_TYPES_H */

@@ -1,0 +1,52 @@
+/*
+ * os.h — the OS contract. The only layer that maps, unmaps or advises memory,
+ * or talks to the kernel for time and error output. One implementation file
+ * per OS (os_linux.c); no platform #if outside os/.
+ *
+ * Vocabulary:
+ *   reserve   — take address space. brisk reserves read-write and lets the
+ *               kernel back pages on first touch, so "commit" is implicit.
+ *   decommit  — give the physical pages back (RSS falls); the range stays
+ *               reserved and reads back as zero when touched again.
+ *   release   — return the address space itself.
+ */
+#ifndef BRISK_OS_H
+#define BRISK_OS_H
+
+#include "base/base.h"
+
+/* The OS page size (4 KiB on x86-64 Linux). */
+BRISK_HIDDEN size_t _brisk_os_page_size(void);
+
+/*
+ * Reserve `size` bytes (a multiple of the page size) read-write, placed so
+ * that base + align_offset is a multiple of `align` (a power of two, at
+ * least the page size; align_offset < align, a multiple of the page size).
+ * Fresh memory reads as zero. NULL with errno ENOMEM when the kernel refuses.
+ */
+BRISK_HIDDEN void *_brisk_os_reserve(size_t size, size_t align, size_t align_offset);
+
+/* Return a range from _brisk_os_reserve (or a page-aligned part of it). */
+BRISK_HIDDEN void _brisk_os_release(void *p, size_t size);
+
+/* Drop the physical pages of a page-aligned range; it stays usable. */
+BRISK_HIDDEN void _brisk_os_decommit(void *p, size_t size);
+
+/*
+ * Grow or shrink a reservation, moving it when it cannot grow in place, so
+ * that a huge realloc copies no bytes. The new base keeps base + align_offset
+ * aligned as before only if it did not move; callers that need alignment pass
+ * may_move = false and fall back to copying. NULL when it cannot.
+ */
+BRISK_HIDDEN void *_brisk_os_resize(void *p, size_t old_size, size_t new_size, bool may_move);
+
+/* A monotonic clock in milliseconds, cheap enough for slow paths (vDSO). */
+BRISK_HIDDEN uint64_t _brisk_os_now_ms(void);
+
+/* Write a message to stderr without allocating. */
+BRISK_HIDDEN void _brisk_os_write_error(const char *message);
+
+/* Abort the process after a heap-misuse message (never returns). */
+BRISK_HIDDEN BRISK_NORETURN void _brisk_os_abort(void);
+
+#endif /* BRISK_OS_H */

@@ -1,0 +1,85 @@
+/*
+ * os_linux.c — the OS contract (os.h) on Linux: mmap, munmap, mremap,
+ * madvise, clock_gettime and write(2).
+ */
+#define _GNU_SOURCE
+#include "os/os.h"
+
+#include <errno.h>
+#include <signal.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/mman.h>
+#include <time.h>
+#include <unistd.h>
+
+size_t _brisk_os_page_size(void) { return 4096; }
+
+static void *map_anonymous(size_t size) {
+  /* No MAP_NORESERVE: the kernel's overcommit heuristic then refuses sizes
+   * that can never be backed (64 TiB), which is how malloc must fail. */
+  void *p = mmap(NULL, size, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
+  if (p == MAP_FAILED) {
+    errno = ENOMEM;
+    return NULL;
+  }
+  return p;
+}
+
+void *_brisk_os_reserve(size_t size, size_t align, size_t align_offset) {
+  size_t page = _brisk_os_page_size();
+  if (align < page) align = page;
+  if (size == 0 || size > PTRDIFF_MAX - align) {
+    errno = ENOMEM;
+    return NULL;
+  }
+  /* Over-reserve by `align`, then trim both ends: the kernel gives no
+   * aligned mmap, and this costs two munmaps only on the slow path. */
+  size_t padded = size + align;
+  uint8_t *raw = map_anonymous(padded);
+  if (raw == NULL) return NULL;
+  uintptr_t target = ((uintptr_t)raw + align_offset + align - 1) & ~(uintptr_t)(align - 1);
+  uint8_t *base = (uint8_t *)(target - align_offset);
+  if (base < raw) base += align;
+  size_t head = (size_t)(base - raw);
+  size_t tail = padded - head - size;
+  if (head != 0) munmap(raw, head);
+  if (tail != 0) munmap(base + size, tail);
+  return base;
+}
+
+void _brisk_os_release(void *p, size_t size) {
+  if (p != NULL && size != 0) munmap(p, size);
+}
+
+void _brisk_os_decommit(void *p, size_t size) {
+  /* MADV_DONTNEED (not MADV_FREE) so RSS falls at once and the range reads
+   * back as zero, which calloc relies on for fresh pages. */
+  if (size != 0) madvise(p, size, MADV_DONTNEED);
+}
+
+void *_brisk_os_resize(void *p, size_t old_size, size_t new_size, bool may_move) {
+  void *q = mremap(p, old_size, new_size, may_move ? MREMAP_MAYMOVE : 0);
+  return q == MAP_FAILED ? NULL : q;
+}
+
+uint64_t _brisk_os_now_ms(void) {
+  struct timespec ts;
+  clock_gettime(CLOCK_MONOTONIC_COARSE, &ts);
+  return (uint64_t)ts.tv_sec * 1000u + (uint64_t)ts.tv_nsec / 1000000u;
+}
+
+void _brisk_os_write_error(const char *message) {
+  size_t len = strlen(message);
+  while (len > 0) {
+    ssize_t n = write(STDERR_FILENO, message, len);
+    if (n <= 0) {
+      if (n < 0 && errno == EINTR) continue;
+      return;
+    }
+    message += n;
+    len -= (size_t)n;
+  }
+}
+
+void _brisk_os_abort(void) { abort(); }

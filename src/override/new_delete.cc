@@ -1,0 +1,94 @@
+/*
+ * new_delete.cc — every form of C++ operator new and delete over brisk.
+ *
+ * Failure follows the standard: a throwing new calls the installed
+ * new-handler and retries; with no handler it throws std::bad_alloc. The
+ * nothrow forms return nullptr.
+ *
+ * This file is compiled with -fno-exceptions and libbrisk is linked as C, so
+ * a C program that preloads brisk never loads libstdc++. The two libstdc++
+ * functions used here are weak references: any program that can call
+ * operator new has libstdc++ loaded, and the dynamic linker binds them there.
+ */
+#include <brisk.h>
+
+#include <cerrno>
+#include <cstddef>
+#include <cstdlib>
+#include <new>
+
+extern "C" {
+void *_brisk_malloc_aligned(size_t size, size_t alignment, bool zero) __attribute__((visibility("hidden")));
+}
+
+namespace std {
+new_handler get_new_handler() noexcept __attribute__((weak));
+[[noreturn]] void __throw_bad_alloc() __attribute__((weak));
+}  // namespace std
+
+#define BRISK_EXPORT __attribute__((visibility("default")))
+
+namespace {
+
+/* Returns true when a handler ran and the allocation should be retried. */
+bool call_new_handler(bool nothrow) {
+  std::new_handler handler = &std::get_new_handler != nullptr ? std::get_new_handler() : nullptr;
+  if (handler != nullptr) {
+    handler();
+    return true;
+  }
+  if (nothrow) return false;
+  if (&std::__throw_bad_alloc != nullptr) std::__throw_bad_alloc();
+  abort(); /* operator new without a C++ runtime: cannot happen in practice */
+}
+
+void *new_impl(size_t size, size_t alignment, bool nothrow) {
+  for (;;) {
+    void *p = alignment <= alignof(std::max_align_t) ? brisk_malloc(size)
+                                                       : _brisk_malloc_aligned(size, alignment, false);
+    if (p != nullptr) return p;
+    if (!call_new_handler(nothrow)) return nullptr;
+  }
+}
+
+}  // namespace
+
+BRISK_EXPORT void *operator new(size_t size) { return new_impl(size, 0, false); }
+BRISK_EXPORT void *operator new[](size_t size) { return new_impl(size, 0, false); }
+BRISK_EXPORT void *operator new(size_t size, const std::nothrow_t &) noexcept {
+  return new_impl(size, 0, true);
+}
+BRISK_EXPORT void *operator new[](size_t size, const std::nothrow_t &) noexcept {
+  return new_impl(size, 0, true);
+}
+BRISK_EXPORT void *operator new(size_t size, std::align_val_t alignment) {
+  return new_impl(size, static_cast<size_t>(alignment), false);
+}
+BRISK_EXPORT void *operator new[](size_t size, std::align_val_t alignment) {
+  return new_impl(size, static_cast<size_t>(alignment), false);
+}
+BRISK_EXPORT void *operator new(size_t size, std::align_val_t alignment,
+                                const std::nothrow_t &) noexcept {
+  return new_impl(size, static_cast<size_t>(alignment), true);
+}
+BRISK_EXPORT void *operator new[](size_t size, std::align_val_t alignment,
+                                  const std::nothrow_t &) noexcept {
+  return new_impl(size, static_cast<size_t>(alignment), true);
+}
+
+BRISK_EXPORT void operator delete(void *p) noexcept { brisk_free(p); }
+BRISK_EXPORT void operator delete[](void *p) noexcept { brisk_free(p); }
+BRISK_EXPORT void operator delete(void *p, size_t) noexcept { brisk_free(p); }
+BRISK_EXPORT void operator delete[](void *p, size_t) noexcept { brisk_free(p); }
+BRISK_EXPORT void operator delete(void *p, const std::nothrow_t &) noexcept { brisk_free(p); }
+BRISK_EXPORT void operator delete[](void *p, const std::nothrow_t &) noexcept { brisk_free(p); }
+BRISK_EXPORT void operator delete(void *p, std::align_val_t) noexcept { brisk_free(p); }
+BRISK_EXPORT void operator delete[](void *p, std::align_val_t) noexcept { brisk_free(p); }
+BRISK_EXPORT void operator delete(void *p, size_t, std::align_val_t) noexcept { brisk_free(p); }
+BRISK_EXPORT void operator delete[](void *p, size_t, std::align_val_t) noexcept { brisk_free(p); }
+BRISK_EXPORT void operator delete(void *p, std::align_val_t, const std::nothrow_t &) noexcept {
+  brisk_free(p);
+}
+BRISK_EXPORT void operator delete[](void *p, std::align_val_t, const std::nothrow_t &) noexcept {
+  brisk_free(p);
+}
