@@ -56,28 +56,19 @@ static void huge_init(brisk_segment_t *segment, size_t block_offset) {
 
 static void cache_remove(brisk_heap_t *heap, size_t index) {
   heap->huge_cache_bytes -= heap->huge_cache[index].size;
-  heap->huge_cache[index] = heap->huge_cache[BRISK_HUGE_CACHE_ENTRIES - 1];
-  heap->huge_cache[BRISK_HUGE_CACHE_ENTRIES - 1].segment = NULL;
-  /* Keep the filled entries first: compact by moving the last filled one. */
-  for (size_t i = BRISK_HUGE_CACHE_ENTRIES - 1; i > index; i--) {
-    if (heap->huge_cache[i].segment != NULL) {
-      heap->huge_cache[index] = heap->huge_cache[i];
-      heap->huge_cache[i].segment = NULL;
-      return;
-    }
-  }
+  heap->huge_cache[index] = heap->huge_cache[--heap->huge_cache_count];
 }
 
 static brisk_segment_t *cache_take(brisk_heap_t *heap, size_t needed) {
-  size_t best = BRISK_HUGE_CACHE_ENTRIES;
-  for (size_t i = 0; i < BRISK_HUGE_CACHE_ENTRIES && heap->huge_cache[i].segment != NULL; i++) {
+  size_t best = heap->huge_cache_count;
+  for (size_t i = 0; i < heap->huge_cache_count; i++) {
     size_t size = heap->huge_cache[i].size;
     if (size >= needed && size - needed <= needed / 4 &&
-        (best == BRISK_HUGE_CACHE_ENTRIES || size < heap->huge_cache[best].size)) {
+        (best == heap->huge_cache_count || size < heap->huge_cache[best].size)) {
       best = i;
     }
   }
-  if (best == BRISK_HUGE_CACHE_ENTRIES) return NULL;
+  if (best == heap->huge_cache_count) return NULL;
   brisk_segment_t *segment = heap->huge_cache[best].segment;
   cache_remove(heap, best);
   return segment;
@@ -130,27 +121,27 @@ void _brisk_huge_free(brisk_heap_t *heap, brisk_segment_t *segment) {
     return;
   }
   /* Make room: drop the oldest entries until this one fits. */
-  while (heap->huge_cache[BRISK_HUGE_CACHE_ENTRIES - 1].segment != NULL ||
-         heap->huge_cache_bytes + segment->mapped_size > HUGE_CACHE_MAX_BYTES) {
+  while (heap->huge_cache_count == BRISK_HUGE_CACHE_ENTRIES ||
+         (heap->huge_cache_count != 0 &&
+          heap->huge_cache_bytes + segment->mapped_size > HUGE_CACHE_MAX_BYTES)) {
     size_t oldest = 0;
-    for (size_t i = 1; i < BRISK_HUGE_CACHE_ENTRIES && heap->huge_cache[i].segment != NULL; i++) {
+    for (size_t i = 1; i < heap->huge_cache_count; i++) {
       if (heap->huge_cache[i].freed_at_ms < heap->huge_cache[oldest].freed_at_ms) oldest = i;
     }
     brisk_segment_t *victim = heap->huge_cache[oldest].segment;
     cache_remove(heap, oldest);
     _brisk_segment_unmap(victim);
   }
-  size_t slot = 0;
-  while (heap->huge_cache[slot].segment != NULL) slot++;
-  heap->huge_cache[slot].segment = segment;
-  heap->huge_cache[slot].size = segment->mapped_size;
-  heap->huge_cache[slot].freed_at_ms = _brisk_os_now_ms();
+  brisk_huge_cache_entry_t *entry = &heap->huge_cache[heap->huge_cache_count++];
+  entry->segment = segment;
+  entry->size = segment->mapped_size;
+  entry->freed_at_ms = _brisk_os_now_ms();
   heap->huge_cache_bytes += segment->mapped_size;
 }
 
 void _brisk_huge_cache_trim(brisk_heap_t *heap, uint64_t now_ms, uint64_t max_age_ms) {
   size_t i = 0;
-  while (i < BRISK_HUGE_CACHE_ENTRIES && heap->huge_cache[i].segment != NULL) {
+  while (i < heap->huge_cache_count) {
     brisk_huge_cache_entry_t *entry = &heap->huge_cache[i];
     if (max_age_ms == 0 || now_ms - entry->freed_at_ms >= max_age_ms) {
       brisk_segment_t *victim = entry->segment;

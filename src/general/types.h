@@ -165,7 +165,8 @@ typedef struct brisk_heap_s {
   brisk_segment_t *available[BRISK_KIND_COUNT_PAGED]; /* segments with a free page */
   uint32_t empty_segments[BRISK_KIND_COUNT_PAGED];
   uint32_t generic_calls;
-  brisk_huge_cache_entry_t huge_cache[BRISK_HUGE_CACHE_ENTRIES];
+  brisk_huge_cache_entry_t huge_cache[BRISK_HUGE_CACHE_ENTRIES]; /* [0, count) filled */
+  size_t huge_cache_count;
   size_t huge_cache_bytes;
   brisk_heap_counters_t counters;
   struct brisk_heap_s *next_abandoned;
