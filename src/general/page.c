@@ -9,9 +9,10 @@
  *       nothing to give moves to heap->full_pages (flag in used); none left:
  *       a fresh page from _brisk_segment_page_alloc
  *   _brisk_page_free_slow(heap, page)      used hit 0, or the page was full
- *     full: back to its class queue; empty: retire it to its segment, except
- *     a small page at the head of its queue (malloc/free of one block in a
- *     loop must not retire and re-initialise a page each time)
+ *     full: back to its class queue; empty: retire it to its segment. The
+ *     head page of each queue is pinned (one phantom count in used), so a
+ *     loop of malloc/free of one block never comes here and never retires
+ *     and re-initialises a page each time.
  *   _brisk_free_generic(p)                 anything free()'s fast path declines
  *     NULL, huge blocks, interior aligned pointers, and frees from a thread
  *     that does not own the page: pushed to the owner heap's remote queue
@@ -56,15 +57,29 @@ static void queue_remove(brisk_page_queue_t *queue, brisk_page_t *page) {
   page->next = page->prev = NULL;
 }
 
-/* Point malloc's direct table at the head page of a class (or at the
- * static empty page, which sends the next malloc to the slow path). */
-static void heap_update_direct(brisk_heap_t *heap, size_t class_index) {
+static void retire_page(brisk_heap_t *heap, brisk_page_t *page) {
+  queue_remove(&heap->queues[page->class_index], page);
+  heap->counters.pages_retired++;
+  _brisk_segment_page_free(heap, page);
+}
+
+/* Called after every change of a class queue's head: moves the pin to the
+ * new head, retires the old head if that leaves it empty, and points
+ * malloc's direct table at the new head (or at the static empty page, which
+ * sends the next malloc to the slow path). */
+static void queue_head_changed(brisk_heap_t *heap, size_t class_index) {
+  brisk_page_t *head = heap->queues[class_index].head;
+  brisk_page_t *old = heap->pinned[class_index];
+  if (old != head) {
+    if (head != NULL) head->used++;
+    heap->pinned[class_index] = head;
+    if (old != NULL && --old->used == 0) retire_page(heap, old);
+  }
   size_t size = brisk_class_to_size(class_index);
   if (size > BRISK_DIRECT_MAX) return;
-  brisk_page_t *page = heap->queues[class_index].head;
-  if (page == NULL) page = &_brisk_page_empty;
+  brisk_page_t *direct = head != NULL ? head : &_brisk_page_empty;
   size_t first_word = class_index == 1 ? 0 : brisk_class_to_size(class_index - 1) / 8 + 1;
-  for (size_t word = first_word; word <= size / 8; word++) heap->direct[word] = page;
+  for (size_t word = first_word; word <= size / 8; word++) heap->direct[word] = direct;
 }
 
 static void page_extend(brisk_page_t *page) {
@@ -119,7 +134,7 @@ static brisk_page_t *find_page(brisk_heap_t *heap, size_t class_index) {
         queue_remove(queue, page);
         queue_push_front(queue, page);
       }
-      heap_update_direct(heap, class_index);
+      queue_head_changed(heap, class_index);
       return page;
     }
     queue_remove(queue, page);
@@ -132,7 +147,7 @@ static brisk_page_t *find_page(brisk_heap_t *heap, size_t class_index) {
     page_init(heap, page, class_index);
     queue_push_front(queue, page);
   }
-  heap_update_direct(heap, class_index);
+  queue_head_changed(heap, class_index);
   return page;
 }
 
@@ -177,17 +192,10 @@ void _brisk_page_free_slow(brisk_heap_t *heap, brisk_page_t *page) {
     page->used &= ~BRISK_PAGE_FULL_FLAG;
     queue_remove(&heap->full_pages, page);
     queue_push_back(queue, page);
-    if (queue->head == page) heap_update_direct(heap, class_index);
+    if (queue->head == page) queue_head_changed(heap, class_index);
   }
-  if (page->used != 0) return;
-  bool keep = page == queue->head && page->block_size <= BRISK_SMALL_MAX &&
-              !brisk_load_relaxed(&heap->abandoned);
-  if (keep) return;
-  bool was_head = page == queue->head;
-  queue_remove(queue, page);
-  if (was_head) heap_update_direct(heap, class_index);
-  heap->counters.pages_retired++;
-  _brisk_segment_page_free(heap, page);
+  /* The pinned head never gets here with used 0: an empty page is not head. */
+  if (page->used == 0) retire_page(heap, page);
 }
 
 void _brisk_page_free_block(brisk_heap_t *heap, brisk_page_t *page, brisk_block_t *block) {
@@ -204,17 +212,22 @@ uint8_t *_brisk_page_block_start(const brisk_page_t *page, const void *p) {
 void _brisk_heap_collect_all(brisk_heap_t *heap) {
   for (size_t class_index = 1; class_index < BRISK_CLASS_COUNT; class_index++) {
     brisk_page_queue_t *queue = &heap->queues[class_index];
-    brisk_page_t *page = queue->head;
+    brisk_page_t *head = queue->head;
+    if (head == NULL) continue;
+    brisk_page_t *page = head->next;
     while (page != NULL) {
       brisk_page_t *next = page->next;
-      if (page->used == 0) {
-        queue_remove(queue, page);
-        heap->counters.pages_retired++;
-        _brisk_segment_page_free(heap, page);
-      }
+      if (page->used == 0) retire_page(heap, page);
       page = next;
     }
-    heap_update_direct(heap, class_index);
+    if (head->used == 1) { /* only the pin: the head is empty too */
+      queue_remove(queue, head);
+      heap->pinned[class_index] = NULL;
+      head->used = 0;
+      heap->counters.pages_retired++;
+      _brisk_segment_page_free(heap, head);
+      queue_head_changed(heap, class_index);
+    }
   }
 }
 

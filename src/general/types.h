@@ -159,6 +159,9 @@ typedef struct brisk_heap_s {
   /* Hot: read by malloc's fast path. */
   brisk_page_t *direct[BRISK_DIRECT_COUNT];
   brisk_page_queue_t queues[BRISK_CLASS_COUNT];
+  /* The head page of each class queue holds one phantom count in `used`,
+   * so freeing its last block never takes free()'s slow path. */
+  brisk_page_t *pinned[BRISK_CLASS_COUNT];
   brisk_page_queue_t full_pages;
   brisk_page_queue_t purge_list;   /* free pages still holding memory, oldest first */
   size_t purge_list_bytes;
