@@ -25,7 +25,7 @@
  *
  * Locks: heaps_lock guards the abandoned and all-heaps lists; it is taken
  * when a thread gets its first heap and when it exits, never by malloc or
- * free. pthread_atfork holds it across fork() so the child's lists are sound.
+ * free. pthread_atfork holds it, and every drain_lock, across fork().
  */
 #define _GNU_SOURCE
 #include "general/internal.h"
@@ -112,23 +112,33 @@ static void drain_lock_release(brisk_heap_t *heap) {
   atomic_store_explicit(&heap->drain_lock, false, memory_order_release);
 }
 
-/* Tidy a heap nobody runs: return remote frees to their pages, retire empty
- * pages, give memory back. */
+/* Make an abandoned heap hold as little as possible: return remote frees
+ * to their pages, retire empty pages, give memory back. Called with the
+ * drain_lock held and `abandoned` set, so head pages are no longer pinned
+ * and empty segments are released as soon as they empty. */
 static void heap_tidy(brisk_heap_t *heap) {
   _brisk_heap_drain_remote(heap);
+  _brisk_heap_unpin_all(heap);
   _brisk_heap_collect_all(heap);
   _brisk_huge_cache_trim(heap, 0, 0);
-  _brisk_heap_purge(heap, 0, 0);
+  /* Release surplus empty segments first: purging their pages would cost
+   * system calls for memory about to be unmapped anyway. */
   _brisk_heap_release_empty_segments(heap);
+  _brisk_heap_purge(heap, 0, 0);
 }
 
 void _brisk_remote_free(brisk_heap_t *owner, void *block) {
   remote_push(owner, (brisk_remote_node_t *)block);
   /* seq_cst pairs with the exiting thread's seq_cst store of `abandoned`:
-   * either we see the flag, or that thread's final drain sees our block. */
+   * either we see the flag, or that thread's drain sees our block. */
   if (BRISK_UNLIKELY(atomic_load_explicit(&owner->abandoned, memory_order_seq_cst))) {
     if (drain_lock_try(owner)) {
-      if (brisk_load_relaxed(&owner->abandoned)) heap_tidy(owner);
+      /* Return the blocks; segments that empty are released on the way.
+       * Free pages are purged once they have waited as long as usual. */
+      if (brisk_load_relaxed(&owner->abandoned)) {
+        _brisk_heap_drain_remote(owner);
+        _brisk_heap_purge(owner, _brisk_os_now_ms(), PURGE_DELAY_MS);
+      }
       drain_lock_release(owner);
     }
   }
@@ -165,10 +175,9 @@ static void thread_exit(void *value) {
   brisk_heap_t *heap = value;
   if (heap == NULL || heap->is_empty_heap) return;
   if (_brisk_tls_heap == heap) _brisk_tls_heap = &_brisk_heap_empty;
-  heap_tidy(heap);
   while (!drain_lock_try(heap)) sched_yield();
   atomic_store_explicit(&heap->abandoned, true, memory_order_seq_cst);
-  heap_tidy(heap); /* frees pushed before the flag was visible */
+  heap_tidy(heap);
   drain_lock_release(heap);
   pthread_mutex_lock(&heaps_lock);
   heap->next_abandoned = abandoned_heaps;
@@ -176,16 +185,32 @@ static void thread_exit(void *value) {
   pthread_mutex_unlock(&heaps_lock);
 }
 
-static void fork_prepare(void) { pthread_mutex_lock(&heaps_lock); }
-static void fork_parent(void) { pthread_mutex_unlock(&heaps_lock); }
-static void fork_child(void) {
-  /* Only the forking thread lives on. Heaps of the other threads keep their
-   * blocks (the child may still free them: they go to those heaps' queues);
-   * a drain_lock held at fork time would be held forever, so clear them. */
-  pthread_mutex_init(&heaps_lock, NULL);
+/* fork: hold heaps_lock and every drain_lock across fork(), so the child
+ * never inherits a list or an abandoned heap halfway through a change. Only
+ * short, non-allocating work is done under a drain_lock, so the wait is
+ * brief; no thread holds a drain_lock while it waits for heaps_lock. */
+static void fork_prepare(void) {
+  pthread_mutex_lock(&heaps_lock);
   for (brisk_heap_t *heap = all_heaps; heap != NULL; heap = heap->next_all) {
-    atomic_store_explicit(&heap->drain_lock, false, memory_order_relaxed);
+    while (!drain_lock_try(heap)) sched_yield();
   }
+}
+
+static void fork_parent(void) {
+  for (brisk_heap_t *heap = all_heaps; heap != NULL; heap = heap->next_all) {
+    drain_lock_release(heap);
+  }
+  pthread_mutex_unlock(&heaps_lock);
+}
+
+/* Only the forking thread lives on in the child. The heaps of the others
+ * keep their blocks (the child may still free them: they go to those heaps'
+ * queues), but nobody will run them again. */
+static void fork_child(void) {
+  for (brisk_heap_t *heap = all_heaps; heap != NULL; heap = heap->next_all) {
+    drain_lock_release(heap);
+  }
+  pthread_mutex_init(&heaps_lock, NULL);
 }
 
 static void process_init(void) {
@@ -205,6 +230,8 @@ brisk_heap_t *_brisk_heap_init_thread(void) {
     atomic_store_explicit(&heap->abandoned, false, memory_order_relaxed);
     heap->next_abandoned = NULL;
     drain_lock_release(heap);
+    _brisk_heap_drain_remote(heap);
+    _brisk_heap_pin_all(heap);
   } else {
     heap = heap_create();
     if (heap == NULL) return NULL;

@@ -35,7 +35,7 @@ BRISK_HIDDEN brisk_page_t *_brisk_segment_page_alloc(brisk_heap_t *heap, brisk_s
 BRISK_HIDDEN void _brisk_segment_page_free(brisk_heap_t *heap, brisk_page_t *page);
 /* Decommit free pages freed at least delay_ms ago (all of them if 0). */
 BRISK_HIDDEN void _brisk_heap_purge(brisk_heap_t *heap, uint64_t now_ms, uint64_t delay_ms);
-/* Release every segment of the heap with no page in use. */
+/* Release the heap's empty segments but one spare per kind. */
 BRISK_HIDDEN void _brisk_heap_release_empty_segments(brisk_heap_t *heap);
 BRISK_HIDDEN size_t _brisk_page_usable_bytes(const brisk_segment_t *segment, const brisk_page_t *page);
 /* Reserve a segment-aligned mapping and enter it in the segment map. With
@@ -54,8 +54,11 @@ BRISK_HIDDEN void _brisk_page_free_slow(brisk_heap_t *heap, brisk_page_t *page);
 BRISK_HIDDEN void _brisk_page_free_block(brisk_heap_t *heap, brisk_page_t *page, brisk_block_t *block);
 /* Start of the block that contains p (p may be an interior aligned pointer). */
 BRISK_HIDDEN uint8_t *_brisk_page_block_start(const brisk_page_t *page, const void *p);
-/* Move every page of the heap's queues to a clean state at thread exit. */
+/* Retire every empty page of the heap (pinned heads excepted). */
 BRISK_HIDDEN void _brisk_heap_collect_all(brisk_heap_t *heap);
+/* Drop the head pins when a heap is abandoned; restore them on adoption. */
+BRISK_HIDDEN void _brisk_heap_unpin_all(brisk_heap_t *heap);
+BRISK_HIDDEN void _brisk_heap_pin_all(brisk_heap_t *heap);
 /* Find a pointer's segment and page; aborts with a message if p is not one
  * of brisk's blocks. Used by free's slow path, usable_size and realloc. */
 BRISK_HIDDEN brisk_segment_t *_brisk_checked_segment(const void *p, const char *caller);

@@ -57,22 +57,29 @@ static void queue_remove(brisk_page_queue_t *queue, brisk_page_t *page) {
   page->next = page->prev = NULL;
 }
 
+static void queue_head_changed(brisk_heap_t *heap, size_t class_index);
+
 static void retire_page(brisk_heap_t *heap, brisk_page_t *page) {
-  queue_remove(&heap->queues[page->class_index], page);
+  size_t class_index = page->class_index;
+  brisk_page_queue_t *queue = &heap->queues[class_index];
+  bool was_head = queue->head == page;
+  queue_remove(queue, page);
   heap->counters.pages_retired++;
-  _brisk_segment_page_free(heap, page);
+  _brisk_segment_page_free(heap, page); /* may unmap the page's segment */
+  if (was_head) queue_head_changed(heap, class_index);
 }
 
 /* Called after every change of a class queue's head: moves the pin to the
- * new head, retires the old head if that leaves it empty, and points
- * malloc's direct table at the new head (or at the static empty page, which
- * sends the next malloc to the slow path). */
+ * new head (only while a thread owns the heap), retires the old head if that
+ * leaves it empty, and points malloc's direct table at the new head (or at
+ * the static empty page, which sends the next malloc to the slow path). */
 static void queue_head_changed(brisk_heap_t *heap, size_t class_index) {
   brisk_page_t *head = heap->queues[class_index].head;
   brisk_page_t *old = heap->pinned[class_index];
   if (old != head) {
-    if (head != NULL) head->used++;
-    heap->pinned[class_index] = head;
+    bool owned = !brisk_load_relaxed(&heap->abandoned);
+    heap->pinned[class_index] = owned ? head : NULL;
+    if (owned && head != NULL) head->used++;
     if (old != NULL && --old->used == 0) retire_page(heap, old);
   }
   size_t size = brisk_class_to_size(class_index);
@@ -80,6 +87,25 @@ static void queue_head_changed(brisk_heap_t *heap, size_t class_index) {
   brisk_page_t *direct = head != NULL ? head : &_brisk_page_empty;
   size_t first_word = class_index == 1 ? 0 : brisk_class_to_size(class_index - 1) / 8 + 1;
   for (size_t word = first_word; word <= size / 8; word++) heap->direct[word] = direct;
+}
+
+void _brisk_heap_unpin_all(brisk_heap_t *heap) {
+  for (size_t class_index = 1; class_index < BRISK_CLASS_COUNT; class_index++) {
+    brisk_page_t *page = heap->pinned[class_index];
+    if (page == NULL) continue;
+    heap->pinned[class_index] = NULL;
+    if (--page->used == 0) retire_page(heap, page);
+  }
+}
+
+void _brisk_heap_pin_all(brisk_heap_t *heap) {
+  for (size_t class_index = 1; class_index < BRISK_CLASS_COUNT; class_index++) {
+    brisk_page_t *head = heap->queues[class_index].head;
+    if (head != NULL && heap->pinned[class_index] == NULL) {
+      head->used++;
+      heap->pinned[class_index] = head;
+    }
+  }
 }
 
 static void page_extend(brisk_page_t *page) {
@@ -211,22 +237,11 @@ uint8_t *_brisk_page_block_start(const brisk_page_t *page, const void *p) {
 
 void _brisk_heap_collect_all(brisk_heap_t *heap) {
   for (size_t class_index = 1; class_index < BRISK_CLASS_COUNT; class_index++) {
-    brisk_page_queue_t *queue = &heap->queues[class_index];
-    brisk_page_t *head = queue->head;
-    if (head == NULL) continue;
-    brisk_page_t *page = head->next;
+    brisk_page_t *page = heap->queues[class_index].head;
     while (page != NULL) {
       brisk_page_t *next = page->next;
       if (page->used == 0) retire_page(heap, page);
       page = next;
-    }
-    if (head->used == 1) { /* only the pin: the head is empty too */
-      queue_remove(queue, head);
-      heap->pinned[class_index] = NULL;
-      head->used = 0;
-      heap->counters.pages_retired++;
-      _brisk_segment_page_free(heap, head);
-      queue_head_changed(heap, class_index);
     }
   }
 }

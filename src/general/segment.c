@@ -147,6 +147,29 @@ static void segment_release(brisk_heap_t *heap, brisk_segment_t *segment) {
   _brisk_segment_unmap(segment);
 }
 
+/* Decommit every free page of a segment that still holds memory, one
+ * system call per run of adjacent pages. */
+static void segment_purge_all(brisk_heap_t *heap, brisk_segment_t *segment) {
+  uint8_t *run_start = NULL;
+  size_t run_size = 0;
+  for (size_t i = 0; i <= segment->page_count; i++) {
+    brisk_page_t *page = i < segment->page_count ? &segment->pages[i] : NULL;
+    if (page != NULL && page->in_purge_list) {
+      size_t size;
+      uint8_t *start = page_area(segment, page, &size);
+      if (run_start == NULL) run_start = start;
+      run_size += size;
+      purge_list_remove(heap, page);
+      page->is_committed = 0;
+      heap->counters.bytes_purged += size;
+    } else if (run_start != NULL) {
+      _brisk_os_decommit(run_start, run_size);
+      run_start = NULL;
+      run_size = 0;
+    }
+  }
+}
+
 brisk_page_t *_brisk_segment_page_alloc(brisk_heap_t *heap, brisk_segment_kind_t kind) {
   brisk_segment_t *segment = heap->available[kind];
   if (segment == NULL) {
@@ -180,10 +203,14 @@ void _brisk_segment_page_free(brisk_heap_t *heap, brisk_page_t *page) {
   if (--segment->used_pages == 0) {
     heap->empty_segments[segment->kind]++;
     /* Keep one empty segment per kind so that a heap cycling through a
-     * page's worth of memory does not map and unmap a segment each time. */
-    if (heap->empty_segments[segment->kind] > 1 || brisk_load_relaxed(&heap->abandoned)) {
+     * page's worth of memory (or a heap adopted by thread after thread)
+     * does not map and unmap a segment each time. An abandoned heap's spare
+     * gives its memory back at once: nobody may come to purge it later. */
+    if (heap->empty_segments[segment->kind] > 1) {
       segment_release(heap, segment);
+      return;
     }
+    if (brisk_load_relaxed(&heap->abandoned)) segment_purge_all(heap, segment);
   }
   if (heap->purge_list_bytes > PURGE_LIST_MAX_BYTES) {
     _brisk_heap_purge(heap, _brisk_os_now_ms(), 0);
@@ -193,8 +220,12 @@ void _brisk_segment_page_free(brisk_heap_t *heap, brisk_page_t *page) {
 void _brisk_heap_purge(brisk_heap_t *heap, uint64_t now_ms, uint64_t delay_ms) {
   brisk_page_t *page;
   while ((page = heap->purge_list.head) != NULL) {
-    if (delay_ms != 0 && now_ms - page->freed_at_ms < delay_ms) break; /* oldest first */
     brisk_segment_t *segment = segment_of_page(page);
+    if (delay_ms == 0) {
+      segment_purge_all(heap, segment);
+      continue;
+    }
+    if (now_ms - page->freed_at_ms < delay_ms) break; /* oldest first */
     size_t size;
     uint8_t *start = page_area(segment, page, &size);
     purge_list_remove(heap, page);
@@ -207,9 +238,13 @@ void _brisk_heap_purge(brisk_heap_t *heap, uint64_t now_ms, uint64_t delay_ms) {
 void _brisk_heap_release_empty_segments(brisk_heap_t *heap) {
   for (int kind = 0; kind < BRISK_KIND_COUNT_PAGED; kind++) {
     brisk_segment_t *segment = heap->available[kind];
+    bool kept_spare = false;
     while (segment != NULL) {
       brisk_segment_t *next = segment->next;
-      if (segment->used_pages == 0) segment_release(heap, segment);
+      if (segment->used_pages == 0) {
+        if (kept_spare) segment_release(heap, segment);
+        kept_spare = true;
+      }
       segment = next;
     }
   }
