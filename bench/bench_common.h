@@ -1,0 +1,123 @@
+/*
+ * Helpers shared by the benchmark programs. The programs use only malloc, free
+ * and realloc from the C library, so that any allocator can be measured by
+ * LD_PRELOAD on the same binary; nothing here allocates.
+ */
+#ifndef BENCH_COMMON_H
+#define BENCH_COMMON_H
+
+#include <errno.h>
+#include <fcntl.h>
+#include <stdint.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+#include <unistd.h>
+
+typedef struct bench_rng {
+    uint64_t state;
+} bench_rng;
+
+/* splitmix64: spreads a small seed over all 64 bits, so seeds 1, 2, 3 give unrelated streams. */
+static inline uint64_t bench_splitmix64(uint64_t *x)
+{
+    uint64_t z = (*x += 0x9E3779B97F4A7C15ull);
+    z = (z ^ (z >> 30)) * 0xBF58476D1CE4E5B9ull;
+    z = (z ^ (z >> 27)) * 0x94D049BB133111EBull;
+    return z ^ (z >> 31);
+}
+
+static inline void bench_rng_seed(bench_rng *rng, uint64_t seed)
+{
+    rng->state = bench_splitmix64(&seed);
+    if (rng->state == 0)
+        rng->state = 1; /* xorshift must not start at zero */
+}
+
+/* xorshift64*: a few instructions per number, enough for choosing sizes and slots. */
+static inline uint64_t bench_rng_next(bench_rng *rng)
+{
+    uint64_t x = rng->state;
+    x ^= x >> 12;
+    x ^= x << 25;
+    x ^= x >> 27;
+    rng->state = x;
+    return x * 0x2545F4914F6CDD1Dull;
+}
+
+/* Uniform in [lo, hi]; the modulo bias is irrelevant for a benchmark. */
+static inline size_t bench_rng_range(bench_rng *rng, size_t lo, size_t hi)
+{
+    return lo + (size_t)(bench_rng_next(rng) % (uint64_t)(hi - lo + 1));
+}
+
+static inline double bench_now(void)
+{
+    struct timespec ts;
+    clock_gettime(CLOCK_MONOTONIC, &ts);
+    return (double)ts.tv_sec + (double)ts.tv_nsec * 1e-9;
+}
+
+static inline void bench_sleep_until(double deadline)
+{
+    for (double left = deadline - bench_now(); left > 0; left = deadline - bench_now()) {
+        struct timespec ts = { (time_t)left, (long)((left - (double)(time_t)left) * 1e9) };
+        nanosleep(&ts, NULL);
+    }
+}
+
+static inline void bench_oom(const char *prog, size_t size)
+{
+    fprintf(stderr, "%s: malloc(%zu) returned NULL\n", prog, size);
+    exit(1);
+}
+
+/*
+ * Peak resident set of this process image in KiB (VmHWM), 0 if unknown.
+ * run.py prefers it to wait4's ru_maxrss: Linux folds the high-water mark of the
+ * pre-exec image (a copy of the forking Python process) into ru_maxrss, which
+ * puts a floor of tens of MiB under every number. read(2) into a stack buffer,
+ * so that measuring does not allocate.
+ */
+static inline unsigned long bench_peak_rss_kib(void)
+{
+    char buf[8192];
+    size_t len = 0;
+    int fd = open("/proc/self/status", O_RDONLY);
+    if (fd < 0)
+        return 0;
+    for (ssize_t n; len < sizeof buf - 1 && (n = read(fd, buf + len, sizeof buf - 1 - len)) > 0;)
+        len += (size_t)n;
+    close(fd);
+    buf[len] = '\0';
+    const char *line = strstr(buf, "VmHWM:");
+    return line ? strtoul(line + strlen("VmHWM:"), NULL, 10) : 0;
+}
+
+static inline unsigned long long bench_parse_uint(const char *prog, const char *what,
+                                                  const char *text)
+{
+    char *end;
+    errno = 0;
+    unsigned long long value = strtoull(text, &end, 10);
+    if (errno != 0 || end == text || *end != '\0' || text[0] == '-') {
+        fprintf(stderr, "%s: %s must be a non-negative integer, got '%s'\n", prog, what, text);
+        exit(2);
+    }
+    return value;
+}
+
+static inline double bench_parse_seconds(const char *prog, const char *text)
+{
+    char *end;
+    errno = 0;
+    double value = strtod(text, &end);
+    if (errno != 0 || end == text || *end != '\0' || !(value > 0)) {
+        fprintf(stderr, "%s: seconds must be a positive number, got '%s'\n", prog, text);
+        exit(2);
+    }
+    return value;
+}
+
+#endif

@@ -1,0 +1,635 @@
+#!/usr/bin/env python3
+"""Run brisk's benchmark programs under several allocators and write a report.
+
+The programs in bench/ call only malloc/free/realloc, so one binary measures any
+allocator: glibc runs it as it is, every other allocator comes in by LD_PRELOAD.
+Runs are interleaved (repetition, then workload, then allocator) so that drift of
+the machine hits every allocator alike.
+
+  python3 bench/run.py --build build                  full run, ~6 min (2 cores, 6 allocators)
+  python3 bench/run.py --build build --quick          small sizes, 3 reps, ~30 s
+  python3 bench/run.py --build build --callgrind      adds instructions per malloc/free pair
+  python3 bench/run.py --build build --smoke          CI: each workload once, brisk only
+  python3 bench/run.py --build build --only larson,xmalloc --alloc brisk,glibc,mimalloc
+
+Writes <out>/raw.csv (one row per run), <out>/report.md and, when matplotlib can
+be imported, <out>/relative_time.png. Exits non-zero if a brisk run fails; a peer
+allocator that fails is only noted in the report.
+"""
+
+import argparse
+import csv
+import datetime
+import math
+import os
+import platform
+import shutil
+import signal
+import statistics
+import subprocess
+import sys
+import tempfile
+import threading
+import time
+from dataclasses import dataclass, field
+from typing import Dict, List, Optional
+
+HERE = os.path.dirname(os.path.abspath(__file__))
+MULTIARCH = getattr(sys.implementation, "_multiarch", None) or f"{platform.machine()}-linux-gnu"
+LIBDIR = f"/usr/lib/{MULTIARCH}"
+
+# Peers: name, library in LIBDIR that is preloaded, Debian package that ships it.
+PEERS = [
+    ("mimalloc", "libmimalloc.so.2", "libmimalloc2.0"),
+    ("jemalloc", "libjemalloc.so.2", "libjemalloc2"),
+    ("tcmalloc", "libtcmalloc_minimal.so.4", "libtcmalloc-minimal4"),
+    ("tbbmalloc", "libtbbmalloc_proxy.so.2", "libtbbmalloc2"),
+]
+ALLOCATOR_NAMES = ["glibc", "brisk"] + [name for name, _, _ in PEERS]
+
+# Instructions per pair = (Ir(N) - Ir(BASE)) / (N - BASE). BASE is not 0 so that
+# an allocator's lazy set-up on its first malloc is in both runs and cancels out.
+CALLGRIND_N = 200_000
+CALLGRIND_BASE = 1_000
+
+RUN_TIMEOUT_S = {"full": 300, "quick": 60}
+
+
+@dataclass
+class Allocator:
+    name: str
+    preload: Optional[str]  # None: the C library's own malloc
+    package: Optional[str]  # Debian package, for the version in the report
+
+    def env(self) -> Dict[str, str]:
+        env = dict(os.environ)
+        env.pop("LD_PRELOAD", None)
+        if self.preload:
+            env["LD_PRELOAD"] = self.preload
+        return env
+
+
+@dataclass
+class Workload:
+    name: str
+    program: str
+    about: str
+    full: List[str]
+    quick: List[str]
+
+
+def make_workloads(cpus: int) -> List[Workload]:
+    threads = str(max(2, cpus))
+    return [
+        Workload("larson", "larson",
+                 f"Larson server: {threads} threads, 8-1000 B, arrays handed to successor "
+                 "threads (cross-thread frees, thread churn); fixed duration",
+                 full=["5", "8", "1000", "5000", "20", "42", threads],
+                 quick=["1", "8", "1000", "1000", "20", "42", threads]),
+        Workload("xmalloc", "xmalloc",
+                 "1 producer thread mallocs, 1 consumer thread frees, 16-128 B",
+                 full=["--objects", "20000000"],
+                 quick=["--objects", "2000000"]),
+        Workload("pairs", "pairs",
+                 "one thread, malloc then free, sizes cycling 16..128 B",
+                 full=["100000000"],
+                 quick=["10000000"]),
+        Workload("large", "large",
+                 "malloc, touch every page, free: 2-8 MiB blocks, 4 alive",
+                 full=["2000"],
+                 quick=["300"]),
+    ]
+
+
+@dataclass
+class Run:
+    rep: int
+    workload: str
+    allocator: str
+    args: List[str]
+    exit_code: int
+    wall_s: float
+    maxrss_kib: int
+    values: Dict[str, float] = field(default_factory=dict)
+    output: str = ""
+    error: str = ""
+
+    @property
+    def ok(self) -> bool:
+        return self.exit_code == 0 and "ops_per_sec" in self.values
+
+    @property
+    def peak_rss_kib(self) -> float:
+        """The program's own VmHWM when it printed one, else wait4's ru_maxrss.
+
+        On Linux, ru_maxrss of an exec'd child also holds the high-water mark of
+        the image it replaced: the Python process that forked it, some 15-20 MiB."""
+        return self.values.get("peak_rss_kib") or self.maxrss_kib
+
+
+# ---------------------------------------------------------------- running
+
+def parse_values(text: str) -> Dict[str, float]:
+    """Every key=value token whose value is a number."""
+    values = {}
+    for token in text.split():
+        key, sep, value = token.partition("=")
+        if sep:
+            try:
+                values[key] = float(value)
+            except ValueError:
+                pass
+    return values
+
+
+def run_program(argv: List[str], env: Dict[str, str], timeout: float):
+    """Runs argv; returns (exit code, wall seconds, peak RSS KiB, stdout, stderr).
+
+    The child is reaped with os.wait4 to read its own ru_maxrss. A killed child
+    gives a negative exit code (minus the signal number)."""
+    with tempfile.TemporaryFile() as out, tempfile.TemporaryFile() as err:
+        start = time.monotonic()
+        proc = subprocess.Popen(argv, stdout=out, stderr=err, env=env)
+        timed_out = []
+
+        def kill():
+            timed_out.append(True)
+            try:
+                os.kill(proc.pid, signal.SIGKILL)
+            except ProcessLookupError:
+                pass
+
+        timer = threading.Timer(timeout, kill)
+        timer.start()
+        try:
+            _, status, usage = os.wait4(proc.pid, 0)
+        finally:
+            timer.cancel()
+        wall = time.monotonic() - start
+        # Reaped here, not by Popen: tell it, so it does not try again.
+        proc.returncode = os.waitstatus_to_exitcode(status)
+        out.seek(0)
+        err.seek(0)
+        stdout = out.read().decode(errors="replace")
+        stderr = err.read().decode(errors="replace")
+        if timed_out:
+            stderr += f"\nkilled after the {timeout:.0f} s time limit"
+        return proc.returncode, wall, usage.ru_maxrss, stdout, stderr
+
+
+def describe_failure(exit_code: int, stderr: str, values: Dict[str, float]) -> str:
+    last = stderr.strip().splitlines()[-1] if stderr.strip() else ""
+    if exit_code < 0:
+        what = f"killed by {signal.Signals(-exit_code).name}"
+    elif exit_code != 0:
+        what = f"exit {exit_code}"
+    elif "ops_per_sec" not in values:
+        what = "no ops_per_sec line"
+    else:
+        return ""
+    return f"{what}: {last}" if last else what
+
+
+def find_allocators(names: List[str], build: str, notes: List[str]) -> List[Allocator]:
+    found = []
+    peers = {name: (lib, pkg) for name, lib, pkg in PEERS}
+    for name in names:
+        if name == "glibc":
+            found.append(Allocator("glibc", None, "libc6"))
+        elif name == "brisk":
+            lib = os.path.join(build, "libbrisk.so")
+            if os.path.exists(lib):
+                found.append(Allocator("brisk", os.path.abspath(lib), None))
+            else:
+                notes.append(f"brisk skipped: {lib} does not exist (build the 'brisk' target)")
+        else:
+            lib, pkg = peers[name]
+            path = os.path.join(LIBDIR, lib)
+            if os.path.exists(path):
+                found.append(Allocator(name, path, pkg))
+            else:
+                notes.append(f"{name} skipped: {path} not found "
+                             f"(Debian package {pkg}: apt-get install {pkg})")
+    return found
+
+
+def format_duration(seconds: float) -> str:
+    seconds = int(round(seconds))
+    return f"{seconds // 60}m{seconds % 60:02d}s" if seconds >= 60 else f"{seconds}s"
+
+
+def run_matrix(build, workloads, allocators, reps, size, csv_path) -> List[Run]:
+    """All runs, interleaved; each row is written to csv_path as soon as it exists."""
+    plan = [(rep, w, a) for rep in range(reps) for w in workloads for a in allocators]
+    durations: Dict[str, List[float]] = {}
+    runs = []
+    csv_file = open(csv_path, "w", newline="") if csv_path else None
+    writer = None
+    if csv_file:
+        writer = csv.writer(csv_file)
+        writer.writerow(["rep", "workload", "allocator", "exit_code", "wall_s", "peak_rss_kib",
+                         "wait4_maxrss_kib", "ops_per_sec", "args", "output", "error"])
+    try:
+        for index, (rep, w, a) in enumerate(plan):
+            left = estimate_left(plan[index:], durations)
+            print(f"[{index + 1:3d}/{len(plan)}] {w.name:8s} {a.name:10s} rep {rep + 1}/{reps}"
+                  f"  ~{format_duration(left)} left", file=sys.stderr, flush=True)
+            args = w.quick if size == "quick" else w.full
+            argv = [os.path.join(build, "bench", w.program)] + args
+            code, wall, rss, out, err = run_program(argv, a.env(), RUN_TIMEOUT_S[size])
+            values = parse_values(out)
+            run = Run(rep, w.name, a.name, args, code, wall, rss, values,
+                      " ".join(out.split()), describe_failure(code, err, values))
+            runs.append(run)
+            durations.setdefault(w.name, []).append(wall)
+            if not run.ok:
+                print(f"      FAILED: {run.error}", file=sys.stderr, flush=True)
+            if writer:
+                writer.writerow([rep + 1, w.name, a.name, code, f"{wall:.4f}",
+                                 f"{run.peak_rss_kib:.0f}", rss,
+                                 f"{values.get('ops_per_sec', float('nan')):.0f}",
+                                 " ".join(args), run.output, run.error])
+                csv_file.flush()
+    finally:
+        if csv_file:
+            csv_file.close()
+    return runs
+
+
+def estimate_left(remaining, durations: Dict[str, List[float]]) -> float:
+    seen = [d for ds in durations.values() for d in ds]
+    if not seen:
+        return 0.0
+    overall = statistics.mean(seen)
+    return sum(statistics.mean(durations[w.name]) if w.name in durations else overall
+               for _, w, _ in remaining)
+
+
+# ---------------------------------------------------------------- callgrind
+
+def callgrind_total(path: str) -> Optional[int]:
+    """The Ir count of a callgrind output file: its 'totals:' line, else 'summary:'."""
+    found = {}
+    with open(path) as f:
+        for line in f:
+            for key in ("totals:", "summary:"):
+                if line.startswith(key):
+                    found[key] = int(line.split()[1])
+    return found.get("totals:", found.get("summary:"))
+
+
+def callgrind_pairs(build: str, allocator: Allocator, tmpdir: str) -> dict:
+    pairs = os.path.join(build, "bench", "pairs")
+    counts = {}
+    for n in (CALLGRIND_BASE, CALLGRIND_N):
+        out_file = os.path.join(tmpdir, f"{allocator.name}.{n}.callgrind")
+        argv = ["valgrind", "--tool=callgrind", f"--callgrind-out-file={out_file}", pairs, str(n)]
+        # valgrind passes LD_PRELOAD on to the program it runs; callgrind does not
+        # replace malloc, so the preloaded allocator is the one measured.
+        try:
+            proc = subprocess.run(argv, env=allocator.env(), capture_output=True, text=True,
+                                  timeout=600)
+        except subprocess.TimeoutExpired:
+            return {"error": f"N={n}: valgrind timed out"}
+        total = callgrind_total(out_file) if os.path.exists(out_file) else None
+        if proc.returncode != 0 or total is None:
+            last = proc.stderr.strip().splitlines()[-1] if proc.stderr.strip() else ""
+            return {"error": f"N={n}: exit {proc.returncode} {last}".strip()}
+        counts[n] = total
+    per_pair = (counts[CALLGRIND_N] - counts[CALLGRIND_BASE]) / (CALLGRIND_N - CALLGRIND_BASE)
+    return {"per_pair": per_pair, "ir_n": counts[CALLGRIND_N], "ir_base": counts[CALLGRIND_BASE]}
+
+
+def run_callgrind(build, allocators, out_dir) -> Dict[str, dict]:
+    results = {}
+    with tempfile.TemporaryDirectory() as tmpdir:
+        for a in allocators:
+            print(f"callgrind: pairs {CALLGRIND_BASE} and {CALLGRIND_N} under {a.name}",
+                  file=sys.stderr, flush=True)
+            results[a.name] = callgrind_pairs(build, a, tmpdir)
+            r = results[a.name]
+            print(f"      {r['per_pair']:.1f} instructions per pair" if "per_pair" in r
+                  else f"      FAILED: {r['error']}", file=sys.stderr, flush=True)
+    if out_dir:
+        with open(os.path.join(out_dir, "callgrind.csv"), "w", newline="") as f:
+            writer = csv.writer(f)
+            writer.writerow(["allocator", "ir_per_pair", f"ir_n{CALLGRIND_N}",
+                             f"ir_n{CALLGRIND_BASE}", "error"])
+            for name, r in results.items():
+                writer.writerow([name, f"{r['per_pair']:.2f}" if "per_pair" in r else "",
+                                 r.get("ir_n", ""), r.get("ir_base", ""), r.get("error", "")])
+    return results
+
+
+# ---------------------------------------------------------------- report
+
+@dataclass
+class Cell:
+    runs: int
+    ok: int
+    wall_med: float = math.nan
+    wall_min: float = math.nan
+    wall_max: float = math.nan
+    ops_med: float = math.nan
+    rss_med: float = math.nan  # KiB
+    time_ratio: float = math.nan
+    rss_ratio: float = math.nan
+
+
+def summarize(runs: List[Run], workloads, allocators) -> Dict[str, Dict[str, Cell]]:
+    table = {}
+    for w in workloads:
+        row = {}
+        for a in allocators:
+            mine = [r for r in runs if r.workload == w.name and r.allocator == a.name]
+            good = [r for r in mine if r.ok]
+            cell = Cell(len(mine), len(good))
+            if good:
+                walls = [r.wall_s for r in good]
+                cell.wall_med = statistics.median(walls)
+                cell.wall_min, cell.wall_max = min(walls), max(walls)
+                cell.ops_med = statistics.median(r.values["ops_per_sec"] for r in good)
+                cell.rss_med = statistics.median(r.peak_rss_kib for r in good)
+            row[a.name] = cell
+        measured = [c for c in row.values() if c.ok]
+        if measured:
+            best_ops = max(c.ops_med for c in measured)
+            best_rss = min(c.rss_med for c in measured)
+            for c in measured:
+                # Time per operation relative to the best: fixed-duration workloads
+                # (larson) compare fairly this way too.
+                c.time_ratio = best_ops / c.ops_med if c.ops_med > 0 else math.inf
+                c.rss_ratio = c.rss_med / best_rss if best_rss > 0 else math.nan
+        table[w.name] = row
+    return table
+
+
+def geomean(values: List[float]) -> float:
+    values = [v for v in values if v > 0 and math.isfinite(v)]
+    return math.exp(sum(math.log(v) for v in values) / len(values)) if values else math.nan
+
+
+def fmt_rate(x: float) -> str:
+    if not math.isfinite(x):
+        return "-"
+    for scale, unit in ((1e9, "G"), (1e6, "M"), (1e3, "k")):
+        if x >= scale:
+            return f"{x / scale:.2f} {unit}"
+    return f"{x:.0f}"
+
+
+def fmt_ratio(x: float, best: bool) -> str:
+    if not math.isfinite(x):
+        return "-"
+    return f"**{x:.2f}**" if best else f"{x:.2f}"
+
+
+def cpu_model() -> str:
+    try:
+        with open("/proc/cpuinfo") as f:
+            for line in f:
+                if line.startswith("model name"):
+                    return line.split(":", 1)[1].strip()
+    except OSError:
+        pass
+    return platform.processor() or "unknown"
+
+
+def package_version(allocator: Allocator, build: str) -> str:
+    if allocator.package is None:
+        try:
+            rev = subprocess.run(["git", "-C", HERE, "rev-parse", "--short", "HEAD"],
+                                 capture_output=True, text=True).stdout.strip()
+        except OSError:
+            rev = ""
+        return f"local build {rev}".strip()
+    try:
+        proc = subprocess.run(["dpkg-query", "-W", "-f=${Version}", allocator.package],
+                              capture_output=True, text=True)
+    except OSError:
+        return "n/a"
+    return proc.stdout.strip() if proc.returncode == 0 and proc.stdout.strip() else "n/a"
+
+
+def write_report(path, args, workloads, allocators, runs, table, callgrind, notes, chart):
+    lines = []
+    add = lines.append
+    add("# brisk benchmark report")
+    add("")
+    add(f"- date: {datetime.datetime.now().astimezone().isoformat(timespec='seconds')}")
+    add(f"- CPU: {cpu_model()}, {os.cpu_count()} cores")
+    add(f"- kernel: {platform.release()}")
+    add(f"- mode: {'quick' if args.quick else 'full'}, {args.reps} repetitions, interleaved "
+        "(rep → workload → allocator)")
+    add("")
+    add("| allocator | library | package version |")
+    add("| --- | --- | --- |")
+    for a in allocators:
+        pkg = f"{a.package} {package_version(a, args.build)}" if a.package \
+            else package_version(a, args.build)
+        add(f"| {a.name} | {a.preload or '(C library)'} | {pkg} |")
+    add("")
+    add("Time ratio: the best allocator's median ops/s divided by this one's, i.e. time per "
+        "operation relative to the best (1.00, in bold). RSS ratio: median peak RSS over the "
+        "smallest. Time is the process's wall time, median [min–max]. Peak RSS is the "
+        "program's VmHWM (wait4's ru_maxrss, also in raw.csv, counts the forking Python "
+        "process's memory too).")
+    add("")
+
+    for w in workloads:
+        row = table[w.name]
+        add(f"## {w.name}")
+        add("")
+        add(f"{w.about}. Arguments: `{' '.join(w.quick if args.quick else w.full)}`")
+        add("")
+        add("| allocator | time (s) | ops/s | peak RSS (MiB) | time ratio | RSS ratio | runs ok |")
+        add("| --- | --- | --- | --- | --- | --- | --- |")
+        for a in allocators:
+            c = row[a.name]
+            if not c.ok:
+                add(f"| {a.name} | failed | - | - | - | - | {c.ok}/{c.runs} |")
+                continue
+            best_time = abs(c.time_ratio - 1.0) < 1e-12
+            best_rss = abs(c.rss_ratio - 1.0) < 1e-12
+            name = f"**{a.name}**" if best_time else a.name
+            add(f"| {name} | {c.wall_med:.3f} [{c.wall_min:.3f}–{c.wall_max:.3f}] "
+                f"| {fmt_rate(c.ops_med)} | {c.rss_med / 1024:.1f} "
+                f"| {fmt_ratio(c.time_ratio, best_time)} | {fmt_ratio(c.rss_ratio, best_rss)} "
+                f"| {c.ok}/{c.runs} |")
+        add("")
+
+    add("## Geometric mean over workloads")
+    add("")
+    add("| allocator | time ratio | RSS ratio | workloads |")
+    add("| --- | --- | --- | --- |")
+    means = {}
+    for a in allocators:
+        cells = [table[w.name][a.name] for w in workloads if table[w.name][a.name].ok]
+        means[a.name] = (geomean([c.time_ratio for c in cells]),
+                         geomean([c.rss_ratio for c in cells]), len(cells))
+    # Only allocators measured on every workload compete for the bold.
+    complete = [m for m in means.values() if m[2] == len(workloads)]
+    finite_t = [m[0] for m in complete if math.isfinite(m[0])]
+    finite_r = [m[1] for m in complete if math.isfinite(m[1])]
+    for a in allocators:
+        t, r, n = means[a.name]
+        best_t = n == len(workloads) and bool(finite_t) and t == min(finite_t)
+        best_r = n == len(workloads) and bool(finite_r) and r == min(finite_r)
+        name = f"**{a.name}**" if best_t else a.name
+        add(f"| {name} | {fmt_ratio(t, best_t)} | {fmt_ratio(r, best_r)} "
+            f"| {n} of {len(workloads)} |")
+    add("")
+
+    if callgrind is not None:
+        add("## Instructions per malloc/free pair (callgrind)")
+        add("")
+        add(f"`pairs` under `valgrind --tool=callgrind`: (Ir(N={CALLGRIND_N}) − "
+            f"Ir(N={CALLGRIND_BASE})) / {CALLGRIND_N - CALLGRIND_BASE}. Includes the loop "
+            "itself (a few instructions).")
+        add("")
+        add(f"| allocator | Ir per pair | Ir(N={CALLGRIND_N}) | Ir(N={CALLGRIND_BASE}) |")
+        add("| --- | --- | --- | --- |")
+        done = [r["per_pair"] for r in callgrind.values() if "per_pair" in r]
+        for a in allocators:
+            r = callgrind.get(a.name, {"error": "not run"})
+            if "per_pair" in r:
+                best = r["per_pair"] == min(done)
+                name = f"**{a.name}**" if best else a.name
+                value = f"**{r['per_pair']:.1f}**" if best else f"{r['per_pair']:.1f}"
+                add(f"| {name} | {value} | {r['ir_n']:,} | {r['ir_base']:,} |")
+            else:
+                add(f"| {a.name} | failed ({r['error']}) | - | - |")
+        add("")
+
+    failures = [r for r in runs if not r.ok]
+    if notes or failures or chart:
+        add("## Notes")
+        add("")
+        if chart:
+            add(f"![relative time per workload]({os.path.basename(chart)})")
+            add("")
+        for note in notes:
+            add(f"- {note}")
+        for r in failures:
+            add(f"- {r.workload} / {r.allocator} rep {r.rep + 1} failed: {r.error}")
+        add("")
+
+    with open(path, "w") as f:
+        f.write("\n".join(lines))
+
+
+def write_chart(path, workloads, allocators, table) -> Optional[str]:
+    """A grouped bar chart of time ratios; None when matplotlib is missing."""
+    try:
+        import matplotlib
+        matplotlib.use("Agg")
+        import matplotlib.pyplot as plt
+    except ImportError:
+        return None
+    width = 0.8 / max(1, len(allocators))
+    fig, ax = plt.subplots(figsize=(max(6, 1.8 * len(workloads)), 4))
+    for i, a in enumerate(allocators):
+        xs = [j + i * width for j in range(len(workloads))]
+        ys = [table[w.name][a.name].time_ratio if table[w.name][a.name].ok else 0
+              for w in workloads]
+        ax.bar(xs, ys, width, label=a.name)
+    ax.set_xticks([j + width * (len(allocators) - 1) / 2 for j in range(len(workloads))])
+    ax.set_xticklabels([w.name for w in workloads])
+    ax.axhline(1.0, color="black", linewidth=0.5)
+    ax.set_ylabel("time per op relative to best (lower is better)")
+    ax.legend(fontsize="small")
+    fig.tight_layout()
+    fig.savefig(path, dpi=120)
+    plt.close(fig)
+    return path
+
+
+# ---------------------------------------------------------------- main
+
+def parse_list(text: Optional[str], known: List[str], what: str) -> List[str]:
+    if not text:
+        return list(known)
+    names = [n.strip() for n in text.split(",") if n.strip()]
+    unknown = [n for n in names if n not in known]
+    if unknown:
+        sys.exit(f"run.py: unknown {what}: {', '.join(unknown)} (known: {', '.join(known)})")
+    return names
+
+
+def main() -> int:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--build", default="build", help="CMake build directory (default: build)")
+    parser.add_argument("--quick", action="store_true", help="small sizes, 3 repetitions")
+    parser.add_argument("--reps", type=int, help="repetitions (default 5, --quick 3)")
+    parser.add_argument("--only", help="comma-separated workloads")
+    parser.add_argument("--alloc", help=f"comma-separated allocators ({','.join(ALLOCATOR_NAMES)})")
+    parser.add_argument("--callgrind", action="store_true",
+                        help="also count instructions per malloc/free pair under callgrind")
+    parser.add_argument("--out", default=os.path.join(HERE, "results"),
+                        help="output directory (default: bench/results)")
+    parser.add_argument("--smoke", action="store_true",
+                        help="CI: each workload once at quick size under brisk; no report")
+    args = parser.parse_args()
+
+    workloads = make_workloads(os.cpu_count() or 1)
+    wanted = parse_list(args.only, [w.name for w in workloads], "workload")
+    workloads = [w for w in workloads if w.name in wanted]
+    for w in workloads:
+        program = os.path.join(args.build, "bench", w.program)
+        if not os.access(program, os.X_OK):
+            sys.exit(f"run.py: {program} not found; build the benchmarks first "
+                     f"(cmake --build {args.build})")
+
+    if args.smoke:
+        notes = []
+        allocators = find_allocators(["brisk"], args.build, notes)
+        if not allocators:
+            print(f"run.py --smoke: {notes[0]}", file=sys.stderr)
+            return 1
+        runs = run_matrix(args.build, workloads, allocators, 1, "quick", None)
+        for r in runs:
+            status = "ok" if r.ok else f"FAILED ({r.error})"
+            print(f"{r.workload:8s} brisk {status}  wall={r.wall_s:.3f}s  {r.output}")
+        return 0 if all(r.ok for r in runs) else 1
+
+    args.reps = args.reps or (3 if args.quick else 5)
+    if args.reps < 1:
+        sys.exit("run.py: --reps must be at least 1")
+    notes: List[str] = []
+    allocators = find_allocators(parse_list(args.alloc, ALLOCATOR_NAMES, "allocator"),
+                                 args.build, notes)
+    for note in notes:
+        print(f"note: {note}", file=sys.stderr)
+    if not allocators:
+        sys.exit("run.py: no allocator to measure")
+
+    os.makedirs(args.out, exist_ok=True)
+    started = time.monotonic()
+    runs = run_matrix(args.build, workloads, allocators, args.reps,
+                      "quick" if args.quick else "full", os.path.join(args.out, "raw.csv"))
+
+    callgrind = None
+    if args.callgrind:
+        if shutil.which("valgrind") is None:
+            notes.append("callgrind skipped: valgrind is not installed (Debian package valgrind)")
+        else:
+            callgrind = run_callgrind(args.build, allocators, args.out)
+
+    table = summarize(runs, workloads, allocators)
+    chart = write_chart(os.path.join(args.out, "relative_time.png"), workloads, allocators, table)
+    if chart is None:
+        notes.append("no chart: matplotlib is not installed (Debian package python3-matplotlib)")
+    report = os.path.join(args.out, "report.md")
+    write_report(report, args, workloads, allocators, runs, table, callgrind, notes, chart)
+    print(f"done in {format_duration(time.monotonic() - started)}: {report}", file=sys.stderr)
+
+    brisk_failed = any(r.allocator == "brisk" and not r.ok for r in runs)
+    if callgrind and "error" in callgrind.get("brisk", {}):
+        brisk_failed = True
+    if brisk_failed:
+        print("run.py: brisk failed at least one run (see report)", file=sys.stderr)
+    return 1 if brisk_failed else 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
