@@ -134,9 +134,9 @@ void *brisk_realloc(void *p, size_t size) {
     return NULL;
   }
   brisk_segment_t *segment = _brisk_checked_segment(p, "realloc");
-  if (segment->kind == BRISK_KIND_HUGE && size > BRISK_LARGE_MAX &&
-      _brisk_huge_resize_in_place(segment, p, size)) {
-    return p;
+  if (segment->kind == BRISK_KIND_HUGE && size > BRISK_LARGE_MAX) {
+    void *resized = _brisk_huge_realloc(segment, p, size);
+    if (resized != NULL) return resized;
   }
   size_t usable = usable_size_checked(p, "realloc");
   /* Keep the block when the new size fits and wastes at most half of it. */

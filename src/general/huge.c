@@ -3,10 +3,12 @@
  * own that starts with a segment header, so free() finds it by masking like
  * any other block.
  *
- *   _brisk_huge_alloc: reuse a cached mapping of the calling thread's heap
- *     that fits (at most a quarter too big), else reserve a new one; mapping
- *     sizes are rounded to 8 steps per doubling so that freed mappings fit
- *     later requests of nearby sizes.
+ *   _brisk_huge_alloc: reuse the cached mapping of the calling thread's heap
+ *     closest in size, grown with mremap if it is too small (its touched
+ *     pages come along), else reserve a new one. Mapping sizes are rounded to
+ *     8 steps per doubling.
+ *   _brisk_huge_realloc: the same resizing, so growing a huge block never
+ *     copies its bytes.
  *   _brisk_huge_free: into the freeing thread's cache, which stays backed, so
  *     a program that allocates and frees blocks of several MiB in a loop
  *     takes no page fault per page on each reuse. The cache holds at most
@@ -59,19 +61,31 @@ static void cache_remove(brisk_heap_t *heap, size_t index) {
   heap->huge_cache[index] = heap->huge_cache[--heap->huge_cache_count];
 }
 
+/* The cached mapping closest in size to `needed`, made to fit: a smaller
+ * one grows (its touched pages come along, so only the new part faults). */
 static brisk_segment_t *cache_take(brisk_heap_t *heap, size_t needed) {
-  size_t best = heap->huge_cache_count;
+  if (heap->huge_cache_count == 0) return NULL;
+  size_t best = 0;
+  size_t best_distance = SIZE_MAX;
   for (size_t i = 0; i < heap->huge_cache_count; i++) {
     size_t size = heap->huge_cache[i].size;
-    if (size >= needed && size - needed <= needed / 4 &&
-        (best == heap->huge_cache_count || size < heap->huge_cache[best].size)) {
+    size_t distance = size >= needed ? size - needed : needed - size;
+    if (distance < best_distance) {
       best = i;
+      best_distance = distance;
     }
   }
-  if (best == heap->huge_cache_count) return NULL;
   brisk_segment_t *segment = heap->huge_cache[best].segment;
   cache_remove(heap, best);
-  return segment;
+  size_t wanted = round_mapping_size(needed);
+  /* A bigger mapping is used whole: trimming would drop pages that are
+   * already backed, and the next bigger request would fault them again.
+   * Only a mapping over 4x too big gives back its tail. */
+  if (segment->mapped_size >= needed && segment->mapped_size / 4 <= wanted) return segment;
+  if (segment->mapped_size >= needed) wanted *= 2;
+  brisk_segment_t *resized = _brisk_segment_resize(segment, wanted);
+  if (resized == NULL) _brisk_segment_unmap(segment);
+  return resized;
 }
 
 void *_brisk_huge_alloc(brisk_heap_t *heap, size_t size, size_t align, bool zero) {
@@ -153,21 +167,12 @@ void _brisk_huge_cache_trim(brisk_heap_t *heap, uint64_t now_ms, uint64_t max_ag
   }
 }
 
-bool _brisk_huge_resize_in_place(brisk_segment_t *segment, void *p, size_t new_size) {
-  uint8_t *block = (uint8_t *)p;
-  size_t offset = (size_t)(block - (uint8_t *)segment);
+void *_brisk_huge_realloc(brisk_segment_t *segment, void *p, size_t new_size) {
+  size_t offset = (size_t)((uint8_t *)p - (uint8_t *)segment);
   size_t available = segment->mapped_size - offset;
-  if (new_size <= available) {
-    if (new_size >= available / 2) return true;
-    /* Shrinking a lot: give the tail back instead of copying. */
-    size_t keep = brisk_align_up(offset + new_size, _brisk_os_page_size());
-    _brisk_os_release((uint8_t *)segment + keep, segment->mapped_size - keep);
-    segment->mapped_size = keep;
-    return true;
-  }
-  if (new_size > PTRDIFF_MAX - 2 * BRISK_SEGMENT_SIZE) return false;
+  if (new_size <= available && new_size >= available / 2) return p;
+  if (new_size > PTRDIFF_MAX - 2 * BRISK_SEGMENT_SIZE || offset >= BRISK_SEGMENT_SIZE) return NULL;
   size_t wanted = round_mapping_size(brisk_align_up(offset + new_size, _brisk_os_page_size()));
-  if (_brisk_os_resize(segment, segment->mapped_size, wanted, false) == NULL) return false;
-  segment->mapped_size = wanted;
-  return true;
+  brisk_segment_t *resized = _brisk_segment_resize(segment, wanted);
+  return resized == NULL ? NULL : (uint8_t *)resized + offset;
 }

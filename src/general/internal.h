@@ -43,6 +43,10 @@ BRISK_HIDDEN size_t _brisk_page_usable_bytes(const brisk_segment_t *segment, con
  * is aligned to it instead: the home of an over-aligned huge block. */
 BRISK_HIDDEN brisk_segment_t *_brisk_segment_reserve(size_t mapped_size, size_t block_align);
 BRISK_HIDDEN void _brisk_segment_unmap(brisk_segment_t *segment);
+/* Give a huge segment's mapping new_size bytes (a multiple of the page
+ * size): trimmed, grown in place, or moved with its pages (no copy) to a new
+ * segment-aligned address. Returns the segment's address, NULL if it can't. */
+BRISK_HIDDEN brisk_segment_t *_brisk_segment_resize(brisk_segment_t *segment, size_t new_size);
 
 /* ---- page.c: size-class pages, the generic malloc and free paths ---- */
 
@@ -67,8 +71,9 @@ BRISK_HIDDEN brisk_segment_t *_brisk_checked_segment(const void *p, const char *
 
 BRISK_HIDDEN void *_brisk_huge_alloc(brisk_heap_t *heap, size_t size, size_t align, bool zero);
 BRISK_HIDDEN void _brisk_huge_free(brisk_heap_t *heap, brisk_segment_t *segment);
-/* Resize in place (true) or report that the caller must move the block. */
-BRISK_HIDDEN bool _brisk_huge_resize_in_place(brisk_segment_t *segment, void *p, size_t new_size);
+/* Resize a huge block without copying its bytes: the new address (which may
+ * differ), or NULL when the caller must allocate and copy. */
+BRISK_HIDDEN void *_brisk_huge_realloc(brisk_segment_t *segment, void *p, size_t new_size);
 BRISK_HIDDEN void _brisk_huge_cache_trim(brisk_heap_t *heap, uint64_t now_ms, uint64_t max_age_ms);
 BRISK_HIDDEN uint8_t *_brisk_huge_block(const brisk_segment_t *segment);
 

@@ -77,6 +77,29 @@ void _brisk_segment_unmap(brisk_segment_t *segment) {
   _brisk_os_release(segment, segment->mapped_size);
 }
 
+brisk_segment_t *_brisk_segment_resize(brisk_segment_t *segment, size_t new_size) {
+  size_t old_size = segment->mapped_size;
+  if (new_size <= old_size) {
+    _brisk_os_release((uint8_t *)segment + new_size, old_size - new_size);
+    segment->mapped_size = new_size;
+    return segment;
+  }
+  if (_brisk_os_resize(segment, old_size, new_size)) {
+    segment->mapped_size = new_size;
+    return segment;
+  }
+  brisk_segment_t *moved = _brisk_os_reserve(new_size, BRISK_SEGMENT_SIZE, 0);
+  if (moved == NULL) return NULL;
+  if (!_brisk_os_move(segment, old_size, moved, new_size)) {
+    _brisk_os_release(moved, new_size);
+    return NULL;
+  }
+  brisk_store_relaxed(&_brisk_segment_map[(uintptr_t)segment >> BRISK_SEGMENT_SHIFT], 0);
+  brisk_store_relaxed(&_brisk_segment_map[(uintptr_t)moved >> BRISK_SEGMENT_SHIFT], 1);
+  moved->mapped_size = new_size;
+  return moved;
+}
+
 static void available_push(brisk_heap_t *heap, brisk_segment_t *segment) {
   brisk_segment_t **head = &heap->available[segment->kind];
   segment->prev = NULL;

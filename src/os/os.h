@@ -32,13 +32,14 @@ BRISK_HIDDEN void _brisk_os_release(void *p, size_t size);
 /* Drop the physical pages of a page-aligned range; it stays usable. */
 BRISK_HIDDEN void _brisk_os_decommit(void *p, size_t size);
 
-/*
- * Grow or shrink a reservation, moving it when it cannot grow in place, so
- * that a huge realloc copies no bytes. The new base keeps base + align_offset
- * aligned as before only if it did not move; callers that need alignment pass
- * may_move = false and fall back to copying. NULL when it cannot.
- */
-BRISK_HIDDEN void *_brisk_os_resize(void *p, size_t old_size, size_t new_size, bool may_move);
+/* Grow or shrink a reservation where it stands; false when the address
+ * space after it is taken. */
+BRISK_HIDDEN bool _brisk_os_resize(void *p, size_t old_size, size_t new_size);
+
+/* Move a reservation's pages to new_base (a reservation of new_size bytes
+ * that it replaces), growing it to new_size: the pages travel, nothing is
+ * copied or faulted again. False (and nothing changed) when it cannot. */
+BRISK_HIDDEN bool _brisk_os_move(void *p, size_t old_size, void *new_base, size_t new_size);
 
 /* A monotonic clock in milliseconds, cheap enough for slow paths (vDSO). */
 BRISK_HIDDEN uint64_t _brisk_os_now_ms(void);

@@ -58,9 +58,12 @@ void _brisk_os_decommit(void *p, size_t size) {
   if (size != 0) madvise(p, size, MADV_DONTNEED);
 }
 
-void *_brisk_os_resize(void *p, size_t old_size, size_t new_size, bool may_move) {
-  void *q = mremap(p, old_size, new_size, may_move ? MREMAP_MAYMOVE : 0);
-  return q == MAP_FAILED ? NULL : q;
+bool _brisk_os_resize(void *p, size_t old_size, size_t new_size) {
+  return mremap(p, old_size, new_size, 0) != MAP_FAILED;
+}
+
+bool _brisk_os_move(void *p, size_t old_size, void *new_base, size_t new_size) {
+  return mremap(p, old_size, new_size, MREMAP_MAYMOVE | MREMAP_FIXED, new_base) != MAP_FAILED;
 }
 
 uint64_t _brisk_os_now_ms(void) {
