@@ -85,6 +85,7 @@ static void queue_head_changed(brisk_heap_t *heap, size_t class_index) {
   size_t size = brisk_class_to_size(class_index);
   if (size > BRISK_DIRECT_MAX) return;
   brisk_page_t *direct = head != NULL ? head : &_brisk_page_empty;
+  if (heap->direct[size / 8] == direct) return; /* a class's words change together */
   size_t first_word = class_index == 1 ? 0 : brisk_class_to_size(class_index - 1) / 8 + 1;
   for (size_t word = first_word; word <= size / 8; word++) heap->direct[word] = direct;
 }
@@ -147,7 +148,8 @@ static void page_init(brisk_heap_t *heap, brisk_page_t *page, size_t class_index
 /* A page of the class with a free block, at the head of the class queue. */
 static brisk_page_t *find_page(brisk_heap_t *heap, size_t class_index) {
   brisk_page_queue_t *queue = &heap->queues[class_index];
-  brisk_page_t *page = queue->head;
+  brisk_page_t *original_head = queue->head;
+  brisk_page_t *page = original_head;
   while (page != NULL) {
     brisk_page_t *next = page->next;
     if (page->free == NULL) {
@@ -155,25 +157,23 @@ static brisk_page_t *find_page(brisk_heap_t *heap, size_t class_index) {
       page->local_free = NULL;
     }
     if (page->free == NULL && page->capacity < page->reserved) page_extend(page);
-    if (page->free != NULL) {
-      if (page != queue->head) {
-        queue_remove(queue, page);
-        queue_push_front(queue, page);
-      }
-      queue_head_changed(heap, class_index);
-      return page;
-    }
+    if (page->free != NULL) break;
     queue_remove(queue, page);
     page->used |= BRISK_PAGE_FULL_FLAG;
     queue_push_back(&heap->full_pages, page);
     page = next;
   }
-  page = _brisk_segment_page_alloc(heap, brisk_class_to_kind(class_index));
-  if (page != NULL) {
-    page_init(heap, page, class_index);
+  if (page == NULL) {
+    page = _brisk_segment_page_alloc(heap, brisk_class_to_kind(class_index));
+    if (page != NULL) {
+      page_init(heap, page, class_index);
+      queue_push_front(queue, page);
+    }
+  } else if (page != queue->head) {
+    queue_remove(queue, page);
     queue_push_front(queue, page);
   }
-  queue_head_changed(heap, class_index);
+  if (queue->head != original_head) queue_head_changed(heap, class_index);
   return page;
 }
 

@@ -97,6 +97,8 @@ brisk_segment_t *_brisk_segment_resize(brisk_segment_t *segment, size_t new_size
   brisk_store_relaxed(&_brisk_segment_map[(uintptr_t)segment >> BRISK_SEGMENT_SHIFT], 0);
   brisk_store_relaxed(&_brisk_segment_map[(uintptr_t)moved >> BRISK_SEGMENT_SHIFT], 1);
   moved->mapped_size = new_size;
+  /* The header travelled with the pages; its one absolute pointer did not. */
+  moved->pages[0].start = (uint8_t *)moved + (moved->pages[0].start - (uint8_t *)segment);
   return moved;
 }
 
