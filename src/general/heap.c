@@ -113,18 +113,21 @@ static void drain_lock_release(brisk_heap_t *heap) {
 }
 
 /* Make an abandoned heap hold as little as possible: return remote frees
- * to their pages, retire empty pages, give memory back. Called with the
- * drain_lock held and `abandoned` set, so head pages are no longer pinned
- * and empty segments are released as soon as they empty. */
+ * to their pages, retire empty pages, give back the huge cache and surplus
+ * segments. Free pages are purged on the usual delay, not at once: a
+ * program that runs short threads one after another (Larson's server does)
+ * would otherwise give pages back at every exit and fault them in again in
+ * the next thread. The adopter's housekeeping, or a thread freeing into the
+ * abandoned heap, purges them later. Called with the drain_lock held and
+ * `abandoned` set, so head pages are unpinned and segments that empty are
+ * released at once. */
 static void heap_tidy(brisk_heap_t *heap) {
   _brisk_heap_drain_remote(heap);
   _brisk_heap_unpin_all(heap);
   _brisk_heap_collect_all(heap);
   _brisk_huge_cache_trim(heap, 0, 0);
-  /* Release surplus empty segments first: purging their pages would cost
-   * system calls for memory about to be unmapped anyway. */
   _brisk_heap_release_empty_segments(heap);
-  _brisk_heap_purge(heap, 0, 0);
+  _brisk_heap_purge(heap, _brisk_os_now_ms(), PURGE_DELAY_MS);
 }
 
 void _brisk_remote_free(brisk_heap_t *owner, void *block) {
@@ -133,11 +136,13 @@ void _brisk_remote_free(brisk_heap_t *owner, void *block) {
    * either we see the flag, or that thread's drain sees our block. */
   if (BRISK_UNLIKELY(atomic_load_explicit(&owner->abandoned, memory_order_seq_cst))) {
     if (drain_lock_try(owner)) {
-      /* Return the blocks; segments that empty are released on the way.
-       * Free pages are purged once they have waited as long as usual. */
+      /* Return the blocks; segments that empty are released on the way,
+       * and now and then free pages that waited long enough are purged. */
       if (brisk_load_relaxed(&owner->abandoned)) {
         _brisk_heap_drain_remote(owner);
-        _brisk_heap_purge(owner, _brisk_os_now_ms(), PURGE_DELAY_MS);
+        if ((++owner->generic_calls & 63) == 0) {
+          _brisk_heap_purge(owner, _brisk_os_now_ms(), PURGE_DELAY_MS);
+        }
       }
       drain_lock_release(owner);
     }
