@@ -1,0 +1,222 @@
+// The libc names (malloc, posix_memalign, pvalloc, ...) when brisk is linked
+// in statically: they must be brisk's and behave exactly as glibc/POSIX say.
+#include <brisk.h>
+#include <gtest/gtest.h>
+#include <malloc.h>
+#include <unistd.h>
+
+#include <cerrno>
+#include <cstdint>
+#include <cstdlib>
+#include <cstring>
+
+#include "test_util.h"
+
+using brisk_test::block_seed;
+using brisk_test::escape;
+using brisk_test::fill_pattern;
+using brisk_test::is_aligned;
+using brisk_test::kMiB;
+using brisk_test::pattern_intact;
+
+namespace {
+
+// Read through volatiles so the compiler neither warns about nor folds calls
+// whose size it could otherwise see is absurd.
+volatile size_t g_size_max = SIZE_MAX;
+volatile size_t g_half_plus_one = SIZE_MAX / 2 + 1;
+volatile size_t g_64_tib = size_t{1} << 46;
+
+size_t page_size() { return static_cast<size_t>(sysconf(_SC_PAGESIZE)); }
+
+TEST(BriskOverride, MallocIsBrisk) {
+  void *p = malloc(100);
+  ASSERT_NE(p, nullptr);
+  EXPECT_GE(brisk_usable_size(p), 100u);
+  EXPECT_EQ(malloc_usable_size(p), brisk_usable_size(p));
+  brisk_free(p);
+  // glibc's free would abort on a pointer it never handed out.
+  void *q = brisk_malloc(10);
+  ASSERT_NE(q, nullptr);
+  free(q);
+  void *r = calloc(4, 25);
+  ASSERT_NE(r, nullptr);
+  EXPECT_GE(brisk_usable_size(r), 100u);
+  free(r);
+}
+
+TEST(BriskOverride, MallocZeroIsUniqueAndFreeable) {
+  void *a = malloc(0);
+  void *b = malloc(0);
+  ASSERT_NE(a, nullptr);
+  ASSERT_NE(b, nullptr);
+  EXPECT_NE(a, b);
+  free(a);
+  free(b);
+}
+
+TEST(BriskOverride, UnservableSizesFailWithEnomem) {
+  for (size_t size : {g_size_max, g_half_plus_one, g_64_tib}) {
+    SCOPED_TRACE(size);
+    errno = 0;
+    EXPECT_EQ(malloc(size), nullptr);
+    EXPECT_EQ(errno, ENOMEM);
+    errno = 0;
+    EXPECT_EQ(calloc(1, size), nullptr);
+    EXPECT_EQ(errno, ENOMEM);
+    errno = 0;
+    EXPECT_EQ(aligned_alloc(64, size), nullptr);
+    EXPECT_EQ(errno, ENOMEM);
+    errno = 0;
+    EXPECT_EQ(memalign(64, size), nullptr);
+    EXPECT_EQ(errno, ENOMEM);
+    errno = 0;
+    EXPECT_EQ(valloc(size), nullptr);
+    EXPECT_EQ(errno, ENOMEM);
+    errno = 0;
+    EXPECT_EQ(pvalloc(size), nullptr);
+    EXPECT_EQ(errno, ENOMEM);
+  }
+}
+
+TEST(BriskOverride, CallocAndReallocarrayOverflowFailWithEnomem) {
+  const size_t half = g_size_max / 2;
+  errno = 0;
+  EXPECT_EQ(calloc(half, 3), nullptr);
+  EXPECT_EQ(errno, ENOMEM);
+  errno = 0;
+  EXPECT_EQ(reallocarray(nullptr, half, 3), nullptr);
+  EXPECT_EQ(errno, ENOMEM);
+
+  void *p = reallocarray(nullptr, 10, 10);
+  ASSERT_NE(p, nullptr);
+  const uint64_t seed = block_seed(p, 100);
+  fill_pattern(p, 100, seed);
+  errno = 0;
+  EXPECT_EQ(reallocarray(p, half, 3), nullptr);
+  EXPECT_EQ(errno, ENOMEM);
+  EXPECT_TRUE(pattern_intact(p, 100, seed));
+  void *q = reallocarray(p, 1000, 10);
+  ASSERT_NE(q, nullptr);
+  EXPECT_TRUE(pattern_intact(q, 100, seed));
+  EXPECT_GE(malloc_usable_size(q), 10000u);
+  free(q);
+}
+
+TEST(BriskOverride, FailedReallocLeavesBlockIntact) {
+  void *p = malloc(300);
+  ASSERT_NE(p, nullptr);
+  const uint64_t seed = block_seed(p, 300);
+  fill_pattern(p, 300, seed);
+  for (size_t size : {g_size_max, g_half_plus_one, g_64_tib}) {
+    errno = 0;
+    EXPECT_EQ(realloc(p, size), nullptr) << size;
+    EXPECT_EQ(errno, ENOMEM);
+    EXPECT_TRUE(pattern_intact(p, 300, seed));
+  }
+  free(p);
+}
+
+TEST(BriskOverride, ReallocEdgeCases) {
+  void *p = realloc(nullptr, 50);
+  ASSERT_NE(p, nullptr);
+  std::memset(p, 7, 50);
+  EXPECT_EQ(realloc(p, 0), nullptr);
+  free(nullptr);
+  EXPECT_EQ(malloc_usable_size(nullptr), 0u);
+}
+
+TEST(BriskOverride, CallocZeroesReusedBlocks) {
+  for (size_t size : {size_t{24}, size_t{1000}, size_t{50000}, 5 * kMiB}) {
+    for (int round = 0; round < 8; round++) {
+      void *dirty = malloc(size);
+      ASSERT_NE(dirty, nullptr);
+      std::memset(dirty, 0xAB, malloc_usable_size(dirty));
+      free(dirty);
+      void *clean = calloc(size, 1);
+      ASSERT_NE(clean, nullptr);
+      EXPECT_TRUE(brisk_test::all_bytes_are(clean, size, 0)) << "size " << size;
+      free(clean);
+    }
+  }
+}
+
+// alignment, then size: both brisk.h and the issue promise up to 4 MiB.
+void check_aligned(void *p, size_t alignment, size_t size) {
+  ASSERT_NE(p, nullptr) << "alignment " << alignment << " size " << size;
+  EXPECT_TRUE(is_aligned(p, alignment)) << p << " alignment " << alignment;
+  const size_t usable = malloc_usable_size(p);
+  EXPECT_GE(usable, size);
+  std::memset(p, 0x11, usable);
+  free(p);
+}
+
+TEST(BriskOverride, AlignedAllocAndMemalignHonourPowersOfTwo) {
+  for (size_t alignment = 1; alignment <= 4 * kMiB; alignment *= 2) {
+    for (size_t size : {size_t{1}, size_t{100}, 3 * alignment, size_t{70000}}) {
+      check_aligned(aligned_alloc(alignment, size), alignment, size);
+      check_aligned(memalign(alignment, size), alignment, size);
+    }
+  }
+}
+
+TEST(BriskOverride, AlignedAllocRejectsNonPowerOfTwo) {
+  // C17 (DR 460) and glibc 2.38+: an unsupported alignment gives NULL.
+  for (size_t alignment : {size_t{0}, size_t{3}, size_t{24}, size_t{1000}}) {
+    errno = 0;
+    EXPECT_EQ(aligned_alloc(alignment, 64), nullptr) << alignment;
+    EXPECT_EQ(errno, EINVAL) << alignment;
+  }
+}
+
+TEST(BriskOverride, PosixMemalign) {
+  // Not a power of two, or a power of two below sizeof(void *).
+  for (size_t alignment : {size_t{0}, size_t{1}, size_t{2}, size_t{3}, size_t{4}, size_t{24},
+                           size_t{48}, size_t{4097}}) {
+    void *p = nullptr;
+    EXPECT_EQ(posix_memalign(&p, alignment, 64), EINVAL) << alignment;
+  }
+  void *p = nullptr;
+  EXPECT_EQ(posix_memalign(&p, 64, g_size_max), ENOMEM);
+  EXPECT_EQ(posix_memalign(&p, 64, g_64_tib), ENOMEM);
+  for (size_t alignment = sizeof(void *); alignment <= 4 * kMiB; alignment *= 2) {
+    for (size_t size : {size_t{0}, size_t{8}, size_t{1000}, 2 * alignment + 1}) {
+      void *q = nullptr;
+      ASSERT_EQ(posix_memalign(&q, alignment, size), 0) << alignment << " " << size;
+      check_aligned(q, alignment, size);
+    }
+  }
+}
+
+TEST(BriskOverride, VallocIsPageAligned) {
+  const size_t page = page_size();
+  for (size_t size : {size_t{0}, size_t{1}, size_t{100}, page, page + 1, kMiB + 3}) {
+    check_aligned(valloc(size), page, size);
+  }
+}
+
+TEST(BriskOverride, PvallocRoundsUpToPages) {
+  const size_t page = page_size();
+  for (size_t size : {size_t{0}, size_t{1}, size_t{100}, page, page + 1, kMiB + 3}) {
+    void *p = pvalloc(size);
+    ASSERT_NE(p, nullptr) << size;
+    const size_t rounded = size == 0 ? page : (size + page - 1) / page * page;
+    EXPECT_GE(malloc_usable_size(p), rounded) << size;
+    check_aligned(p, page, rounded);
+  }
+}
+
+TEST(BriskOverride, UsableSizeIsWritable) {
+  for (size_t size = 1; size < 20 * kMiB; size = size * 3 + 1) {
+    void *p = malloc(size);
+    ASSERT_NE(p, nullptr);
+    const size_t usable = malloc_usable_size(p);
+    EXPECT_GE(usable, size);
+    fill_pattern(p, usable, block_seed(p, usable));
+    EXPECT_TRUE(pattern_intact(p, usable, block_seed(p, usable)));
+    escape(p);
+    free(p);
+  }
+}
+
+}  // namespace

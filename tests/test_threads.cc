@@ -1,0 +1,280 @@
+// Thread lifetimes and fork: many short-lived threads must not grow RSS
+// without bound, allocation must work in thread-exit destructors, and a
+// child forked while other threads allocate must be able to allocate.
+#include <brisk.h>
+#include <gtest/gtest.h>
+#include <pthread.h>
+#include <signal.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include <atomic>
+#include <cerrno>
+#include <cstdint>
+#include <cstdio>
+#include <cstring>
+#include <mutex>
+#include <thread>
+#include <vector>
+
+#include "test_util.h"
+
+using brisk_test::block_seed;
+using brisk_test::fill_pattern;
+using brisk_test::kMiB;
+using brisk_test::kSanitized;
+using brisk_test::pattern_intact;
+using brisk_test::scaled;
+
+namespace {
+
+struct Block {
+  void *p;
+  size_t size;
+};
+
+// Allocates `size` bytes and writes the block's pattern; p is NULL on failure.
+Block make_block(size_t size) {
+  Block b{brisk_malloc(size), size};
+  if (b.p != nullptr) fill_pattern(b.p, size, block_seed(b.p, size));
+  return b;
+}
+
+bool block_intact(const Block &b) { return pattern_intact(b.p, b.size, block_seed(b.p, b.size)); }
+
+// Mixed sizes from a cheap deterministic sequence: mostly small, every
+// tenth up to 128 KiB.
+size_t mixed_size(uint64_t i) {
+  uint64_t h = brisk_test::mix64(i);
+  return (i % 10 == 9) ? 2048 + h % (128 * 1024) : 8 + h % 2048;
+}
+
+// One churn thread: ~100 blocks, a third freed here, the rest handed back.
+void churn_thread_body(uint64_t cycle, std::vector<Block> &handed_back, long &failures) {
+  std::vector<Block> blocks;
+  for (uint64_t i = 0; i < 100; i++) {
+    Block b = make_block(mixed_size(cycle * 100 + i));
+    if (b.p == nullptr) {
+      failures++;
+      continue;
+    }
+    blocks.push_back(b);
+  }
+  for (size_t i = 0; i < blocks.size(); i++) {
+    if (i % 3 == 0) {
+      failures += !block_intact(blocks[i]);
+      brisk_free(blocks[i].p);
+    } else {
+      handed_back.push_back(blocks[i]);
+    }
+  }
+}
+
+TEST(BriskThreads, CreateExitChurnKeepsRssBounded) {
+  const long cycles = scaled(10000, 1000);
+  const long checkpoint = 500;
+  // A heap leaked per thread (several KiB at the least) over the 9,500
+  // cycles after the checkpoint would exceed this.
+  const size_t allowed_growth = 16 * kMiB;
+  size_t rss_at_checkpoint = 0;
+  long failures = 0;
+  for (long cycle = 0; cycle < cycles; cycle++) {
+    std::vector<Block> handed_back;
+    std::thread(churn_thread_body, cycle, std::ref(handed_back), std::ref(failures)).join();
+    // The thread is gone: these frees reach pages of an exited thread.
+    for (const Block &b : handed_back) {
+      failures += !block_intact(b);
+      brisk_free(b.p);
+    }
+    if (cycle + 1 == checkpoint) rss_at_checkpoint = brisk_test::rss_bytes();
+  }
+  EXPECT_EQ(failures, 0);
+  if (kSanitized) return;  // shadow memory makes RSS meaningless there
+  const size_t rss_end = brisk_test::rss_bytes();
+  std::printf("RSS after %ld cycles: %zu KiB; after %ld: %zu KiB\n", checkpoint,
+              rss_at_checkpoint / 1024, cycles, rss_end / 1024);
+  EXPECT_LE(rss_end, rss_at_checkpoint + allowed_growth)
+      << "after " << checkpoint << " cycles: " << rss_at_checkpoint / 1024 << " KiB; after "
+      << cycles << ": " << rss_end / 1024 << " KiB";
+}
+
+// Allocation during thread exit, after brisk may have retired the thread's
+// heap: a C++ thread_local destructor and a pthread key destructor (its key
+// is created after brisk's first use, so it runs after any key brisk made).
+std::mutex g_exit_mutex;
+std::vector<Block> g_allocated_at_exit;
+long g_exit_failures = 0;
+
+void allocate_at_exit(void *block_to_free) {
+  Block own = make_block(200);
+  Block kept = make_block(3000);
+  std::lock_guard<std::mutex> lock(g_exit_mutex);
+  if (own.p == nullptr || kept.p == nullptr) {
+    g_exit_failures++;
+    return;
+  }
+  g_exit_failures += !block_intact(own);
+  brisk_free(own.p);
+  brisk_free(block_to_free);
+  g_allocated_at_exit.push_back(kept);
+}
+
+struct ExitAllocator {
+  void *block = nullptr;
+  ~ExitAllocator() { allocate_at_exit(block); }
+};
+thread_local ExitAllocator t_exit_allocator;
+
+pthread_key_t g_exit_key;
+
+TEST(BriskThreads, AllocationInThreadExitDestructors) {
+  brisk_free(brisk_malloc(1));  // make sure brisk has set up whatever it keeps per thread
+  ASSERT_EQ(pthread_key_create(&g_exit_key, allocate_at_exit), 0);
+  const long cycles = scaled(300, 50);
+  for (long i = 0; i < cycles; i++) {
+    std::thread([] {
+      t_exit_allocator.block = brisk_malloc(64);
+      void *p = brisk_malloc(64);
+      pthread_setspecific(g_exit_key, p);
+    }).join();
+    std::lock_guard<std::mutex> lock(g_exit_mutex);
+    for (const Block &b : g_allocated_at_exit) {
+      g_exit_failures += !block_intact(b);
+      brisk_free(b.p);
+    }
+    g_allocated_at_exit.clear();
+  }
+  pthread_key_delete(g_exit_key);
+  EXPECT_EQ(g_exit_failures, 0);
+}
+
+// Blocks published by the hammer threads. Whoever swaps a block out of a
+// slot frees it, so blocks are freed by threads other than their owner (and,
+// in a forked child, owned by threads that do not exist there).
+constexpr int kSlots = 512;
+std::atomic<void *> g_slots[kSlots];
+
+size_t slot_block_size(int slot) { return 16 + static_cast<size_t>(slot) * 37; }
+
+// Hammer threads count their iterations here, so forks land mid-activity.
+std::atomic<long> g_hammer_progress{0};
+// How often a hammer makes a block of several MiB, and how many iterations
+// the hammers make between forks (filling big blocks is slow under TSan).
+const uint64_t kHammerHugeEvery = scaled(64, 512);
+const long kHammerStepsPerFork = scaled(2000, 300);
+
+void hammer(int id, const std::atomic<bool> &stop, std::atomic<long> &failures) {
+  uint64_t i = static_cast<uint64_t>(id) << 32;
+  while (!stop.load(std::memory_order_relaxed)) {
+    i++;
+    g_hammer_progress.fetch_add(1, std::memory_order_relaxed);
+    // Some local pairs across all size ranges, up to several MiB.
+    size_t size = (i % kHammerHugeEvery == 0) ? kMiB + brisk_test::mix64(i) % (7 * kMiB) : mixed_size(i);
+    Block b = make_block(size);
+    if (b.p == nullptr) {
+      failures++;
+      continue;
+    }
+    failures += !block_intact(b);
+    brisk_free(b.p);
+
+    int slot = static_cast<int>(brisk_test::mix64(i) % kSlots);
+    Block shared = make_block(slot_block_size(slot));
+    if (shared.p == nullptr) {
+      failures++;
+      continue;
+    }
+    void *old = g_slots[slot].exchange(shared.p, std::memory_order_acq_rel);
+    if (old != nullptr) {
+      failures += !block_intact({old, slot_block_size(slot)});
+      brisk_free(old);
+    }
+  }
+}
+
+// What a forked child does; its exit code says what went wrong.
+enum ChildStatus { kChildOk = 0, kChildNull = 1, kChildCorrupt = 2, kChildThreadFailed = 3 };
+
+int allocate_and_free_many() {
+  std::vector<Block> blocks;
+  const uint64_t count = scaled(4000, 1000);
+  for (uint64_t i = 0; i < count; i++) {
+    size_t size = (i % 500 == 0) ? 4 * kMiB + i : mixed_size(i);
+    Block b = make_block(size);
+    if (b.p == nullptr) return kChildNull;
+    blocks.push_back(b);
+    if (i % 3 == 0) {
+      // Free a random earlier block, so freed blocks get reused.
+      size_t victim = brisk_test::mix64(i) % blocks.size();
+      if (!block_intact(blocks[victim])) return kChildCorrupt;
+      brisk_free(blocks[victim].p);
+      blocks[victim] = blocks.back();
+      blocks.pop_back();
+    }
+  }
+  for (const Block &b : blocks) {
+    if (!block_intact(b)) return kChildCorrupt;
+    brisk_free(b.p);
+  }
+  return kChildOk;
+}
+
+[[noreturn]] void child_main() {
+  alarm(10);  // a deadlocked child dies of SIGALRM instead of hanging the test
+  // Blocks of threads that were not copied into this process: just free them
+  // (their contents were written by threads racing with the fork).
+  for (std::atomic<void *> &slot : g_slots) brisk_free(slot.exchange(nullptr));
+  int status = allocate_and_free_many();
+#if !defined(__SANITIZE_THREAD__)
+  // TSan does not support starting threads in the child of a multi-threaded
+  // process; elsewhere check that a new thread in the child can allocate.
+  if (status == kChildOk) {
+    std::thread([&status] {
+      if (allocate_and_free_many() != kChildOk) status = kChildThreadFailed;
+    }).join();
+  }
+#endif
+  _exit(status);
+}
+
+TEST(BriskThreads, ForkWhileOtherThreadsAllocate) {
+  std::atomic<bool> stop{false};
+  std::atomic<long> failures{0};
+  std::vector<std::thread> hammers;
+  for (int id = 0; id < 4; id++) {
+    hammers.emplace_back(hammer, id, std::cref(stop), std::ref(failures));
+  }
+  for (int i = 0; i < 20; i++) {
+    // Let the hammers make progress (and fill slots) before each fork.
+    const long target = g_hammer_progress.load() + kHammerStepsPerFork;
+    while (g_hammer_progress.load() < target) std::this_thread::yield();
+    pid_t pid = fork();
+    if (pid == -1) {
+      ADD_FAILURE() << "fork failed: " << std::strerror(errno);
+      break;  // still stop and join the hammers below
+    }
+    if (pid == 0) child_main();
+    int status = 0;
+    if (waitpid(pid, &status, 0) != pid) {
+      ADD_FAILURE() << "waitpid failed: " << std::strerror(errno);
+      break;
+    }
+    if (WIFSIGNALED(status)) {
+      ADD_FAILURE() << "fork " << i << ": child killed by signal " << WTERMSIG(status)
+                    << (WTERMSIG(status) == SIGALRM ? " (deadlocked: alarm fired)" : "");
+    } else {
+      EXPECT_EQ(WEXITSTATUS(status), kChildOk) << "fork " << i;
+    }
+  }
+  stop = true;
+  for (std::thread &t : hammers) t.join();
+  for (int slot = 0; slot < kSlots; slot++) {
+    void *p = g_slots[slot].exchange(nullptr);
+    if (p == nullptr) continue;
+    failures += !block_intact({p, slot_block_size(slot)});
+    brisk_free(p);
+  }
+  EXPECT_EQ(failures, 0);
+}
+
+}  // namespace

@@ -1,0 +1,117 @@
+// Helpers shared by the brisk test programs: block patterns, RSS, build mode.
+#ifndef BRISK_TEST_UTIL_H
+#define BRISK_TEST_UTIL_H
+
+#include <cstddef>
+#include <cstdint>
+#include <cstdio>
+#include <cstring>
+
+namespace brisk_test {
+
+// Sanitizer builds run many times slower and their shadow memory swamps RSS,
+// so they scale the work down and skip RSS bounds. CMake defines this.
+#if defined(BRISK_TEST_SANITIZED)
+constexpr bool kSanitized = true;
+#else
+constexpr bool kSanitized = false;
+#endif
+
+// Picks the release or the sanitizer amount of work.
+constexpr long scaled(long release, long sanitized) {
+  return kSanitized ? sanitized : release;
+}
+
+inline uint64_t mix64(uint64_t x) {
+  x ^= x >> 30;
+  x *= 0xbf58476d1ce4e5b9ull;
+  x ^= x >> 27;
+  x *= 0x94d049bb133111ebull;
+  x ^= x >> 31;
+  return x;
+}
+
+// The seed of a block's pattern. The serial (a number unique to each
+// allocation) makes two live blocks at the same address write different
+// patterns, so a block handed out twice is caught as well as an overlap.
+inline uint64_t block_seed(const void *p, size_t size, uint64_t serial = 0) {
+  return mix64(reinterpret_cast<uintptr_t>(p) ^ mix64(size ^ (serial << 20)));
+}
+
+inline uint64_t pattern_word(uint64_t seed, size_t word_index) {
+  return seed + word_index * 0x9e3779b97f4a7c15ull;
+}
+
+// Fills n bytes at p with the pattern of `seed`. memcpy keeps the accesses
+// well-defined even if a block were misaligned (the tests check that apart).
+inline void fill_pattern(void *p, size_t n, uint64_t seed) {
+  unsigned char *bytes = static_cast<unsigned char *>(p);
+  size_t words = n / 8;
+  for (size_t i = 0; i < words; i++) {
+    uint64_t w = pattern_word(seed, i);
+    std::memcpy(bytes + i * 8, &w, 8);
+  }
+  uint64_t tail = pattern_word(seed, words);
+  std::memcpy(bytes + words * 8, &tail, n % 8);
+}
+
+// The offset of the first byte that differs from the pattern, or n if none.
+// (Byte j of a word is bits 8j..8j+7: x86-64 is little-endian.)
+inline size_t find_pattern_mismatch(const void *p, size_t n, uint64_t seed) {
+  const unsigned char *bytes = static_cast<const unsigned char *>(p);
+  size_t word = 0;
+  for (; word < n / 8; word++) {
+    uint64_t w;
+    std::memcpy(&w, bytes + word * 8, 8);
+    if (w != pattern_word(seed, word)) break;
+  }
+  for (size_t off = word * 8; off < n; off++) {
+    unsigned char expected = static_cast<unsigned char>(pattern_word(seed, off / 8) >> (8 * (off % 8)));
+    if (bytes[off] != expected) return off;
+  }
+  return n;
+}
+
+// True when all n bytes at p equal `value`. Compared with memcmp a chunk at
+// a time, which sanitizers check per call rather than per byte.
+inline bool all_bytes_are(const void *p, size_t n, unsigned char value) {
+  unsigned char expected[4096];
+  std::memset(expected, value, sizeof expected);
+  const unsigned char *bytes = static_cast<const unsigned char *>(p);
+  for (size_t offset = 0; offset < n; offset += sizeof expected) {
+    size_t chunk = n - offset < sizeof expected ? n - offset : sizeof expected;
+    if (std::memcmp(bytes + offset, expected, chunk) != 0) return false;
+  }
+  return true;
+}
+
+inline bool pattern_intact(const void *p, size_t n, uint64_t seed) {
+  return find_pattern_mismatch(p, n, seed) == n;
+}
+
+// Resident set size of this process in bytes, from /proc/self/status.
+inline size_t rss_bytes() {
+  FILE *f = std::fopen("/proc/self/status", "r");
+  if (f == nullptr) return 0;
+  char line[256];
+  size_t kib = 0;
+  while (std::fgets(line, sizeof line, f) != nullptr) {
+    if (std::sscanf(line, "VmRSS: %zu kB", &kib) == 1) break;
+  }
+  std::fclose(f);
+  return kib * 1024;
+}
+
+constexpr size_t kMiB = size_t{1} << 20;
+
+// Keeps the compiler from proving a pointer unused and deleting the
+// allocation that produced it (it may do so for malloc and new).
+inline void escape(const void *p) { asm volatile("" : : "g"(p) : "memory"); }
+
+inline bool is_aligned(const void *p, size_t alignment) {
+  return reinterpret_cast<uintptr_t>(p) % alignment == 0;
+}
+
+}  // namespace brisk_test
+
+#endif  // BRISK_TEST_UTIL_H
