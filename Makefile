@@ -6,6 +6,8 @@
 #                     CALLGRIND=1 for instruction counts)
 #   make clean
 JOBS ?= $(shell nproc 2>/dev/null || echo 2)
+# Debian's interpreter first: the packages ensure-deps installs (matplotlib) are its.
+PYTHON ?= $(shell test -x /usr/bin/python3 && echo /usr/bin/python3 || echo python3)
 CMAKE_FLAGS ?=
 
 .PHONY: all build test test-release test-asan test-tsan bench clean deps-build deps-test deps-bench
@@ -56,7 +58,7 @@ BENCH_ARGS += --callgrind
 endif
 
 bench: deps-bench build
-	python3 bench/run.py --build build $(BENCH_ARGS)
+	$(PYTHON) bench/run.py --build build $(BENCH_ARGS)
 
 clean:
 	rm -rf build build-asan build-tsan

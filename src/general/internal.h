@@ -35,7 +35,8 @@ BRISK_HIDDEN brisk_page_t *_brisk_segment_page_alloc(brisk_heap_t *heap, brisk_s
 BRISK_HIDDEN void _brisk_segment_page_free(brisk_heap_t *heap, brisk_page_t *page);
 /* Decommit free pages freed at least delay_ms ago (all of them if 0). */
 BRISK_HIDDEN void _brisk_heap_purge(brisk_heap_t *heap, uint64_t now_ms, uint64_t delay_ms);
-/* Release the heap's empty segments but one spare per kind. */
+/* Release the heap's empty segments but one spare per kind (purged if the
+ * heap is abandoned). */
 BRISK_HIDDEN void _brisk_heap_release_empty_segments(brisk_heap_t *heap);
 BRISK_HIDDEN size_t _brisk_page_usable_bytes(const brisk_segment_t *segment, const brisk_page_t *page);
 /* Reserve a segment-aligned mapping and enter it in the segment map. With

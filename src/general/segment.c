@@ -267,7 +267,11 @@ void _brisk_heap_release_empty_segments(brisk_heap_t *heap) {
     while (segment != NULL) {
       brisk_segment_t *next = segment->next;
       if (segment->used_pages == 0) {
-        if (kept_spare) segment_release(heap, segment);
+        if (kept_spare) {
+          segment_release(heap, segment);
+        } else if (brisk_load_relaxed(&heap->abandoned)) {
+          segment_purge_all(heap, segment); /* nobody may adopt it soon */
+        }
         kept_spare = true;
       }
       segment = next;
