@@ -347,6 +347,29 @@ TEST_F(BriskApiDeathTest, FreeOfAlignedForeignMappingAborts) {
   munmap(region, 2 * boundary);
 }
 
+// A huge block's mapping is cached when freed; freeing it again must abort
+// rather than cache it twice (which would hand one mapping out twice).
+TEST_F(BriskApiDeathTest, DoubleFreeOfHugeBlockAborts) {
+  EXPECT_DEATH(
+      {
+        void *p = brisk_malloc(4 * kMiB);
+        brisk_free(p);
+        brisk_free(p);
+      },
+      "brisk.*0x.*double free");
+}
+
+// A pointer into the header area of one of brisk's own segments.
+TEST_F(BriskApiDeathTest, FreeOfSegmentHeaderAddressAborts) {
+  EXPECT_DEATH(
+      {
+        void *p = brisk_malloc(16);
+        uintptr_t segment = reinterpret_cast<uintptr_t>(p) & ~((uintptr_t{32} << 20) - 1);
+        brisk_free(reinterpret_cast<void *>(segment + 64));
+      },
+      "brisk.*0x");
+}
+
 TEST_F(BriskApiDeathTest, FreeOfSystemMallocPointerAborts) {
   void *foreign = std::malloc(100);
   ASSERT_NE(foreign, nullptr);
@@ -355,3 +378,21 @@ TEST_F(BriskApiDeathTest, FreeOfSystemMallocPointerAborts) {
 }
 
 }  // namespace
+
+// Size classes: above 64 B no block is more than 12.5% larger than asked
+// for, up to the biggest class (512 KiB); every size below 64 B rounds to the
+// next multiple of 8.
+TEST(BriskApi, InternalWasteIsBounded) {
+  for (size_t size = 1; size <= 512 * 1024; size += (size < 8192 ? 1 : 61)) {
+    void *p = brisk_malloc(size);
+    ASSERT_NE(p, nullptr) << size;
+    size_t usable = brisk_usable_size(p);
+    brisk_free(p);
+    ASSERT_GE(usable, size);
+    if (size <= 64) {
+      EXPECT_EQ(usable, (size + 7) / 8 * 8) << "size " << size;
+    } else {
+      EXPECT_LE(usable - size, size / 8) << "size " << size << " usable " << usable;
+    }
+  }
+}

@@ -128,6 +128,9 @@ void *_brisk_huge_alloc(brisk_heap_t *heap, size_t size, size_t align, bool zero
 }
 
 void _brisk_huge_free(brisk_heap_t *heap, brisk_segment_t *segment) {
+  /* A cached mapping is marked unused: _brisk_checked_segment then catches a
+   * second free instead of caching (and later handing out) it twice. */
+  segment->pages[0].used = 0;
   bool cacheable = !heap->is_empty_heap && _brisk_huge_block(segment) - (uint8_t *)segment <
                                                (ptrdiff_t)BRISK_SEGMENT_SIZE;
   if (!cacheable || segment->mapped_size > HUGE_CACHE_MAX_BYTES / 2) {

@@ -130,8 +130,7 @@ static void page_init(brisk_heap_t *heap, brisk_page_t *page, size_t class_index
   size_t index = (size_t)(page - segment->pages);
   size_t block_size = brisk_class_to_size(class_index);
   size_t usable = _brisk_page_usable_bytes(segment, page);
-  uint8_t *page_start = (uint8_t *)segment + (index << segment->page_shift);
-  page->start = page_start + (((size_t)1 << segment->page_shift) - usable);
+  page->start = (uint8_t *)segment + (index << segment->page_shift);
   page->block_size = (uint32_t)block_size;
   page->class_index = (uint8_t)class_index;
   page->reserved = (uint16_t)(usable / block_size);
@@ -264,12 +263,13 @@ brisk_segment_t *_brisk_checked_segment(const void *p, const char *caller) {
     if ((const uint8_t *)p < _brisk_huge_block(segment)) {
       _brisk_fatal_pointer(caller, p, "not allocated by brisk");
     }
+    if (segment->pages[0].used == 0) {
+      _brisk_fatal_pointer(caller, p, "block is already free (double free?)");
+    }
     return segment;
   }
-  const uint8_t *first_block = (const uint8_t *)segment + ((size_t)1 << segment->page_shift) -
-                               _brisk_page_usable_bytes(segment, &segment->pages[0]);
-  if ((const uint8_t *)p < first_block) _brisk_fatal_pointer(caller, p, "not allocated by brisk");
   brisk_page_t *page = brisk_page_of(segment, address);
+  if (page == &segment->pages[0]) _brisk_fatal_pointer(caller, p, "not allocated by brisk");
   if (brisk_load_relaxed(&page->owner) == 0) {
     _brisk_fatal_pointer(caller, p, "block is already free (double free?)");
   }

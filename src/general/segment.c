@@ -32,10 +32,10 @@ static size_t segment_page_count(brisk_segment_kind_t kind) {
   return BRISK_SEGMENT_SIZE >> page_shift_of_kind[kind];
 }
 
-static size_t segment_metadata_size(size_t page_count) {
-  return brisk_align_up(sizeof(brisk_segment_t) + page_count * sizeof(brisk_page_t),
-                        _brisk_os_page_size());
-}
+_Static_assert(sizeof(brisk_segment_t) + (BRISK_SEGMENT_SIZE >> BRISK_SMALL_PAGE_SHIFT) *
+                                             sizeof(brisk_page_t) <=
+                   ((size_t)1 << BRISK_SMALL_PAGE_SHIFT),
+               "a segment's header must fit in its page 0");
 
 static size_t page_index(const brisk_segment_t *segment, const brisk_page_t *page) {
   return (size_t)(page - segment->pages);
@@ -45,15 +45,11 @@ static brisk_segment_t *segment_of_page(const brisk_page_t *page) {
   return (brisk_segment_t *)((uintptr_t)page & ~(uintptr_t)BRISK_SEGMENT_MASK);
 }
 
-/* The bytes of a page that blocks may use: page 0 starts after the header. */
+/* The bytes of a page (never page 0, the header's). */
 static uint8_t *page_area(const brisk_segment_t *segment, const brisk_page_t *page, size_t *size) {
-  size_t index = page_index(segment, page);
   size_t page_size = (size_t)1 << segment->page_shift;
-  uint8_t *start = (uint8_t *)segment + index * page_size;
-  uint8_t *end = start + page_size;
-  if (index == 0) start += segment_metadata_size(segment->page_count);
-  *size = (size_t)(end - start);
-  return start;
+  *size = page_size;
+  return (uint8_t *)segment + page_index(segment, page) * page_size;
 }
 
 size_t _brisk_page_usable_bytes(const brisk_segment_t *segment, const brisk_page_t *page) {
@@ -151,11 +147,14 @@ static brisk_segment_t *segment_new(brisk_heap_t *heap, brisk_segment_kind_t kin
   segment->page_count = (uint16_t)page_count;
   segment->used_pages = 0;
   segment->heap = heap;
-  /* Fresh memory is zero, so page descriptors start free and uncommitted. */
+  /* Fresh memory is zero, so page descriptors start free and uncommitted.
+   * Page 0 holds the header and is never handed out: its owner stays 0, so
+   * a free() of an address in the header takes the slow path and aborts. */
   for (size_t i = 0; i < page_count; i += 64) {
     size_t bits = page_count - i < 64 ? page_count - i : 64;
     segment->free_pages[i / 64] = bits == 64 ? ~(uint64_t)0 : (((uint64_t)1 << bits) - 1);
   }
+  segment->free_pages[0] &= ~(uint64_t)1;
   heap->empty_segments[kind]++;
   heap->counters.segments_reserved++;
   available_push(heap, segment);
@@ -206,7 +205,7 @@ brisk_page_t *_brisk_segment_page_alloc(brisk_heap_t *heap, brisk_segment_kind_t
   size_t index = word * 64 + brisk_count_trailing_zeros(segment->free_pages[word]);
   segment->free_pages[word] &= segment->free_pages[word] - 1;
   if (segment->used_pages++ == 0) heap->empty_segments[kind]--;
-  if (segment->used_pages == segment->page_count) available_remove(heap, segment);
+  if (segment->used_pages == segment->page_count - 1) available_remove(heap, segment);
 
   brisk_page_t *page = &segment->pages[index];
   if (page->in_purge_list) purge_list_remove(heap, page);

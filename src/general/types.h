@@ -11,9 +11,10 @@
  *   large    4 MiB       64 KiB+ .. 512 KiB      8
  *   huge     whole map   one block > 512 KiB     1 (page 0; page_shift 63)
  *
- * The segment header (this struct plus the page descriptors) lives at the
- * start of page 0, which therefore serves fewer blocks. A page serves one
- * size class; its block of p is found by `(p - segment) >> page_shift`.
+ * The segment header (this struct plus the page descriptors) lives in page
+ * 0, which serves no blocks: the rest of it is address space only, never
+ * touched. A page serves one size class; the page of p is
+ * `(p - segment) >> page_shift`.
  *
  * Ownership: every small/medium/large segment belongs to one heap, for life.
  * A heap belongs to one thread at a time; when the thread exits the heap is
