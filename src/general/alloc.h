@@ -10,7 +10,9 @@
  *     p outside brisk's segments: _brisk_fatal_pointer (abort)
  *     page owned by this thread's heap: push to page->local_free  (fast)
  *       page became empty or was full: _brisk_page_free_slow     (page.c)
- *     else _brisk_free_generic: remote push, huge, aligned        (page.c)
+ *     else _brisk_free_not_local(segment, page): remote push, huge,
+ *       interior aligned pointers, misuse (page.c); the segment and page
+ *       found here are passed on, not looked up again
  *
  * No atomics and no locks on either fast path; the only shared word read is
  * page->owner (relaxed; see types.h).
@@ -65,7 +67,7 @@ BRISK_INLINE void brisk_free_inline(void *p) {
     if (BRISK_UNLIKELY((int32_t)--page->used <= 0)) _brisk_page_free_slow(heap, page);
     return;
   }
-  _brisk_free_generic(p);
+  _brisk_free_not_local(segment, page, p);
 }
 
 #endif /* BRISK_GENERAL_ALLOC_H */

@@ -53,6 +53,9 @@ BRISK_HIDDEN brisk_segment_t *_brisk_segment_resize(brisk_segment_t *segment, si
 
 BRISK_HIDDEN void *_brisk_malloc_generic(brisk_heap_t *heap, size_t size, bool zero);
 BRISK_HIDDEN void _brisk_free_generic(void *p);
+/* free() of a block in a segment brisk owns whose page is not the calling
+ * thread's (or is huge, aligned, or not in use). */
+BRISK_HIDDEN void _brisk_free_not_local(brisk_segment_t *segment, brisk_page_t *page, void *p);
 /* After a local free made page->used <= 0: the page was full or is empty. */
 BRISK_HIDDEN void _brisk_page_free_slow(brisk_heap_t *heap, brisk_page_t *page);
 /* Return a block to its page on behalf of the page's heap (remote drains). */

@@ -13,9 +13,10 @@
  *     head page of each queue is pinned (one phantom count in used), so a
  *     loop of malloc/free of one block never comes here and never retires
  *     and re-initialises a page each time.
- *   _brisk_free_generic(p)                 anything free()'s fast path declines
- *     NULL, huge blocks, interior aligned pointers, and frees from a thread
- *     that does not own the page: pushed to the owner heap's remote queue
+ *   _brisk_free_not_local(segment, page, p) what free()'s fast path declines
+ *     huge blocks, interior aligned pointers, misuse, and frees from a
+ *     thread that does not own the page: pushed to the owner's remote queue
+ *   _brisk_free_generic(p)                 NULL and segment-aligned huge blocks
  *
  * A page's lists (free, local_free) and its queue links belong to the
  * owning heap's thread; nothing here takes a lock or an atomic except the
@@ -276,19 +277,19 @@ brisk_segment_t *_brisk_checked_segment(const void *p, const char *caller) {
   return segment;
 }
 
-void _brisk_free_generic(void *p) {
-  if (p == NULL) return;
-  brisk_segment_t *segment = _brisk_checked_segment(p, "free");
+void _brisk_free_not_local(brisk_segment_t *segment, brisk_page_t *page, void *p) {
   brisk_heap_t *heap = _brisk_tls_heap;
   if (segment->kind == BRISK_KIND_HUGE) {
     if ((uint8_t *)p != _brisk_huge_block(segment)) {
       _brisk_fatal_pointer("free", p, "not the start of a block");
     }
+    if (page->used == 0) _brisk_fatal_pointer("free", p, "block is already free (double free?)");
     _brisk_huge_free(heap, segment);
     return;
   }
-  brisk_page_t *page = brisk_page_of(segment, (uintptr_t)p);
+  /* Owner 0: page 0 (the header) or a page with no blocks handed out. */
   uintptr_t owner = brisk_load_relaxed(&page->owner);
+  if (owner == 0) _brisk_fatal_pointer("free", p, "not an allocated block (double free?)");
   brisk_block_t *block = (brisk_block_t *)p;
   if (owner & BRISK_OWNER_ALIGNED) block = (brisk_block_t *)_brisk_page_block_start(page, p);
   if ((owner & ~(uintptr_t)BRISK_OWNER_ALIGNED) == (uintptr_t)heap) {
@@ -296,4 +297,10 @@ void _brisk_free_generic(void *p) {
   } else {
     _brisk_remote_free(segment->heap, block);
   }
+}
+
+void _brisk_free_generic(void *p) {
+  if (p == NULL) return;
+  brisk_segment_t *segment = _brisk_checked_segment(p, "free");
+  _brisk_free_not_local(segment, brisk_page_of(segment, (uintptr_t)p), p);
 }
