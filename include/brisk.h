@@ -16,8 +16,13 @@
  *   - Every block is aligned to 8 bytes, and to 16 bytes (alignof(max_align_t))
  *     whenever its size is a multiple of 16 — the most any object of that
  *     size can need. Blocks of 128 bytes or more are always 16-aligned.
- *   - Freeing a pointer that brisk never handed out prints the address to
- *     stderr and aborts; it never corrupts the heap silently.
+ *   - Freeing a pointer outside brisk's memory (the stack, another
+ *     allocator's block, a segment header) prints the address to stderr and
+ *     aborts. Inside brisk's memory, a double free or an interior pointer is
+ *     caught wherever the check is O(1) on a slow path (huge blocks, frees
+ *     from another thread, a page's last block, realloc, usable_size); a
+ *     same-thread free of a small block takes the fast path and is not
+ *     checked.
  */
 #ifndef BRISK_H
 #define BRISK_H

@@ -1,6 +1,7 @@
 #!/bin/sh
 # ensure-deps.sh GROUP — make sure the Debian packages GROUP needs are present.
-#   build: what `make` needs; test: + GoogleTest and python3; bench: + valgrind,
+#   build: what `make` needs; test: + GoogleTest, python3 and valgrind (its
+#   client-request header); bench: + valgrind,
 #   matplotlib and the peer allocators (those are optional: missing peers are
 #   skipped by the benchmark, with a note).
 # As root it installs what is missing with apt-get; otherwise it prints the
@@ -12,7 +13,7 @@ required="cmake make gcc g++"
 optional=""
 case "$group" in
   build) ;;
-  test) required="$required libgtest-dev python3" ;;
+  test) required="$required libgtest-dev python3 valgrind" ;;
   bench) required="$required python3 valgrind"
          optional="python3-matplotlib libmimalloc2.0 libjemalloc2 libtcmalloc-minimal4 libtbbmalloc2" ;;
   *) echo "ensure-deps.sh: unknown group '$group'" >&2; exit 2 ;;

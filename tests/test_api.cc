@@ -370,6 +370,28 @@ TEST_F(BriskApiDeathTest, FreeOfSegmentHeaderAddressAborts) {
       "brisk.*0x");
 }
 
+// The last block of a class's current page is freed twice: the page's
+// count would go below its pin.
+TEST_F(BriskApiDeathTest, DoubleFreeOfLastSmallBlockAborts) {
+  EXPECT_DEATH(
+      {
+        void *p = brisk_malloc(200);
+        brisk_free(p);
+        brisk_free(p);
+      },
+      "brisk.*0x.*double free");
+}
+
+// An interior pointer freed by a thread that does not own the page.
+TEST_F(BriskApiDeathTest, CrossThreadFreeOfInteriorPointerAborts) {
+  EXPECT_DEATH(
+      {
+        char *p = static_cast<char *>(brisk_malloc(48));
+        std::thread([p] { brisk_free(p + 16); }).join();
+      },
+      "brisk.*0x.*not the start of a block");
+}
+
 TEST_F(BriskApiDeathTest, FreeOfSystemMallocPointerAborts) {
   void *foreign = std::malloc(100);
   ASSERT_NE(foreign, nullptr);

@@ -179,4 +179,17 @@ TEST_F(BriskNewHandler, HandlerMayThrow) {
   EXPECT_EQ(g_handler_calls, 1);
 }
 
+// The nothrow forms behave as if the throwing form ran inside
+// try { } catch (...) { return nullptr; }: a throwing handler gives nullptr.
+TEST_F(BriskNewHandler, NothrowFormsReturnNullWhenHandlerThrows) {
+  std::set_new_handler([] {
+    g_handler_calls++;
+    throw std::bad_alloc();
+  });
+  EXPECT_EQ(::operator new(g_huge, std::nothrow), nullptr);
+  EXPECT_EQ(::operator new[](g_huge, std::nothrow), nullptr);
+  EXPECT_EQ(::operator new(g_huge, std::align_val_t{128}, std::nothrow), nullptr);
+  EXPECT_EQ(g_handler_calls, 3);
+}
+
 }  // namespace

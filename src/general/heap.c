@@ -19,7 +19,8 @@
  *
  * Abandoned heaps: nobody drains their queue, so a producer that sees the
  * `abandoned` flag after pushing tries to take the heap's drain_lock (never
- * waits for it) and drains on the heap's behalf. The exiting thread sets the
+ * waits for it) and drains on the heap's behalf, or leaves a request that
+ * the lock's holder honours (drain_abandoned). The exiting thread sets the
  * flag while holding drain_lock, an adopter takes drain_lock before clearing
  * it, so only one thread at a time works on a heap's pages.
  *
@@ -35,8 +36,6 @@
 #include <sched.h>
 #include <string.h>
 
-#define PURGE_DELAY_MS 50
-#define HUGE_CACHE_MAX_AGE_MS 1000
 
 brisk_page_t _brisk_page_empty;
 brisk_heap_t _brisk_heap_empty = {
@@ -55,10 +54,13 @@ static pthread_key_t heap_key;
 
 static void remote_push(brisk_heap_t *heap, brisk_remote_node_t *node) {
   atomic_store_explicit(&node->next, NULL, memory_order_relaxed);
-  /* acq_rel: release publishes node->next = NULL (and the block) to the
-   * consumer; acquire orders us after the previous producer's exchange. */
+  /* The exchange publishes node->next = NULL (and the block) to the
+   * consumer and orders us after the previous producer's exchange (acq_rel
+   * would do for that). seq_cst because the abandoned-heap handshake below
+   * needs a single order of this exchange, the `abandoned` flag and the
+   * drain_lock; on x86 an exchange is a full barrier anyway. */
   brisk_remote_node_t *previous =
-      atomic_exchange_explicit(&heap->remote_tail, node, memory_order_acq_rel);
+      atomic_exchange_explicit(&heap->remote_tail, node, memory_order_seq_cst);
   /* release: the consumer that follows this link sees the node's contents. */
   atomic_store_explicit(&previous->next, node, memory_order_release);
 }
@@ -90,26 +92,63 @@ static brisk_remote_node_t *remote_pop(brisk_heap_t *heap) {
   return NULL;
 }
 
-void _brisk_heap_drain_remote(brisk_heap_t *heap) {
+size_t _brisk_heap_drain_remote(brisk_heap_t *heap) {
   brisk_remote_node_t *node;
+  size_t drained = 0;
   while ((node = remote_pop(heap)) != NULL) {
+    drained++;
     brisk_segment_t *segment = (brisk_segment_t *)((uintptr_t)node & ~(uintptr_t)BRISK_SEGMENT_MASK);
     brisk_page_t *page =
         &segment->pages[((uintptr_t)node - (uintptr_t)segment) >> segment->page_shift];
     heap->counters.remote_frees_received++;
     _brisk_page_free_block(heap, page, (brisk_block_t *)node);
   }
+  return drained;
 }
 
 static bool drain_lock_try(brisk_heap_t *heap) {
   bool expected = false;
-  /* acquire: everything the previous holder did to the heap is visible. */
+  /* Acquire would do for the heap's contents (everything the previous
+   * holder did is visible); seq_cst for drain_abandoned's handshake. */
   return atomic_compare_exchange_strong_explicit(&heap->drain_lock, &expected, true,
-                                                 memory_order_acquire, memory_order_relaxed);
+                                                 memory_order_seq_cst, memory_order_seq_cst);
 }
 
 static void drain_lock_release(brisk_heap_t *heap) {
-  atomic_store_explicit(&heap->drain_lock, false, memory_order_release);
+  atomic_store_explicit(&heap->drain_lock, false, memory_order_seq_cst);
+}
+
+/*
+ * Return the queued blocks of an abandoned heap to their pages, on behalf of
+ * whoever pushed them. Only the drain_lock holder may drain, and nobody
+ * waits for the lock, so a pusher that finds it taken leaves its block to
+ * the holder through `drain_requested`:
+ *
+ *   pusher (after linking its block):  fence; requested = true; try-lock
+ *   holder:  requested = false; fence; drain; unlock; requested? go again
+ *
+ * All seq_cst. If the pusher's `requested = true` comes before the holder's
+ * `requested = false`, the fences order the pusher's link before the
+ * holder's drain, which therefore sees the block. Otherwise the pusher's
+ * failed try-lock came before the unlock, so the holder sees the request
+ * after unlocking and drains again. A block whose producer has exchanged
+ * but not yet linked needs no waiting: that producer comes here itself.
+ */
+static void drain_abandoned(brisk_heap_t *heap) {
+  atomic_thread_fence(memory_order_seq_cst);
+  atomic_store_explicit(&heap->drain_requested, true, memory_order_seq_cst);
+  while (atomic_load_explicit(&heap->drain_requested, memory_order_seq_cst) &&
+         drain_lock_try(heap)) {
+    atomic_store_explicit(&heap->drain_requested, false, memory_order_seq_cst);
+    atomic_thread_fence(memory_order_seq_cst);
+    if (atomic_load_explicit(&heap->abandoned, memory_order_seq_cst)) {
+      _brisk_heap_drain_remote(heap);
+      if ((++heap->generic_calls & 63) == 0) {
+        _brisk_heap_purge(heap, _brisk_os_now_ms(), BRISK_PURGE_DELAY_MS);
+      }
+    }
+    drain_lock_release(heap);
+  }
 }
 
 /* Make an abandoned heap hold as little as possible: return remote frees
@@ -127,7 +166,7 @@ static void heap_tidy(brisk_heap_t *heap) {
   _brisk_heap_collect_all(heap);
   _brisk_huge_cache_trim(heap, 0, 0);
   _brisk_heap_release_empty_segments(heap);
-  _brisk_heap_purge(heap, _brisk_os_now_ms(), PURGE_DELAY_MS);
+  _brisk_heap_purge(heap, _brisk_os_now_ms(), BRISK_PURGE_DELAY_MS);
 }
 
 void _brisk_remote_free(brisk_heap_t *owner, void *block) {
@@ -135,24 +174,15 @@ void _brisk_remote_free(brisk_heap_t *owner, void *block) {
   /* seq_cst pairs with the exiting thread's seq_cst store of `abandoned`:
    * either we see the flag, or that thread's drain sees our block. */
   if (BRISK_UNLIKELY(atomic_load_explicit(&owner->abandoned, memory_order_seq_cst))) {
-    if (drain_lock_try(owner)) {
-      /* Return the blocks; segments that empty are released on the way,
-       * and now and then free pages that waited long enough are purged. */
-      if (brisk_load_relaxed(&owner->abandoned)) {
-        _brisk_heap_drain_remote(owner);
-        if ((++owner->generic_calls & 63) == 0) {
-          _brisk_heap_purge(owner, _brisk_os_now_ms(), PURGE_DELAY_MS);
-        }
-      }
-      drain_lock_release(owner);
-    }
+    drain_abandoned(owner);
   }
 }
 
 void _brisk_heap_housekeeping(brisk_heap_t *heap) {
+  _brisk_heap_retire_empty_heads(heap);
   uint64_t now = _brisk_os_now_ms();
-  if (heap->purge_list.head != NULL) _brisk_heap_purge(heap, now, PURGE_DELAY_MS);
-  if (heap->huge_cache_bytes != 0) _brisk_huge_cache_trim(heap, now, HUGE_CACHE_MAX_AGE_MS);
+  if (heap->purge_list.head != NULL) _brisk_heap_purge(heap, now, BRISK_PURGE_DELAY_MS);
+  if (heap->huge_cache_bytes != 0) _brisk_huge_cache_trim(heap, now, BRISK_HUGE_CACHE_MAX_AGE_MS);
 }
 
 /* ---- heap life cycle ---- */
@@ -184,6 +214,7 @@ static void thread_exit(void *value) {
   atomic_store_explicit(&heap->abandoned, true, memory_order_seq_cst);
   heap_tidy(heap);
   drain_lock_release(heap);
+  drain_abandoned(heap); /* frees that failed to take the lock while we held it */
   pthread_mutex_lock(&heaps_lock);
   heap->next_abandoned = abandoned_heaps;
   abandoned_heaps = heap;
@@ -216,6 +247,16 @@ static void fork_child(void) {
     drain_lock_release(heap);
   }
   pthread_mutex_init(&heaps_lock, NULL);
+  /* A thread of the parent may have been between its exchange and its link
+   * on our queue: that producer is gone, so end the queue at the last node
+   * we can reach (the unlinked blocks are lost to the child, not corrupted). */
+  brisk_heap_t *heap = _brisk_tls_heap;
+  if (!heap->is_empty_heap) {
+    brisk_remote_node_t *last = heap->remote_head;
+    brisk_remote_node_t *next;
+    while ((next = atomic_load_explicit(&last->next, memory_order_relaxed)) != NULL) last = next;
+    atomic_store_explicit(&heap->remote_tail, last, memory_order_relaxed);
+  }
 }
 
 static void process_init(void) {

@@ -149,10 +149,14 @@ void _brisk_huge_free(brisk_heap_t *heap, brisk_segment_t *segment) {
     cache_remove(heap, oldest);
     _brisk_segment_unmap(victim);
   }
+  uint64_t now_ms = _brisk_os_now_ms();
+  /* Entries idle past their age go now too: a thread that frees its huge
+   * blocks and then stays on the fast paths would otherwise keep them. */
+  _brisk_huge_cache_trim(heap, now_ms, BRISK_HUGE_CACHE_MAX_AGE_MS);
   brisk_huge_cache_entry_t *entry = &heap->huge_cache[heap->huge_cache_count++];
   entry->segment = segment;
   entry->size = segment->mapped_size;
-  entry->freed_at_ms = _brisk_os_now_ms();
+  entry->freed_at_ms = now_ms;
   heap->huge_cache_bytes += segment->mapped_size;
 }
 

@@ -21,8 +21,9 @@ extern BRISK_HIDDEN brisk_page_t _brisk_page_empty;
 BRISK_HIDDEN brisk_heap_t *_brisk_heap_init_thread(void);
 /* Push a block freed by another thread to its owner heap's queue. */
 BRISK_HIDDEN void _brisk_remote_free(brisk_heap_t *owner, void *block);
-/* Owner side: move every block in the remote queue back to its page. */
-BRISK_HIDDEN void _brisk_heap_drain_remote(brisk_heap_t *heap);
+/* Owner side: move every block in the remote queue back to its page;
+ * returns how many. */
+BRISK_HIDDEN size_t _brisk_heap_drain_remote(brisk_heap_t *heap);
 /* Periodic work of the slow path: remote frees, delayed purge, huge cache. */
 BRISK_HIDDEN void _brisk_heap_housekeeping(brisk_heap_t *heap);
 
@@ -67,6 +68,9 @@ BRISK_HIDDEN void _brisk_heap_collect_all(brisk_heap_t *heap);
 /* Drop the head pins when a heap is abandoned; restore them on adoption. */
 BRISK_HIDDEN void _brisk_heap_unpin_all(brisk_heap_t *heap);
 BRISK_HIDDEN void _brisk_heap_pin_all(brisk_heap_t *heap);
+/* Housekeeping: retire head pages that hold nothing but their pin, so an
+ * idle class gives its page back (through the purge list). */
+BRISK_HIDDEN void _brisk_heap_retire_empty_heads(brisk_heap_t *heap);
 /* Find a pointer's segment and page; aborts with a message if p is not one
  * of brisk's blocks. Used by free's slow path, usable_size and realloc. */
 BRISK_HIDDEN brisk_segment_t *_brisk_checked_segment(const void *p, const char *caller);

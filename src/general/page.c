@@ -100,6 +100,16 @@ void _brisk_heap_unpin_all(brisk_heap_t *heap) {
   }
 }
 
+void _brisk_heap_retire_empty_heads(brisk_heap_t *heap) {
+  for (size_t class_index = 1; class_index < BRISK_CLASS_COUNT; class_index++) {
+    brisk_page_t *page = heap->pinned[class_index];
+    if (page == NULL || page->used != 1) continue; /* only the pin: empty */
+    heap->pinned[class_index] = NULL;
+    page->used = 0;
+    retire_page(heap, page); /* pins the next head, if any */
+  }
+}
+
 void _brisk_heap_pin_all(brisk_heap_t *heap) {
   for (size_t class_index = 1; class_index < BRISK_CLASS_COUNT; class_index++) {
     brisk_page_t *head = heap->queues[class_index].head;
@@ -160,6 +170,7 @@ static brisk_page_t *find_page(brisk_heap_t *heap, size_t class_index) {
     if (page->free != NULL) break;
     queue_remove(queue, page);
     page->used |= BRISK_PAGE_FULL_FLAG;
+    page->in_full_list = 1;
     queue_push_back(&heap->full_pages, page);
     page = next;
   }
@@ -215,13 +226,21 @@ void _brisk_page_free_slow(brisk_heap_t *heap, brisk_page_t *page) {
   size_t class_index = page->class_index;
   brisk_page_queue_t *queue = &heap->queues[class_index];
   if (page->used & BRISK_PAGE_FULL_FLAG) {
+    /* A count that went below zero also shows the flag: more frees than
+     * blocks handed out. */
+    if (!page->in_full_list) _brisk_fatal_pointer("free", page->start, "double free in this page");
     page->used &= ~BRISK_PAGE_FULL_FLAG;
+    page->in_full_list = 0;
     queue_remove(&heap->full_pages, page);
     queue_push_back(queue, page);
     if (queue->head == page) queue_head_changed(heap, class_index);
   }
-  /* The pinned head never gets here with used 0: an empty page is not head. */
-  if (page->used == 0) retire_page(heap, page);
+  if (page->used != 0) return;
+  /* A pinned head keeps one count of its own: reaching 0 means a double free. */
+  if (heap->pinned[class_index] == page) {
+    _brisk_fatal_pointer("free", page->start, "double free in this page");
+  }
+  retire_page(heap, page);
 }
 
 void _brisk_page_free_block(brisk_heap_t *heap, brisk_page_t *page, brisk_block_t *block) {
@@ -230,9 +249,22 @@ void _brisk_page_free_block(brisk_heap_t *heap, brisk_page_t *page, brisk_block_
   if ((int32_t)--page->used <= 0) _brisk_page_free_slow(heap, page);
 }
 
+/* 2^64 / block size, rounded up, per class: offset / size becomes one
+ * multiplication (exact for every offset inside a page). */
+static uint64_t class_reciprocal[BRISK_CLASS_COUNT];
+
+static void __attribute__((constructor)) compute_class_reciprocals(void) {
+  for (size_t c = 1; c < BRISK_CLASS_COUNT; c++) {
+    class_reciprocal[c] = UINT64_MAX / brisk_class_to_size(c) + 1;
+  }
+}
+
 uint8_t *_brisk_page_block_start(const brisk_page_t *page, const void *p) {
-  size_t offset = (size_t)((const uint8_t *)p - page->start);
-  return page->start + offset - offset % page->block_size;
+  uint64_t offset = (uint64_t)((const uint8_t *)p - page->start);
+  uint64_t reciprocal = class_reciprocal[page->class_index];
+  uint64_t index = reciprocal != 0 ? (uint64_t)(((unsigned __int128)offset * reciprocal) >> 64)
+                                   : offset / page->block_size;
+  return page->start + index * page->block_size;
 }
 
 void _brisk_heap_collect_all(brisk_heap_t *heap) {
@@ -291,7 +323,11 @@ void _brisk_free_not_local(brisk_segment_t *segment, brisk_page_t *page, void *p
   uintptr_t owner = brisk_load_relaxed(&page->owner);
   if (owner == 0) _brisk_fatal_pointer("free", p, "not an allocated block (double free?)");
   brisk_block_t *block = (brisk_block_t *)p;
-  if (owner & BRISK_OWNER_ALIGNED) block = (brisk_block_t *)_brisk_page_block_start(page, p);
+  if (owner & BRISK_OWNER_ALIGNED) {
+    block = (brisk_block_t *)_brisk_page_block_start(page, p);
+  } else if (_brisk_page_block_start(page, p) != (uint8_t *)p) {
+    _brisk_fatal_pointer("free", p, "not the start of a block");
+  }
   if ((owner & ~(uintptr_t)BRISK_OWNER_ALIGNED) == (uintptr_t)heap) {
     _brisk_page_free_block(heap, page, block);
   } else {

@@ -86,11 +86,15 @@ brisk_segment_t *_brisk_segment_resize(brisk_segment_t *segment, size_t new_size
   }
   brisk_segment_t *moved = _brisk_os_reserve(new_size, BRISK_SEGMENT_SIZE, 0);
   if (moved == NULL) return NULL;
+  /* Clear the old slot before the move frees the old range: once it is
+   * free, another thread may map a segment there and set the same slot. */
+  _Atomic(uint8_t) *old_slot = &_brisk_segment_map[(uintptr_t)segment >> BRISK_SEGMENT_SHIFT];
+  brisk_store_relaxed(old_slot, 0);
   if (!_brisk_os_move(segment, old_size, moved, new_size)) {
+    brisk_store_relaxed(old_slot, 1);
     _brisk_os_release(moved, new_size);
     return NULL;
   }
-  brisk_store_relaxed(&_brisk_segment_map[(uintptr_t)segment >> BRISK_SEGMENT_SHIFT], 0);
   brisk_store_relaxed(&_brisk_segment_map[(uintptr_t)moved >> BRISK_SEGMENT_SHIFT], 1);
   moved->mapped_size = new_size;
   /* The header travelled with the pages; its one absolute pointer did not. */
@@ -213,16 +217,26 @@ brisk_page_t *_brisk_segment_page_alloc(brisk_heap_t *heap, brisk_segment_kind_t
   return page;
 }
 
+static void purge_page(brisk_heap_t *heap, brisk_page_t *page) {
+  size_t size;
+  uint8_t *start = page_area(segment_of_page(page), page, &size);
+  purge_list_remove(heap, page);
+  _brisk_os_decommit(start, size);
+  page->is_committed = 0;
+  heap->counters.bytes_purged += size;
+}
+
 void _brisk_segment_page_free(brisk_heap_t *heap, brisk_page_t *page) {
   brisk_segment_t *segment = segment_of_page(page);
   size_t index = page_index(segment, page);
+  uint64_t now_ms = _brisk_os_now_ms();
   brisk_store_relaxed(&page->owner, 0);
   page->in_use = 0;
   page->free = NULL;
   page->local_free = NULL;
   segment->free_pages[index / 64] |= (uint64_t)1 << (index % 64);
   if (!segment->in_available_list) available_push(heap, segment);
-  if (page->is_committed) purge_list_append(heap, page, _brisk_os_now_ms());
+  if (page->is_committed) purge_list_append(heap, page, now_ms);
 
   if (--segment->used_pages == 0) {
     heap->empty_segments[segment->kind]++;
@@ -232,30 +246,31 @@ void _brisk_segment_page_free(brisk_heap_t *heap, brisk_page_t *page) {
      * gives its memory back at once: nobody may come to purge it later. */
     if (heap->empty_segments[segment->kind] > 1) {
       segment_release(heap, segment);
-      return;
+    } else if (brisk_load_relaxed(&heap->abandoned)) {
+      segment_purge_all(heap, segment);
     }
-    if (brisk_load_relaxed(&heap->abandoned)) segment_purge_all(heap, segment);
   }
+  /* Purge here too, not only in malloc's slow path: a thread that only
+   * frees (or sits on fast paths) must still give memory back. Past the
+   * byte limit the oldest pages go at once, down to half the limit, so a
+   * workload cycling just over the limit does not refault everything. */
+  _brisk_heap_purge(heap, now_ms, BRISK_PURGE_DELAY_MS);
   if (heap->purge_list_bytes > PURGE_LIST_MAX_BYTES) {
-    _brisk_heap_purge(heap, _brisk_os_now_ms(), 0);
+    while (heap->purge_list_bytes > PURGE_LIST_MAX_BYTES / 2) {
+      purge_page(heap, heap->purge_list.head);
+    }
   }
 }
 
 void _brisk_heap_purge(brisk_heap_t *heap, uint64_t now_ms, uint64_t delay_ms) {
   brisk_page_t *page;
   while ((page = heap->purge_list.head) != NULL) {
-    brisk_segment_t *segment = segment_of_page(page);
     if (delay_ms == 0) {
-      segment_purge_all(heap, segment);
+      segment_purge_all(heap, segment_of_page(page)); /* whole runs at once */
       continue;
     }
     if (now_ms - page->freed_at_ms < delay_ms) break; /* oldest first */
-    size_t size;
-    uint8_t *start = page_area(segment, page, &size);
-    purge_list_remove(heap, page);
-    _brisk_os_decommit(start, size);
-    page->is_committed = 0;
-    heap->counters.bytes_purged += size;
+    purge_page(heap, page);
   }
 }
 

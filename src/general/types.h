@@ -70,6 +70,11 @@
  * `used` lets free()'s fast path test "empty or full" with one compare. */
 #define BRISK_PAGE_FULL_FLAG 0x80000000u
 
+/* Free pages are decommitted after waiting this long unused. */
+#define BRISK_PURGE_DELAY_MS 50
+/* Cached huge mappings are released after waiting this long unused. */
+#define BRISK_HUGE_CACHE_MAX_AGE_MS 1000
+
 /* page.owner's low bit: the page holds blocks handed out at an interior,
  * aligned address, so free() must find the block start first. */
 #define BRISK_OWNER_ALIGNED 1u
@@ -105,6 +110,7 @@ typedef struct brisk_page_s {
   uint8_t in_use : 1;            /* serving a size class */
   uint8_t in_purge_list : 1;     /* free but still backed by memory */
   uint8_t is_committed : 1;      /* its memory has been touched since the last decommit */
+  uint8_t in_full_list : 1;      /* on heap->full_pages (BRISK_PAGE_FULL_FLAG set) */
   uint8_t *start;                /* first block */
   struct brisk_page_s *next;     /* class queue, full list, or purge list */
   struct brisk_page_s *prev;
@@ -185,6 +191,7 @@ typedef struct brisk_heap_s {
   BRISK_ALIGNED(BRISK_CACHE_LINE) _Atomic(brisk_remote_node_t *) remote_tail;
   BRISK_ALIGNED(BRISK_CACHE_LINE) _Atomic(bool) abandoned;
   _Atomic(bool) drain_lock;        /* held by whoever works on an abandoned heap */
+  _Atomic(bool) drain_requested;   /* a block was queued while drain_lock was held */
 } brisk_heap_t;
 
 #endif /* BRISK_GENERAL_TYPES_H */

@@ -19,6 +19,7 @@
 
 extern "C" {
 void *_brisk_malloc_aligned(size_t size, size_t alignment, bool zero) __attribute__((visibility("hidden")));
+bool _brisk_call_new_handler_nothrow(std::new_handler handler) __attribute__((visibility("hidden")));
 }
 
 namespace std {
@@ -34,6 +35,9 @@ namespace {
 bool call_new_handler(bool nothrow) {
   std::new_handler handler = &std::get_new_handler != nullptr ? std::get_new_handler() : nullptr;
   if (handler != nullptr) {
+    /* A handler may throw: through the throwing forms that is the caller's
+     * std::bad_alloc; the nothrow forms must catch it and return nullptr. */
+    if (nothrow) return _brisk_call_new_handler_nothrow(handler);
     handler();
     return true;
   }

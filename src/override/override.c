@@ -41,8 +41,18 @@ BRISK_EXPORT void *aligned_alloc(size_t alignment, size_t size) {
   return brisk_aligned_alloc(alignment, size);
 }
 
+/* glibc's memalign takes any alignment: 0 or less than a pointer means
+ * none, and a non-power of two is rounded up to the next power of two. */
 BRISK_EXPORT void *memalign(size_t alignment, size_t size) {
-  return brisk_aligned_alloc(alignment, size);
+  if (alignment <= sizeof(void *)) return brisk_malloc_inline(size);
+  if (!brisk_is_power_of_two(alignment)) {
+    if (alignment > PTRDIFF_MAX / 2 + 1) {
+      errno = EINVAL;
+      return NULL;
+    }
+    alignment = (size_t)1 << (brisk_bit_scan_reverse(alignment) + 1);
+  }
+  return _brisk_malloc_aligned(size, alignment, false);
 }
 
 BRISK_EXPORT int posix_memalign(void **out, size_t alignment, size_t size) {
