@@ -74,13 +74,10 @@ static inline void bench_oom(const char *prog, size_t size)
 }
 
 /*
- * Peak resident set of this process image in KiB (VmHWM), 0 if unknown.
- * run.py prefers it to wait4's ru_maxrss: Linux folds the high-water mark of the
- * pre-exec image (a copy of the forking Python process) into ru_maxrss, which
- * puts a floor of tens of MiB under every number. read(2) into a stack buffer,
- * so that measuring does not allocate.
+ * A "Key:   <n> kB" line of /proc/self/status in KiB (VmHWM, VmRSS, ...), 0 if
+ * unknown. read(2) into a stack buffer, so that measuring does not allocate.
  */
-static inline unsigned long bench_peak_rss_kib(void)
+static inline unsigned long bench_status_kib(const char *key)
 {
     char buf[8192];
     size_t len = 0;
@@ -91,8 +88,25 @@ static inline unsigned long bench_peak_rss_kib(void)
         len += (size_t)n;
     close(fd);
     buf[len] = '\0';
-    const char *line = strstr(buf, "VmHWM:");
-    return line ? strtoul(line + strlen("VmHWM:"), NULL, 10) : 0;
+    const char *line = strstr(buf, key);
+    return line ? strtoul(line + strlen(key), NULL, 10) : 0;
+}
+
+/*
+ * Peak resident set of this process image in KiB (VmHWM), 0 if unknown.
+ * run.py prefers it to wait4's ru_maxrss: Linux folds the high-water mark of the
+ * pre-exec image (a copy of the forking Python process) into ru_maxrss, which
+ * puts a floor of tens of MiB under every number.
+ */
+static inline unsigned long bench_peak_rss_kib(void)
+{
+    return bench_status_kib("VmHWM:");
+}
+
+/* Current resident set in KiB (VmRSS), 0 if unknown. */
+static inline unsigned long bench_rss_kib(void)
+{
+    return bench_status_kib("VmRSS:");
 }
 
 static inline unsigned long long bench_parse_uint(const char *prog, const char *what,

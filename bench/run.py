@@ -4,17 +4,21 @@
 The programs in bench/ call only malloc/free/realloc, so one binary measures any
 allocator: glibc runs it as it is, every other allocator comes in by LD_PRELOAD.
 Runs are interleaved (repetition, then workload, then allocator) so that drift of
-the machine hits every allocator alike.
+the machine hits every allocator alike. After them, each region allocator
+benchmark found in <build>/bench/region_* (linked to brisk, no preload) runs once
+and its Markdown joins the report.
 
-  python3 bench/run.py --build build                  full run, ~6 min (2 cores, 6 allocators)
-  python3 bench/run.py --build build --quick          small sizes, 3 reps, ~30 s
+  python3 bench/run.py --build build                  full run, ~15 min (2 cores, 6 allocators)
+  python3 bench/run.py --build build --quick          small sizes, 3 reps, under 2 min
   python3 bench/run.py --build build --callgrind      adds instructions per malloc/free pair
   python3 bench/run.py --build build --smoke          CI: each workload once, brisk only
   python3 bench/run.py --build build --only larson,xmalloc --alloc brisk,glibc,mimalloc
+  python3 bench/run.py --build build --only regions   the region allocator programs alone
 
-Writes <out>/raw.csv (one row per run), <out>/report.md and, when matplotlib can
-be imported, <out>/relative_time.png. Exits non-zero if a brisk run fails; a peer
-allocator that fails is only noted in the report.
+Writes <out>/raw.csv (one row per run, region programs included), <out>/report.md
+and, when matplotlib can be imported, <out>/relative_time.png, relative_rss.png
+and rss_over_time.png (rss_cycle). Exits non-zero if a brisk run or a region
+program fails; a peer allocator that fails is only noted in the report.
 """
 
 import argparse
@@ -32,7 +36,7 @@ import tempfile
 import threading
 import time
 from dataclasses import dataclass, field
-from typing import Dict, List, Optional
+from typing import Dict, List, Optional, Tuple
 
 HERE = os.path.dirname(os.path.abspath(__file__))
 MULTIARCH = getattr(sys.implementation, "_multiarch", None) or f"{platform.machine()}-linux-gnu"
@@ -76,6 +80,9 @@ class Workload:
     about: str
     full: List[str]
     quick: List[str]
+    # Extra report columns: (key printed by the program, column heading); the
+    # values are KiB, shown in MiB, median over the repetitions.
+    extra_kib: List[Tuple[str, str]] = field(default_factory=list)
 
 
 def make_workloads(cpus: int) -> List[Workload]:
@@ -85,7 +92,7 @@ def make_workloads(cpus: int) -> List[Workload]:
                  f"Larson server: {threads} threads, 8-1000 B, arrays handed to successor "
                  "threads (cross-thread frees, thread churn); fixed duration",
                  full=["5", "8", "1000", "5000", "20", "42", threads],
-                 quick=["1", "8", "1000", "1000", "20", "42", threads]),
+                 quick=["0.5", "8", "1000", "1000", "20", "42", threads]),
         Workload("xmalloc", "xmalloc",
                  "1 producer thread mallocs, 1 consumer thread frees, 16-128 B",
                  full=["--objects", "20000000"],
@@ -98,6 +105,46 @@ def make_workloads(cpus: int) -> List[Workload]:
                  "malloc, touch every page, free: 2-8 MiB blocks, 4 alive",
                  full=["2000"],
                  quick=["300"]),
+        Workload("cache_thrash", "cache_thrash",
+                 f"active false sharing (Hoard): {threads} threads each malloc an 8 B object, "
+                 "write it 1000 times, free it",
+                 full=[threads, "200000", "8", "1000"],
+                 quick=[threads, "10000", "8", "1000"]),
+        Workload("cache_scratch", "cache_scratch",
+                 f"passive false sharing (Hoard): main mallocs {threads} neighbouring 8 B "
+                 "objects, each thread frees one, then mallocs, writes 1000 times, frees",
+                 full=[threads, "200000", "8", "1000"],
+                 quick=[threads, "10000", "8", "1000"]),
+        Workload("mixed", "mixed",
+                 "one thread, random replacement in a live set of 10000 blocks, sizes 1/size "
+                 "in 8 B-32 KiB plus 1 in 256 of 64-512 KiB (glibc-bench style)",
+                 full=["10000000", "10000", "32768", "42"],
+                 quick=["1000000", "10000", "32768", "42"]),
+        Workload("realloc_grow", "realloc_grow",
+                 "256 uint32 arrays growing by doubling and 4096 strings by 1-16 B realloc "
+                 "appends, interleaved, checked, freed; op = one realloc",
+                 full=["8", "256", "4096", "42"],
+                 quick=["1", "256", "4096", "42"]),
+        Workload("memory_return", "memory_return",
+                 "malloc 1 GiB (quick: 128 MiB) in 16-256 B blocks, free all, sleep 1 s "
+                 "(quick: 0.5 s): RSS after the sleep, and after one more malloc/free (poke)",
+                 full=["1024", "16", "256", "1", "42"],
+                 quick=["128", "16", "256", "0.5", "42"],
+                 extra_kib=[("rss_after_free_kib", "RSS after free"),
+                            ("rss_after_idle_kib", "RSS after idle"),
+                            ("rss_after_poke_kib", "RSS after poke")]),
+        Workload("rss_cycle", "rss_cycle",
+                 "peaks and troughs: malloc to 256 MiB (quick: 64 MiB) live, free 90% at "
+                 "random, idle at the trough; RSS sampled every 20 ms (chart)",
+                 full=["8", "256", "10", "200", "20", "42"],
+                 quick=["4", "64", "10", "50", "20", "42"],
+                 extra_kib=[("mean_rss_kib", "mean RSS"),
+                            ("trough_rss_kib", "last trough RSS")]),
+        Workload("thread_churn", "thread_churn",
+                 f"short-lived threads, {threads} at a time: 1000 malloc/free each, 64 blocks "
+                 "handed to the successor, exit",
+                 full=["20000", threads, "1000", "64", "42"],
+                 quick=["3000", threads, "1000", "64", "42"]),
     ]
 
 
@@ -232,7 +279,7 @@ def run_matrix(build, workloads, allocators, reps, size, csv_path) -> List[Run]:
     try:
         for index, (rep, w, a) in enumerate(plan):
             left = estimate_left(plan[index:], durations)
-            print(f"[{index + 1:3d}/{len(plan)}] {w.name:8s} {a.name:10s} rep {rep + 1}/{reps}"
+            print(f"[{index + 1:3d}/{len(plan)}] {w.name:13s} {a.name:10s} rep {rep + 1}/{reps}"
                   f"  ~{format_duration(left)} left", file=sys.stderr, flush=True)
             args = w.quick if size == "quick" else w.full
             argv = [os.path.join(build, "bench", w.program)] + args
@@ -334,6 +381,7 @@ class Cell:
     rss_med: float = math.nan  # KiB
     time_ratio: float = math.nan
     rss_ratio: float = math.nan
+    extra_kib: Dict[str, float] = field(default_factory=dict)  # key -> median
 
 
 def summarize(runs: List[Run], workloads, allocators) -> Dict[str, Dict[str, Cell]]:
@@ -350,6 +398,10 @@ def summarize(runs: List[Run], workloads, allocators) -> Dict[str, Dict[str, Cel
                 cell.wall_min, cell.wall_max = min(walls), max(walls)
                 cell.ops_med = statistics.median(r.values["ops_per_sec"] for r in good)
                 cell.rss_med = statistics.median(r.peak_rss_kib for r in good)
+                for key, _ in w.extra_kib:
+                    seen = [r.values[key] for r in good if key in r.values]
+                    if seen:
+                        cell.extra_kib[key] = statistics.median(seen)
             row[a.name] = cell
         measured = [c for c in row.values() if c.ok]
         if measured:
@@ -411,7 +463,8 @@ def package_version(allocator: Allocator, build: str) -> str:
     return proc.stdout.strip() if proc.returncode == 0 and proc.stdout.strip() else "n/a"
 
 
-def write_report(path, args, workloads, allocators, runs, table, callgrind, notes, chart):
+def write_report(path, args, workloads, allocators, runs, table, callgrind, notes, charts,
+                 regions):
     lines = []
     add = lines.append
     add("# brisk benchmark report")
@@ -442,19 +495,30 @@ def write_report(path, args, workloads, allocators, runs, table, callgrind, note
         add("")
         add(f"{w.about}. Arguments: `{' '.join(w.quick if args.quick else w.full)}`")
         add("")
-        add("| allocator | time (s) | ops/s | peak RSS (MiB) | time ratio | RSS ratio | runs ok |")
-        add("| --- | --- | --- | --- | --- | --- | --- |")
+        extra_heads = "".join(f" {label} (MiB) |" for _, label in w.extra_kib)
+        add(f"| allocator | time (s) | ops/s | peak RSS (MiB) |{extra_heads} time ratio "
+            "| RSS ratio | runs ok |")
+        add("| --- | --- | --- | --- |" + " --- |" * len(w.extra_kib) + " --- | --- | --- |")
         for a in allocators:
             c = row[a.name]
             if not c.ok:
-                add(f"| {a.name} | failed | - | - | - | - | {c.ok}/{c.runs} |")
+                add(f"| {a.name} | failed | - | - |" + " - |" * len(w.extra_kib)
+                    + f" - | - | {c.ok}/{c.runs} |")
                 continue
+            # Bold marks the smallest value of each extra RSS column.
+            extras = ""
+            for key, _ in w.extra_kib:
+                value = c.extra_kib.get(key, math.nan)
+                lows = [row[b.name].extra_kib[key] for b in allocators
+                        if row[b.name].ok and key in row[b.name].extra_kib]
+                text = f"{value / 1024:.1f}" if math.isfinite(value) else "-"
+                extras += f" **{text}** |" if lows and value == min(lows) else f" {text} |"
             best_time = abs(c.time_ratio - 1.0) < 1e-12
             best_rss = abs(c.rss_ratio - 1.0) < 1e-12
             name = f"**{a.name}**" if best_time else a.name
             add(f"| {name} | {c.wall_med:.3f} [{c.wall_min:.3f}–{c.wall_max:.3f}] "
-                f"| {fmt_rate(c.ops_med)} | {c.rss_med / 1024:.1f} "
-                f"| {fmt_ratio(c.time_ratio, best_time)} | {fmt_ratio(c.rss_ratio, best_rss)} "
+                f"| {fmt_rate(c.ops_med)} | {c.rss_med / 1024:.1f} |{extras}"
+                f" {fmt_ratio(c.time_ratio, best_time)} | {fmt_ratio(c.rss_ratio, best_rss)} "
                 f"| {c.ok}/{c.runs} |")
         add("")
 
@@ -501,12 +565,15 @@ def write_report(path, args, workloads, allocators, runs, table, callgrind, note
                 add(f"| {a.name} | failed ({r['error']}) | - | - |")
         add("")
 
+    if regions is not None:
+        lines.extend(region_section(regions))
+
     failures = [r for r in runs if not r.ok]
-    if notes or failures or chart:
+    if notes or failures or charts:
         add("## Notes")
         add("")
-        if chart:
-            add(f"![relative time per workload]({os.path.basename(chart)})")
+        for title, chart in charts:
+            add(f"![{title}]({os.path.basename(chart)})")
             add("")
         for note in notes:
             add(f"- {note}")
@@ -518,30 +585,172 @@ def write_report(path, args, workloads, allocators, runs, table, callgrind, note
         f.write("\n".join(lines))
 
 
-def write_chart(path, workloads, allocators, table) -> Optional[str]:
-    """A grouped bar chart of time ratios; None when matplotlib is missing."""
+def import_pyplot():
     try:
         import matplotlib
         matplotlib.use("Agg")
         import matplotlib.pyplot as plt
     except ImportError:
         return None
+    return plt
+
+
+def write_chart(path, workloads, allocators, table, metric="time_ratio") -> Optional[str]:
+    """A grouped bar chart of time (or RSS) ratios; None when matplotlib is missing."""
+    plt = import_pyplot()
+    if plt is None:
+        return None
     width = 0.8 / max(1, len(allocators))
-    fig, ax = plt.subplots(figsize=(max(6, 1.8 * len(workloads)), 4))
+    fig, ax = plt.subplots(figsize=(max(6, 1.3 * len(workloads)), 4.5))
     for i, a in enumerate(allocators):
         xs = [j + i * width for j in range(len(workloads))]
-        ys = [table[w.name][a.name].time_ratio if table[w.name][a.name].ok else 0
+        ys = [getattr(table[w.name][a.name], metric) if table[w.name][a.name].ok else math.nan
               for w in workloads]
         ax.bar(xs, ys, width, label=a.name)
     ax.set_xticks([j + width * (len(allocators) - 1) / 2 for j in range(len(workloads))])
-    ax.set_xticklabels([w.name for w in workloads])
+    ax.set_xticklabels([w.name for w in workloads], rotation=30, ha="right")
     ax.axhline(1.0, color="black", linewidth=0.5)
-    ax.set_ylabel("time per op relative to best (lower is better)")
+    # Log scale: one allocator 50x slower on one workload must not flatten the rest.
+    ax.set_yscale("log", base=2)
+    ax.set_ylim(bottom=0.9)
+    ax.yaxis.set_major_formatter(plt.FuncFormatter(lambda y, _: f"{y:g}"))
+    ax.yaxis.set_minor_formatter(plt.NullFormatter())
+    ax.set_ylabel("time per op relative to best (lower is better)" if metric == "time_ratio"
+                  else "peak RSS relative to smallest (lower is better)")
     ax.legend(fontsize="small")
     fig.tight_layout()
     fig.savefig(path, dpi=120)
     plt.close(fig)
     return path
+
+
+def rss_series(run: Run):
+    """(interval in seconds, samples in KiB) from a run's rss_samples_kib line, or None."""
+    interval, samples = None, None
+    for token in run.output.split():
+        key, _, value = token.partition("=")
+        if key == "rss_interval_ms":
+            interval = float(value) / 1000.0
+        elif key == "rss_samples_kib" and value:
+            try:
+                samples = [float(v) for v in value.split(",")]
+            except ValueError:
+                return None
+    return (interval, samples) if interval and samples else None
+
+
+def write_rss_chart(path, workload: str, allocators, runs: List[Run]) -> Optional[str]:
+    """RSS over time, one line per allocator: the repetition with the median mean RSS."""
+    plt = import_pyplot()
+    if plt is None:
+        return None
+    fig, ax = plt.subplots(figsize=(8, 4.5))
+    drawn = 0
+    for a in allocators:
+        good = [r for r in runs if r.workload == workload and r.allocator == a.name and r.ok
+                and rss_series(r)]
+        if not good:
+            continue
+        good.sort(key=lambda r: r.values.get("mean_rss_kib", 0))
+        interval, samples = rss_series(good[(len(good) - 1) // 2])
+        ax.plot([i * interval for i in range(len(samples))], [v / 1024 for v in samples],
+                label=a.name, linewidth=1.2)
+        drawn += 1
+    if not drawn:
+        plt.close(fig)
+        return None
+    ax.set_xlabel("seconds since start")
+    ax.set_ylabel("resident set (MiB)")
+    ax.set_title(f"{workload}: RSS over time (repetition with the median mean RSS)")
+    ax.legend(fontsize="small")
+    ax.grid(alpha=0.3)
+    fig.tight_layout()
+    fig.savefig(path, dpi=120)
+    plt.close(fig)
+    return path
+
+
+# ---------------------------------------------------------------- region allocators
+
+@dataclass
+class RegionRun:
+    name: str
+    argv: List[str]
+    exit_code: int
+    wall_s: float
+    markdown: str
+    kv_lines: List[str]
+    error: str
+
+
+def is_kv_line(line: str) -> bool:
+    tokens = line.split()
+    return bool(tokens) and all("=" in t and not t.startswith("=") for t in tokens)
+
+
+def find_region_programs(build: str) -> List[str]:
+    folder = os.path.join(build, "bench")
+    if not os.path.isdir(folder):
+        return []
+    return sorted(os.path.join(folder, f) for f in os.listdir(folder)
+                  if f.startswith("region_") and os.access(os.path.join(folder, f), os.X_OK)
+                  and os.path.isfile(os.path.join(folder, f)))
+
+
+def run_regions(build: str, quick: bool, csv_path: Optional[str]) -> List[RegionRun]:
+    """Each <build>/bench/region_* once (they link brisk; no preload). Their stdout is
+    Markdown followed by key=value lines; the trailing key=value block is split off."""
+    results = []
+    env = dict(os.environ)
+    env.pop("LD_PRELOAD", None)
+    for program in find_region_programs(build):
+        name = os.path.basename(program)
+        argv = [program] + (["--quick"] if quick else [])
+        print(f"[region] {name}{' --quick' if quick else ''}", file=sys.stderr, flush=True)
+        code, wall, _, out, err = run_program(argv, env, RUN_TIMEOUT_S["quick" if quick
+                                                                         else "full"])
+        lines = out.rstrip().splitlines()
+        cut = len(lines)
+        while cut > 0 and (is_kv_line(lines[cut - 1]) or not lines[cut - 1].strip()):
+            cut -= 1
+        kv_lines = [line.strip() for line in lines[cut:] if line.strip()]
+        error = ""
+        if code != 0:
+            last = err.strip().splitlines()[-1] if err.strip() else ""
+            what = (f"killed by {signal.Signals(-code).name}" if code < 0 else f"exit {code}")
+            error = f"{what}: {last}" if last else what
+            print(f"      FAILED: {error}", file=sys.stderr, flush=True)
+        results.append(RegionRun(name, argv, code, wall, "\n".join(lines[:cut]).strip(),
+                                 kv_lines, error))
+    if csv_path and results:
+        with open(csv_path, "a", newline="") as f:
+            writer = csv.writer(f)
+            for r in results:
+                values = parse_values(" ".join(r.kv_lines))
+                writer.writerow([1, r.name, "brisk (linked)", r.exit_code, f"{r.wall_s:.4f}",
+                                 f"{values.get('peak_rss_kib', float('nan')):.0f}", "",
+                                 f"{values.get('ops_per_sec', float('nan')):.0f}",
+                                 " ".join(r.argv[1:]), " ".join(r.kv_lines), r.error])
+    return results
+
+
+def region_section(regions: List[RegionRun]) -> List[str]:
+    lines = ["## Region allocators", ""]
+    if not regions:
+        return lines + ["none built (no `<build>/bench/region_*` program).", ""]
+    lines += ["Programs that call brisk's region APIs directly (linked, no preload) and "
+              "compare them with malloc/free inside the same process; each is run once.", ""]
+    for r in regions:
+        args = " ".join(r.argv[1:])
+        if r.exit_code != 0:
+            lines += [f"**{r.name} {args} FAILED** ({r.error}).", ""]
+        if r.markdown:
+            lines += [r.markdown, ""]
+        elif r.exit_code == 0:
+            lines += [f"{r.name} printed no Markdown.", ""]
+        if r.kv_lines:
+            lines += [f"`{r.name}`: `" + " ".join(r.kv_lines) + "`", ""]
+    return lines
 
 
 # ---------------------------------------------------------------- main
@@ -561,7 +770,8 @@ def main() -> int:
     parser.add_argument("--build", default="build", help="CMake build directory (default: build)")
     parser.add_argument("--quick", action="store_true", help="small sizes, 3 repetitions")
     parser.add_argument("--reps", type=int, help="repetitions (default 5, --quick 3)")
-    parser.add_argument("--only", help="comma-separated workloads")
+    parser.add_argument("--only", help="comma-separated workloads; 'regions' selects the "
+                        "region allocator programs (run unless --only leaves them out)")
     parser.add_argument("--alloc", help=f"comma-separated allocators ({','.join(ALLOCATOR_NAMES)})")
     parser.add_argument("--callgrind", action="store_true",
                         help="also count instructions per malloc/free pair under callgrind")
@@ -572,8 +782,9 @@ def main() -> int:
     args = parser.parse_args()
 
     workloads = make_workloads(os.cpu_count() or 1)
-    wanted = parse_list(args.only, [w.name for w in workloads], "workload")
+    wanted = parse_list(args.only, [w.name for w in workloads] + ["regions"], "workload")
     workloads = [w for w in workloads if w.name in wanted]
+    with_regions = "regions" in wanted
     for w in workloads:
         program = os.path.join(args.build, "bench", w.program)
         if not os.access(program, os.X_OK):
@@ -587,10 +798,16 @@ def main() -> int:
             print(f"run.py --smoke: {notes[0]}", file=sys.stderr)
             return 1
         runs = run_matrix(args.build, workloads, allocators, 1, "quick", None)
+        regions = run_regions(args.build, True, None) if with_regions else []
         for r in runs:
             status = "ok" if r.ok else f"FAILED ({r.error})"
-            print(f"{r.workload:8s} brisk {status}  wall={r.wall_s:.3f}s  {r.output}")
-        return 0 if all(r.ok for r in runs) else 1
+            output = r.output if len(r.output) <= 300 else r.output[:300] + " ..."
+            print(f"{r.workload:13s} brisk {status}  wall={r.wall_s:.3f}s  {output}")
+        for r in regions:
+            status = "ok" if r.exit_code == 0 else f"FAILED ({r.error})"
+            print(f"{r.name:13s} linked {status}  wall={r.wall_s:.3f}s  {' '.join(r.kv_lines)}")
+        ok = all(r.ok for r in runs) and all(r.exit_code == 0 for r in regions)
+        return 0 if ok else 1
 
     args.reps = args.reps or (3 if args.quick else 5)
     if args.reps < 1:
@@ -608,6 +825,9 @@ def main() -> int:
     runs = run_matrix(args.build, workloads, allocators, args.reps,
                       "quick" if args.quick else "full", os.path.join(args.out, "raw.csv"))
 
+    regions = run_regions(args.build, args.quick, os.path.join(args.out, "raw.csv")) \
+        if with_regions else None
+
     callgrind = None
     if args.callgrind:
         if shutil.which("valgrind") is None:
@@ -616,14 +836,30 @@ def main() -> int:
             callgrind = run_callgrind(args.build, allocators, args.out)
 
     table = summarize(runs, workloads, allocators)
-    chart = write_chart(os.path.join(args.out, "relative_time.png"), workloads, allocators, table)
-    if chart is None:
-        notes.append("no chart: matplotlib is not installed (Debian package python3-matplotlib)")
+    charts = []
+    if import_pyplot() is None:
+        notes.append("no charts: matplotlib is not installed (Debian package python3-matplotlib)")
+    elif workloads:
+        charts.append(("relative time per workload",
+                       write_chart(os.path.join(args.out, "relative_time.png"), workloads,
+                                   allocators, table, "time_ratio")))
+        charts.append(("relative peak RSS per workload",
+                       write_chart(os.path.join(args.out, "relative_rss.png"), workloads,
+                                   allocators, table, "rss_ratio")))
+        if any(w.name == "rss_cycle" for w in workloads):
+            chart = write_rss_chart(os.path.join(args.out, "rss_over_time.png"), "rss_cycle",
+                                    allocators, runs)
+            if chart:
+                charts.append(("rss_cycle: RSS over time", chart))
     report = os.path.join(args.out, "report.md")
-    write_report(report, args, workloads, allocators, runs, table, callgrind, notes, chart)
+    write_report(report, args, workloads, allocators, runs, table, callgrind, notes, charts,
+                 regions)
     print(f"done in {format_duration(time.monotonic() - started)}: {report}", file=sys.stderr)
 
     brisk_failed = any(r.allocator == "brisk" and not r.ok for r in runs)
+    if regions and any(r.exit_code != 0 for r in regions):
+        print("run.py: a region allocator program failed (see report)", file=sys.stderr)
+        brisk_failed = True
     if callgrind and "error" in callgrind.get("brisk", {}):
         brisk_failed = True
     if brisk_failed:
