@@ -83,6 +83,125 @@ BRISK_API BRISK_ATTR_MALLOC void *brisk_aligned_alloc(size_t alignment, size_t s
  */
 BRISK_API size_t brisk_usable_size(const void *p);
 
+/* ======================================================================
+ * Region allocators: memory whose lifetime the program knows. Each one is
+ * built on brisk's OS layer, not on malloc. Statistics are per allocator.
+ * ====================================================================== */
+
+/* What a region allocator has asked of the program and of the system. */
+typedef struct brisk_region_stats_s {
+  size_t bytes_requested;   /* sum of the sizes the program asked for (live + freed) */
+  size_t bytes_in_use;      /* bytes handed out and not yet given back */
+  size_t bytes_held;        /* bytes currently taken from the system */
+  size_t system_requests;   /* reserve/commit/map calls made to the OS so far */
+} brisk_region_stats_t;
+
+/* ---- Arena: a lock-free bump allocator over reserved virtual memory ----
+ *
+ * brisk_arena_create reserves `reserve` bytes of address space (64 GiB is
+ * fine) and commits physical memory lazily, in chunks, as allocation
+ * crosses the committed frontier. brisk_arena_alloc may be called by any
+ * number of threads at once: it is one atomic fetch_add on the offset.
+ * Blocks are never freed one by one; brisk_arena_reset frees all at once.
+ */
+typedef struct brisk_arena_s brisk_arena_t;
+
+/* NULL/ENOMEM if the address space can't be reserved, EINVAL for 0. */
+BRISK_API brisk_arena_t *brisk_arena_create(size_t reserve);
+BRISK_API void brisk_arena_destroy(brisk_arena_t *arena);
+/*
+ * `size` bytes aligned to `align` (a power of two; 0 means 16). Thread-safe
+ * and lock-free. NULL/EINVAL for a bad alignment, NULL/ENOMEM when the
+ * reservation is exhausted (never an overlapping block). size 0 gives a
+ * valid, unique pointer.
+ */
+BRISK_API void *brisk_arena_alloc(brisk_arena_t *arena, size_t size, size_t align);
+/*
+ * Forget every allocation at once. NOT thread-safe: no brisk_arena_alloc
+ * may run concurrently. keep_committed != 0 keeps the committed memory for
+ * reuse; 0 returns it to the system.
+ */
+BRISK_API void brisk_arena_reset(brisk_arena_t *arena, int keep_committed);
+/* Bytes handed out since creation or the last reset (padding included). */
+BRISK_API size_t brisk_arena_used(const brisk_arena_t *arena);
+BRISK_API void brisk_arena_stats(const brisk_arena_t *arena, brisk_region_stats_t *out);
+
+/* ---- Stack (frame) allocator, after Intersec's t_stack ----
+ *
+ * Allocations live until the frame they were made in is popped. Frames
+ * nest: brisk_stack_pop restores exactly the state of the matching
+ * brisk_stack_push. One stack belongs to one thread at a time.
+ */
+typedef struct brisk_stack_s brisk_stack_t;
+
+/* first_block: size of the first block of memory (0: a sensible default). */
+BRISK_API brisk_stack_t *brisk_stack_create(size_t first_block);
+BRISK_API void brisk_stack_destroy(brisk_stack_t *stack);
+BRISK_API void brisk_stack_push(brisk_stack_t *stack);
+/* Pops the top frame; popping with no frame pushed aborts with a message. */
+BRISK_API void brisk_stack_pop(brisk_stack_t *stack);
+/*
+ * `size` bytes aligned to `align` (power of two; 0 means 16) in the top
+ * frame (or the stack's base frame if none is pushed). NULL/EINVAL for a bad
+ * alignment, NULL/ENOMEM when memory can't be had.
+ */
+BRISK_API void *brisk_stack_alloc(brisk_stack_t *stack, size_t size, size_t align);
+/*
+ * Resize p (from this stack, old_size bytes) to new_size: in place when p
+ * is the last allocation of the top frame and its block has room, else a
+ * copy in the top frame. p == NULL allocates.
+ */
+BRISK_API void *brisk_stack_realloc(brisk_stack_t *stack, void *p, size_t old_size,
+                                    size_t new_size, size_t align);
+/* The calling thread's own default stack, created on first use. */
+BRISK_API brisk_stack_t *brisk_stack_tls(void);
+BRISK_API void brisk_stack_stats(const brisk_stack_t *stack, brisk_region_stats_t *out);
+
+/* Implementation details of BRISK_STACK_SCOPE: push and return the stack;
+ * pop it. */
+BRISK_API brisk_stack_t *brisk_stack_scope_begin_(brisk_stack_t *stack);
+BRISK_API void brisk_stack_scope_end_(brisk_stack_t **stack);
+#define BRISK_STACK_CONCAT2_(a, b) a##b
+#define BRISK_STACK_CONCAT_(a, b) BRISK_STACK_CONCAT2_(a, b)
+/*
+ * BRISK_STACK_SCOPE(stack); pushes a frame that is popped when the
+ * enclosing C block ends, however it ends (return, break, goto out):
+ *
+ *   { BRISK_STACK_SCOPE(s); char *tmp = brisk_stack_alloc(s, 100, 0); ... }
+ *
+ * `stack` is evaluated once; several scopes may share a block (they pop in
+ * reverse order).
+ */
+#define BRISK_STACK_SCOPE(stack)                                                       \
+  brisk_stack_t *BRISK_STACK_CONCAT_(brisk_scope_, __COUNTER__)                         \
+      __attribute__((cleanup(brisk_stack_scope_end_), unused)) =                       \
+          brisk_stack_scope_begin_(stack)
+
+/* ---- FIFO allocator, after Intersec's mem-fifo ----
+ *
+ * Variable-size blocks carved in order from pages; a page is reused when all
+ * its blocks are freed, so memory freed roughly in allocation order comes
+ * back cheaply. Single-threaded by design: one thread at a time per fifo.
+ */
+typedef struct brisk_fifo_s brisk_fifo_t;
+
+/* page_size: bytes per page (0: 64 KiB). Larger requests get a page of their own. */
+BRISK_API brisk_fifo_t *brisk_fifo_create(size_t page_size);
+/* Zeroed memory, aligned to 8 bytes at least. NULL/ENOMEM on failure. */
+BRISK_API void *brisk_fifo_alloc(brisk_fifo_t *fifo, size_t size);
+/*
+ * The same pointer when shrinking, or when p is the last block of its page
+ * and the page has room; else a new zeroed block with p's contents.
+ */
+BRISK_API void *brisk_fifo_realloc(brisk_fifo_t *fifo, void *p, size_t new_size);
+BRISK_API void brisk_fifo_free(brisk_fifo_t *fifo, void *p);
+/*
+ * Destroy the fifo. If blocks are still alive, its memory stays until the
+ * last of them is freed with brisk_fifo_free (then everything goes).
+ */
+BRISK_API void brisk_fifo_destroy(brisk_fifo_t *fifo);
+BRISK_API void brisk_fifo_stats(const brisk_fifo_t *fifo, brisk_region_stats_t *out);
+
 #ifdef __cplusplus
 }
 #endif

@@ -26,6 +26,20 @@ BRISK_HIDDEN size_t _brisk_os_page_size(void);
  */
 BRISK_HIDDEN void *_brisk_os_reserve(size_t size, size_t align, size_t align_offset);
 
+/*
+ * Reserve address space only: no access, no memory, not counted against
+ * the system's commit limit, so 64 GiB is fine to ask for. Pages become
+ * usable through _brisk_os_commit. NULL/ENOMEM when the kernel refuses.
+ */
+BRISK_HIDDEN void *_brisk_os_reserve_address_space(size_t size, size_t align);
+
+/* Make a page-aligned range of such a reservation read-write (zeroed on
+ * first touch). false when the kernel refuses (the commit limit). */
+BRISK_HIDDEN bool _brisk_os_commit(void *p, size_t size);
+
+/* Drop a committed range's pages and make it inaccessible again. */
+BRISK_HIDDEN void _brisk_os_uncommit(void *p, size_t size);
+
 /* Return a range from _brisk_os_reserve (or a page-aligned part of it). */
 BRISK_HIDDEN void _brisk_os_release(void *p, size_t size);
 

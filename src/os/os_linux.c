@@ -48,6 +48,37 @@ void *_brisk_os_reserve(size_t size, size_t align, size_t align_offset) {
   return base;
 }
 
+void *_brisk_os_reserve_address_space(size_t size, size_t align) {
+  size_t page = _brisk_os_page_size();
+  if (align < page) align = page;
+  if (size == 0 || size > PTRDIFF_MAX - align) {
+    errno = ENOMEM;
+    return NULL;
+  }
+  size_t padded = size + align;
+  uint8_t *raw = mmap(NULL, padded, PROT_NONE, MAP_PRIVATE | MAP_ANONYMOUS | MAP_NORESERVE, -1, 0);
+  if (raw == MAP_FAILED) {
+    errno = ENOMEM;
+    return NULL;
+  }
+  uint8_t *base = (uint8_t *)(((uintptr_t)raw + align - 1) & ~(uintptr_t)(align - 1));
+  size_t head = (size_t)(base - raw);
+  size_t tail = padded - head - size;
+  if (head != 0) munmap(raw, head);
+  if (tail != 0) munmap(base + size, tail);
+  return base;
+}
+
+bool _brisk_os_commit(void *p, size_t size) {
+  return size == 0 || mprotect(p, size, PROT_READ | PROT_WRITE) == 0;
+}
+
+void _brisk_os_uncommit(void *p, size_t size) {
+  if (size == 0) return;
+  madvise(p, size, MADV_DONTNEED);
+  mprotect(p, size, PROT_NONE);
+}
+
 void _brisk_os_release(void *p, size_t size) {
   if (p != NULL && size != 0) munmap(p, size);
 }

@@ -1,0 +1,347 @@
+/*
+ * region_arena — seed 001's experiment. T threads each make M small
+ * allocations (8..64 B, default alignment 16) into ONE shared arena:
+ *
+ *   cas       a bump allocator written here, whose offset advances with a
+ *             compare_exchange_weak retry loop (the seed's first version);
+ *             its commit logic is brisk's (reserve PROT_NONE, mprotect in
+ *             growing chunks, CAS-max of the frontier), so only the claim
+ *             differs. noinline, like the library call it is compared to.
+ *   fetch_add brisk_arena_alloc: one unconditional fetch_add per block.
+ *   malloc    the C library's malloc for the same sizes (each thread its own
+ *             blocks). Frees are not timed: every block is freed after the
+ *             clock stops, and glibc is told not to trim, so each run starts
+ *             from a warm heap as the arenas do (reset, keeping memory).
+ *
+ * Each thread stores every pointer in its own array (the same for all
+ * three), so no allocation can be optimised away. Time per allocation is
+ * wall time from the first thread's start to the last one's end (each reads
+ * the clock itself after a barrier), divided by T * M: with
+ * more threads than cores it is the inverse of the throughput. Every
+ * measurement runs REPS times, the three allocators interleaved, after one
+ * untimed warm-up; the table shows medians.
+ *
+ * Usage: region_arena [--quick] [--reps N] [--allocs M]
+ * Output: "### arena", a Markdown table, key=value lines, status=ok.
+ */
+#define _GNU_SOURCE
+#include <brisk.h>
+#include <malloc.h>
+#include <pthread.h>
+#include <stdatomic.h>
+#include <stdbool.h>
+#include <sys/mman.h>
+
+#include "bench_common.h"
+
+#define MAX_THREADS 8
+#define MAX_REPS 64
+#define RESERVE ((size_t)4 << 30)
+
+static const int thread_counts[] = {1, 2, 4, 8};
+#define NUM_COUNTS ((int)(sizeof thread_counts / sizeof thread_counts[0]))
+
+/* ---- The CAS-loop bump allocator (the benchmark's only) ---- */
+
+typedef struct cas_arena {
+    uint8_t *data;
+    size_t limit;
+    _Atomic size_t committed;
+    size_t page;
+    _Alignas(64) _Atomic size_t offset;
+    _Alignas(64) char pad;
+} cas_arena;
+
+static bool cas_arena_init(cas_arena *a, size_t reserve)
+{
+    void *p = mmap(NULL, reserve, PROT_NONE, MAP_PRIVATE | MAP_ANONYMOUS | MAP_NORESERVE, -1, 0);
+    if (p == MAP_FAILED)
+        return false;
+    a->data = p;
+    a->limit = reserve;
+    a->page = (size_t)sysconf(_SC_PAGESIZE);
+    atomic_init(&a->committed, 0);
+    atomic_init(&a->offset, 0);
+    return true;
+}
+
+/* The same commit as brisk's arena: whoever needs memory commits it. */
+static __attribute__((noinline)) bool cas_arena_commit(cas_arena *a, size_t end)
+{
+    size_t cur = atomic_load_explicit(&a->committed, memory_order_acquire);
+    if (cur >= end)
+        return true;
+    size_t chunk = cur / 4;
+    if (chunk < ((size_t)1 << 20))
+        chunk = (size_t)1 << 20;
+    if (chunk > ((size_t)64 << 20))
+        chunk = (size_t)64 << 20;
+    size_t target = cur + chunk > end ? cur + chunk : end;
+    target = (target + a->page - 1) & ~(a->page - 1);
+    if (target > a->limit)
+        target = a->limit;
+    if (mprotect(a->data + cur, target - cur, PROT_READ | PROT_WRITE) != 0)
+        return false;
+    while (cur < target && !atomic_compare_exchange_weak_explicit(&a->committed, &cur, target,
+                                                                  memory_order_acq_rel,
+                                                                  memory_order_acquire)) {
+    }
+    return true;
+}
+
+static __attribute__((noinline)) void *cas_arena_alloc(cas_arena *a, size_t size)
+{
+    size_t claim = (size + (size == 0) + 15) & ~(size_t)15;
+    size_t start = atomic_load_explicit(&a->offset, memory_order_relaxed);
+    size_t end;
+    do {
+        end = start + claim;
+        if (end > a->limit)
+            return NULL;
+    } while (!atomic_compare_exchange_weak_explicit(&a->offset, &start, end, memory_order_relaxed,
+                                                    memory_order_relaxed));
+    if (end > atomic_load_explicit(&a->committed, memory_order_acquire) &&
+        !cas_arena_commit(a, end))
+        return NULL;
+    return a->data + start;
+}
+
+static void cas_arena_reset(cas_arena *a) { atomic_store(&a->offset, 0); }
+
+static void cas_arena_free(cas_arena *a) { munmap(a->data, a->limit); }
+
+/* ---- The measurement ---- */
+
+enum kind { KIND_CAS, KIND_FETCH_ADD, KIND_MALLOC, NUM_KINDS };
+static const char *const kind_names[NUM_KINDS] = {"cas", "fetch_add", "malloc"};
+
+typedef struct worker {
+    pthread_t thread;
+    enum kind kind;
+    size_t count;
+    uint8_t *sizes; /* precomputed, 8..64 */
+    void **ptrs;
+    size_t failed;
+    size_t claimed; /* bytes the arenas should have used for this thread */
+    double start, end;
+} worker;
+
+static cas_arena g_cas;
+static brisk_arena_t *g_arena;
+static pthread_barrier_t g_start;
+
+static void *worker_main(void *arg)
+{
+    worker *w = arg;
+    size_t n = w->count, failed = 0;
+    const uint8_t *sizes = w->sizes;
+    void **ptrs = w->ptrs;
+    pthread_barrier_wait(&g_start);
+    w->start = bench_now();
+    switch (w->kind) {
+    case KIND_CAS:
+        for (size_t i = 0; i < n; i++) {
+            void *p = cas_arena_alloc(&g_cas, sizes[i]);
+            failed += p == NULL;
+            ptrs[i] = p;
+        }
+        break;
+    case KIND_FETCH_ADD:
+        for (size_t i = 0; i < n; i++) {
+            void *p = brisk_arena_alloc(g_arena, sizes[i], 0);
+            failed += p == NULL;
+            ptrs[i] = p;
+        }
+        break;
+    default:
+        for (size_t i = 0; i < n; i++) {
+            void *p = malloc(sizes[i]);
+            failed += p == NULL;
+            ptrs[i] = p;
+        }
+        break;
+    }
+    w->end = bench_now();
+    w->failed = failed;
+    return NULL;
+}
+
+/* One timed run: ns per allocation, or a negative value on failure. */
+static double run_once(worker *workers, int threads, enum kind kind)
+{
+    if (pthread_barrier_init(&g_start, NULL, (unsigned)threads + 1) != 0)
+        return -1;
+    for (int t = 0; t < threads; t++) {
+        workers[t].kind = kind;
+        if (pthread_create(&workers[t].thread, NULL, worker_main, &workers[t]) != 0)
+            return -1;
+    }
+    pthread_barrier_wait(&g_start);
+    for (int t = 0; t < threads; t++)
+        pthread_join(workers[t].thread, NULL);
+    pthread_barrier_destroy(&g_start);
+    /* From the first worker's start to the last one's end: the main thread's
+     * own wake-up after the barrier is not part of it. */
+    double first = workers[0].start, last = workers[0].end;
+    for (int t = 1; t < threads; t++) {
+        if (workers[t].start < first)
+            first = workers[t].start;
+        if (workers[t].end > last)
+            last = workers[t].end;
+    }
+    double elapsed = last - first;
+
+    size_t total = 0, failed = 0, claimed = 0;
+    for (int t = 0; t < threads; t++) {
+        total += workers[t].count;
+        failed += workers[t].failed;
+        claimed += workers[t].claimed;
+    }
+    bool ok = failed == 0;
+    switch (kind) {
+    case KIND_CAS:
+        ok = ok && atomic_load(&g_cas.offset) == claimed;
+        cas_arena_reset(&g_cas);
+        break;
+    case KIND_FETCH_ADD:
+        ok = ok && brisk_arena_used(g_arena) == claimed;
+        brisk_arena_reset(g_arena, 1);
+        break;
+    default:
+        for (int t = 0; t < threads; t++)
+            for (size_t i = 0; i < workers[t].count; i++)
+                free(workers[t].ptrs[i]);
+        break;
+    }
+    if (!ok) {
+        fprintf(stderr, "region_arena: %s at %d threads: %zu failed allocations or wrong offset\n",
+                kind_names[kind], threads, failed);
+        return -1;
+    }
+    return elapsed * 1e9 / (double)total;
+}
+
+static int compare_double(const void *a, const void *b)
+{
+    double x = *(const double *)a, y = *(const double *)b;
+    return (x > y) - (x < y);
+}
+
+static double median(double *v, int n)
+{
+    qsort(v, (size_t)n, sizeof *v, compare_double);
+    return n % 2 ? v[n / 2] : (v[n / 2 - 1] + v[n / 2]) / 2;
+}
+
+static void usage(void)
+{
+    fprintf(stderr, "usage: region_arena [--quick] [--reps N] [--allocs M]\n");
+    exit(2);
+}
+
+int main(int argc, char **argv)
+{
+    size_t allocs = 500000; /* per thread */
+    int reps = 7;
+    for (int i = 1; i < argc; i++) {
+        if (strcmp(argv[i], "--quick") == 0) {
+            allocs = 100000;
+            reps = 5;
+        } else if (strcmp(argv[i], "--reps") == 0 && i + 1 < argc) {
+            reps = (int)bench_parse_uint("region_arena", "--reps", argv[++i]);
+        } else if (strcmp(argv[i], "--allocs") == 0 && i + 1 < argc) {
+            allocs = (size_t)bench_parse_uint("region_arena", "--allocs", argv[++i]);
+        } else {
+            usage();
+        }
+    }
+    if (reps < 1 || reps > MAX_REPS || allocs == 0 || allocs > ((size_t)4 << 20))
+        usage();
+
+#ifdef M_TRIM_THRESHOLD
+    /* Keep freed blocks in glibc's heaps between runs (see the top). */
+    mallopt(M_TRIM_THRESHOLD, 1 << 30);
+#endif
+    if (!cas_arena_init(&g_cas, RESERVE) || (g_arena = brisk_arena_create(RESERVE)) == NULL) {
+        fprintf(stderr, "region_arena: cannot reserve %zu bytes\n", RESERVE);
+        return 1;
+    }
+
+    worker workers[MAX_THREADS];
+    for (int t = 0; t < MAX_THREADS; t++) {
+        worker *w = &workers[t];
+        w->count = allocs;
+        w->sizes = malloc(allocs);
+        w->ptrs = malloc(allocs * sizeof *w->ptrs);
+        if (w->sizes == NULL || w->ptrs == NULL) {
+            fprintf(stderr, "region_arena: out of memory\n");
+            return 1;
+        }
+        bench_rng rng;
+        bench_rng_seed(&rng, (uint64_t)t + 1);
+        w->claimed = 0;
+        for (size_t i = 0; i < allocs; i++) {
+            w->sizes[i] = (uint8_t)bench_rng_range(&rng, 8, 64);
+            w->claimed += (w->sizes[i] + 15u) & ~(size_t)15;
+        }
+        memset(w->ptrs, 0, allocs * sizeof *w->ptrs); /* fault the arrays in now */
+    }
+
+    double medians[NUM_COUNTS][NUM_KINDS];
+    for (int c = 0; c < NUM_COUNTS; c++) {
+        int threads = thread_counts[c];
+        double samples[NUM_KINDS][MAX_REPS];
+        for (int k = 0; k < NUM_KINDS; k++) /* warm-up: commit, fault, grow the heaps */
+            if (run_once(workers, threads, (enum kind)k) < 0)
+                return 1;
+        for (int r = 0; r < reps; r++) {
+            for (int k = 0; k < NUM_KINDS; k++) {
+                double ns = run_once(workers, threads, (enum kind)k);
+                if (ns < 0)
+                    return 1;
+                samples[k][r] = ns;
+            }
+        }
+        for (int k = 0; k < NUM_KINDS; k++)
+            medians[c][k] = median(samples[k], reps);
+    }
+
+    printf("### arena\n\n");
+    printf("T threads each make %zu allocations of 8-64 B (alignment 16) into one shared arena "
+           "(4 GiB reserved). ns/alloc = wall time / (T x %zu); median of %d runs, allocators "
+           "interleaved, after a warm-up run; arenas reset keeping their memory between runs, "
+           "malloc's blocks freed untimed. %ld CPUs online: numbers on a shared machine are "
+           "noisy.\n\n",
+           allocs, allocs, reps, sysconf(_SC_NPROCESSORS_ONLN));
+    printf("| threads | CAS-loop ns/alloc | fetch_add ns/alloc | fetch_add speedup | "
+           "malloc ns/alloc | arena vs malloc |\n");
+    printf("| ---: | ---: | ---: | ---: | ---: | ---: |\n");
+    for (int c = 0; c < NUM_COUNTS; c++) {
+        double cas = medians[c][KIND_CAS], fa = medians[c][KIND_FETCH_ADD];
+        double mal = medians[c][KIND_MALLOC];
+        printf("| %d | %.2f | %.2f | %.2fx | %.2f | %.1fx |\n", thread_counts[c], cas, fa, cas / fa,
+               mal, mal / fa);
+    }
+    printf("\n");
+    for (int c = 0; c < NUM_COUNTS; c++) {
+        int t = thread_counts[c];
+        printf("cas_ns_%dt=%.3f\nfetchadd_ns_%dt=%.3f\nmalloc_ns_%dt=%.3f\n", t,
+               medians[c][KIND_CAS], t, medians[c][KIND_FETCH_ADD], t, medians[c][KIND_MALLOC]);
+        printf("fetchadd_vs_cas_%dt=%.2f\narena_vs_malloc_%dt=%.2f\n", t,
+               medians[c][KIND_CAS] / medians[c][KIND_FETCH_ADD], t,
+               medians[c][KIND_MALLOC] / medians[c][KIND_FETCH_ADD]);
+    }
+    double vs_malloc = medians[0][KIND_MALLOC] / medians[0][KIND_FETCH_ADD];
+    double vs_cas = medians[1][KIND_CAS] / medians[1][KIND_FETCH_ADD];
+    printf("target_arena_vs_malloc_1t_20x=%s\n", vs_malloc >= 20 ? "met" : "missed");
+    printf("target_fetchadd_vs_cas_2t_1.5x=%s\n", vs_cas >= 1.5 ? "met" : "missed");
+
+    brisk_arena_destroy(g_arena);
+    cas_arena_free(&g_cas);
+    for (int t = 0; t < MAX_THREADS; t++) {
+        free(workers[t].sizes);
+        free(workers[t].ptrs);
+    }
+    printf("status=ok\n");
+    return 0;
+}

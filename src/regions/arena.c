@@ -1,0 +1,312 @@
+/*
+ * arena.c — a lock-free bump allocator over one reservation of address
+ * space (seed 001: one unconditional fetch_add, the rare commit after it).
+ *
+ * Layout of a reservation (one _brisk_os_reserve_address_space call):
+ *
+ *   [ header page: brisk_arena_t ][ data: limit bytes, committed lazily ... ]
+ *   base                          base + page
+ *
+ * The header page is committed at creation; data pages are committed in
+ * chunks (1 MiB, growing to a quarter of what is committed, at most 64 MiB)
+ * when an allocation crosses the committed frontier. No malloc anywhere.
+ *
+ * Call tree:
+ *   brisk_arena_create   reserve, commit the header page
+ *   brisk_arena_alloc    check size/align; fetch_add(offset); fast return
+ *                        when the block ends below `committed`
+ *     alloc_slow         (cold) the block ends past the frontier:
+ *       exhausted          past the limit: clamp offset, ENOMEM
+ *       ensure_committed   commit up to the block's end, CAS-max `committed`
+ *   brisk_arena_reset    poison what was used, offset = 0, maybe uncommit
+ *   brisk_arena_used / brisk_arena_stats / brisk_arena_destroy
+ *
+ * Who touches which field, and with what memory order:
+ *   offset         every allocating thread: fetch_add, relaxed. It only
+ *                  partitions the address range: the atomicity of the RMW
+ *                  alone gives every thread a disjoint [start, start+claim);
+ *                  no data is published through it (handing a block to
+ *                  another thread is the program's own synchronisation).
+ *                  A failed allocation stores `limit` into it (relaxed, see
+ *                  exhausted()); reset stores 0 with no allocation running.
+ *                  Alone on its cache line: it is the only contended line.
+ *   committed      read by every allocation (acquire), advanced by the
+ *                  slow path only, with a CAS-max (acq_rel on success) after
+ *                  the thread's own mprotect has returned. Acquire/release
+ *                  orders "pages made accessible" before "a thread that saw
+ *                  the new frontier writes its block". Several threads that
+ *                  cross the frontier together each commit the range they
+ *                  need themselves (mprotect of a range already read-write
+ *                  is harmless and keeps its contents), so nobody waits for
+ *                  anybody: lock-free, not even a spin.
+ *   commit_calls   slow path only, relaxed fetch_add (a statistic).
+ *   data, limit, base, reservation_size: written at creation, read-only
+ *                  after; they share the read-mostly line with `committed`.
+ *   requested_before_reset, poisoned_end: reset, destroy and stats only,
+ *                  which never run concurrently with reset (documented).
+ *
+ * Claims are multiples of 16 and the data starts page-aligned, so every
+ * block starts 16-aligned; a larger alignment A claims A - 16 more bytes and
+ * aligns the pointer inside its claim, so one fetch_add serves any A.
+ *
+ * Statistics cost the hot path nothing: bytes_in_use is the offset,
+ * bytes_requested is derived from it (claims, i.e. sizes rounded up to 16
+ * plus alignment padding, summed over resets) rather than counted, since an
+ * exact sum would need a second shared atomic per allocation.
+ *
+ * Tools: every block is unpoisoned as it is handed out; reset poisons
+ * everything committed, so a use after reset (or past the end of a block
+ * into padding, after the first reset) is an ASan error. Memory committed
+ * for the first time is not poisoned: two threads committing the same
+ * range would otherwise race to poison a block a third one has unpoisoned.
+ * Under Valgrind the arena is a mempool that reset empties at once (below).
+ */
+#include "base/annotate.h"
+#include "base/base.h"
+#include "os/os.h"
+
+#include <brisk.h>
+#include <errno.h>
+
+#define MIN_CHUNK ((size_t)1 << 20)
+#define MAX_CHUNK ((size_t)64 << 20)
+/* 64 TiB: keeps every claim and every offset far from wrapping around. */
+#define MAX_RESERVE ((size_t)1 << 46)
+#define CLAIM_ALIGN ((size_t)16)
+
+struct brisk_arena_s {
+  /* Read by every allocation, written rarely. */
+  uint8_t *data;
+  size_t limit; /* bytes usable at data: what was asked at creation */
+  _Atomic size_t committed; /* data bytes accessible, <= limit */
+  uint8_t *base;            /* the reservation (header page first) */
+  size_t reservation_size;
+  size_t page;
+  bool announce; /* hand each block to ASan/Valgrind (see tools_watching) */
+  /* Single-threaded (reset, destroy, stats). */
+  size_t requested_before_reset;
+  size_t poisoned_end; /* ASan shadow poisoned over data[0, poisoned_end) */
+  /* The one contended word. */
+  BRISK_ALIGNED(BRISK_CACHE_LINE) _Atomic size_t offset;
+  BRISK_ALIGNED(BRISK_CACHE_LINE) _Atomic size_t commit_calls;
+};
+
+_Static_assert(sizeof(struct brisk_arena_s) <= 4096, "the header fits in one page");
+
+/* ---- Tools: ASan through annotate.h, Valgrind as a memory pool ----
+ *
+ * Valgrind sees the arena as a mempool (the arena header is its handle):
+ * a MALLOCLIKE block per allocation (annotate.h's brisk_annotate_alloc)
+ * cannot be freed all at once by reset, and memcheck's leak check aborts
+ * ("the impossible happened") once a reset block's address is handed out
+ * again. A mempool is emptied in one request.
+ */
+
+/*
+ * Whether each block must be announced to a tool: always under ASan; with
+ * Valgrind's headers, only when actually running on Valgrind (asked once, at
+ * creation). So a release build pays a predictable branch per allocation
+ * instead of a client request (about a nanosecond on a 3 ns path).
+ */
+static bool tools_watching(void) {
+#if BRISK_ASAN
+  return true;
+#elif BRISK_VALGRIND
+  return RUNNING_ON_VALGRIND != 0;
+#else
+  return false;
+#endif
+}
+
+static void pool_create(brisk_arena_t *arena) {
+#if BRISK_VALGRIND
+  VALGRIND_CREATE_MEMPOOL(arena, 0, 0);
+#endif
+  (void)arena;
+}
+
+static void pool_destroy(brisk_arena_t *arena) {
+#if BRISK_VALGRIND
+  VALGRIND_DESTROY_MEMPOOL(arena);
+#endif
+  (void)arena;
+}
+
+/* A block is handed out: ASan unpoisons it, Valgrind adds it to the pool. */
+static inline void announce_block(brisk_arena_t *arena, void *p, size_t size) {
+#if BRISK_VALGRIND
+  VALGRIND_MEMPOOL_ALLOC(arena, p, size);
+#else
+  brisk_annotate_alloc(p, size, false);
+#endif
+  (void)arena;
+}
+
+/* ---- The arena ---- */
+
+brisk_arena_t *brisk_arena_create(size_t reserve) {
+  if (reserve == 0) {
+    errno = EINVAL;
+    return NULL;
+  }
+  if (reserve > MAX_RESERVE) {
+    errno = ENOMEM;
+    return NULL;
+  }
+  size_t page = _brisk_os_page_size();
+  size_t total = page + brisk_align_up(reserve, page);
+  uint8_t *base = _brisk_os_reserve_address_space(total, page);
+  if (base == NULL) return NULL;
+  if (!_brisk_os_commit(base, page)) {
+    _brisk_os_release(base, total);
+    errno = ENOMEM;
+    return NULL;
+  }
+  brisk_arena_t *arena = (brisk_arena_t *)base;
+  arena->data = base + page;
+  arena->limit = reserve;
+  atomic_init(&arena->committed, 0);
+  arena->base = base;
+  arena->reservation_size = total;
+  arena->page = page;
+  arena->announce = tools_watching();
+  pool_create(arena);
+  arena->requested_before_reset = 0;
+  arena->poisoned_end = 0;
+  atomic_init(&arena->offset, 0);
+  atomic_init(&arena->commit_calls, 0);
+  return arena;
+}
+
+void brisk_arena_destroy(brisk_arena_t *arena) {
+  if (arena == NULL) return;
+  /* Clear our poisoning, so whatever is mapped here next starts clean. */
+  brisk_annotate_internal(arena->data, arena->poisoned_end);
+  pool_destroy(arena);
+  _brisk_os_release(arena->base, arena->reservation_size);
+}
+
+/* The chunk to commit beyond `committed` bytes: grows with the arena. */
+static size_t chunk_size(size_t committed) {
+  size_t chunk = committed / 4;
+  if (chunk < MIN_CHUNK) return MIN_CHUNK;
+  if (chunk > MAX_CHUNK) return MAX_CHUNK;
+  return chunk;
+}
+
+/*
+ * Make data[0, end) accessible (end <= limit). `committed` is always a page
+ * multiple or `limit`, and cur < end <= limit, so cur is page-aligned.
+ */
+static bool ensure_committed(brisk_arena_t *arena, size_t end) {
+  size_t cur = atomic_load_explicit(&arena->committed, memory_order_acquire);
+  if (cur >= end) return true; /* another thread got there first */
+  size_t target = cur + chunk_size(cur);
+  if (target < end) target = end;
+  target = brisk_align_up(target, arena->page);
+  size_t data_pages = arena->reservation_size - arena->page;
+  if (target > data_pages) target = data_pages;
+  if (!_brisk_os_commit(arena->data + cur, target - cur)) return false;
+  atomic_fetch_add_explicit(&arena->commit_calls, 1, memory_order_relaxed);
+  /* CAS-max: publish the new frontier unless someone published a larger
+   * one. Our own mprotect already covers [cur, target), so whatever the
+   * outcome our block is accessible. */
+  size_t frontier = target < arena->limit ? target : arena->limit;
+  while (cur < frontier &&
+         !atomic_compare_exchange_weak_explicit(&arena->committed, &cur, frontier,
+                                                memory_order_acq_rel, memory_order_acquire)) {
+  }
+  return true;
+}
+
+/*
+ * The claim ran past the limit. Every block handed out ends at or below
+ * `limit`, and the offset has stayed >= limit since the first failure (it
+ * only grows, and nothing but reset lowers it below limit), so storing
+ * `limit` moves nothing below a live block and keeps the offset from
+ * creeping up by failed claims forever.
+ */
+static void *exhausted(brisk_arena_t *arena) {
+  atomic_store_explicit(&arena->offset, arena->limit, memory_order_relaxed);
+  errno = ENOMEM;
+  return NULL;
+}
+
+static inline void *hand_out(brisk_arena_t *arena, size_t start, size_t size, size_t align) {
+  uint8_t *p = arena->data + start;
+  if (align > CLAIM_ALIGN) p = (uint8_t *)brisk_align_up((uintptr_t)p, align);
+  if (BRISK_ASAN || BRISK_UNLIKELY(arena->announce)) announce_block(arena, p, size);
+  return p;
+}
+
+static BRISK_COLD void *alloc_slow(brisk_arena_t *arena, size_t start, size_t end, size_t size,
+                                   size_t align) {
+  if (end > arena->limit) return exhausted(arena);
+  if (!ensure_committed(arena, end)) {
+    errno = ENOMEM; /* the kernel's commit limit; the claim is lost */
+    return NULL;
+  }
+  return hand_out(arena, start, size, align);
+}
+
+static BRISK_COLD void *bad_alignment(void) {
+  errno = EINVAL;
+  return NULL;
+}
+
+static BRISK_COLD void *too_large(void) {
+  errno = ENOMEM;
+  return NULL;
+}
+
+void *brisk_arena_alloc(brisk_arena_t *arena, size_t size, size_t align) {
+  size_t padding = 0;
+  if (BRISK_UNLIKELY(align > CLAIM_ALIGN || (align & (align - 1)) != 0)) {
+    if (!brisk_is_power_of_two(align)) return bad_alignment();
+    padding = align - CLAIM_ALIGN;
+  }
+  /* Checked before the fetch_add, so no claim can wrap the offset: both are
+   * below 2^46, so a claim is below 2^48. */
+  if (BRISK_UNLIKELY(size > arena->limit || padding >= arena->limit)) return too_large();
+  /* size 0 claims 16 bytes too, so its pointer is unique. */
+  size_t claim = brisk_align_up(size + (size == 0), CLAIM_ALIGN) + padding;
+  size_t start = atomic_fetch_add_explicit(&arena->offset, claim, memory_order_relaxed);
+  size_t end = start + claim;
+  /* committed <= limit, so this one test also catches exhaustion. */
+  if (BRISK_UNLIKELY(end > atomic_load_explicit(&arena->committed, memory_order_acquire)))
+    return alloc_slow(arena, start, end, size, align);
+  return hand_out(arena, start, size, align);
+}
+
+void brisk_arena_reset(brisk_arena_t *arena, int keep_committed) {
+  size_t used = brisk_arena_used(arena);
+  size_t committed = atomic_load_explicit(&arena->committed, memory_order_relaxed);
+  arena->requested_before_reset += used;
+  /* Everything committed becomes no-access for the tools until handed out
+   * again; `used` <= committed. */
+  pool_destroy(arena); /* every block at once */
+  pool_create(arena);
+  brisk_annotate_no_access(arena->data, committed);
+  if (committed > arena->poisoned_end) arena->poisoned_end = committed;
+  if (!keep_committed && committed != 0) {
+    _brisk_os_uncommit(arena->data, brisk_align_up(committed, arena->page));
+    atomic_store_explicit(&arena->committed, 0, memory_order_relaxed);
+  }
+  atomic_store_explicit(&arena->offset, 0, memory_order_relaxed);
+}
+
+size_t brisk_arena_used(const brisk_arena_t *arena) {
+  size_t offset = atomic_load_explicit(&((brisk_arena_t *)arena)->offset, memory_order_relaxed);
+  return offset < arena->limit ? offset : arena->limit;
+}
+
+void brisk_arena_stats(const brisk_arena_t *arena, brisk_region_stats_t *out) {
+  brisk_arena_t *a = (brisk_arena_t *)arena;
+  size_t used = brisk_arena_used(arena);
+  size_t committed = atomic_load_explicit(&a->committed, memory_order_relaxed);
+  out->bytes_requested = a->requested_before_reset + used;
+  out->bytes_in_use = used;
+  out->bytes_held = a->page + brisk_align_up(committed, a->page);
+  /* One reservation, the header page's commit, then each data commit. */
+  out->system_requests = 2 + atomic_load_explicit(&a->commit_calls, memory_order_relaxed);
+}

@@ -1,0 +1,533 @@
+/*
+ * fifo.c — the FIFO allocator (seed 002, after Intersec's mem-fifo):
+ * variable-size blocks carved in order from pages; a page comes back when
+ * every block carved from it has been freed, so memory freed roughly in the
+ * order it was allocated is recycled for the price of a bump and a counter.
+ *
+ * Single-threaded by design: one thread at a time per fifo, no atomics, no
+ * locks. Different fifos may be used by different threads at once.
+ *
+ * Layout of a page (one _brisk_os_reserve mapping, 4 KiB-aligned):
+ *
+ *   [ color ][ page_t ][ hdr|data ][ hdr|data ] ... [ free space, all zero ]
+ *   mapping   page      page + AREA  <- used_size -> <- size - used_size ->
+ *
+ * The header sits `color` bytes (0, 64, ..., 960, in turn) into its mapping:
+ * 4 KiB-aligned headers all fall in one L1 set, which 8 lines fill, and
+ * random-order frees then missed L1 on nearly every page header (coloring
+ * took the bench's ring loops from 19.9 to 14.6 and 28.1 to 24.8 ns/op).
+ * The control block sits 2 KiB into a page of its own, away from them.
+ *
+ * A block is an 8-byte header and the program's bytes. Spans (header + data)
+ * are multiples of 16 and the area starts at AREA = 40 = 8 mod 16, so every
+ * pointer handed out is 16-aligned, for at most 8 bytes more padding than
+ * the seed's 8-alignment. The header is the seed's packed into bitfields:
+ * the offset back to the page, the span in 16-byte units (0: alone on a big
+ * page) and a 5-bit state tag (live or freed) that free checks in one
+ * compare, so a pointer that is no fifo block, or is freed twice, aborts
+ * with a message.
+ *
+ * Call tree:
+ *   brisk_fifo_create   map the control page and the first (current) page
+ *   brisk_fifo_alloc    the span fits in current: carve at used_size (fast)
+ *     alloc_slow        (noinline) destroyed: abort; absurd size: ENOMEM;
+ *                       span > page area: big_alloc (a page of its own);
+ *                       current empty: reset it; else the spare or a new
+ *                       page (page_new) becomes current
+ *   brisk_fifo_free     check the header, --used_blocks (fast)
+ *     free_slow         (noinline) the page emptied: the page policy
+ *   brisk_fifo_realloc  fits the span: same pointer; last block of its page
+ *                       with room: grows in place; else alloc + copy + free
+ *   brisk_fifo_destroy  release spare, cache and an empty current; the rest
+ *                       goes with the last free, the control page last
+ *
+ * The page policy (the seed's), with bench/region_fifo.c's numbers
+ * (ns per alloc+free pair, median of 10 runs, a 2-core shared machine):
+ *   - current is never NULL and never let go while the fifo lives. When its
+ *     last block is freed nothing happens; when it is found empty and full
+ *     at an alloc, it is reset and reused: lazily, as the seed does (a reset
+ *     at every emptying, hot in L1 but a memset call per free, took
+ *     alloc-then-free from 9.9 to 16.2 ns);
+ *   - one spare page is kept for the next time current fills up;
+ *   - a page that empties while a spare exists replaces current when current
+ *     has less than 1/8 of its area free (current would need a page soon
+ *     anyway: this avoids dropping a page just before taking one), else the
+ *     page is dropped;
+ *   - a full current with live blocks is simply left behind: the pool keeps
+ *     no list of pages, the last free of a page decides its fate.
+ *
+ * Where pages come from (page_new / page_drop): the seed found calloc
+ * faster than mmap because malloc keeps freed memory for the next request.
+ * brisk may not use malloc here, so a fifo keeps the pages it drops in a
+ * small cache of its own (at most 1 MiB: 16 pages of 64 KiB, or one page if
+ * pages are larger) and unmaps only past that. Random-order ring, 2M ops:
+ * munmap/mmap every time 1553 maps, 61.5 ns; the cache 71 maps, 19.9 ns;
+ * the cache with its pages decommitted (madvise) 71 maps, 52.2 ns (every
+ * reuse faults its pages back in, which costs more than a memset).
+ *
+ * Zeroing: fresh pages are zero. A page is zeroed (its used part only) when
+ * it re-enters service as current, so a page's free space is always zero
+ * and alloc never clears memory (clearing each block in alloc instead:
+ * 13.4 rather than 9.9 ns alloc-then-free, no better on the rings). A live
+ * block's bytes past its requested size are zero too (realloc zeroes what a
+ * shrink drops), which lets realloc grow a block in place and copy whole
+ * spans without clearing.
+ *
+ * Packing: the block header is the seed's 8 bytes as bitfields (offset, span
+ * in units, state). The seed's other trick, a 63-bit `occupied` sharing a
+ * word with `alive`, bought a cache line there; here `alive` is off the fast
+ * path (see destroy) and the bitfield only added masking (10.6 vs 9.9 ns),
+ * so in_use is a plain word.
+ *
+ * Statistics: bytes_in_use counts spans (headers and padding included);
+ * bytes_held counts every page mapped and not released, cached ones too,
+ * not the control page; system_requests counts page mappings.
+ *
+ * Destroy with live blocks: alive = 0 and current points at a static page
+ * with no room, so alloc's fast path fails and its slow path aborts; each
+ * page is released as it empties, and the last one takes the control page.
+ *
+ * Sanitizers: block headers and free space are ASan-poisoned except while
+ * the allocator touches them; alloc unpoisons the bytes asked for, free
+ * poisons the block, so a use after free is caught. Valgrind sees every
+ * block through MALLOCLIKE/FREELIKE (base/annotate.h).
+ */
+#include "brisk.h"
+#include "base/annotate.h"
+#include "base/base.h"
+#include "os/os.h"
+
+#include <errno.h>
+#include <string.h>
+
+#define DEFAULT_PAGE_SIZE ((size_t)64 << 10)
+/* Normal pages are at most 1 GiB, so offsets and spans fit the header. */
+#define MAX_PAGE_SIZE     ((size_t)1 << 30)
+/* Pages a fifo keeps for reuse after dropping them: at most this many bytes. */
+#define PAGE_CACHE_BYTES  ((size_t)1 << 20)
+#define PAGE_CACHE_MAX    16
+#define OS_PAGE           ((size_t)4096)
+/* Page headers start 0, 64, ..., 960 bytes into their mappings (colors). */
+#define PAGE_COLOR        64u
+#define PAGE_COLORS       16u
+#define PAGE_ALIGN_MASK   ((uintptr_t)(OS_PAGE - 1) & ~(uintptr_t)((PAGE_COLORS - 1) * PAGE_COLOR))
+/* The control block sits in the middle of its page, away from the colors. */
+#define FIFO_COLOR        ((size_t)2048)
+#define BLOCK_HEADER      ((size_t)8)
+/* A block header's state: a 5-bit tag that says live or freed, so free
+ * tells both "not a fifo block" and "freed twice" from one compare. */
+#define BLOCK_LIVE        0x0bu
+#define BLOCK_FREED       0x1bu
+#define PAGE_MAGIC        0x6f6669666b736972ull /* "riskfifo" */
+/* A realloc that drops this many bytes or more decommits whole OS pages. */
+#define DECOMMIT_THRESHOLD ((size_t)256 << 10)
+/* No request this large can be served (user space is 47 bits). */
+#define MAX_REQUEST       ((size_t)1 << 47)
+
+typedef struct block_s {
+  uint32_t page_offs;  /* (char *)this - (char *)page */
+  uint32_t units : 27; /* span / 16, header included; 0: alone on a big page */
+  uint32_t state : 5;  /* BLOCK_LIVE or BLOCK_FREED */
+} block_t;
+
+typedef struct page_s {
+  /* hot: alloc's and free's fast paths */
+  uint32_t used_size;   /* bytes of the area carved into blocks */
+  uint32_t used_blocks; /* blocks carved and not freed yet */
+  uint32_t size;        /* bytes in the area; 0 for a big page */
+  uint32_t color;       /* bytes between the mapping and this header */
+  brisk_fifo_t *fifo;   /* the owner, checked by free */
+  /* cold */
+  size_t map_size;      /* bytes mapped, this header included */
+  uint64_t magic;       /* PAGE_MAGIC, to tell "another fifo" from garbage */
+} page_t;
+
+#define AREA sizeof(page_t)
+_Static_assert(sizeof(block_t) == BLOCK_HEADER, "a block header is 8 bytes");
+_Static_assert(sizeof(page_t) % 16 == 8, "block data must start 16-aligned");
+
+struct brisk_fifo_s {
+  /* hot: the fast paths. in_use and bytes_requested are kept apart: side
+   * by side, GCC adds to both with one 16-byte load, which stalls on the
+   * 8-byte store to in_use of the free just before (store forwarding). */
+  page_t *current;
+  size_t in_use;          /* spans of live blocks (headers included) */
+  page_t *spare;
+  size_t bytes_requested; /* sizes asked for by alloc and realloc, ever */
+  /* cold: slow paths and stats */
+  bool alive;             /* cleared by destroy */
+  uint32_t cache_max;     /* pages page_drop may keep */
+  uint32_t cached;
+  uint32_t colors;        /* page header offsets page_map cycles through */
+  size_t max_span;        /* the most any normal page holds, whatever its color */
+  size_t page_size;       /* bytes mapped per normal page */
+  size_t nb_pages;        /* pages mapped and not released, cached ones too */
+  size_t bytes_held;
+  size_t system_requests;
+  page_t *cache[PAGE_CACHE_MAX];
+};
+
+/* What a destroyed fifo's current points at: no room, so alloc goes slow. */
+static page_t dead_page;
+
+static void format_hex(char *out, uintptr_t value) {
+  static const char digits[] = "0123456789abcdef";
+  char buffer[16];
+  int n = 0;
+  do {
+    buffer[n++] = digits[value & 15];
+    value >>= 4;
+  } while (value != 0);
+  *out++ = '0';
+  *out++ = 'x';
+  while (n > 0) *out++ = buffer[--n];
+  *out = '\0';
+}
+
+static BRISK_COLD BRISK_NORETURN void fatal(const char *caller, const void *p, const char *why) {
+  char address[2 + 16 + 1];
+  format_hex(address, (uintptr_t)p);
+  _brisk_os_write_error("brisk: ");
+  _brisk_os_write_error(caller);
+  _brisk_os_write_error("(");
+  _brisk_os_write_error(address);
+  _brisk_os_write_error("): ");
+  _brisk_os_write_error(why);
+  _brisk_os_write_error("\n");
+  _brisk_os_abort();
+}
+
+/*
+ * Block headers and the free space of pages are ASan-poisoned except while
+ * the allocator itself reads or writes them. Valgrind is told about blocks
+ * only (annotate_alloc/free): marking headers as well would put four more
+ * client requests, some fifty instructions, on every alloc/free pair.
+ */
+BRISK_INLINE void asan_open(void *p, size_t n) {
+#if BRISK_ASAN
+  brisk_annotate_internal(p, n);
+#endif
+  (void)p;
+  (void)n;
+}
+
+BRISK_INLINE void asan_close(void *p, size_t n) {
+#if BRISK_ASAN
+  brisk_annotate_no_access(p, n);
+#endif
+  (void)p;
+  (void)n;
+}
+
+BRISK_INLINE block_t *block_of(void *p) { return (block_t *)((char *)p - BLOCK_HEADER); }
+BRISK_INLINE void *data_of(block_t *block) { return (char *)block + BLOCK_HEADER; }
+BRISK_INLINE char *area_of(page_t *page) { return (char *)page + AREA; }
+BRISK_INLINE size_t span_of(size_t size) { return (size + BLOCK_HEADER + 15) & ~(size_t)15; }
+
+/* Bytes of a block's span, header included. */
+BRISK_INLINE size_t block_span(block_t block, const page_t *page) {
+  return block.units != 0 ? (size_t)block.units * 16 : page->map_size - AREA;
+}
+
+BRISK_INLINE void write_header(block_t *block, size_t page_offs, size_t span) {
+  block_t header = {.page_offs = (uint32_t)page_offs, .units = (uint32_t)(span / 16), .state = BLOCK_LIVE};
+  asan_open(block, BLOCK_HEADER);
+  *block = header;
+  asan_close(block, BLOCK_HEADER);
+}
+
+/* ---- pages ---- */
+
+static page_t *page_map(brisk_fifo_t *fifo, size_t map_size, bool big) {
+  char *base = _brisk_os_reserve(map_size, OS_PAGE, 0);
+  if (base == NULL) return NULL;
+  uint32_t color = big ? 0 : (uint32_t)(fifo->system_requests % fifo->colors) * PAGE_COLOR;
+  page_t *page = (page_t *)(base + color);
+  page->color = color;
+  page->size = big ? 0 : (uint32_t)(map_size - color - AREA);
+  page->fifo = fifo;
+  page->map_size = map_size;
+  page->magic = PAGE_MAGIC;
+  fifo->nb_pages++;
+  fifo->bytes_held += map_size;
+  fifo->system_requests++;
+  asan_close(area_of(page), map_size - color - AREA);
+  return page;
+}
+
+static void page_release(brisk_fifo_t *fifo, page_t *page) {
+  fifo->nb_pages--;
+  fifo->bytes_held -= page->map_size;
+  char *base = (char *)page - page->color;
+  asan_open(base, page->map_size);
+  _brisk_os_release(base, page->map_size);
+}
+
+/* An empty page back in service: its used part zeroed, used_size 0. */
+static void page_reset(page_t *page) {
+  char *area = area_of(page);
+  brisk_annotate_internal(area, page->used_size);
+  memset(area, 0, page->used_size);
+  asan_close(area, page->used_size);
+  page->used_size = 0;
+}
+
+/* A normal page for current: one from the cache, else a fresh mapping. */
+static page_t *page_new(brisk_fifo_t *fifo) {
+  if (fifo->cached > 0) {
+    page_t *page = fifo->cache[--fifo->cached];
+    page_reset(page);
+    return page;
+  }
+  return page_map(fifo, fifo->page_size, false);
+}
+
+/* An empty normal page the policy lets go: cached while there is room. */
+static void page_drop(brisk_fifo_t *fifo, page_t *page) {
+  if (fifo->cached < fifo->cache_max) {
+    fifo->cache[fifo->cached++] = page;
+  } else {
+    page_release(fifo, page);
+  }
+}
+
+/* The control page goes last: after destroy, once no page is left. */
+static void fifo_release(brisk_fifo_t *fifo) { _brisk_os_release((char *)fifo - FIFO_COLOR, OS_PAGE); }
+
+/* ---- alloc ---- */
+
+BRISK_INLINE void *carve(brisk_fifo_t *fifo, page_t *page, size_t span, size_t size) {
+  uint32_t offs = page->used_size;
+  block_t *block = (block_t *)(area_of(page) + offs);
+  write_header(block, AREA + offs, span);
+  page->used_size = offs + (uint32_t)span;
+  page->used_blocks++;
+  fifo->in_use += span;
+  fifo->bytes_requested += size;
+  void *p = data_of(block);
+  brisk_annotate_alloc(p, size, true);
+  return p;
+}
+
+/* A block bigger than a page: a page of its own, sized to fit, never current. */
+static void *big_alloc(brisk_fifo_t *fifo, size_t size) {
+  size_t map_size = brisk_align_up(AREA + span_of(size), OS_PAGE);
+  page_t *page = page_map(fifo, map_size, true);
+  if (page == NULL) return NULL;
+  block_t *block = (block_t *)area_of(page);
+  write_header(block, AREA, 0);
+  page->used_blocks = 1;
+  fifo->in_use += map_size - AREA;
+  fifo->bytes_requested += size;
+  void *p = data_of(block);
+  brisk_annotate_alloc(p, size, true);
+  return p;
+}
+
+static BRISK_NOINLINE void *alloc_slow(brisk_fifo_t *fifo, size_t size) {
+  if (BRISK_UNLIKELY(!fifo->alive)) fatal("brisk_fifo_alloc", fifo, "the fifo was destroyed");
+  if (size >= MAX_REQUEST) {
+    errno = ENOMEM;
+    return NULL;
+  }
+  size_t span = span_of(size);
+  if (span > fifo->max_span) return big_alloc(fifo, size);
+  page_t *page = fifo->current;
+  if (page->used_blocks == 0) {
+    page_reset(page);
+  } else if (fifo->spare != NULL) {
+    page = fifo->spare;
+    fifo->spare = NULL;
+    page_reset(page);
+    fifo->current = page;
+  } else {
+    page = page_new(fifo);
+    if (page == NULL) return NULL;
+    fifo->current = page;
+  }
+  return carve(fifo, page, span, size);
+}
+
+void *brisk_fifo_alloc(brisk_fifo_t *fifo, size_t size) {
+  page_t *page = fifo->current;
+  size_t span = span_of(size);
+  size_t left = page->size - page->used_size;
+  /* size > left also catches a span that wrapped around. */
+  if (BRISK_UNLIKELY((span > left) | (size > left))) return alloc_slow(fifo, size);
+  return carve(fifo, page, span, size);
+}
+
+/* ---- free ---- */
+
+static BRISK_COLD BRISK_NORETURN void bad_pointer(brisk_fifo_t *fifo, void *p, const char *caller) {
+  block_t *block = block_of(p);
+  block_t header = *block;
+  page_t *page = (page_t *)((char *)block - header.page_offs);
+  bool tagged = header.state == BLOCK_LIVE || header.state == BLOCK_FREED;
+  if (((uintptr_t)p & 15) != 0 || !tagged || header.page_offs < AREA ||
+      ((uintptr_t)page & PAGE_ALIGN_MASK) != 0) {
+    fatal(caller, p, "not a block of a fifo");
+  }
+  if (page->fifo != fifo) {
+    fatal(caller, p, page->magic == PAGE_MAGIC ? "a block of another fifo" : "not a block of a fifo");
+  }
+  fatal(caller, p, "double free");
+}
+
+/* p's header and page, checked: p is a live block of this fifo. */
+BRISK_INLINE page_t *checked_page(brisk_fifo_t *fifo, void *p, block_t *header, const char *caller) {
+  block_t *block = block_of(p);
+  asan_open(block, BLOCK_HEADER);
+  *header = *block;
+  page_t *page = (page_t *)((char *)block - header->page_offs);
+  /* A live block's tag, then its page where a page can be. */
+  bool plausible = header->state == BLOCK_LIVE &&
+                   (((uintptr_t)p & 15) | ((uintptr_t)page & PAGE_ALIGN_MASK)) == 0 &&
+                   header->page_offs >= AREA;
+  if (BRISK_UNLIKELY(!plausible || page->fifo != fifo)) bad_pointer(fifo, p, caller);
+  return page;
+}
+
+/* A page other than current emptied (free leaves an empty current alone:
+ * alloc resets it when it fills up). */
+static BRISK_NOINLINE void free_slow(brisk_fifo_t *fifo, page_t *page) {
+  if (page->size == 0) { /* a big page */
+    fifo->in_use -= page->map_size - AREA;
+    page_release(fifo, page);
+  } else if (!fifo->alive) {
+    page_release(fifo, page);
+  } else if (fifo->spare == NULL) {
+    fifo->spare = page;
+  } else {
+    page_t *current = fifo->current;
+    if (current->size - current->used_size < current->size / 8) {
+      page_reset(page);
+      fifo->current = page;
+      if (current->used_blocks == 0) page_drop(fifo, current);
+    } else {
+      page_drop(fifo, page);
+    }
+  }
+  if (!fifo->alive && fifo->nb_pages == 0) fifo_release(fifo);
+}
+
+void brisk_fifo_free(brisk_fifo_t *fifo, void *p) {
+  if (p == NULL) return;
+  block_t header;
+  page_t *page = checked_page(fifo, p, &header, "brisk_fifo_free");
+  block_t *block = block_of(p);
+  block->state = BLOCK_FREED;
+  asan_close(block, BLOCK_HEADER);
+  size_t span = (size_t)header.units * 16; /* 0 for a big block: free_slow counts it */
+  brisk_annotate_free(p, (header.units != 0 ? span : page->map_size - AREA) - BLOCK_HEADER);
+  fifo->in_use -= span;
+  /* current emptied: nothing to do until it fills up (alloc-then-free
+   * lands here every time, so it is worth the compare). */
+  if (BRISK_UNLIKELY(--page->used_blocks == 0) && page != fifo->current) free_slow(fifo, page);
+}
+
+/* ---- realloc ---- */
+
+/* Zero the n bytes at p that a shrink takes from the program. */
+static void zero_dropped(char *p, size_t n) {
+  brisk_annotate_internal(p, n);
+  if (n >= DECOMMIT_THRESHOLD) {
+    /* Whole OS pages read back as zero once dropped: RSS falls too. */
+    char *inner = (char *)brisk_align_up((uintptr_t)p, OS_PAGE);
+    char *inner_end = (char *)((uintptr_t)(p + n) & ~(uintptr_t)(OS_PAGE - 1));
+    memset(p, 0, (size_t)(inner - p));
+    _brisk_os_decommit(inner, (size_t)(inner_end - inner));
+    memset(inner_end, 0, (size_t)(p + n - inner_end));
+  } else {
+    memset(p, 0, n);
+  }
+  asan_close(p, n);
+}
+
+/* The block's span changes where it stands (the last block of its page). */
+static void resize_last(brisk_fifo_t *fifo, page_t *page, block_t *block, size_t span, size_t new_span) {
+  page->used_size = page->used_size - (uint32_t)span + (uint32_t)new_span;
+  fifo->in_use = fifo->in_use - span + new_span;
+  asan_open(block, BLOCK_HEADER);
+  block->units = (uint32_t)(new_span / 16);
+  asan_close(block, BLOCK_HEADER);
+}
+
+void *brisk_fifo_realloc(brisk_fifo_t *fifo, void *p, size_t new_size) {
+  if (p == NULL) return brisk_fifo_alloc(fifo, new_size);
+  if (BRISK_UNLIKELY(!fifo->alive)) fatal("brisk_fifo_realloc", fifo, "the fifo was destroyed");
+  block_t header;
+  page_t *page = checked_page(fifo, p, &header, "brisk_fifo_realloc");
+  block_t *block = block_of(p);
+  asan_close(block, BLOCK_HEADER);
+  size_t span = block_span(header, page);
+  size_t capacity = span - BLOCK_HEADER;
+  bool last = page->size != 0 && (char *)block + span == area_of(page) + page->used_size;
+  if (new_size <= capacity) {
+    /* Shrinking, or growing within the span. What is dropped is zeroed, so
+     * growing again exposes zeros; the last block of its page gives its
+     * dropped whole units back to the page, whose free space stays zero. */
+    brisk_annotate_free(p, capacity);
+    zero_dropped((char *)p + new_size, capacity - new_size);
+    if (last) resize_last(fifo, page, block, span, span_of(new_size));
+  } else if (last && new_size < MAX_REQUEST && span_of(new_size) - span <= page->size - page->used_size) {
+    brisk_annotate_free(p, capacity);
+    resize_last(fifo, page, block, span, span_of(new_size));
+  } else {
+    void *q = brisk_fifo_alloc(fifo, new_size);
+    if (q == NULL) return NULL;
+    /* Past the size the program asked for, p's bytes are zero: copy all. */
+    brisk_annotate_internal(p, capacity);
+    memcpy(q, p, capacity);
+    brisk_fifo_free(fifo, p);
+    return q;
+  }
+  fifo->bytes_requested += new_size;
+  brisk_annotate_alloc(p, new_size, true);
+  return p;
+}
+
+/* ---- lifetime and stats ---- */
+
+brisk_fifo_t *brisk_fifo_create(size_t page_size) {
+  if (page_size == 0) page_size = DEFAULT_PAGE_SIZE;
+  if (page_size > MAX_PAGE_SIZE) page_size = MAX_PAGE_SIZE;
+  page_size = brisk_align_up(page_size, OS_PAGE);
+  char *control = _brisk_os_reserve(OS_PAGE, OS_PAGE, 0);
+  if (control == NULL) return NULL;
+  brisk_fifo_t *fifo = (brisk_fifo_t *)(control + FIFO_COLOR);
+  _Static_assert(FIFO_COLOR + sizeof(brisk_fifo_t) <= OS_PAGE, "the control block fits its page");
+  fifo->page_size = page_size;
+  fifo->alive = true;
+  size_t cache_max = PAGE_CACHE_BYTES / page_size;
+  fifo->cache_max = (uint32_t)(cache_max == 0 ? 1 : cache_max > PAGE_CACHE_MAX ? PAGE_CACHE_MAX : cache_max);
+  size_t colors = page_size / OS_PAGE;
+  fifo->colors = (uint32_t)(colors > PAGE_COLORS ? PAGE_COLORS : colors);
+  fifo->max_span = page_size - AREA - (fifo->colors - 1) * PAGE_COLOR;
+  page_t *page = page_map(fifo, page_size, false);
+  if (page == NULL) {
+    fifo_release(fifo);
+    return NULL;
+  }
+  fifo->current = page;
+  return fifo;
+}
+
+void brisk_fifo_destroy(brisk_fifo_t *fifo) {
+  if (fifo == NULL) return;
+  if (BRISK_UNLIKELY(!fifo->alive)) fatal("brisk_fifo_destroy", fifo, "the fifo was destroyed already");
+  fifo->alive = false;
+  if (fifo->spare != NULL) page_release(fifo, fifo->spare);
+  fifo->spare = NULL;
+  while (fifo->cached > 0) page_release(fifo, fifo->cache[--fifo->cached]);
+  if (fifo->current->used_blocks == 0) page_release(fifo, fifo->current);
+  fifo->current = &dead_page;
+  if (fifo->nb_pages == 0) fifo_release(fifo);
+}
+
+void brisk_fifo_stats(const brisk_fifo_t *fifo, brisk_region_stats_t *out) {
+  out->bytes_requested = fifo->bytes_requested;
+  out->bytes_in_use = fifo->in_use;
+  out->bytes_held = fifo->bytes_held;
+  out->system_requests = fifo->system_requests;
+}

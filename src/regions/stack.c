@@ -1,0 +1,606 @@
+/*
+ * stack.c — the frame (stack) allocator of <brisk.h>, after Intersec's
+ * t_stack (seed 002). One stack belongs to one thread at a time; nothing
+ * here is atomic or locked.
+ *
+ * Call tree (the public functions call inline helpers, never each other,
+ * so nothing goes through the PLT)
+ *
+ *   brisk_stack_alloc ── stack_alloc: bump pos in the current block
+ *                          └─(no room, bad argument, size 0)── alloc_slow
+ *                               ├─ next_block: reuse a free block, destroying too-small
+ *                               │    ones on the way (bounded), or block_create
+ *                               ├─ adopt_block: make it current; empty frames move to it
+ *                               └─ open_to (annotated builds): unpoison what is handed out
+ *   brisk_stack_realloc ── in place (last allocation, room) | stack_alloc + memcpy
+ *   brisk_stack_push ── stack_push: save (block, pos, last, in use)
+ *                         └─(records full)── push_slow: double the records
+ *   brisk_stack_pop ── stack_pop: restore ──(frame spanned blocks)── pop_slow: poison,
+ *                                          │                                trim_free_blocks
+ *                                          └─(annotated builds)── close_from: poison
+ *   BRISK_STACK_SCOPE ── brisk_stack_scope_begin_ / brisk_stack_scope_end_ (cleanup)
+ *   brisk_stack_tls ──(first use in a thread)── tls_create_slow (pthread key destructor)
+ *
+ * Data layout
+ *
+ *   struct brisk_stack_s   one page from the OS layer: the hot allocation
+ *                          state on the first cache line, then the block
+ *                          list, counters, and the first frame records.
+ *   block_t                one mapping per block: a 64-byte header, then
+ *                          the area that allocations are bumped from.
+ *                          The blocks form one list: every block up to the
+ *                          current one (stack->blk) is in use by some live
+ *                          frame; every block after it is free, kept for
+ *                          reuse. Popping a frame moves the current block
+ *                          back, which frees the later blocks in O(1).
+ *   frame_t[]              one record per pushed frame: the (block, pos,
+ *                          last, in_use) state at push, which pop restores
+ *                          exactly. The first records live in the stack's
+ *                          own page; deeper stacks grow the array from the
+ *                          OS layer (doubling). Never from malloc, and
+ *                          never inside the allocation area, so the first
+ *                          allocation after a pop lands where the first
+ *                          allocation after the matching push did.
+ *
+ * Policies (seed 002, measured there; worst_case() is in bench/region_stack.c)
+ *
+ *   - Block size: at least the stack's minimum (first_block, 64 KiB by
+ *     default, as the seed's t_pool) and at least 64 times the running mean
+ *     request size (up to 64 MiB; a bigger request gets a block its size),
+ *     kept the seed's way (average_t: sum and count, both divided by 4 when
+ *     the count reaches 65535, so the distant past fades smoothly).
+ *   - The current frame remembers a new block: when a frame that has not
+ *     allocated anything in an almost full block (less than 1/8 left) gets
+ *     a new block, its record (and those of the empty frames right below
+ *     it) moves to the new block, so the next push at that level does not
+ *     fetch the same block again (the seed got this from allocating frame
+ *     headers in the parent frame).
+ *   - Free blocks are kept and reused. The search for a block that fits
+ *     destroys too-small free blocks only while the free blocks exceed the
+ *     bound below, and stops destroying once it has destroyed as many bytes
+ *     as it needs (the seed's worst_case() fix: 35 MiB -> 7.5 MiB there).
+ *   - Bound: the free blocks are kept up to max(1 MiB, peak), peak being
+ *     the most block bytes in use at once, halved every 256 pops that cross
+ *     a block (but never below the most in use since the previous halving).
+ *     Pops that cross a block give the surplus back to the OS, farthest
+ *     blocks first. The search looks at 64 free blocks at most.
+ *   - Alignment by a power-of-two mask on the pointer; sizes are never
+ *     rounded (a 1-byte object takes 1 byte). Size 0 takes 1 byte, so its
+ *     pointer is unique.
+ *
+ * Statistics: bytes_requested is the sum of the sizes asked (realloc in
+ * place adds its growth, a copying realloc its new size); bytes_in_use the
+ * bytes asked in live frames (a copying realloc keeps the old copy until
+ * pop); bytes_held the block bytes mapped now; system_requests the block
+ * mappings made so far.
+ *
+ * Sanitizers and Valgrind (STACK_ANNOTATED: an ASan build, or a build that
+ * has <valgrind/memcheck.h>): a block's area is poisoned when mapped and
+ * when popped. stack->end, the limit of the fast path, is then the end of
+ * the *open* part of the current block rather than the block's end; the
+ * slow path opens more (brisk_annotate_internal; open_to says why not
+ * brisk_annotate_alloc) and pop closes it again (brisk_annotate_no_access).
+ * Under ASan it opens exactly the allocation, so nothing unallocated is
+ * addressable; in other builds it opens 4 KiB at a time, so the Valgrind
+ * client requests (a dozen instructions each, even when not under
+ * Valgrind) run once per 4 KiB and once per pop, not once per allocation.
+ * Block headers and frame records are never poisoned; a block is
+ * unpoisoned whole before it goes back to the OS, so that a later mapping
+ * at that address starts clean.
+ */
+#include <errno.h>
+#include <pthread.h>
+#include <string.h>
+
+#include "base/annotate.h"
+#include "base/base.h"
+#include "brisk.h"
+#include "os/os.h"
+#include "regions/stack.h"
+
+#define STACK_DEFAULT_BLOCK  ((size_t)64 << 10)
+#define STACK_DEFAULT_ALIGN  16
+#define STACK_MEAN_FACTOR    64              /* a new block holds >= 64 mean requests */
+#define STACK_MEAN_BLOCK_MAX ((size_t)64 << 20) /* ...up to 64 MiB (a bigger request: its size) */
+#define STACK_KEEP_MIN       ((size_t)1 << 20)
+#define STACK_PEAK_DECAY     256             /* block-crossing pops between halvings */
+#define STACK_AVERAGE_MAX_NB UINT16_MAX
+#define STACK_SEARCH_MAX     64              /* free blocks looked at per search */
+
+/* Under a sanitizer or Valgrind, the part of the current block past
+ * stack->end stays poisoned and is opened a chunk at a time (the exact
+ * allocation under ASan, so that nothing unallocated is open). */
+#define STACK_ANNOTATED      (BRISK_ASAN || BRISK_VALGRIND)
+#define STACK_OPEN_CHUNK     (BRISK_ASAN ? 0 : (size_t)4096)
+
+typedef struct block_s {
+  struct block_s *prev;
+  struct block_s *next;
+  size_t size;       /* bytes of the mapping, header included */
+  size_t below;      /* bytes of this block and all before it (valid while in use) */
+  uint8_t *end;      /* end of the area (= end of the mapping) */
+} BRISK_ALIGNED(64) block_t;
+
+typedef struct frame_s {
+  block_t *blk;
+  uint8_t *pos;
+  uint8_t *last;
+  size_t in_use;
+} frame_t;
+
+/* The seed's running mean (sum / nb), both divided by 4 when nb reaches 65535. */
+typedef struct average_s {
+  size_t sum;
+  size_t nb;
+} average_t;
+
+struct brisk_stack_s {
+  /* Cache line 0: everything brisk_stack_alloc touches. */
+  uint8_t *pos;       /* next free byte of the current block */
+  uint8_t *end;       /* end of the open part of the current block (see "Sanitizers") */
+  uint8_t *last;      /* last allocation of the top frame, NULL if none */
+  size_t requested;   /* bytes asked in total */
+  average_t average;  /* .sum is folded lazily: see average_sum() */
+  size_t average_mark;  /* `requested` when average.sum was last folded */
+  block_t *blk;       /* current block: the last one in use */
+
+  /* Push and pop. */
+  frame_t *frames;    /* records of the pushed frames, frames[depth - 1] on top */
+  size_t depth;
+  size_t capacity;
+  size_t released;    /* bytes given back by pop: in use = requested - released */
+
+  /* Slow paths. */
+  block_t head;       /* list sentinel: head.next is the first block */
+  size_t min_block;   /* smallest block mapped, page multiple */
+  size_t frames_bytes;  /* mapping size of `frames` when it is not inline */
+  size_t held;        /* bytes of all blocks */
+  size_t peak;        /* most block bytes in use at once (decaying) */
+  size_t recent;      /* most block bytes in use since the last decay */
+  size_t mapped_total;
+  size_t maps;
+  unsigned decay_clock;
+  frame_t inline_frames[];  /* up to the end of the stack's page */
+};
+
+/* ---- Small helpers ---------------------------------------------------- */
+
+BRISK_INLINE uint8_t *block_area(block_t *blk) { return (uint8_t *)(blk + 1); }
+
+BRISK_INLINE uintptr_t align_ptr(const uint8_t *p, size_t align) {
+  return ((uintptr_t)p + align - 1) & ~(uintptr_t)(align - 1);
+}
+
+/*
+ * The seed's average_t, with the sum kept lazily: the fast path counts
+ * requests (average.nb) and adds to `requested`, which the sum follows, so
+ * the seed's sum is average.sum + (requested - average_mark) at any time.
+ * When nb reaches UINT16_MAX, sum and nb are divided by 4 exactly as in the
+ * seed, at the same request.
+ */
+BRISK_INLINE size_t average_sum(const brisk_stack_t *stack) {
+  return stack->average.sum + (stack->requested - stack->average_mark);
+}
+
+static BRISK_NOINLINE void average_decay_slow(brisk_stack_t *stack) {
+  stack->average.sum = average_sum(stack) / 4;
+  stack->average_mark = stack->requested;
+  stack->average.nb /= 4;
+}
+
+BRISK_INLINE void average_update(brisk_stack_t *stack, size_t request) {
+  if (BRISK_UNLIKELY(stack->average.nb >= STACK_AVERAGE_MAX_NB)) average_decay_slow(stack);
+  stack->requested += request;
+  stack->average.nb += 1;
+}
+
+BRISK_INLINE size_t average_get(const brisk_stack_t *stack) {
+  return stack->average.nb != 0 ? average_sum(stack) / stack->average.nb : 0;
+}
+
+static BRISK_COLD BRISK_NORETURN void stack_fatal(const char *caller, const char *why) {
+  _brisk_os_write_error("brisk: ");
+  _brisk_os_write_error(caller);
+  _brisk_os_write_error(": ");
+  _brisk_os_write_error(why);
+  _brisk_os_write_error("\n");
+  _brisk_os_abort();
+}
+
+/* ---- Blocks ----------------------------------------------------------- */
+
+BRISK_INLINE void list_remove(block_t *blk) {
+  blk->prev->next = blk->next;
+  blk->next->prev = blk->prev;
+}
+
+BRISK_INLINE void list_insert_after(block_t *where, block_t *blk) {
+  blk->prev = where;
+  blk->next = where->next;
+  where->next->prev = blk;
+  where->next = blk;
+}
+
+/* A block whose area holds `take` bytes aligned to `align`. */
+static block_t *block_create(brisk_stack_t *stack, size_t take, size_t align) {
+  size_t page = _brisk_os_page_size();
+  size_t mean = average_get(stack);
+  size_t want = mean < STACK_MEAN_BLOCK_MAX / STACK_MEAN_FACTOR ? STACK_MEAN_FACTOR * mean
+                                                                : STACK_MEAN_BLOCK_MAX;
+  if (want < stack->min_block) want = stack->min_block;
+  size_t pad = align > sizeof(block_t) ? align : 0;
+  if (take >= PTRDIFF_MAX / 2 || pad >= PTRDIFF_MAX / 2) {
+    errno = ENOMEM;
+    return NULL;
+  }
+  size_t need = sizeof(block_t) + pad + take;
+  if (want < need) want = need;
+  size_t size = brisk_align_up(want, page);
+  block_t *blk = _brisk_os_reserve(size, page, 0);
+  if (blk == NULL) return NULL;
+  brisk_annotate_internal(blk, sizeof *blk);
+  blk->prev = blk->next = NULL;
+  blk->size = size;
+  blk->below = 0;
+  blk->end = (uint8_t *)blk + size;
+  brisk_annotate_no_access(block_area(blk), size - sizeof *blk);
+  stack->held += size;
+  stack->mapped_total += size;
+  stack->maps++;
+  return blk;
+}
+
+static void block_destroy(brisk_stack_t *stack, block_t *blk) {
+  list_remove(blk);
+  stack->held -= blk->size;
+  size_t size = blk->size;
+  brisk_annotate_internal(blk, size);
+  _brisk_os_release(blk, size);
+}
+
+/*
+ * A free block for `take` bytes aligned to `align`: the first free block
+ * that fits, else a new one. Too-small free blocks met on the way are
+ * destroyed while the free blocks exceed the bound, and only until as many
+ * bytes as are needed have gone (the seed's worst_case() fix).
+ */
+static block_t *next_block(brisk_stack_t *stack, size_t take, size_t align) {
+  block_t *cur = stack->blk;
+  size_t keep = stack->peak > STACK_KEEP_MIN ? stack->peak : STACK_KEEP_MIN;
+  size_t destroyed = 0;
+  size_t looked = 0;
+  for (block_t *blk = cur->next, *next; blk != &stack->head && looked < STACK_SEARCH_MAX;
+       blk = next, looked++) {
+    next = blk->next;
+    uintptr_t at = align_ptr(block_area(blk), align);
+    if (at + take <= (uintptr_t)blk->end) return blk;
+    size_t needed = take + (size_t)(at - (uintptr_t)block_area(blk));
+    if (destroyed >= needed) break;
+    if (stack->held - cur->below <= keep) continue;
+    destroyed += blk->size;
+    block_destroy(stack, blk);
+  }
+  return block_create(stack, take, align);
+}
+
+/*
+ * Make blk (free, or new) the current block, right after the old current
+ * one. Frames that have allocated nothing in an almost full block start in
+ * the new block instead, so the parent remembers it after their pop.
+ */
+static void adopt_block(brisk_stack_t *stack, block_t *blk) {
+  block_t *cur = stack->blk;
+  if (blk->next != NULL) list_remove(blk);
+  list_insert_after(cur, blk);
+  blk->below = cur->below + blk->size;
+  if (blk->below > stack->recent) stack->recent = blk->below;
+  if (blk->below > stack->peak) stack->peak = blk->below;
+
+  size_t room = (size_t)(cur->end - stack->pos);
+  if (room < (cur->size >> 3)) {
+    for (size_t i = stack->depth; i > 0; i--) {
+      frame_t *frame = &stack->frames[i - 1];
+      if (frame->blk != cur || frame->pos != stack->pos) break;
+      frame->blk = blk;
+      frame->pos = block_area(blk);
+      frame->last = NULL; /* the parent's last allocation stays behind in cur */
+    }
+  }
+  stack->blk = blk;
+  stack->pos = block_area(blk);
+  stack->end = STACK_ANNOTATED ? stack->pos : blk->end;
+}
+
+/*
+ * Annotated builds: open the current block up to `to` at least. Not
+ * brisk_annotate_alloc: its Valgrind half registers a heap block
+ * (MALLOCLIKE) that a pop, which frees many objects at once and knows none
+ * of them, could never unregister; reopening the same bytes then registers
+ * overlapping blocks, and memcheck's leak check aborts on them (seen with
+ * Valgrind 3.19). Opened memory counts as defined for Valgrind; ASan only
+ * unpoisons either way.
+ */
+static inline void open_to(brisk_stack_t *stack, uint8_t *to) {
+  uint8_t *from = stack->end;
+  size_t chunk = STACK_OPEN_CHUNK;
+  size_t left = (size_t)(stack->blk->end - from);
+  uint8_t *upto = from + (chunk < left ? chunk : left);
+  if (upto < to) upto = to;
+  brisk_annotate_internal(from, (size_t)(upto - from));
+  stack->end = upto;
+}
+
+/* Annotated builds: close the current block from `from` (<= stack->end):
+ * a pop, or a shrinking realloc, took that memory back. */
+static BRISK_NOINLINE void close_from(brisk_stack_t *stack, uint8_t *from) {
+  brisk_annotate_no_access(from, (size_t)(stack->end - from));
+  stack->end = from;
+}
+
+/* ---- Allocation ------------------------------------------------------- */
+
+/* True when `size` bytes at `at` (aligned to `align`) fit in the current
+ * block and the arguments need nothing of the slow path: a bad alignment,
+ * size 0 (which takes one byte, so that its pointer is unique) and sizes
+ * above PTRDIFF_MAX go there (size - 1 wraps for 0: one comparison). */
+BRISK_INLINE bool fits_fast(const brisk_stack_t *stack, uintptr_t at, size_t size, size_t align) {
+  return (align & (align - 1)) == 0 && size - 1 < PTRDIFF_MAX && at + size <= (uintptr_t)stack->end;
+}
+
+BRISK_INLINE void account(brisk_stack_t *stack, void *p, size_t size) {
+  stack->last = p;
+  average_update(stack, size);
+}
+
+/* The request needs another block: a free one, or a new one. */
+static BRISK_NOINLINE void *alloc_block_slow(brisk_stack_t *stack, size_t size, size_t take,
+                                             size_t align) {
+  block_t *blk = next_block(stack, take, align);
+  if (blk == NULL) return NULL;
+  adopt_block(stack, blk);
+  uintptr_t at = align_ptr(stack->pos, align);
+  if (STACK_ANNOTATED) open_to(stack, (uint8_t *)(at + take));
+  stack->pos = (uint8_t *)(at + take);
+  account(stack, (void *)at, size);
+  return (void *)at;
+}
+
+/* Whatever the fast path does not do: bad arguments, size 0, a full block,
+ * and (annotated builds) memory of the current block not yet opened. */
+static BRISK_NOINLINE void *alloc_slow(brisk_stack_t *stack, size_t size, size_t align) {
+  if (!brisk_is_power_of_two(align)) {
+    errno = EINVAL;
+    return NULL;
+  }
+  if (size > PTRDIFF_MAX) {
+    errno = ENOMEM;
+    return NULL;
+  }
+  size_t take = size + (size == 0);
+  uintptr_t at = align_ptr(stack->pos, align);
+  if (at + take > (uintptr_t)stack->blk->end) return alloc_block_slow(stack, size, take, align);
+  if (STACK_ANNOTATED && at + take > (uintptr_t)stack->end) open_to(stack, (uint8_t *)(at + take));
+  stack->pos = (uint8_t *)(at + take);
+  account(stack, (void *)at, size);
+  return (void *)at;
+}
+
+/* The fast path: bump the position in the current block. The public
+ * functions call these inline helpers, never each other, so nothing goes
+ * through the PLT. */
+BRISK_INLINE void *stack_alloc(brisk_stack_t *stack, size_t size, size_t align) {
+  if (align == 0) align = STACK_DEFAULT_ALIGN;
+  uintptr_t at = align_ptr(stack->pos, align);
+  if (BRISK_UNLIKELY(!fits_fast(stack, at, size, align))) return alloc_slow(stack, size, align);
+  stack->pos = (uint8_t *)(at + size);
+  account(stack, (void *)at, size);
+  return (void *)at;
+}
+
+void *brisk_stack_alloc(brisk_stack_t *stack, size_t size, size_t align) {
+  return stack_alloc(stack, size, align);
+}
+
+void *brisk_stack_realloc(brisk_stack_t *stack, void *p, size_t old_size, size_t new_size,
+                          size_t align) {
+  if (p == NULL) return stack_alloc(stack, new_size, align);
+  if (align == 0) align = STACK_DEFAULT_ALIGN;
+  if (!brisk_is_power_of_two(align)) {
+    errno = EINVAL;
+    return NULL;
+  }
+  if (new_size > PTRDIFF_MAX) {
+    errno = ENOMEM;
+    return NULL;
+  }
+  uint8_t *old = p;
+  bool aligned = ((uintptr_t)old & (align - 1)) == 0;
+  size_t take = new_size + (new_size == 0);
+  if (old == stack->last && aligned && take <= (size_t)(stack->blk->end - old)) {
+    if (STACK_ANNOTATED && old + take > stack->end) open_to(stack, old + take);
+    stack->pos = old + take;
+    if (new_size >= old_size) {
+      stack->requested += new_size - old_size;
+    } else {
+      stack->released += old_size - new_size;
+      if (STACK_ANNOTATED) close_from(stack, stack->pos); /* reopened on the next allocation */
+    }
+    return old;
+  }
+  if (new_size <= old_size && aligned) {
+    if (old_size > take) brisk_annotate_no_access(old + take, old_size - take);
+    return old;
+  }
+  void *q = stack_alloc(stack, new_size, align);
+  if (q == NULL) return NULL;
+  memcpy(q, old, old_size < new_size ? old_size : new_size);
+  brisk_annotate_no_access(old, old_size);
+  return q;
+}
+
+/* ---- Frames ----------------------------------------------------------- */
+
+BRISK_INLINE void save_frame(brisk_stack_t *stack) {
+  frame_t *frame = &stack->frames[stack->depth++];
+  frame->blk = stack->blk;
+  frame->pos = stack->pos;
+  frame->last = stack->last;
+  frame->in_use = stack->requested - stack->released;
+  stack->last = NULL;
+}
+
+/* The frame records are full: double them (a new mapping, copied). */
+static BRISK_NOINLINE void push_slow(brisk_stack_t *stack) {
+  size_t used = stack->capacity * sizeof(frame_t);
+  size_t bytes = brisk_align_up(2 * used, _brisk_os_page_size());
+  frame_t *bigger = _brisk_os_reserve(bytes, _brisk_os_page_size(), 0);
+  if (bigger == NULL) stack_fatal("brisk_stack_push", "out of memory for frame records");
+  memcpy(bigger, stack->frames, used);
+  if (stack->frames != stack->inline_frames) _brisk_os_release(stack->frames, stack->frames_bytes);
+  stack->frames = bigger;
+  stack->frames_bytes = bytes;
+  stack->capacity = bytes / sizeof(frame_t);
+  save_frame(stack);
+}
+
+BRISK_INLINE void stack_push(brisk_stack_t *stack) {
+  if (BRISK_UNLIKELY(stack->depth == stack->capacity)) {
+    push_slow(stack);
+    return;
+  }
+  save_frame(stack);
+}
+
+void brisk_stack_push(brisk_stack_t *stack) { stack_push(stack); }
+
+/* Give free blocks beyond the bound back to the OS, farthest first. */
+static void trim_free_blocks(brisk_stack_t *stack) {
+  size_t in_use = stack->blk->below;
+  if (++stack->decay_clock % STACK_PEAK_DECAY == 0) {
+    stack->peak /= 2;
+    if (stack->peak < stack->recent) stack->peak = stack->recent;
+    if (stack->peak < in_use) stack->peak = in_use;
+    stack->recent = in_use;
+  }
+  size_t keep = stack->peak > STACK_KEEP_MIN ? stack->peak : STACK_KEEP_MIN;
+  while (stack->held - in_use > keep) block_destroy(stack, stack->head.prev);
+}
+
+/* The popped frame spanned blocks: poison them and trim the free list. */
+static BRISK_NOINLINE void pop_slow(brisk_stack_t *stack, const frame_t *frame) {
+  block_t *blk = frame->blk;
+  brisk_annotate_no_access(frame->pos, (size_t)(blk->end - frame->pos));
+  while (blk != stack->blk) {
+    blk = blk->next;
+    brisk_annotate_no_access(block_area(blk), (size_t)(blk->end - block_area(blk)));
+  }
+  stack->blk = frame->blk;
+  stack->pos = frame->pos;
+  stack->end = STACK_ANNOTATED ? frame->pos : frame->blk->end;
+  stack->last = frame->last;
+  stack->released = stack->requested - frame->in_use;
+  trim_free_blocks(stack);
+}
+
+BRISK_INLINE void stack_pop(brisk_stack_t *stack) {
+  if (BRISK_UNLIKELY(stack->depth == 0))
+    stack_fatal("brisk_stack_pop", "no frame to pop (more pops than pushes)");
+  const frame_t *frame = &stack->frames[--stack->depth];
+  if (BRISK_UNLIKELY(frame->blk != stack->blk)) {
+    pop_slow(stack, frame);
+    return;
+  }
+  if (STACK_ANNOTATED && stack->end != frame->pos) close_from(stack, frame->pos);
+  stack->pos = frame->pos;
+  stack->last = frame->last;
+  stack->released = stack->requested - frame->in_use;
+}
+
+void brisk_stack_pop(brisk_stack_t *stack) { stack_pop(stack); }
+
+brisk_stack_t *brisk_stack_scope_begin_(brisk_stack_t *stack) {
+  stack_push(stack);
+  return stack;
+}
+
+void brisk_stack_scope_end_(brisk_stack_t **stack) { stack_pop(*stack); }
+
+/* ---- Life cycle --------------------------------------------------------- */
+
+brisk_stack_t *brisk_stack_create(size_t first_block) {
+  size_t page = _brisk_os_page_size();
+  if (first_block == 0) first_block = STACK_DEFAULT_BLOCK;
+  if (first_block > PTRDIFF_MAX - page) {
+    errno = ENOMEM;
+    return NULL;
+  }
+  brisk_stack_t *stack = _brisk_os_reserve(page, page, 0);
+  if (stack == NULL) return NULL;
+  memset(stack, 0, sizeof *stack);
+  stack->head.prev = stack->head.next = &stack->head;
+  stack->min_block = brisk_align_up(first_block, page);
+  stack->frames = stack->inline_frames;
+  stack->capacity = (page - sizeof *stack) / sizeof(frame_t);
+
+  block_t *blk = block_create(stack, stack->min_block - sizeof(block_t), STACK_DEFAULT_ALIGN);
+  if (blk == NULL) {
+    _brisk_os_release(stack, page);
+    return NULL;
+  }
+  list_insert_after(&stack->head, blk);
+  blk->below = blk->size;
+  stack->peak = blk->size;
+  stack->blk = blk;
+  stack->pos = block_area(blk);
+  stack->end = STACK_ANNOTATED ? stack->pos : blk->end;
+  return stack;
+}
+
+void brisk_stack_destroy(brisk_stack_t *stack) {
+  if (stack == NULL) return;
+  while (stack->head.next != &stack->head) block_destroy(stack, stack->head.next);
+  if (stack->frames != stack->inline_frames)
+    _brisk_os_release(stack->frames, stack->frames_bytes);
+  _brisk_os_release(stack, _brisk_os_page_size());
+}
+
+void brisk_stack_stats(const brisk_stack_t *stack, brisk_region_stats_t *out) {
+  out->bytes_requested = stack->requested;
+  out->bytes_in_use = stack->requested - stack->released;
+  out->bytes_held = stack->held;
+  out->system_requests = stack->maps;
+}
+
+size_t _brisk_stack_mapped_total(const brisk_stack_t *stack) { return stack->mapped_total; }
+
+/* ---- The per-thread default stack --------------------------------------- */
+
+static BRISK_TLS brisk_stack_t *tls_stack;
+static pthread_key_t tls_key;
+static pthread_once_t tls_once = PTHREAD_ONCE_INIT;
+
+static void tls_destroy(void *stack) {
+  if (tls_stack == stack) tls_stack = NULL;
+  brisk_stack_destroy(stack);
+}
+
+static void tls_key_create(void) {
+  if (pthread_key_create(&tls_key, tls_destroy) != 0)
+    stack_fatal("brisk_stack_tls", "pthread_key_create failed");
+}
+
+static BRISK_NOINLINE brisk_stack_t *tls_create_slow(void) {
+  pthread_once(&tls_once, tls_key_create);
+  brisk_stack_t *stack = brisk_stack_create(0);
+  if (stack == NULL) stack_fatal("brisk_stack_tls", "out of memory");
+  if (pthread_setspecific(tls_key, stack) != 0)
+    stack_fatal("brisk_stack_tls", "pthread_setspecific failed");
+  tls_stack = stack;
+  return stack;
+}
+
+brisk_stack_t *brisk_stack_tls(void) {
+  brisk_stack_t *stack = tls_stack;
+  if (BRISK_UNLIKELY(stack == NULL)) stack = tls_create_slow();
+  return stack;
+}

@@ -1,0 +1,437 @@
+// The lock-free arena: concurrent allocations never overlap and keep their
+// alignment, exhaustion is exact (alone and under a race), bad arguments
+// fail with the right errno, a 64 GiB reservation commits only what is
+// used, reset keeps or returns committed memory, and under ASan a use after
+// reset is caught.
+#include <brisk.h>
+#include <errno.h>
+#include <gtest/gtest.h>
+
+#include <algorithm>
+#include <atomic>
+#include <cstdint>
+#include <thread>
+#include <vector>
+
+#include "test_util.h"
+
+using brisk_test::block_seed;
+using brisk_test::fill_pattern;
+using brisk_test::find_pattern_mismatch;
+using brisk_test::is_aligned;
+using brisk_test::kMiB;
+using brisk_test::scaled;
+
+namespace {
+
+constexpr int kThreads = 8;  // the test machine has 2 cores: oversubscribe
+constexpr size_t kGiB = size_t{1} << 30;
+
+struct Block {
+  uintptr_t p;
+  size_t size;
+  size_t align;
+  uint64_t serial;  // owner thread in the top bits, then a counter
+};
+
+// xorshift64*: a small deterministic generator per thread.
+class Rng {
+ public:
+  explicit Rng(uint64_t seed) : state_(seed * 2 + 1) {}
+  uint64_t next() {
+    state_ ^= state_ >> 12;
+    state_ ^= state_ << 25;
+    state_ ^= state_ >> 27;
+    return state_ * 0x2545f4914f6cdd1dull;
+  }
+  size_t below(size_t n) { return next() % n; }
+
+ private:
+  uint64_t state_;
+};
+
+// Mostly small alignments (0 means 16), one in ten from 32 up to 4096.
+size_t random_align(Rng &rng) {
+  if (rng.below(10) != 0) {
+    static const size_t small[] = {0, 1, 2, 4, 8, 16};
+    return small[rng.below(6)];
+  }
+  return size_t{32} << rng.below(8);
+}
+
+// A start line so that every thread hits the arena at once.
+class StartGate {
+ public:
+  explicit StartGate(int n) : waiting_(n) {}
+  void arrive_and_wait() {
+    waiting_.fetch_sub(1);
+    while (waiting_.load() > 0) std::this_thread::yield();
+  }
+
+ private:
+  std::atomic<int> waiting_;
+};
+
+// Every block writes a pattern of its own; afterwards the patterns are
+// intact, alignments hold, blocks lie inside the arena's range and no two
+// overlap (a size-0 block counts as one byte, so it must be unique too).
+void check_blocks(std::vector<Block> blocks, size_t reserve) {
+  ASSERT_FALSE(blocks.empty());
+  for (const Block &b : blocks) {
+    void *p = reinterpret_cast<void *>(b.p);
+    size_t align = b.align == 0 ? 16 : b.align;
+    ASSERT_TRUE(is_aligned(p, align)) << p << " align " << align;
+    size_t bad = find_pattern_mismatch(p, b.size, block_seed(p, b.size, b.serial));
+    ASSERT_EQ(bad, b.size) << "block " << p << " of " << b.size << " overwritten at " << bad;
+  }
+  std::sort(blocks.begin(), blocks.end(),
+            [](const Block &a, const Block &b) { return a.p < b.p; });
+  ASSERT_LE(blocks.back().p + blocks.back().size - blocks.front().p, reserve);
+  for (size_t i = 1; i < blocks.size(); i++) {
+    size_t prev_len = blocks[i - 1].size == 0 ? 1 : blocks[i - 1].size;
+    ASSERT_LE(blocks[i - 1].p + prev_len, blocks[i].p)
+        << "blocks " << i - 1 << " and " << i << " overlap";
+  }
+}
+
+void fill(const Block &b) {
+  void *p = reinterpret_cast<void *>(b.p);
+  fill_pattern(p, b.size, block_seed(p, b.size, b.serial));
+}
+
+brisk_region_stats_t stats_of(const brisk_arena_t *arena) {
+  brisk_region_stats_t s;
+  brisk_arena_stats(arena, &s);
+  return s;
+}
+
+TEST(Arena, ConcurrentAllocationsNeverOverlap) {
+  const size_t reserve = 4 * kGiB;
+  const long per_thread = scaled(100000, 8000);
+  brisk_arena_t *arena = brisk_arena_create(reserve);
+  ASSERT_NE(arena, nullptr);
+  std::vector<std::vector<Block>> per(kThreads);
+  std::vector<int> failures(kThreads, 0);
+  StartGate gate(kThreads);
+  std::vector<std::thread> threads;
+  for (int t = 0; t < kThreads; t++) {
+    threads.emplace_back([&, t] {
+      Rng rng(1000 + t);
+      std::vector<Block> &mine = per[t];
+      mine.reserve(per_thread);
+      gate.arrive_and_wait();
+      for (long i = 0; i < per_thread; i++) {
+        size_t size = rng.below(257);
+        size_t align = random_align(rng);
+        void *p = brisk_arena_alloc(arena, size, align);
+        if (p == nullptr) {
+          failures[t]++;
+          continue;
+        }
+        Block b{reinterpret_cast<uintptr_t>(p), size, align, (uint64_t(t) << 40) | uint64_t(i)};
+        fill(b);
+        mine.push_back(b);
+      }
+    });
+  }
+  for (std::thread &th : threads) th.join();
+  std::vector<Block> all;
+  size_t sum = 0;
+  for (int t = 0; t < kThreads; t++) {
+    EXPECT_EQ(failures[t], 0) << "thread " << t;
+    for (const Block &b : per[t]) sum += b.size;
+    all.insert(all.end(), per[t].begin(), per[t].end());
+  }
+  EXPECT_EQ(all.size(), size_t(kThreads) * per_thread);
+  check_blocks(all, reserve);
+  brisk_region_stats_t s = stats_of(arena);
+  EXPECT_GE(s.bytes_in_use, sum);
+  EXPECT_EQ(s.bytes_in_use, brisk_arena_used(arena));
+  EXPECT_GE(s.bytes_held, s.bytes_in_use);
+  EXPECT_LE(s.bytes_held, s.bytes_in_use + s.bytes_in_use / 2 + 2 * kMiB);
+  brisk_arena_destroy(arena);
+}
+
+TEST(Arena, DefaultAlignmentClaimsSixteenByteSteps) {
+  brisk_arena_t *arena = brisk_arena_create(kMiB);
+  ASSERT_NE(arena, nullptr);
+  size_t expected = 0;
+  uintptr_t prev = 0;
+  for (size_t size : {1, 16, 17, 0, 100, 8, 64}) {
+    void *p = brisk_arena_alloc(arena, size, 0);
+    ASSERT_NE(p, nullptr);
+    EXPECT_TRUE(is_aligned(p, 16));
+    if (prev != 0) EXPECT_GT(reinterpret_cast<uintptr_t>(p), prev);
+    prev = reinterpret_cast<uintptr_t>(p);
+    expected += (std::max<size_t>(size, 1) + 15) & ~size_t{15};
+  }
+  EXPECT_EQ(brisk_arena_used(arena), expected);
+  brisk_arena_destroy(arena);
+}
+
+TEST(Arena, ExhaustionIsExact) {
+  const size_t reserve = kMiB;
+  brisk_arena_t *arena = brisk_arena_create(reserve);
+  ASSERT_NE(arena, nullptr);
+  Rng rng(7);
+  std::vector<Block> blocks;
+  size_t total = 0;
+  for (uint64_t serial = 0;; serial++) {
+    size_t size = 1 + rng.below(4096);
+    size_t before = brisk_arena_used(arena);
+    errno = 0;
+    void *p = brisk_arena_alloc(arena, size, 16);
+    if (p == nullptr) {
+      EXPECT_EQ(errno, ENOMEM);
+      // It failed only because its claim no longer fitted.
+      EXPECT_GT(((size + 15) & ~size_t{15}), reserve - before);
+      break;
+    }
+    Block b{reinterpret_cast<uintptr_t>(p), size, 16, serial};
+    fill(b);
+    blocks.push_back(b);
+    total += size;
+  }
+  EXPECT_LE(total, reserve);
+  EXPECT_GT(total, reserve - 2 * 4096 - 16 * blocks.size());
+  check_blocks(blocks, reserve);
+  // Once a claim has failed, the arena stays full until reset.
+  errno = 0;
+  EXPECT_EQ(brisk_arena_alloc(arena, 16, 0), nullptr);
+  EXPECT_EQ(errno, ENOMEM);
+  EXPECT_EQ(brisk_arena_used(arena), reserve);
+
+  // After reset the whole reservation is one block, and not a byte more.
+  brisk_arena_reset(arena, 1);
+  EXPECT_EQ(brisk_arena_used(arena), 0u);
+  void *whole = brisk_arena_alloc(arena, reserve, 16);
+  ASSERT_NE(whole, nullptr);
+  EXPECT_EQ(whole, reinterpret_cast<void *>(blocks.front().p));
+  fill_pattern(whole, reserve, 1);
+  errno = 0;
+  EXPECT_EQ(brisk_arena_alloc(arena, 1, 1), nullptr);
+  EXPECT_EQ(errno, ENOMEM);
+
+  // Exactly reserve / 1 KiB blocks of 1 KiB fit, after either kind of reset.
+  for (int keep = 0; keep < 2; keep++) {
+    brisk_arena_reset(arena, keep);
+    size_t count = 0;
+    while (brisk_arena_alloc(arena, 1024, 16) != nullptr) count++;
+    EXPECT_EQ(count, reserve / 1024) << "keep_committed " << keep;
+  }
+  brisk_arena_destroy(arena);
+}
+
+TEST(Arena, ExhaustionUnderConcurrency) {
+  const size_t reserve = 4 * kMiB;
+  const int rounds = int(scaled(20, 4));
+  brisk_arena_t *arena = brisk_arena_create(reserve);
+  ASSERT_NE(arena, nullptr);
+  for (int round = 0; round < rounds; round++) {
+    std::vector<std::vector<Block>> per(kThreads);
+    std::vector<int> wrong_errno(kThreads, 0);
+    StartGate gate(kThreads);
+    std::vector<std::thread> threads;
+    for (int t = 0; t < kThreads; t++) {
+      threads.emplace_back([&, t] {
+        Rng rng(uint64_t(round) * 100 + t);
+        gate.arrive_and_wait();
+        // Keep racing past the end for a while after the first failure.
+        int failures = 0;
+        for (uint64_t i = 0; failures < 64; i++) {
+          size_t size = 1 + rng.below(1024);
+          size_t align = random_align(rng);
+          errno = 0;
+          void *p = brisk_arena_alloc(arena, size, align);
+          if (p == nullptr) {
+            if (errno != ENOMEM) wrong_errno[t]++;
+            failures++;
+            continue;
+          }
+          Block b{reinterpret_cast<uintptr_t>(p), size, align, (uint64_t(t) << 40) | i};
+          fill(b);
+          per[t].push_back(b);
+        }
+      });
+    }
+    for (std::thread &th : threads) th.join();
+    std::vector<Block> all;
+    size_t total = 0;
+    for (int t = 0; t < kThreads; t++) {
+      EXPECT_EQ(wrong_errno[t], 0);
+      for (const Block &b : per[t]) total += b.size;
+      all.insert(all.end(), per[t].begin(), per[t].end());
+    }
+    EXPECT_LE(total, reserve);
+    EXPECT_EQ(brisk_arena_used(arena), reserve);
+    check_blocks(all, reserve);
+    if (HasFatalFailure()) break;
+    brisk_arena_reset(arena, round % 2);
+  }
+  brisk_arena_destroy(arena);
+}
+
+TEST(Arena, BadAlignmentIsEinval) {
+  brisk_arena_t *arena = brisk_arena_create(kMiB);
+  ASSERT_NE(arena, nullptr);
+  for (size_t align : {size_t{3}, size_t{24}, size_t{48}, size_t{4097}, SIZE_MAX,
+                       (size_t{1} << 63) + 1}) {
+    errno = 0;
+    EXPECT_EQ(brisk_arena_alloc(arena, 8, align), nullptr) << align;
+    EXPECT_EQ(errno, EINVAL) << align;
+  }
+  EXPECT_EQ(brisk_arena_used(arena), 0u);
+  for (size_t align = 1; align <= 64 * 1024; align *= 2) {
+    void *p = brisk_arena_alloc(arena, 8, align);
+    ASSERT_NE(p, nullptr) << align;
+    EXPECT_TRUE(is_aligned(p, align)) << align;
+  }
+  // An alignment as large as the arena can never be served.
+  errno = 0;
+  EXPECT_EQ(brisk_arena_alloc(arena, 1, size_t{1} << 62), nullptr);
+  EXPECT_EQ(errno, ENOMEM);
+  brisk_arena_destroy(arena);
+}
+
+TEST(Arena, LargeAlignments) {
+  brisk_arena_t *arena = brisk_arena_create(64 * kMiB);
+  ASSERT_NE(arena, nullptr);
+  for (size_t align : {size_t{1} << 16, size_t{1} << 20, size_t{1} << 21, size_t{1} << 22}) {
+    ASSERT_NE(brisk_arena_alloc(arena, 24, 0), nullptr);  // knock it off alignment
+    void *p = brisk_arena_alloc(arena, 100, align);
+    ASSERT_NE(p, nullptr) << align;
+    EXPECT_TRUE(is_aligned(p, align)) << align;
+    fill_pattern(p, 100, align);
+  }
+  brisk_arena_destroy(arena);
+}
+
+TEST(Arena, SizeZeroGivesUniquePointers) {
+  brisk_arena_t *arena = brisk_arena_create(kMiB);
+  ASSERT_NE(arena, nullptr);
+  std::vector<uintptr_t> seen;
+  for (int i = 0; i < 1000; i++) {
+    void *p = brisk_arena_alloc(arena, 0, i % 3 == 0 ? 64 : 0);
+    ASSERT_NE(p, nullptr);
+    seen.push_back(reinterpret_cast<uintptr_t>(p));
+  }
+  std::sort(seen.begin(), seen.end());
+  EXPECT_EQ(std::adjacent_find(seen.begin(), seen.end()), seen.end());
+  brisk_arena_destroy(arena);
+}
+
+TEST(Arena, HugeSizesAreEnomemAndLeaveTheArenaUsable) {
+  const size_t reserve = 64 * kMiB;
+  brisk_arena_t *arena = brisk_arena_create(reserve);
+  ASSERT_NE(arena, nullptr);
+  for (size_t size : {SIZE_MAX, SIZE_MAX / 2, SIZE_MAX - 15, reserve + 1, size_t{1} << 46}) {
+    for (size_t align : {size_t{0}, size_t{1}, size_t{4096}}) {
+      errno = 0;
+      EXPECT_EQ(brisk_arena_alloc(arena, size, align), nullptr) << size << " " << align;
+      EXPECT_EQ(errno, ENOMEM) << size << " " << align;
+    }
+  }
+  // Refused before any claim: nothing was used up.
+  EXPECT_EQ(brisk_arena_used(arena), 0u);
+  void *p = brisk_arena_alloc(arena, 64, 0);
+  ASSERT_NE(p, nullptr);
+  fill_pattern(p, 64, 3);
+  brisk_arena_destroy(arena);
+}
+
+TEST(Arena, CreateRejectsBadReservations) {
+  errno = 0;
+  EXPECT_EQ(brisk_arena_create(0), nullptr);
+  EXPECT_EQ(errno, EINVAL);
+  errno = 0;
+  EXPECT_EQ(brisk_arena_create(SIZE_MAX), nullptr);
+  EXPECT_EQ(errno, ENOMEM);
+  brisk_arena_destroy(nullptr);  // a no-op, like free(NULL)
+}
+
+TEST(Arena, Reserve64GiBCommitsLazily) {
+  const size_t reserve = 64 * kGiB;  // more than the machine's memory
+  brisk_arena_t *arena = brisk_arena_create(reserve);
+  ASSERT_NE(arena, nullptr);
+  brisk_region_stats_t s = stats_of(arena);
+  EXPECT_LE(s.bytes_held, size_t{4096});
+  EXPECT_EQ(s.bytes_in_use, 0u);
+  const size_t block = 64 * 1024;
+  for (int i = 0; i < 64; i++) {  // 4 MiB
+    void *p = brisk_arena_alloc(arena, block, 0);
+    ASSERT_NE(p, nullptr);
+    fill_pattern(p, block, uint64_t(i));
+  }
+  s = stats_of(arena);
+  EXPECT_EQ(s.bytes_in_use, 4 * kMiB);
+  EXPECT_EQ(s.bytes_requested, 4 * kMiB);
+  EXPECT_GE(s.bytes_held, 4 * kMiB);
+  EXPECT_LE(s.bytes_held, 8 * kMiB);
+  EXPECT_LE(s.system_requests, 10u);  // chunks, not a commit per block
+  // A big block commits what it needs and no more than a chunk beyond.
+  void *big = brisk_arena_alloc(arena, kGiB / 4, 0);
+  ASSERT_NE(big, nullptr);
+  s = stats_of(arena);
+  EXPECT_LE(s.bytes_held, kGiB / 4 + 8 * kMiB + 64 * kMiB);
+  brisk_arena_destroy(arena);
+}
+
+TEST(Arena, ResetKeepsOrReturnsCommittedMemory) {
+  brisk_arena_t *arena = brisk_arena_create(kGiB);
+  ASSERT_NE(arena, nullptr);
+  void *first = nullptr;
+  for (int i = 0; i < 128; i++) {  // 8 MiB
+    void *p = brisk_arena_alloc(arena, 64 * 1024, 0);
+    ASSERT_NE(p, nullptr);
+    if (i == 0) first = p;
+    fill_pattern(p, 64 * 1024, uint64_t(i));
+  }
+  brisk_region_stats_t before = stats_of(arena);
+  EXPECT_GE(before.bytes_held, 8 * kMiB);
+
+  brisk_arena_reset(arena, 1);
+  brisk_region_stats_t kept = stats_of(arena);
+  EXPECT_EQ(kept.bytes_in_use, 0u);
+  EXPECT_EQ(kept.bytes_held, before.bytes_held);
+  EXPECT_EQ(kept.bytes_requested, 8 * kMiB);  // sums over resets
+  void *again = brisk_arena_alloc(arena, 100, 0);
+  EXPECT_EQ(again, first);  // the same memory, reused
+  EXPECT_EQ(stats_of(arena).system_requests, before.system_requests);  // no new commit
+
+  brisk_arena_reset(arena, 0);
+  brisk_region_stats_t returned = stats_of(arena);
+  EXPECT_EQ(returned.bytes_in_use, 0u);
+  EXPECT_LE(returned.bytes_held, size_t{4096});  // the header page only
+  void *p = brisk_arena_alloc(arena, 1000, 0);
+  ASSERT_NE(p, nullptr);
+  EXPECT_EQ(p, first);
+  EXPECT_GT(stats_of(arena).bytes_held, size_t{4096});
+  brisk_arena_destroy(arena);
+}
+
+TEST(ArenaDeathTest, UseAfterResetIsCaught) {
+#if defined(__SANITIZE_ADDRESS__)
+  GTEST_FLAG_SET(death_test_style, "threadsafe");
+  brisk_arena_t *arena = brisk_arena_create(kMiB);
+  ASSERT_NE(arena, nullptr);
+  char *p = static_cast<char *>(brisk_arena_alloc(arena, 64, 0));
+  ASSERT_NE(p, nullptr);
+  p[0] = 1;  // fine while the block lives
+  brisk_arena_reset(arena, 1);
+  EXPECT_DEATH(
+      {
+        volatile char *q = p;
+        q[10] = 2;
+      },
+      "use-after-poison");
+  // A block handed out again is usable.
+  char *r = static_cast<char *>(brisk_arena_alloc(arena, 64, 0));
+  ASSERT_EQ(r, p);
+  r[10] = 3;
+  brisk_arena_destroy(arena);
+#else
+  GTEST_SKIP() << "needs AddressSanitizer (-DBRISK_SANITIZE=address)";
+#endif
+}
+
+}  // namespace

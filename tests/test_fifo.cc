@@ -1,0 +1,646 @@
+// The FIFO allocator (brisk_fifo_*): zeroed and aligned blocks, the seed's
+// page policy seen through the statistics and through where blocks land,
+// realloc in place, big blocks, bad input, the deferred destroy, misuse
+// that must abort, and a use after free that ASan must catch.
+#include <brisk.h>
+#include <gtest/gtest.h>
+#include <sys/mman.h>
+
+#include <algorithm>
+#include <cerrno>
+#include <cstdint>
+#include <cstring>
+#include <deque>
+#include <memory>
+#include <random>
+#include <thread>
+#include <utility>
+#include <vector>
+
+#include "test_util.h"
+
+using brisk_test::all_bytes_are;
+using brisk_test::block_seed;
+using brisk_test::escape;
+using brisk_test::fill_pattern;
+using brisk_test::is_aligned;
+using brisk_test::kMiB;
+using brisk_test::pattern_intact;
+using brisk_test::scaled;
+
+namespace {
+
+constexpr size_t kKiB = 1024;
+constexpr size_t kDefaultPage = 64 * kKiB;
+// What a page keeps for itself before its first block (its header, which
+// starts up to 960 bytes into the mapping), and a block's header:
+// implementation details the placement tests below lean on.
+constexpr size_t kPageHeader = 40;
+constexpr size_t kMaxColor = 960;
+constexpr size_t kBlockHeader = 8;
+
+// The bytes a block of `size` takes in its page.
+constexpr size_t span_of(size_t size) { return (size + kBlockHeader + 15) & ~size_t{15}; }
+
+brisk_region_stats_t stats_of(const brisk_fifo_t *fifo) {
+  brisk_region_stats_t s;
+  brisk_fifo_stats(fifo, &s);
+  return s;
+}
+
+// True while the memory at p is mapped (mincore fails with ENOMEM otherwise).
+bool is_mapped(const void *p) {
+  unsigned char vec[1];
+  void *page = reinterpret_cast<void *>(reinterpret_cast<uintptr_t>(p) & ~uintptr_t{4095});
+  return mincore(page, 4096, vec) == 0;
+}
+
+struct FifoDeleter {
+  void operator()(brisk_fifo_t *f) const { brisk_fifo_destroy(f); }
+};
+using FifoPtr = std::unique_ptr<brisk_fifo_t, FifoDeleter>;
+
+FifoPtr make_fifo(size_t page_size = 0) {
+  brisk_fifo_t *f = brisk_fifo_create(page_size);
+  EXPECT_NE(f, nullptr);
+  return FifoPtr(f);
+}
+
+TEST(Fifo, CreateMapsOnePage) {
+  FifoPtr fifo = make_fifo();
+  brisk_region_stats_t s = stats_of(fifo.get());
+  EXPECT_EQ(s.bytes_requested, 0u);
+  EXPECT_EQ(s.bytes_in_use, 0u);
+  EXPECT_EQ(s.bytes_held, kDefaultPage);
+  EXPECT_EQ(s.system_requests, 1u);
+}
+
+TEST(Fifo, PageSizeIsRoundedToOsPages) {
+  FifoPtr fifo = make_fifo(5000);
+  EXPECT_EQ(stats_of(fifo.get()).bytes_held, 8 * kKiB);
+}
+
+TEST(Fifo, StatsCountRequestsAndLiveSpans) {
+  FifoPtr fifo = make_fifo();
+  void *a = brisk_fifo_alloc(fifo.get(), 10);
+  void *b = brisk_fifo_alloc(fifo.get(), 100);
+  brisk_region_stats_t s = stats_of(fifo.get());
+  EXPECT_EQ(s.bytes_requested, 110u);
+  EXPECT_EQ(s.bytes_in_use, span_of(10) + span_of(100));
+  brisk_fifo_free(fifo.get(), a);
+  EXPECT_EQ(stats_of(fifo.get()).bytes_in_use, span_of(100));
+  brisk_fifo_free(fifo.get(), b);
+  s = stats_of(fifo.get());
+  EXPECT_EQ(s.bytes_in_use, 0u);
+  EXPECT_EQ(s.bytes_requested, 110u);
+}
+
+TEST(Fifo, BlocksAre16AlignedAndDisjoint) {
+  FifoPtr fifo = make_fifo();
+  std::vector<std::pair<char *, size_t>> blocks;
+  for (size_t size = 0; size < 700; size += 7) {
+    char *p = static_cast<char *>(brisk_fifo_alloc(fifo.get(), size));
+    ASSERT_NE(p, nullptr);
+    EXPECT_TRUE(is_aligned(p, 16)) << size;
+    fill_pattern(p, size, block_seed(p, size));
+    blocks.emplace_back(p, size);
+  }
+  for (auto &[p, size] : blocks) {
+    EXPECT_TRUE(pattern_intact(p, size, block_seed(p, size))) << size;
+    brisk_fifo_free(fifo.get(), p);
+  }
+}
+
+TEST(Fifo, SizeZeroGivesUniqueFreeablePointers) {
+  FifoPtr fifo = make_fifo();
+  void *a = brisk_fifo_alloc(fifo.get(), 0);
+  void *b = brisk_fifo_alloc(fifo.get(), 0);
+  ASSERT_NE(a, nullptr);
+  ASSERT_NE(b, nullptr);
+  EXPECT_NE(a, b);
+  EXPECT_EQ(brisk_fifo_realloc(fifo.get(), a, 0), a);
+  brisk_fifo_free(fifo.get(), a);
+  brisk_fifo_free(fifo.get(), b);
+  brisk_fifo_free(fifo.get(), nullptr);
+  EXPECT_EQ(stats_of(fifo.get()).bytes_in_use, 0u);
+}
+
+TEST(Fifo, UnservableSizesFailWithEnomem) {
+  FifoPtr fifo = make_fifo();
+  void *keep = brisk_fifo_alloc(fifo.get(), 32);
+  ASSERT_NE(keep, nullptr);
+  memset(keep, 0x5a, 32);
+  for (size_t size : {SIZE_MAX, SIZE_MAX - 8, SIZE_MAX / 2 + 1, size_t{1} << 46}) {
+    SCOPED_TRACE(size);
+    errno = 0;
+    EXPECT_EQ(brisk_fifo_alloc(fifo.get(), size), nullptr);
+    EXPECT_EQ(errno, ENOMEM);
+    errno = 0;
+    EXPECT_EQ(brisk_fifo_realloc(fifo.get(), keep, size), nullptr);
+    EXPECT_EQ(errno, ENOMEM);
+    EXPECT_TRUE(all_bytes_are(keep, 32, 0x5a));
+    errno = 0;
+    EXPECT_EQ(brisk_fifo_realloc(fifo.get(), nullptr, size), nullptr);
+    EXPECT_EQ(errno, ENOMEM);
+  }
+  brisk_region_stats_t s = stats_of(fifo.get());
+  EXPECT_EQ(s.bytes_in_use, span_of(32));
+  EXPECT_EQ(s.bytes_held, kDefaultPage);
+  brisk_fifo_free(fifo.get(), keep);
+}
+
+// Dirty every block, free in several orders, and check that every block
+// handed out afterwards is all zero: the current page reused in place, the
+// spare, the 1/8 replacement and cached pages all come back through here.
+TEST(Fifo, AllocIsZeroedAfterReuseOfDirtyMemory) {
+  FifoPtr fifo = make_fifo(16 * kKiB);
+  std::mt19937_64 rng(3);
+  std::vector<std::pair<unsigned char *, size_t>> live;
+  const long rounds = scaled(200, 40);
+  for (long round = 0; round < rounds; round++) {
+    size_t count = 1 + rng() % 400;
+    for (size_t i = 0; i < count; i++) {
+      size_t size = rng() % 3 == 0 ? rng() % 2000 : rng() % 100;
+      auto *p = static_cast<unsigned char *>(brisk_fifo_alloc(fifo.get(), size));
+      ASSERT_NE(p, nullptr);
+      ASSERT_TRUE(all_bytes_are(p, size, 0)) << "round " << round << " size " << size;
+      memset(p, 0xff, size);
+      live.emplace_back(p, size);
+    }
+    // Free most of them: FIFO order in even rounds, random order in odd ones.
+    if (round % 2 == 1) std::shuffle(live.begin(), live.end(), rng);
+    size_t keep = live.size() / 4;
+    for (size_t i = 0; i < live.size() - keep; i++) brisk_fifo_free(fifo.get(), live[i].first);
+    live.erase(live.begin(), live.end() - static_cast<long>(keep));
+  }
+  for (auto &[p, size] : live) brisk_fifo_free(fifo.get(), p);
+  EXPECT_EQ(stats_of(fifo.get()).bytes_in_use, 0u);
+}
+
+// Alloc then free at once reuses the current page forever: one mapping.
+TEST(Fifo, AllocThenFreeNeverMapsAgain) {
+  FifoPtr fifo = make_fifo();
+  const long n = scaled(1000000, 100000);
+  for (long i = 0; i < n; i++) {
+    auto *p = static_cast<unsigned char *>(brisk_fifo_alloc(fifo.get(), 8 + i % 300));
+    ASSERT_NE(p, nullptr);
+    p[0] = 1;
+    brisk_fifo_free(fifo.get(), p);
+  }
+  brisk_region_stats_t s = stats_of(fifo.get());
+  EXPECT_EQ(s.system_requests, 1u);
+  EXPECT_EQ(s.bytes_held, kDefaultPage);
+}
+
+// A ring of blocks freed and reallocated in FIFO order many times over:
+// pages are reused, so the maps stay few and the memory held bounded.
+TEST(Fifo, RingInFifoOrderReusesPages) {
+  FifoPtr fifo = make_fifo();
+  const size_t ring = 2000;  // about 300 KiB live: five pages or so
+  std::vector<void *> slots(ring, nullptr);
+  std::mt19937_64 rng(5);
+  const long n = scaled(2000000, 200000);
+  size_t peak_held = 0;
+  for (long i = 0; i < n; i++) {
+    size_t slot = static_cast<size_t>(i) % ring;
+    brisk_fifo_free(fifo.get(), slots[slot]);
+    slots[slot] = brisk_fifo_alloc(fifo.get(), 16 + rng() % 256);
+    ASSERT_NE(slots[slot], nullptr);
+    peak_held = std::max(peak_held, stats_of(fifo.get()).bytes_held);
+  }
+  brisk_region_stats_t s = stats_of(fifo.get());
+  // live ~ 2000 * 160 B = 320 KiB = 5 pages; a few more for the pages in
+  // flight, the spare and the cache, however many times the ring turned.
+  EXPECT_LE(s.system_requests, 16u);
+  EXPECT_LE(peak_held, 16 * kDefaultPage);
+  for (void *p : slots) brisk_fifo_free(fifo.get(), p);
+  EXPECT_EQ(stats_of(fifo.get()).bytes_in_use, 0u);
+}
+
+// As many blocks as any page of `page_size` holds, whatever its color; the
+// sizes used below leave less than one block of room in any page.
+size_t page_room(size_t page_size) { return page_size - kPageHeader - kMaxColor; }
+
+std::vector<void *> fill_page(brisk_fifo_t *fifo, size_t page_size, size_t block = 1000) {
+  std::vector<void *> blocks;
+  size_t room = page_room(page_size);
+  size_t span = span_of(block);
+  for (size_t used = 0; used + span <= room; used += span) {
+    void *p = brisk_fifo_alloc(fifo, block);
+    EXPECT_NE(p, nullptr);
+    blocks.push_back(p);
+  }
+  return blocks;
+}
+
+void free_all(brisk_fifo_t *fifo, const std::vector<void *> &blocks) {
+  for (void *p : blocks) brisk_fifo_free(fifo, p);
+}
+
+// The seed's policy, 1: when a page empties while a spare exists and the
+// current page has less than 1/8 free, the emptied page becomes current:
+// the next block lands at the start of the page that just emptied.
+TEST(FifoPolicy, EmptiedPageReplacesCurrentWithLessThanAnEighthFree) {
+  FifoPtr fifo = make_fifo();
+  std::vector<void *> a = fill_page(fifo.get(), kDefaultPage);
+  std::vector<void *> b = fill_page(fifo.get(), kDefaultPage);
+  // Current (the third page) filled to more than 7/8.
+  std::vector<void *> c;
+  size_t span = span_of(1000);
+  for (size_t used = 0; used < kDefaultPage * 15 / 16; used += span)
+    c.push_back(brisk_fifo_alloc(fifo.get(), 1000));
+  EXPECT_EQ(stats_of(fifo.get()).system_requests, 3u);
+  free_all(fifo.get(), a);  // no spare yet: a becomes the spare
+  free_all(fifo.get(), b);  // spare exists, current < 1/8 free: b replaces it
+  void *next = brisk_fifo_alloc(fifo.get(), 1000);
+  EXPECT_EQ(next, b.front());
+  // c is no longer current; once b is full, the next page is the spare, a.
+  std::vector<void *> rest;
+  for (size_t used = span; used + span <= page_room(kDefaultPage); used += span)
+    rest.push_back(brisk_fifo_alloc(fifo.get(), 1000));
+  void *after = brisk_fifo_alloc(fifo.get(), 1000);
+  EXPECT_EQ(after, a.front());
+  brisk_region_stats_t s = stats_of(fifo.get());
+  EXPECT_EQ(s.system_requests, 3u);
+  EXPECT_EQ(s.bytes_held, 3 * kDefaultPage);
+  // c empties while it is not current and no spare exists: c becomes spare.
+  free_all(fifo.get(), c);
+  EXPECT_EQ(stats_of(fifo.get()).bytes_held, 3 * kDefaultPage);
+  brisk_fifo_free(fifo.get(), next);
+  brisk_fifo_free(fifo.get(), after);
+  free_all(fifo.get(), rest);
+  EXPECT_EQ(stats_of(fifo.get()).bytes_in_use, 0u);
+}
+
+// The seed's policy, 2: with a spare and a current that still has room, an
+// emptied page is let go: kept by the fifo's small page cache while that
+// has room (1 MiB of pages: one page of 1 MiB), unmapped after that.
+TEST(FifoPolicy, EmptiedPageIsReleasedWhenCurrentHasRoom) {
+  const size_t page = kMiB;
+  FifoPtr fifo = make_fifo(page);
+  std::vector<void *> a = fill_page(fifo.get(), page, 64 * kKiB);
+  std::vector<void *> b = fill_page(fifo.get(), page, 64 * kKiB);
+  std::vector<void *> c = fill_page(fifo.get(), page, 64 * kKiB);
+  void *d = brisk_fifo_alloc(fifo.get(), 64 * kKiB);  // current: a fourth page, nearly empty
+  ASSERT_NE(d, nullptr);
+  EXPECT_EQ(stats_of(fifo.get()).bytes_held, 4 * page);
+  free_all(fifo.get(), a);  // becomes the spare
+  EXPECT_EQ(stats_of(fifo.get()).bytes_held, 4 * page);
+  free_all(fifo.get(), b);  // dropped into the page cache
+  EXPECT_EQ(stats_of(fifo.get()).bytes_held, 4 * page);
+  EXPECT_TRUE(is_mapped(b.front()));
+  free_all(fifo.get(), c);  // dropped, cache full: unmapped
+  EXPECT_EQ(stats_of(fifo.get()).bytes_held, 3 * page);
+  EXPECT_FALSE(is_mapped(c.front()));
+  // The current page is never let go, even empty.
+  brisk_fifo_free(fifo.get(), d);
+  brisk_region_stats_t s = stats_of(fifo.get());
+  EXPECT_EQ(s.bytes_held, 3 * page);
+  EXPECT_EQ(s.bytes_in_use, 0u);
+  EXPECT_TRUE(is_mapped(d));
+  // An empty current is reset and reused when it fills up: no new mapping.
+  for (int i = 0; i < 100; i++) brisk_fifo_free(fifo.get(), brisk_fifo_alloc(fifo.get(), 64 * kKiB));
+  EXPECT_EQ(stats_of(fifo.get()).system_requests, 4u);
+}
+
+TEST(FifoRealloc, NullIsAlloc) {
+  FifoPtr fifo = make_fifo();
+  auto *p = static_cast<unsigned char *>(brisk_fifo_realloc(fifo.get(), nullptr, 100));
+  ASSERT_NE(p, nullptr);
+  EXPECT_TRUE(all_bytes_are(p, 100, 0));
+  brisk_fifo_free(fifo.get(), p);
+}
+
+TEST(FifoRealloc, ShrinkKeepsPointerAndGrowingBackExposesZeros) {
+  FifoPtr fifo = make_fifo();
+  auto *p = static_cast<unsigned char *>(brisk_fifo_alloc(fifo.get(), 200));
+  void *after = brisk_fifo_alloc(fifo.get(), 10);  // p is not the last block
+  memset(p, 0xab, 200);
+  EXPECT_EQ(brisk_fifo_realloc(fifo.get(), p, 50), p);
+  EXPECT_TRUE(all_bytes_are(p, 50, 0xab));
+  // Growing back within the span: the same pointer, bytes past 50 zero.
+  EXPECT_EQ(brisk_fifo_realloc(fifo.get(), p, 200), p);
+  EXPECT_TRUE(all_bytes_are(p, 50, 0xab));
+  EXPECT_TRUE(all_bytes_are(p + 50, 150, 0));
+  brisk_fifo_free(fifo.get(), p);
+  brisk_fifo_free(fifo.get(), after);
+}
+
+TEST(FifoRealloc, LastBlockGrowsInPlaceWithZeroedTail) {
+  FifoPtr fifo = make_fifo();
+  void *before = brisk_fifo_alloc(fifo.get(), 10);
+  auto *p = static_cast<unsigned char *>(brisk_fifo_alloc(fifo.get(), 100));
+  memset(p, 0x11, 100);
+  size_t in_use = stats_of(fifo.get()).bytes_in_use;
+  auto *q = static_cast<unsigned char *>(brisk_fifo_realloc(fifo.get(), p, 5000));
+  EXPECT_EQ(q, p);
+  EXPECT_TRUE(all_bytes_are(q, 100, 0x11));
+  EXPECT_TRUE(all_bytes_are(q + 100, 4900, 0));
+  EXPECT_EQ(stats_of(fifo.get()).bytes_in_use, in_use - span_of(100) + span_of(5000));
+  // Shrinking the last block gives its tail back to the page, zeroed: the
+  // next block starts right after the shrunk one.
+  memset(q, 0x22, 5000);
+  EXPECT_EQ(brisk_fifo_realloc(fifo.get(), q, 30), q);
+  EXPECT_EQ(stats_of(fifo.get()).bytes_in_use, in_use - span_of(100) + span_of(30));
+  auto *again = static_cast<unsigned char *>(brisk_fifo_alloc(fifo.get(), 4000));
+  EXPECT_EQ(again, q + span_of(30));
+  EXPECT_TRUE(all_bytes_are(again, 4000, 0));
+  EXPECT_TRUE(all_bytes_are(q, 30, 0x22));
+  brisk_fifo_free(fifo.get(), again);
+  brisk_fifo_free(fifo.get(), q);
+  brisk_fifo_free(fifo.get(), before);
+  EXPECT_EQ(stats_of(fifo.get()).bytes_in_use, 0u);
+}
+
+TEST(FifoRealloc, GrowMovesWhenNotLastOrNoRoom) {
+  FifoPtr fifo = make_fifo();
+  auto *p = static_cast<unsigned char *>(brisk_fifo_alloc(fifo.get(), 300));
+  void *filler = brisk_fifo_alloc(fifo.get(), 55000);  // p is not the last block
+  fill_pattern(p, 300, 77);
+  auto *q = static_cast<unsigned char *>(brisk_fifo_realloc(fifo.get(), p, 3000));
+  ASSERT_NE(q, nullptr);
+  EXPECT_NE(q, p);
+  EXPECT_TRUE(pattern_intact(q, 300, 77));
+  EXPECT_TRUE(all_bytes_are(q + 300, 2700, 0));
+  // q is the last block now, but 20000 bytes more do not fit in the page.
+  auto *r = static_cast<unsigned char *>(brisk_fifo_realloc(fifo.get(), q, 20000));
+  ASSERT_NE(r, nullptr);
+  EXPECT_NE(r, q);
+  EXPECT_TRUE(pattern_intact(r, 300, 77));
+  EXPECT_TRUE(all_bytes_are(r + 300, 20000 - 300, 0));
+  EXPECT_EQ(stats_of(fifo.get()).system_requests, 2u);
+  brisk_fifo_free(fifo.get(), filler);
+  brisk_fifo_free(fifo.get(), r);
+  EXPECT_EQ(stats_of(fifo.get()).bytes_in_use, 0u);
+}
+
+TEST(FifoBig, BlocksLargerThanAPageGetTheirOwnPage) {
+  FifoPtr fifo = make_fifo();
+  void *small = brisk_fifo_alloc(fifo.get(), 100);
+  const size_t size = 1000 * kKiB;
+  auto *big = static_cast<unsigned char *>(brisk_fifo_alloc(fifo.get(), size));
+  ASSERT_NE(big, nullptr);
+  EXPECT_TRUE(is_aligned(big, 16));
+  EXPECT_TRUE(all_bytes_are(big, size, 0));
+  memset(big, 0x77, size);
+  brisk_region_stats_t s = stats_of(fifo.get());
+  EXPECT_EQ(s.system_requests, 2u);
+  EXPECT_GE(s.bytes_held, kDefaultPage + size);
+  // The current page is untouched: the next small block follows the first.
+  void *small2 = brisk_fifo_alloc(fifo.get(), 100);
+  EXPECT_EQ(static_cast<char *>(small2), static_cast<char *>(small) + span_of(100));
+  // Shrink in place (the dropped part reads zero when grown back), then grow
+  // past the mapping: a move with the contents kept.
+  EXPECT_EQ(brisk_fifo_realloc(fifo.get(), big, size / 2), big);
+  EXPECT_EQ(brisk_fifo_realloc(fifo.get(), big, size), big);
+  EXPECT_TRUE(all_bytes_are(big, size / 2, 0x77));
+  EXPECT_TRUE(all_bytes_are(big + size / 2, size / 2, 0));
+  auto *bigger = static_cast<unsigned char *>(brisk_fifo_realloc(fifo.get(), big, 2 * size));
+  ASSERT_NE(bigger, nullptr);
+  EXPECT_TRUE(all_bytes_are(bigger, size / 2, 0x77));
+  EXPECT_TRUE(all_bytes_are(bigger + size / 2, size * 3 / 2, 0));
+  brisk_fifo_free(fifo.get(), bigger);
+  s = stats_of(fifo.get());
+  EXPECT_EQ(s.bytes_held, kDefaultPage);  // big pages go back at once
+  EXPECT_EQ(s.bytes_in_use, span_of(100) * 2);
+  brisk_fifo_free(fifo.get(), small);
+  brisk_fifo_free(fifo.get(), small2);
+}
+
+// A random mix of alloc, realloc and free against a model of every block's
+// contents: nothing overlaps, nothing is lost, new bytes are zero.
+TEST(FifoStress, RandomOperationsKeepContents) {
+  FifoPtr fifo = make_fifo(8 * kKiB);
+  struct Block {
+    unsigned char *p;
+    size_t size;
+    uint64_t seed;
+  };
+  std::deque<Block> live;
+  std::mt19937_64 rng(11);
+  const long n = scaled(300000, 30000);
+  uint64_t serial = 0;
+  for (long i = 0; i < n; i++) {
+    unsigned op = rng() % 10;
+    if (op < 5 || live.empty()) {
+      size_t size = rng() % 8 == 0 ? rng() % 20000 : rng() % 200;
+      auto *p = static_cast<unsigned char *>(brisk_fifo_alloc(fifo.get(), size));
+      ASSERT_NE(p, nullptr);
+      ASSERT_TRUE(is_aligned(p, 16));
+      ASSERT_TRUE(all_bytes_are(p, size, 0));
+      uint64_t seed = block_seed(p, size, ++serial);
+      fill_pattern(p, size, seed);
+      live.push_back({p, size, seed});
+    } else if (op < 7) {
+      Block &b = live[rng() % live.size()];
+      size_t new_size = rng() % 2 ? rng() % 400 : rng() % 20000;
+      auto *q = static_cast<unsigned char *>(brisk_fifo_realloc(fifo.get(), b.p, new_size));
+      ASSERT_NE(q, nullptr);
+      size_t kept = std::min(b.size, new_size);
+      ASSERT_TRUE(brisk_test::find_pattern_mismatch(q, kept, b.seed) == kept);
+      ASSERT_TRUE(all_bytes_are(q + kept, new_size - kept, 0));
+      b.seed = block_seed(q, new_size, ++serial);
+      fill_pattern(q, new_size, b.seed);
+      b.p = q;
+      b.size = new_size;
+    } else {
+      // Mostly oldest first, as a FIFO is meant to be used, sometimes any.
+      size_t index = rng() % 4 == 0 ? rng() % live.size() : 0;
+      Block b = live[index];
+      ASSERT_TRUE(pattern_intact(b.p, b.size, b.seed));
+      brisk_fifo_free(fifo.get(), b.p);
+      live.erase(live.begin() + static_cast<long>(index));
+    }
+  }
+  for (const Block &b : live) {
+    ASSERT_TRUE(pattern_intact(b.p, b.size, b.seed));
+    brisk_fifo_free(fifo.get(), b.p);
+  }
+  EXPECT_EQ(stats_of(fifo.get()).bytes_in_use, 0u);
+}
+
+// Destroy with live blocks: everything stays usable until the last free,
+// which gives every page and the fifo itself back to the system.
+TEST(FifoDestroy, LiveBlocksOutliveDestroy) {
+  brisk_fifo_t *fifo = brisk_fifo_create(0);
+  ASSERT_NE(fifo, nullptr);
+  std::vector<unsigned char *> blocks;
+  for (int i = 0; i < 500; i++) {  // several pages, one big block among them
+    size_t size = i == 250 ? 300 * kKiB : 1000;
+    auto *p = static_cast<unsigned char *>(brisk_fifo_alloc(fifo, size));
+    ASSERT_NE(p, nullptr);
+    memset(p, (i + 1) & 0xff, size);
+    blocks.push_back(p);
+  }
+  unsigned char *first = blocks.front();
+  unsigned char *big = blocks[250];
+  brisk_fifo_destroy(fifo);
+  EXPECT_TRUE(is_mapped(fifo));
+  // Every block but the first, in random order: pages go as they empty.
+  std::mt19937_64 rng(7);
+  std::shuffle(blocks.begin() + 1, blocks.end(), rng);
+  for (size_t i = 1; i < blocks.size(); i++) brisk_fifo_free(fifo, blocks[i]);
+  EXPECT_FALSE(is_mapped(big));
+  EXPECT_TRUE(is_mapped(fifo));
+  EXPECT_TRUE(is_mapped(first));
+  EXPECT_EQ(first[999], 1);
+  brisk_fifo_free(fifo, first);
+  // The last free released the first page and the control page.
+  EXPECT_FALSE(is_mapped(first));
+  EXPECT_FALSE(is_mapped(fifo));
+}
+
+TEST(FifoDestroy, WithoutLiveBlocksReleasesAtOnce) {
+  brisk_fifo_t *fifo = brisk_fifo_create(0);
+  ASSERT_NE(fifo, nullptr);
+  auto *p = static_cast<unsigned char *>(brisk_fifo_alloc(fifo, 100));
+  brisk_fifo_free(fifo, p);
+  brisk_fifo_destroy(fifo);
+  EXPECT_FALSE(is_mapped(fifo));
+  EXPECT_FALSE(is_mapped(p));
+  brisk_fifo_destroy(nullptr);
+}
+
+// Many threads, each with a fifo of its own (a fifo is single-threaded),
+// running a ring with content checks: fifos share nothing.
+TEST(FifoThreads, OneFifoPerThread) {
+  const int threads = 12;
+  const long n = scaled(300000, 20000);
+  std::vector<std::thread> workers;
+  std::vector<int> failures(threads, 0);
+  for (int t = 0; t < threads; t++) {
+    workers.emplace_back([t, n, &failures] {
+      brisk_fifo_t *fifo = brisk_fifo_create(t % 2 ? 0 : 16 * kKiB);
+      if (fifo == nullptr) {
+        failures[t]++;
+        return;
+      }
+      const size_t ring = 300;
+      std::vector<std::pair<unsigned char *, size_t>> slots(ring, {nullptr, 0});
+      std::mt19937_64 rng(static_cast<uint64_t>(t));
+      for (long i = 0; i < n; i++) {
+        size_t slot = t % 3 == 0 ? rng() % ring : static_cast<size_t>(i) % ring;
+        auto &[p, size] = slots[slot];
+        if (p != nullptr) {
+          if (!pattern_intact(p, size, block_seed(p, size, static_cast<uint64_t>(t)))) failures[t]++;
+          brisk_fifo_free(fifo, p);
+        }
+        size = rng() % 500;
+        p = static_cast<unsigned char *>(brisk_fifo_alloc(fifo, size));
+        if (p == nullptr || !all_bytes_are(p, size, 0)) {
+          failures[t]++;
+          return;
+        }
+        fill_pattern(p, size, block_seed(p, size, static_cast<uint64_t>(t)));
+      }
+      for (auto &[p, size] : slots) brisk_fifo_free(fifo, p);
+      brisk_region_stats_t s;
+      brisk_fifo_stats(fifo, &s);
+      if (s.bytes_in_use != 0) failures[t]++;
+      brisk_fifo_destroy(fifo);
+    });
+  }
+  for (auto &w : workers) w.join();
+  for (int t = 0; t < threads; t++) EXPECT_EQ(failures[t], 0) << "thread " << t;
+}
+
+// Misuse that must abort with a message rather than corrupt the fifo.
+// "threadsafe" death tests re-execute the binary instead of forking.
+class FifoDeathTest : public testing::Test {
+ protected:
+  void SetUp() override { GTEST_FLAG_SET(death_test_style, "threadsafe"); }
+};
+
+TEST_F(FifoDeathTest, DoubleFreeAborts) {
+  EXPECT_DEATH(
+      {
+        brisk_fifo_t *fifo = brisk_fifo_create(0);
+        void *keep = brisk_fifo_alloc(fifo, 10);  // so the page stays as it is
+        void *p = brisk_fifo_alloc(fifo, 10);
+        escape(keep);
+        brisk_fifo_free(fifo, p);
+        brisk_fifo_free(fifo, p);
+      },
+      "brisk: brisk_fifo_free\\(0x[0-9a-f]+\\): double free");
+}
+
+TEST_F(FifoDeathTest, ForeignPointerAborts) {
+  EXPECT_DEATH(
+      {
+        brisk_fifo_t *fifo = brisk_fifo_create(0);
+        alignas(16) unsigned char local[64] = {};
+        escape(local);
+        brisk_fifo_free(fifo, local + 16);
+      },
+      "brisk_fifo_free\\(0x[0-9a-f]+\\): not a block of a fifo");
+}
+
+TEST_F(FifoDeathTest, MallocPointerAborts) {
+  EXPECT_DEATH(
+      {
+        brisk_fifo_t *fifo = brisk_fifo_create(0);
+        void *p = brisk_malloc(48);
+        escape(p);
+        brisk_fifo_free(fifo, p);
+      },
+      "brisk_fifo_free\\(0x[0-9a-f]+\\): not a block of a fifo");
+}
+
+TEST_F(FifoDeathTest, BlockOfAnotherFifoAborts) {
+  EXPECT_DEATH(
+      {
+        brisk_fifo_t *a = brisk_fifo_create(0);
+        brisk_fifo_t *b = brisk_fifo_create(0);
+        void *p = brisk_fifo_alloc(a, 10);
+        brisk_fifo_realloc(b, p, 20);
+      },
+      "brisk_fifo_realloc\\(0x[0-9a-f]+\\): a block of another fifo");
+}
+
+TEST_F(FifoDeathTest, AllocAfterDestroyAborts) {
+  EXPECT_DEATH(
+      {
+        brisk_fifo_t *fifo = brisk_fifo_create(0);
+        void *p = brisk_fifo_alloc(fifo, 10);
+        escape(p);
+        brisk_fifo_destroy(fifo);  // p keeps the fifo alive
+        brisk_fifo_alloc(fifo, 10);
+      },
+      "brisk_fifo_alloc\\(0x[0-9a-f]+\\): the fifo was destroyed");
+}
+
+// AddressSanitizer catches a use of a block after brisk_fifo_free.
+TEST_F(FifoDeathTest, UseAfterFreeIsCaught) {
+#if defined(__SANITIZE_ADDRESS__)
+  FifoPtr fifo = make_fifo();
+  void *keep = brisk_fifo_alloc(fifo.get(), 64);  // the page stays in use
+  auto *p = static_cast<unsigned char *>(brisk_fifo_alloc(fifo.get(), 64));
+  ASSERT_NE(p, nullptr);
+  p[10] = 1;  // fine while the block lives
+  brisk_fifo_free(fifo.get(), p);
+  EXPECT_DEATH(
+      {
+        volatile unsigned char *q = p;
+        q[10] = 2;
+      },
+      "use-after-poison");
+  // So is a write into a block header, and into the page's free space.
+  EXPECT_DEATH(
+      {
+        volatile unsigned char *q = static_cast<unsigned char *>(keep);
+        q[-4] = 2;
+      },
+      "use-after-poison");
+  EXPECT_DEATH(
+      {
+        volatile unsigned char *q = p;
+        q[4096] = 2;
+      },
+      "use-after-poison");
+  brisk_fifo_free(fifo.get(), keep);
+#else
+  GTEST_SKIP() << "needs AddressSanitizer (-DBRISK_SANITIZE=address)";
+#endif
+}
+
+}  // namespace

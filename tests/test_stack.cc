@@ -1,0 +1,717 @@
+// The frame (stack) allocator: frames restore exactly, BRISK_STACK_SCOPE,
+// realloc in place and by copy, alignment and bad input, big blocks, the
+// per-thread stacks, seed 002's worst_case() bound, and the sanitizer
+// poisoning of popped memory. Runs in the release, ASan and TSan builds.
+#include <brisk.h>
+#include <gtest/gtest.h>
+
+#include <atomic>
+#include <cerrno>
+#include <cstdint>
+#include <cstdio>
+#include <cstring>
+#include <mutex>
+#include <set>
+#include <thread>
+#include <vector>
+
+#include "../src/regions/stack.h"
+#include "test_util.h"
+
+using brisk_test::block_seed;
+using brisk_test::escape;
+using brisk_test::fill_pattern;
+using brisk_test::is_aligned;
+using brisk_test::kMiB;
+using brisk_test::pattern_intact;
+using brisk_test::scaled;
+
+namespace {
+
+// Sizes that can never be served on x86-64 (47-bit user address space).
+const size_t kUnservableSizes[] = {SIZE_MAX, SIZE_MAX / 2 + 1, size_t{1} << 46};
+
+struct Block {
+  void *p;
+  size_t size;
+  uint64_t seed;
+};
+
+// Allocates and fills `size` bytes, remembering the block for later checks.
+Block make_block(brisk_stack_t *s, size_t size, size_t align, uint64_t serial) {
+  void *p = brisk_stack_alloc(s, size, align);
+  EXPECT_NE(p, nullptr);
+  if (p == nullptr) return {nullptr, 0, 0};
+  EXPECT_TRUE(is_aligned(p, align == 0 ? 16 : align)) << p << " align " << align;
+  uint64_t seed = block_seed(p, size, serial);
+  fill_pattern(p, size, seed);
+  return {p, size, seed};
+}
+
+// Address space of this process in bytes, from /proc/self/status.
+size_t vm_size_bytes() {
+  FILE *f = std::fopen("/proc/self/status", "r");
+  if (f == nullptr) return 0;
+  char line[256];
+  size_t kib = 0;
+  while (std::fgets(line, sizeof line, f) != nullptr) {
+    if (std::sscanf(line, "VmSize: %zu kB", &kib) == 1) break;
+  }
+  std::fclose(f);
+  return kib * 1024;
+}
+
+bool intact(const Block &b) { return b.p == nullptr || pattern_intact(b.p, b.size, b.seed); }
+
+size_t in_use(const brisk_stack_t *s) {
+  brisk_region_stats_t st;
+  brisk_stack_stats(s, &st);
+  return st.bytes_in_use;
+}
+
+// A size for allocation k of a level: mostly small, now and then larger
+// than a 64 KiB block, so that frames span blocks.
+size_t level_size(int level, int k) {
+  if ((level * 31 + k) % 23 == 0) return 70000 + 1000 * static_cast<size_t>(k);
+  return 1 + static_cast<size_t>((level * 97 + k * 13) % 300);
+}
+
+// Pushes a frame, fills blocks, recurses, checks its own blocks survived the
+// inner frames, pops, and checks that the first allocation after the pop
+// lands where the first allocation after the push did.
+void nested_level(brisk_stack_t *s, int level, int max_level, std::vector<Block> *outer,
+                  uint64_t *serial) {
+  const size_t first_size = 40;
+  brisk_stack_push(s);
+  size_t used_at_push = in_use(s);
+  void *first = brisk_stack_alloc(s, first_size, 16);
+  ASSERT_NE(first, nullptr);
+  std::vector<Block> mine;
+  for (int k = 0; k < 40; k++) {
+    size_t align = size_t{1} << (k % 8);
+    mine.push_back(make_block(s, level_size(level, k), align, (*serial)++));
+  }
+  if (level < max_level) {
+    for (int child = 0; child < 2; child++) {
+      nested_level(s, level + 1, max_level, &mine, serial);
+      if (testing::Test::HasFatalFailure()) return;
+    }
+  }
+  for (const Block &b : mine) ASSERT_TRUE(intact(b)) << "level " << level;
+  for (const Block &b : *outer) ASSERT_TRUE(intact(b)) << "outer of level " << level;
+  brisk_stack_pop(s);
+  EXPECT_EQ(in_use(s), used_at_push);
+  // The pop gave everything back: the same request gets the same address.
+  void *again = brisk_stack_alloc(s, first_size, 16);
+  EXPECT_EQ(again, first) << "level " << level;
+  // It is now the outer frame's: record it there.
+  outer->push_back(make_block(s, first_size, 16, (*serial)++));
+  escape(again);
+}
+
+TEST(BriskStack, CreateAndDestroy) {
+  brisk_stack_t *s = brisk_stack_create(0);
+  ASSERT_NE(s, nullptr);
+  brisk_region_stats_t st;
+  brisk_stack_stats(s, &st);
+  EXPECT_EQ(st.bytes_requested, 0u);
+  EXPECT_EQ(st.bytes_in_use, 0u);
+  EXPECT_GE(st.bytes_held, 64u * 1024);
+  EXPECT_EQ(st.system_requests, 1u);
+  brisk_stack_destroy(s);
+  brisk_stack_destroy(nullptr);
+
+  brisk_stack_t *tiny = brisk_stack_create(1);
+  ASSERT_NE(tiny, nullptr);
+  for (int i = 0; i < 10000; i++) ASSERT_NE(brisk_stack_alloc(tiny, 100, 0), nullptr);
+  brisk_stack_destroy(tiny);
+
+  errno = 0;
+  EXPECT_EQ(brisk_stack_create(SIZE_MAX), nullptr);
+  EXPECT_EQ(errno, ENOMEM);
+}
+
+TEST(BriskStack, NestedFramesRestoreExactly) {
+  brisk_stack_t *s = brisk_stack_create(0);
+  ASSERT_NE(s, nullptr);
+  uint64_t serial = 1;
+  std::vector<Block> base;
+  for (int k = 0; k < 10; k++) base.push_back(make_block(s, 24 + k, 8, serial++));
+  int rounds = static_cast<int>(scaled(6, 2));
+  for (int round = 0; round < rounds; round++) {
+    nested_level(s, 0, 5, &base, &serial);
+    if (HasFatalFailure()) break;
+  }
+  for (const Block &b : base) EXPECT_TRUE(intact(b));
+  brisk_stack_destroy(s);
+}
+
+TEST(BriskStack, PopRestoresTheAllocationPoint) {
+  brisk_stack_t *s = brisk_stack_create(0);
+  ASSERT_NE(s, nullptr);
+  void *outer = brisk_stack_alloc(s, 100, 0);
+  ASSERT_NE(outer, nullptr);
+  for (int i = 0; i < 1000; i++) {
+    brisk_stack_push(s);
+    void *a = brisk_stack_alloc(s, 33, 0);
+    brisk_stack_push(s);
+    for (int k = 0; k < 50; k++) ASSERT_NE(brisk_stack_alloc(s, 1000 + k, 0), nullptr);
+    brisk_stack_pop(s);
+    void *b = brisk_stack_alloc(s, 33, 0);
+    brisk_stack_pop(s);
+    // After both pops the next allocation takes the first one's place.
+    void *c = brisk_stack_alloc(s, 33, 0);
+    EXPECT_EQ(c, a);
+    EXPECT_NE(b, a);
+    brisk_stack_push(s);
+    void *d = brisk_stack_alloc(s, 33, 0);
+    EXPECT_NE(d, c);
+    brisk_stack_pop(s);
+    // c stays in the base frame: start the next round from a fresh frame.
+    brisk_stack_push(s);
+    brisk_stack_pop(s);
+    if (HasFailure()) break;
+  }
+  brisk_stack_destroy(s);
+}
+
+// BRISK_STACK_SCOPE pops however the block is left.
+int scope_with_early_return(brisk_stack_t *s, int n) {
+  BRISK_STACK_SCOPE(s);
+  for (int i = 0; i < n; i++) {
+    char *p = static_cast<char *>(brisk_stack_alloc(s, 64, 0));
+    p[0] = 1;
+    if (i == 3) return i;
+  }
+  return -1;
+}
+
+TEST(BriskStack, ScopePopsOnReturnBreakAndGoto) {
+  brisk_stack_t *s = brisk_stack_create(0);
+  ASSERT_NE(s, nullptr);
+  void *marker = brisk_stack_alloc(s, 8, 0);
+  ASSERT_NE(marker, nullptr);
+  size_t before = in_use(s);
+
+  EXPECT_EQ(scope_with_early_return(s, 10), 3);
+  EXPECT_EQ(in_use(s), before);
+
+  for (int i = 0; i < 5; i++) {
+    BRISK_STACK_SCOPE(s);
+    ASSERT_NE(brisk_stack_alloc(s, 100, 0), nullptr);
+    if (i == 2) break;
+  }
+  EXPECT_EQ(in_use(s), before);
+
+  {
+    BRISK_STACK_SCOPE(s);
+    ASSERT_NE(brisk_stack_alloc(s, 100, 0), nullptr);
+    goto out;
+  }
+out:
+  EXPECT_EQ(in_use(s), before);
+
+  {
+    BRISK_STACK_SCOPE(s);
+    BRISK_STACK_SCOPE(s);  // two scopes in one block pop twice
+    ASSERT_NE(brisk_stack_alloc(s, 100, 0), nullptr);
+  }
+  EXPECT_EQ(in_use(s), before);
+
+  // The scope's argument is evaluated once.
+  int evaluations = 0;
+  {
+    BRISK_STACK_SCOPE((evaluations++, s));
+    ASSERT_NE(brisk_stack_alloc(s, 100, 0), nullptr);
+  }
+  EXPECT_EQ(evaluations, 1);
+  EXPECT_EQ(in_use(s), before);
+
+  // Every push was popped: one more pop would have nothing to pop. The
+  // next allocation lands right after the marker's frame state.
+  brisk_stack_push(s);
+  void *a = brisk_stack_alloc(s, 8, 0);
+  brisk_stack_pop(s);
+  EXPECT_EQ(a, brisk_stack_alloc(s, 8, 0));
+  brisk_stack_destroy(s);
+}
+
+TEST(BriskStack, ReallocInPlaceForTheLastAllocation) {
+  brisk_stack_t *s = brisk_stack_create(0);
+  ASSERT_NE(s, nullptr);
+  brisk_stack_push(s);
+  char *p = static_cast<char *>(brisk_stack_alloc(s, 100, 0));
+  ASSERT_NE(p, nullptr);
+  fill_pattern(p, 100, 7);
+  // Grow, grow, shrink: always the same pointer, contents kept.
+  char *q = static_cast<char *>(brisk_stack_realloc(s, p, 100, 1000, 0));
+  EXPECT_EQ(q, p);
+  EXPECT_TRUE(pattern_intact(q, 100, 7));
+  std::memset(q + 100, 0x5a, 900);
+  q = static_cast<char *>(brisk_stack_realloc(s, q, 1000, 4000, 0));
+  EXPECT_EQ(q, p);
+  EXPECT_TRUE(pattern_intact(q, 100, 7));
+  q = static_cast<char *>(brisk_stack_realloc(s, q, 4000, 50, 0));
+  EXPECT_EQ(q, p);
+  EXPECT_TRUE(pattern_intact(q, 50, 7));
+  // The shrink gave the room back: the next allocation follows at once.
+  char *next = static_cast<char *>(brisk_stack_alloc(s, 10, 1));
+  EXPECT_EQ(next, p + 50);
+
+  // A dynamic array grown by doubling stays in place while the block has room.
+  size_t size = 16;
+  char *array = static_cast<char *>(brisk_stack_alloc(s, size, 8));
+  fill_pattern(array, size, 11);
+  int moves = 0;
+  while (size < 32 * 1024) {
+    char *grown = static_cast<char *>(brisk_stack_realloc(s, array, size, size * 2, 8));
+    ASSERT_NE(grown, nullptr);
+    ASSERT_TRUE(pattern_intact(grown, size, 11));
+    if (grown != array) moves++;
+    array = grown;
+    size *= 2;
+    fill_pattern(array, size, 11);
+  }
+  EXPECT_LE(moves, 1);
+  brisk_stack_pop(s);
+  brisk_stack_destroy(s);
+}
+
+TEST(BriskStack, ReallocCopiesOtherwise) {
+  brisk_stack_t *s = brisk_stack_create(0);
+  ASSERT_NE(s, nullptr);
+  brisk_stack_push(s);
+  char *p = static_cast<char *>(brisk_stack_alloc(s, 100, 0));
+  fill_pattern(p, 100, 3);
+  char *other = static_cast<char *>(brisk_stack_alloc(s, 10, 0));
+  ASSERT_NE(other, nullptr);
+  // Not the last allocation: a copy.
+  char *q = static_cast<char *>(brisk_stack_realloc(s, p, 100, 300, 0));
+  ASSERT_NE(q, nullptr);
+  EXPECT_NE(q, p);
+  EXPECT_TRUE(pattern_intact(q, 100, 3));
+  // Shrinking a block that is not the last one keeps it where it is.
+  char *r = static_cast<char *>(brisk_stack_realloc(s, other, 10, 5, 0));
+  EXPECT_EQ(r, other);
+
+  // The last allocation, but the block has no room for the new size.
+  char *last = static_cast<char *>(brisk_stack_alloc(s, 1000, 0));
+  fill_pattern(last, 1000, 5);
+  char *big = static_cast<char *>(brisk_stack_realloc(s, last, 1000, 4 * kMiB, 0));
+  ASSERT_NE(big, nullptr);
+  EXPECT_NE(big, last);
+  EXPECT_TRUE(pattern_intact(big, 1000, 5));
+
+  // After a child frame is popped, the parent's last allocation grows in
+  // place again.
+  char *parent_last = static_cast<char *>(brisk_stack_alloc(s, 64, 0));
+  fill_pattern(parent_last, 64, 9);
+  brisk_stack_push(s);
+  ASSERT_NE(brisk_stack_alloc(s, 32, 0), nullptr);
+  brisk_stack_pop(s);
+  char *grown = static_cast<char *>(brisk_stack_realloc(s, parent_last, 64, 256, 0));
+  EXPECT_EQ(grown, parent_last);
+  EXPECT_TRUE(pattern_intact(grown, 64, 9));
+  // From a child frame it is not the top frame's last allocation: copied
+  // (into the child frame, and the old block is gone).
+  brisk_stack_push(s);
+  char *copy = static_cast<char *>(brisk_stack_realloc(s, grown, 256, 512, 0));
+  EXPECT_NE(copy, grown);
+  EXPECT_TRUE(pattern_intact(copy, 64, 9));
+  brisk_stack_pop(s);
+
+  // A stricter alignment than the block has: copied to an aligned place.
+  char *odd = static_cast<char *>(brisk_stack_alloc(s, 3, 1));
+  char *odd2 = static_cast<char *>(brisk_stack_alloc(s, 3, 1));
+  std::memcpy(odd2, "ab", 3);
+  char *aligned = static_cast<char *>(brisk_stack_realloc(s, odd2, 3, 64, 4096));
+  ASSERT_NE(aligned, nullptr);
+  EXPECT_TRUE(is_aligned(aligned, 4096));
+  EXPECT_STREQ(aligned, "ab");
+  escape(odd);
+
+  // NULL allocates.
+  void *fresh = brisk_stack_realloc(s, nullptr, 0, 40, 0);
+  EXPECT_NE(fresh, nullptr);
+  EXPECT_TRUE(is_aligned(fresh, 16));
+  brisk_stack_pop(s);
+  brisk_stack_destroy(s);
+}
+
+TEST(BriskStack, AlignmentsAreHonoured) {
+  brisk_stack_t *s = brisk_stack_create(0);
+  ASSERT_NE(s, nullptr);
+  brisk_stack_push(s);
+  for (int round = 0; round < 50; round++) {
+    for (size_t align = 1; align <= 4096; align *= 2) {
+      // An odd-sized block first, so that the next one needs padding.
+      ASSERT_NE(brisk_stack_alloc(s, 1 + static_cast<size_t>(round), 1), nullptr);
+      void *p = brisk_stack_alloc(s, 24, align);
+      ASSERT_NE(p, nullptr);
+      EXPECT_TRUE(is_aligned(p, align)) << p << " align " << align;
+      std::memset(p, 0xab, 24);
+    }
+  }
+  // Alignments larger than a page, in a fresh block of their own.
+  for (size_t align = 8192; align <= 4 * kMiB; align *= 4) {
+    void *p = brisk_stack_alloc(s, 100, align);
+    ASSERT_NE(p, nullptr);
+    EXPECT_TRUE(is_aligned(p, align));
+    std::memset(p, 1, 100);
+  }
+  // Default alignment is 16.
+  ASSERT_NE(brisk_stack_alloc(s, 3, 1), nullptr);
+  EXPECT_TRUE(is_aligned(brisk_stack_alloc(s, 8, 0), 16));
+  brisk_stack_pop(s);
+  brisk_stack_destroy(s);
+}
+
+TEST(BriskStack, BadAlignmentIsEinval) {
+  brisk_stack_t *s = brisk_stack_create(0);
+  ASSERT_NE(s, nullptr);
+  const size_t bad[] = {3, 6, 12, 24, 48, 100, 4095, SIZE_MAX, (size_t{1} << 63) + 1};
+  for (size_t align : bad) {
+    SCOPED_TRACE(align);
+    errno = 0;
+    EXPECT_EQ(brisk_stack_alloc(s, 16, align), nullptr);
+    EXPECT_EQ(errno, EINVAL);
+    void *p = brisk_stack_alloc(s, 16, 0);
+    errno = 0;
+    EXPECT_EQ(brisk_stack_realloc(s, p, 16, 32, align), nullptr);
+    EXPECT_EQ(errno, EINVAL);
+    errno = 0;
+    EXPECT_EQ(brisk_stack_realloc(s, nullptr, 0, 32, align), nullptr);
+    EXPECT_EQ(errno, EINVAL);
+  }
+  brisk_stack_destroy(s);
+}
+
+TEST(BriskStack, SizeZeroGivesUniquePointers) {
+  brisk_stack_t *s = brisk_stack_create(0);
+  ASSERT_NE(s, nullptr);
+  std::set<void *> seen;
+  for (size_t align = 1; align <= 64; align *= 2) {
+    for (int i = 0; i < 20; i++) {
+      void *p = brisk_stack_alloc(s, 0, align);
+      ASSERT_NE(p, nullptr);
+      EXPECT_TRUE(is_aligned(p, align));
+      EXPECT_TRUE(seen.insert(p).second) << "size 0 gave " << p << " twice";
+    }
+  }
+  // And a zero-size block is no one's neighbour: the next one differs.
+  void *z = brisk_stack_alloc(s, 0, 1);
+  void *n = brisk_stack_alloc(s, 5, 1);
+  EXPECT_NE(z, n);
+  brisk_stack_destroy(s);
+}
+
+TEST(BriskStack, UnservableSizesAreEnomem) {
+  brisk_stack_t *s = brisk_stack_create(0);
+  ASSERT_NE(s, nullptr);
+  brisk_stack_push(s);
+  void *p = brisk_stack_alloc(s, 64, 0);
+  ASSERT_NE(p, nullptr);
+  std::memset(p, 7, 64);
+  for (size_t size : kUnservableSizes) {
+    SCOPED_TRACE(size);
+    errno = 0;
+    EXPECT_EQ(brisk_stack_alloc(s, size, 0), nullptr);
+    EXPECT_EQ(errno, ENOMEM);
+    errno = 0;
+    EXPECT_EQ(brisk_stack_alloc(s, size, 4096), nullptr);
+    EXPECT_EQ(errno, ENOMEM);
+    errno = 0;
+    EXPECT_EQ(brisk_stack_realloc(s, p, 64, size, 0), nullptr);
+    EXPECT_EQ(errno, ENOMEM);
+    EXPECT_TRUE(brisk_test::all_bytes_are(p, 64, 7));
+  }
+  // Huge alignments cannot be served either.
+  errno = 0;
+  EXPECT_EQ(brisk_stack_alloc(s, 1, size_t{1} << 62), nullptr);
+  EXPECT_EQ(errno, ENOMEM);
+  // The stack still works.
+  void *q = brisk_stack_alloc(s, 100, 0);
+  EXPECT_NE(q, nullptr);
+  brisk_stack_pop(s);
+  brisk_stack_destroy(s);
+}
+
+TEST(BriskStack, BigAllocations) {
+  brisk_stack_t *s = brisk_stack_create(0);
+  ASSERT_NE(s, nullptr);
+  const size_t sizes[] = {100 * 1024, kMiB, 3 * kMiB + 5, 16 * kMiB, 64 * kMiB};
+  std::vector<Block> blocks;
+  uint64_t serial = 1;
+  brisk_stack_push(s);
+  for (size_t size : sizes) {
+    if (brisk_test::kSanitized && size > 16 * kMiB) continue;
+    blocks.push_back(make_block(s, size, 64, serial++));
+    blocks.push_back(make_block(s, 100, 0, serial++));
+  }
+  for (const Block &b : blocks) EXPECT_TRUE(intact(b));
+  brisk_region_stats_t st;
+  brisk_stack_stats(s, &st);
+  size_t asked = 0;
+  for (const Block &b : blocks) asked += b.size;
+  EXPECT_EQ(st.bytes_in_use, asked);
+  EXPECT_GE(st.bytes_held, asked);
+  brisk_stack_pop(s);
+  // Popped big blocks are reused, not mapped again.
+  brisk_stack_stats(s, &st);
+  size_t maps = st.system_requests;
+  brisk_stack_push(s);
+  Block again = make_block(s, 3 * kMiB, 64, serial++);
+  EXPECT_TRUE(intact(again));
+  brisk_stack_pop(s);
+  brisk_stack_stats(s, &st);
+  EXPECT_EQ(st.system_requests, maps);
+  brisk_stack_destroy(s);
+}
+
+TEST(BriskStack, DeepFrames) {
+  brisk_stack_t *s = brisk_stack_create(0);
+  ASSERT_NE(s, nullptr);
+  const int depth = static_cast<int>(scaled(100000, 20000));
+  std::vector<uint32_t *> cells(static_cast<size_t>(depth));
+  for (int i = 0; i < depth; i++) {
+    brisk_stack_push(s);
+    cells[i] = static_cast<uint32_t *>(brisk_stack_alloc(s, sizeof(uint32_t), 4));
+    ASSERT_NE(cells[i], nullptr);
+    *cells[i] = static_cast<uint32_t>(i) * 2654435761u;
+  }
+  for (int i = depth - 1; i >= 0; i--) {
+    ASSERT_EQ(*cells[i], static_cast<uint32_t>(i) * 2654435761u) << i;
+    brisk_stack_pop(s);
+  }
+  EXPECT_EQ(in_use(s), 0u);
+  brisk_stack_destroy(s);
+}
+
+TEST(BriskStack, StatsAreSane) {
+  brisk_stack_t *s = brisk_stack_create(0);
+  ASSERT_NE(s, nullptr);
+  brisk_region_stats_t st;
+  ASSERT_NE(brisk_stack_alloc(s, 10, 0), nullptr);
+  brisk_stack_push(s);
+  ASSERT_NE(brisk_stack_alloc(s, 100, 0), nullptr);
+  ASSERT_NE(brisk_stack_alloc(s, 1000, 0), nullptr);
+  brisk_stack_stats(s, &st);
+  EXPECT_EQ(st.bytes_requested, 1110u);
+  EXPECT_EQ(st.bytes_in_use, 1110u);
+  brisk_stack_push(s);
+  ASSERT_NE(brisk_stack_alloc(s, 200 * 1024, 0), nullptr);
+  brisk_stack_stats(s, &st);
+  EXPECT_EQ(st.bytes_in_use, 1110u + 200 * 1024);
+  EXPECT_GE(st.bytes_held, 64u * 1024 + 200 * 1024);
+  EXPECT_EQ(st.system_requests, 2u);
+  brisk_stack_pop(s);
+  brisk_stack_stats(s, &st);
+  EXPECT_EQ(st.bytes_in_use, 1110u);
+  EXPECT_EQ(st.bytes_requested, 1110u + 200 * 1024);
+  brisk_stack_pop(s);
+  brisk_stack_stats(s, &st);
+  EXPECT_EQ(st.bytes_in_use, 10u);
+  EXPECT_EQ(st.bytes_held % 4096, 0u);
+  EXPECT_EQ(_brisk_stack_mapped_total(s), st.bytes_held);
+  brisk_stack_destroy(s);
+}
+
+// Seed 002's worst_case(): rounds of 20,000 small blocks in a scope, each
+// followed by one oversized block in the outer frame. The seed mapped 35 MiB
+// of blocks in total before its fix and 7.5 MiB after; brisk must not map
+// more. A count, not a time: the same on every machine.
+TEST(BriskStack, WorstCaseMapsAtMostSevenAndAHalfMiB) {
+  const int depth = 20;
+  brisk_stack_t *s = brisk_stack_create(0);
+  ASSERT_NE(s, nullptr);
+  {
+    BRISK_STACK_SCOPE(s);
+    for (int i = 0; i < depth; i++) {
+      {
+        BRISK_STACK_SCOPE(s);
+        for (int k = 0; k < 20000; k++) {
+          char *p = static_cast<char *>(brisk_stack_alloc(s, 100, 1));
+          ASSERT_NE(p, nullptr);
+          p[0] = p[99] = 1;
+        }
+      }
+      size_t big = 80000 + 4096 * static_cast<size_t>(depth);
+      char *p = static_cast<char *>(brisk_stack_alloc(s, big, 1));
+      ASSERT_NE(p, nullptr);
+      p[0] = p[big - 1] = 1;
+    }
+  }
+  size_t total = _brisk_stack_mapped_total(s);
+  RecordProperty("worst_case_mapped_bytes", std::to_string(total));
+  EXPECT_LE(total, 15 * kMiB / 2) << total / 1024 << " KiB mapped";
+  brisk_stack_destroy(s);
+}
+
+// After a spike, the free blocks kept shrink back towards what is in use.
+TEST(BriskStack, FreeBlocksAreBounded) {
+  brisk_stack_t *s = brisk_stack_create(0);
+  ASSERT_NE(s, nullptr);
+  const size_t spike = static_cast<size_t>(scaled(256, 32)) * kMiB;
+  brisk_stack_push(s);
+  for (size_t got = 0; got < spike; got += kMiB) ASSERT_NE(brisk_stack_alloc(s, kMiB, 0), nullptr);
+  brisk_stack_pop(s);
+  brisk_region_stats_t st;
+  brisk_stack_stats(s, &st);
+  EXPECT_GE(st.bytes_held, spike);
+  // Many small frames that each cross into a second block.
+  for (int i = 0; i < 5000; i++) {
+    brisk_stack_push(s);
+    ASSERT_NE(brisk_stack_alloc(s, 40000, 0), nullptr);
+    ASSERT_NE(brisk_stack_alloc(s, 40000, 0), nullptr);
+    brisk_stack_pop(s);
+  }
+  brisk_stack_stats(s, &st);
+  EXPECT_LE(st.bytes_held, 4 * kMiB) << st.bytes_held / kMiB << " MiB still held";
+  brisk_stack_destroy(s);
+}
+
+TEST(BriskStack, ThreadStacksAreDistinct) {
+  const int threads = 12;
+  const int rounds = static_cast<int>(scaled(300, 40));
+  std::mutex mutex;
+  std::set<brisk_stack_t *> stacks;
+  std::atomic<int> arrived{0};
+  std::atomic<int> failures{0};
+  std::vector<std::thread> pool;
+  for (int t = 0; t < threads; t++) {
+    pool.emplace_back([&, t] {
+      brisk_stack_t *s = brisk_stack_tls();
+      if (s == nullptr || brisk_stack_tls() != s) failures++;
+      {
+        std::lock_guard<std::mutex> lock(mutex);
+        if (!stacks.insert(s).second) failures++;
+      }
+      // Hold every thread's stack at once, so that a shared one would show.
+      arrived++;
+      while (arrived.load() < threads) std::this_thread::yield();
+      uint64_t serial = static_cast<uint64_t>(t) << 40;
+      for (int r = 0; r < rounds; r++) {
+        BRISK_STACK_SCOPE(s);
+        std::vector<Block> outer;
+        for (int k = 0; k < 20; k++)
+          outer.push_back(make_block(s, level_size(t + r, k) % 2000 + 1, 8, serial++));
+        for (int inner = 0; inner < 3; inner++) {
+          BRISK_STACK_SCOPE(brisk_stack_tls());
+          std::vector<Block> mine;
+          for (int k = 0; k < 30; k++)
+            mine.push_back(make_block(s, level_size(r, k + inner), 16, serial++));
+          for (const Block &b : mine)
+            if (!intact(b)) failures++;
+        }
+        for (const Block &b : outer)
+          if (!intact(b)) failures++;
+      }
+    });
+  }
+  for (auto &th : pool) th.join();
+  EXPECT_EQ(failures.load(), 0);
+  EXPECT_EQ(stacks.size(), static_cast<size_t>(threads));
+  // The main thread has its own too.
+  brisk_stack_t *mine = brisk_stack_tls();
+  EXPECT_NE(mine, nullptr);
+  EXPECT_EQ(brisk_stack_tls(), mine);
+}
+
+// Threads that exit give their stacks back: many short-lived threads do not
+// pile up mappings (the destructor runs; each stack is created afresh).
+TEST(BriskStack, ThreadStacksAreDestroyedAtExit) {
+  const int waves = 50;
+  size_t vm_before = vm_size_bytes();
+  for (int w = 0; w < waves; w++) {
+    std::vector<std::thread> pool;
+    for (int t = 0; t < 4; t++) {
+      pool.emplace_back([] {
+        brisk_stack_t *s = brisk_stack_tls();
+        BRISK_STACK_SCOPE(s);
+        // Big enough to need a second block, which the destructor unmaps.
+        void *p = brisk_stack_alloc(s, 4 * kMiB, 0);
+        ASSERT_NE(p, nullptr);
+        std::memset(p, 1, 4096);
+      });
+    }
+    for (auto &th : pool) th.join();
+  }
+  // Each thread mapped a block of 4 MiB or more: 200 of them, had they
+  // been kept, would add at least 800 MiB of address space.
+  EXPECT_LT(vm_size_bytes(), vm_before + 400 * kMiB);
+}
+
+class BriskStackDeathTest : public testing::Test {
+ protected:
+  void SetUp() override { GTEST_FLAG_SET(death_test_style, "threadsafe"); }
+};
+
+TEST_F(BriskStackDeathTest, PopWithoutPushAborts) {
+  EXPECT_DEATH(
+      {
+        brisk_stack_t *s = brisk_stack_create(0);
+        brisk_stack_pop(s);
+      },
+      "brisk: brisk_stack_pop: no frame to pop");
+  EXPECT_DEATH(
+      {
+        brisk_stack_t *s = brisk_stack_create(0);
+        brisk_stack_push(s);
+        brisk_stack_push(s);
+        brisk_stack_pop(s);
+        brisk_stack_pop(s);
+        brisk_stack_pop(s);
+      },
+      "no frame to pop");
+}
+
+TEST_F(BriskStackDeathTest, UseAfterPopIsCaughtByAsan) {
+#if defined(__SANITIZE_ADDRESS__)
+  EXPECT_DEATH(
+      {
+        brisk_stack_t *s = brisk_stack_create(0);
+        brisk_stack_push(s);
+        volatile char *p = static_cast<volatile char *>(brisk_stack_alloc(s, 64, 0));
+        p[0] = 1;
+        brisk_stack_pop(s);
+        p[10] = 2;
+      },
+      "use-after-poison");
+  // Across blocks too: a frame whose memory spans several blocks.
+  EXPECT_DEATH(
+      {
+        brisk_stack_t *s = brisk_stack_create(0);
+        brisk_stack_push(s);
+        for (int i = 0; i < 10; i++) brisk_stack_alloc(s, 40000, 0);
+        volatile char *p = static_cast<volatile char *>(brisk_stack_alloc(s, 64, 0));
+        p[0] = 1;
+        brisk_stack_pop(s);
+        p[1] = 2;
+      },
+      "use-after-poison");
+  // A realloc that moved leaves the old copy poisoned.
+  EXPECT_DEATH(
+      {
+        brisk_stack_t *s = brisk_stack_create(0);
+        volatile char *p = static_cast<volatile char *>(brisk_stack_alloc(s, 64, 0));
+        brisk_stack_alloc(s, 8, 0);
+        brisk_stack_realloc(s, const_cast<char *>(p), 64, 128, 0);
+        p[3] = 2;
+      },
+      "use-after-poison");
+  // A realloc that shrank in place gives its tail back.
+  EXPECT_DEATH(
+      {
+        brisk_stack_t *s = brisk_stack_create(0);
+        volatile char *p = static_cast<volatile char *>(brisk_stack_alloc(s, 64, 0));
+        brisk_stack_realloc(s, const_cast<char *>(p), 64, 8, 0);
+        p[7] = 1;
+        p[40] = 2;
+      },
+      "use-after-poison");
+#else
+  GTEST_SKIP() << "needs an AddressSanitizer build";
+#endif
+}
+
+}  // namespace
