@@ -10,7 +10,7 @@ and its Markdown joins the report.
 
   python3 bench/run.py --build build                  full run, ~15 min (2 cores, 6 allocators)
   python3 bench/run.py --build build --quick          small sizes, 3 reps, under 2 min
-  python3 bench/run.py --build build --callgrind      adds instructions per malloc/free pair
+  python3 bench/run.py --build build --callgrind      adds instructions per operation (callgrind)
   python3 bench/run.py --build build --smoke          CI: each workload once, brisk only
   python3 bench/run.py --build build --only larson,xmalloc --alloc brisk,glibc,mimalloc
   python3 bench/run.py --build build --only regions   the region allocator programs alone
@@ -55,6 +55,9 @@ ALLOCATOR_NAMES = ["glibc", "brisk"] + [name for name, _, _ in PEERS]
 # an allocator's lazy set-up on its first malloc is in both runs and cancels out.
 CALLGRIND_N = 200_000
 CALLGRIND_BASE = 1_000
+# pairs modes measured under callgrind: the 16-128 B mix, single size classes
+# from tiny to medium, calloc, and a small buffer growing by realloc.
+CALLGRIND_MODES = ["mix", "16", "64", "256", "1024", "4096", "32768", "calloc", "realloc"]
 
 RUN_TIMEOUT_S = {"full": 300, "quick": 60}
 
@@ -325,12 +328,13 @@ def callgrind_total(path: str) -> Optional[int]:
     return found.get("totals:", found.get("summary:"))
 
 
-def callgrind_pairs(build: str, allocator: Allocator, tmpdir: str) -> dict:
+def callgrind_pairs(build: str, allocator: Allocator, tmpdir: str, mode: str) -> dict:
     pairs = os.path.join(build, "bench", "pairs")
     counts = {}
     for n in (CALLGRIND_BASE, CALLGRIND_N):
-        out_file = os.path.join(tmpdir, f"{allocator.name}.{n}.callgrind")
-        argv = ["valgrind", "--tool=callgrind", f"--callgrind-out-file={out_file}", pairs, str(n)]
+        out_file = os.path.join(tmpdir, f"{allocator.name}.{mode}.{n}.callgrind")
+        argv = ["valgrind", "--tool=callgrind", f"--callgrind-out-file={out_file}", pairs, str(n),
+                mode]
         # valgrind passes LD_PRELOAD on to the program it runs; callgrind does not
         # replace malloc, so the preloaded allocator is the one measured.
         try:
@@ -347,24 +351,28 @@ def callgrind_pairs(build: str, allocator: Allocator, tmpdir: str) -> dict:
     return {"per_pair": per_pair, "ir_n": counts[CALLGRIND_N], "ir_base": counts[CALLGRIND_BASE]}
 
 
-def run_callgrind(build, allocators, out_dir) -> Dict[str, dict]:
-    results = {}
+def run_callgrind(build, allocators, out_dir) -> Dict[str, Dict[str, dict]]:
+    """results[allocator][mode] = {"per_pair", "ir_n", "ir_base"} or {"error"}."""
+    results: Dict[str, Dict[str, dict]] = {}
     with tempfile.TemporaryDirectory() as tmpdir:
         for a in allocators:
-            print(f"callgrind: pairs {CALLGRIND_BASE} and {CALLGRIND_N} under {a.name}",
-                  file=sys.stderr, flush=True)
-            results[a.name] = callgrind_pairs(build, a, tmpdir)
-            r = results[a.name]
-            print(f"      {r['per_pair']:.1f} instructions per pair" if "per_pair" in r
-                  else f"      FAILED: {r['error']}", file=sys.stderr, flush=True)
+            results[a.name] = {}
+            for mode in CALLGRIND_MODES:
+                r = callgrind_pairs(build, a, tmpdir, mode)
+                results[a.name][mode] = r
+                print(f"callgrind: pairs {mode:>7} under {a.name:<10} " +
+                      (f"{r['per_pair']:.1f} instructions per iteration" if "per_pair" in r
+                       else f"FAILED: {r['error']}"), file=sys.stderr, flush=True)
     if out_dir:
         with open(os.path.join(out_dir, "callgrind.csv"), "w", newline="") as f:
             writer = csv.writer(f)
-            writer.writerow(["allocator", "ir_per_pair", f"ir_n{CALLGRIND_N}",
+            writer.writerow(["allocator", "mode", "ir_per_iteration", f"ir_n{CALLGRIND_N}",
                              f"ir_n{CALLGRIND_BASE}", "error"])
-            for name, r in results.items():
-                writer.writerow([name, f"{r['per_pair']:.2f}" if "per_pair" in r else "",
-                                 r.get("ir_n", ""), r.get("ir_base", ""), r.get("error", "")])
+            for name, modes in results.items():
+                for mode, r in modes.items():
+                    writer.writerow([name, mode,
+                                     f"{r['per_pair']:.2f}" if "per_pair" in r else "",
+                                     r.get("ir_n", ""), r.get("ir_base", ""), r.get("error", "")])
     return results
 
 
@@ -545,24 +553,33 @@ def write_report(path, args, workloads, allocators, runs, table, callgrind, note
     add("")
 
     if callgrind is not None:
-        add("## Instructions per malloc/free pair (callgrind)")
+        add("## Instructions per operation (callgrind)")
         add("")
-        add(f"`pairs` under `valgrind --tool=callgrind`: (Ir(N={CALLGRIND_N}) − "
-            f"Ir(N={CALLGRIND_BASE})) / {CALLGRIND_N - CALLGRIND_BASE}. Includes the loop "
-            "itself (a few instructions).")
+        add(f"`bench/pairs N MODE` under `valgrind --tool=callgrind`: (Ir(N={CALLGRIND_N}) − "
+            f"Ir(N={CALLGRIND_BASE})) / {CALLGRIND_N - CALLGRIND_BASE}, so start-up cost "
+            "cancels out; deterministic, unlike time. The loop itself (a few instructions) is "
+            "included. Modes: `mix` = malloc+free cycling 16..128 B; a number = malloc+free of "
+            "that size; `calloc` = calloc+free of the mix; `realloc` = malloc(16), realloc to "
+            "100, realloc to 200, free. Fewest per column in bold.")
         add("")
-        add(f"| allocator | Ir per pair | Ir(N={CALLGRIND_N}) | Ir(N={CALLGRIND_BASE}) |")
-        add("| --- | --- | --- | --- |")
-        done = [r["per_pair"] for r in callgrind.values() if "per_pair" in r]
+        add("| allocator | " + " | ".join(CALLGRIND_MODES) + " |")
+        add("| --- |" + " --- |" * len(CALLGRIND_MODES))
+        best = {}
+        for mode in CALLGRIND_MODES:
+            done = [modes[mode]["per_pair"] for modes in callgrind.values()
+                    if "per_pair" in modes.get(mode, {})]
+            best[mode] = min(done) if done else None
         for a in allocators:
-            r = callgrind.get(a.name, {"error": "not run"})
-            if "per_pair" in r:
-                best = r["per_pair"] == min(done)
-                name = f"**{a.name}**" if best else a.name
-                value = f"**{r['per_pair']:.1f}**" if best else f"{r['per_pair']:.1f}"
-                add(f"| {name} | {value} | {r['ir_n']:,} | {r['ir_base']:,} |")
-            else:
-                add(f"| {a.name} | failed ({r['error']}) | - | - |")
+            modes = callgrind.get(a.name, {})
+            cells = []
+            for mode in CALLGRIND_MODES:
+                r = modes.get(mode, {"error": "not run"})
+                if "per_pair" in r:
+                    value = f"{r['per_pair']:.1f}"
+                    cells.append(f"**{value}**" if r["per_pair"] == best[mode] else value)
+                else:
+                    cells.append("failed")
+            add(f"| {a.name} | " + " | ".join(cells) + " |")
         add("")
 
     if regions is not None:
@@ -774,7 +791,8 @@ def main() -> int:
                         "region allocator programs (run unless --only leaves them out)")
     parser.add_argument("--alloc", help=f"comma-separated allocators ({','.join(ALLOCATOR_NAMES)})")
     parser.add_argument("--callgrind", action="store_true",
-                        help="also count instructions per malloc/free pair under callgrind")
+                        help="also count instructions per operation under callgrind "
+                             "(malloc/free by size, calloc, realloc)")
     parser.add_argument("--out", default=os.path.join(HERE, "results"),
                         help="output directory (default: bench/results)")
     parser.add_argument("--smoke", action="store_true",
@@ -860,7 +878,7 @@ def main() -> int:
     if regions and any(r.exit_code != 0 for r in regions):
         print("run.py: a region allocator program failed (see report)", file=sys.stderr)
         brisk_failed = True
-    if callgrind and "error" in callgrind.get("brisk", {}):
+    if callgrind and any("error" in r for r in callgrind.get("brisk", {}).values()):
         brisk_failed = True
     if brisk_failed:
         print("run.py: brisk failed at least one run (see report)", file=sys.stderr)

@@ -392,6 +392,23 @@ TEST_F(BriskApiDeathTest, CrossThreadFreeOfInteriorPointerAborts) {
       "brisk.*0x.*not the start of a block");
 }
 
+// realloc and usable_size of a pointer inside a block abort rather than
+// report (and copy) bytes past the block's end.
+TEST_F(BriskApiDeathTest, ReallocOfInteriorPointerAborts) {
+  EXPECT_DEATH(
+      {
+        char *p = static_cast<char *>(brisk_malloc(48));
+        escape(brisk_realloc(p + 16, 4096));
+      },
+      "brisk.*realloc.*0x.*not the start of a block");
+  EXPECT_DEATH(
+      {
+        char *p = static_cast<char *>(brisk_malloc(48));
+        escape(reinterpret_cast<void *>(brisk_usable_size(p + 8)));
+      },
+      "brisk.*0x.*not the start of a block");
+}
+
 TEST_F(BriskApiDeathTest, FreeOfSystemMallocPointerAborts) {
   void *foreign = std::malloc(100);
   ASSERT_NE(foreign, nullptr);

@@ -21,6 +21,7 @@ using brisk_test::find_pattern_mismatch;
 using brisk_test::is_aligned;
 using brisk_test::kMiB;
 using brisk_test::scaled;
+using brisk_test::Rng;
 
 namespace {
 
@@ -32,22 +33,6 @@ struct Block {
   size_t size;
   size_t align;
   uint64_t serial;  // owner thread in the top bits, then a counter
-};
-
-// xorshift64*: a small deterministic generator per thread.
-class Rng {
- public:
-  explicit Rng(uint64_t seed) : state_(seed * 2 + 1) {}
-  uint64_t next() {
-    state_ ^= state_ >> 12;
-    state_ ^= state_ << 25;
-    state_ ^= state_ >> 27;
-    return state_ * 0x2545f4914f6cdd1dull;
-  }
-  size_t below(size_t n) { return next() % n; }
-
- private:
-  uint64_t state_;
 };
 
 // Mostly small alignments (0 means 16), one in ten from 32 up to 4096.

@@ -23,6 +23,7 @@ using brisk_test::find_pattern_mismatch;
 using brisk_test::kMiB;
 using brisk_test::kSanitized;
 using brisk_test::scaled;
+using brisk_test::Rng;
 
 namespace {
 
@@ -36,22 +37,6 @@ struct Block {
   void *p;
   size_t size;
   uint64_t serial;  // unique per allocation: part of the pattern's seed
-};
-
-// xorshift64*: a small deterministic generator per thread.
-class Rng {
- public:
-  explicit Rng(uint64_t seed) : state_(seed * 2 + 1) {}
-  uint64_t next() {
-    state_ ^= state_ >> 12;
-    state_ ^= state_ << 25;
-    state_ ^= state_ >> 27;
-    return state_ * 0x2545f4914f6cdd1dull;
-  }
-  size_t below(size_t n) { return next() % n; }
-
- private:
-  uint64_t state_;
 };
 
 // Mostly 8..1024 B, some up to 64 KiB, a few up to 1 MiB.

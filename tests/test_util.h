@@ -112,6 +112,22 @@ inline bool is_aligned(const void *p, size_t alignment) {
   return reinterpret_cast<uintptr_t>(p) % alignment == 0;
 }
 
+// xorshift64*: a small deterministic generator per thread.
+class Rng {
+ public:
+  explicit Rng(uint64_t seed) : state_(seed * 2 + 1) {}
+  uint64_t next() {
+    state_ ^= state_ >> 12;
+    state_ ^= state_ << 25;
+    state_ ^= state_ >> 27;
+    return state_ * 0x2545f4914f6cdd1dull;
+  }
+  size_t below(size_t n) { return next() % n; }
+
+ private:
+  uint64_t state_;
+};
+
 }  // namespace brisk_test
 
 #endif  // BRISK_TEST_UTIL_H

@@ -82,14 +82,18 @@ void *_brisk_malloc_aligned(size_t size, size_t alignment, bool zero) {
   return aligned;
 }
 
-static size_t usable_size_checked(const void *p, const char *caller) {
-  brisk_segment_t *segment = _brisk_checked_segment(p, caller);
+/* Usable bytes from p to the end of its block; p must be in a segment
+ * _brisk_checked_segment accepted. A pointer inside a block that was not
+ * handed out as such (no aligned interior pointers on its page) aborts. */
+static size_t block_usable_size(const brisk_segment_t *segment, const void *p, const char *caller) {
   if (segment->kind == BRISK_KIND_HUGE) {
-    return (size_t)((uint8_t *)segment + segment->mapped_size - (const uint8_t *)p);
+    return (size_t)((const uint8_t *)segment + segment->mapped_size - (const uint8_t *)p);
   }
-  brisk_page_t *page = brisk_page_of(segment, (uintptr_t)p);
-  const uint8_t *start = (const uint8_t *)p;
-  if (brisk_load_relaxed(&page->owner) & BRISK_OWNER_ALIGNED) start = _brisk_page_block_start(page, p);
+  const brisk_page_t *page = brisk_page_of(segment, (uintptr_t)p);
+  const uint8_t *start = _brisk_page_block_start(page, p);
+  if (start != (const uint8_t *)p && !(brisk_load_relaxed(&page->owner) & BRISK_OWNER_ALIGNED)) {
+    _brisk_fatal_pointer(caller, p, "not the start of a block");
+  }
   return (size_t)(start + page->block_size - (const uint8_t *)p);
 }
 
@@ -124,7 +128,21 @@ void *brisk_aligned_alloc(size_t alignment, size_t size) {
 
 size_t brisk_usable_size(const void *p) {
   if (p == NULL) return 0;
-  return usable_size_checked(p, "malloc_usable_size");
+  return block_usable_size(_brisk_checked_segment(p, "malloc_usable_size"), p, "malloc_usable_size");
+}
+
+/* The block must move: a new one (a quarter bigger when growing: code that
+ * grows a buffer by small appends then moves once per ~two size classes
+ * instead of once per class, copying less and leaving fewer partly used
+ * pages behind), the contents, and the old one freed. */
+static void *realloc_move(void *p, size_t usable, size_t size) {
+  void *q = NULL;
+  if (size > usable && size <= BRISK_LARGE_MAX) q = brisk_malloc_inline(size + size / 4);
+  if (q == NULL) q = brisk_malloc_inline(size);
+  if (q == NULL) return NULL; /* p stays intact; errno is ENOMEM */
+  memcpy(q, p, size < usable ? size : usable);
+  brisk_free_inline(p);
+  return q;
 }
 
 void *brisk_realloc(void *p, size_t size) {
@@ -133,23 +151,30 @@ void *brisk_realloc(void *p, size_t size) {
     brisk_free_inline(p);
     return NULL;
   }
+  /* A live block of a size class, the common case: the segment map, owner
+   * and block-start checks of the slow path, in a few instructions. A block
+   * is kept when the new size fits and wastes at most half of it. */
+  uintptr_t address = (uintptr_t)p;
+  if (BRISK_LIKELY((address & BRISK_SEGMENT_MASK) != 0 && brisk_segment_map_contains(address))) {
+    const brisk_segment_t *segment = (const brisk_segment_t *)(address & ~(uintptr_t)BRISK_SEGMENT_MASK);
+    const brisk_page_t *page = brisk_page_of(segment, address);
+    uintptr_t owner = brisk_load_relaxed(&page->owner);
+    if (BRISK_LIKELY(owner != 0 && !(owner & BRISK_OWNER_ALIGNED) &&
+                     segment->kind != BRISK_KIND_HUGE)) {
+      if (_brisk_page_block_start(page, p) != (uint8_t *)p) {
+        _brisk_fatal_pointer("realloc", p, "not the start of a block");
+      }
+      size_t usable = page->block_size;
+      if (size <= usable && size >= usable / 2) return p;
+      return realloc_move(p, usable, size);
+    }
+  }
   brisk_segment_t *segment = _brisk_checked_segment(p, "realloc");
   if (segment->kind == BRISK_KIND_HUGE && size > BRISK_LARGE_MAX) {
     void *resized = _brisk_huge_realloc(segment, p, size);
     if (resized != NULL) return resized;
   }
-  size_t usable = usable_size_checked(p, "realloc");
-  /* Keep the block when the new size fits and wastes at most half of it. */
+  size_t usable = block_usable_size(segment, p, "realloc");
   if (size <= usable && size >= usable / 2) return p;
-  /* A block that must move to grow gets a quarter more room: code that
-   * grows a buffer by small appends then moves once per ~two size classes
-   * instead of once per class, copying less and leaving fewer partly used
-   * pages behind. Shrinking moves give exactly what was asked. */
-  void *q = NULL;
-  if (size > usable && size <= BRISK_LARGE_MAX) q = brisk_malloc_inline(size + size / 4);
-  if (q == NULL) q = brisk_malloc_inline(size);
-  if (q == NULL) return NULL; /* p stays intact; errno is ENOMEM */
-  memcpy(q, p, size < usable ? size : usable);
-  brisk_free_inline(p);
-  return q;
+  return realloc_move(p, usable, size);
 }

@@ -103,7 +103,16 @@ void _brisk_heap_unpin_all(brisk_heap_t *heap) {
 void _brisk_heap_retire_empty_heads(brisk_heap_t *heap) {
   for (size_t class_index = 1; class_index < BRISK_CLASS_COUNT; class_index++) {
     brisk_page_t *page = heap->pinned[class_index];
-    if (page == NULL || page->used != 1) continue; /* only the pin: empty */
+    uintptr_t snapshot = 0;
+    if (page != NULL && page->used == 1) { /* only the pin: empty right now */
+      snapshot = (uintptr_t)page->free ^ ((uintptr_t)page->local_free << 1) ^ (uintptr_t)page;
+    }
+    /* Retire only a head found empty, with untouched free lists, at two
+     * passes in a row: one that is merely between a malloc and its free in
+     * a busy loop would be re-initialised at once. */
+    bool idle = snapshot != 0 && snapshot == heap->idle_head_snapshot[class_index];
+    heap->idle_head_snapshot[class_index] = idle ? 0 : snapshot;
+    if (!idle) continue;
     heap->pinned[class_index] = NULL;
     page->used = 0;
     retire_page(heap, page); /* pins the next head, if any */
@@ -193,7 +202,26 @@ static bool remote_queue_maybe_nonempty(const brisk_heap_t *heap) {
          brisk_load_relaxed(&heap->remote_tail) != &heap->remote_stub;
 }
 
+static BRISK_NOINLINE void *malloc_slow(brisk_heap_t *heap, size_t size, bool zero);
+
 void *_brisk_malloc_generic(brisk_heap_t *heap, size_t size, bool zero) {
+  /* Sizes above the direct table's reach whose class page has a free block:
+   * a pop, as on the inline fast path, without the slow path's chores.
+   * (The empty heap's queues are empty, so a new thread falls through.) */
+  if (BRISK_LIKELY(size <= BRISK_LARGE_MAX)) {
+    brisk_page_t *page = heap->queues[brisk_size_to_class(size)].head;
+    if (BRISK_LIKELY(page != NULL && page->free != NULL)) {
+      brisk_block_t *block = page->free;
+      page->free = block->next;
+      page->used++;
+      if (zero) memset(block, 0, size);
+      return block;
+    }
+  }
+  return malloc_slow(heap, size, zero);
+}
+
+static void *malloc_slow(brisk_heap_t *heap, size_t size, bool zero) {
   if (BRISK_UNLIKELY(heap->is_empty_heap)) {
     heap = _brisk_heap_init_thread();
     if (heap == NULL) {

@@ -169,6 +169,8 @@ typedef struct brisk_heap_s {
   /* The head page of each class queue holds one phantom count in `used`,
    * so freeing its last block never takes free()'s slow path. */
   brisk_page_t *pinned[BRISK_CLASS_COUNT];
+  /* Housekeeping's record of empty heads (see _brisk_heap_retire_empty_heads). */
+  uintptr_t idle_head_snapshot[BRISK_CLASS_COUNT];
   brisk_page_queue_t full_pages;
   brisk_page_queue_t purge_list;   /* free pages still holding memory, oldest first */
   size_t purge_list_bytes;
