@@ -42,10 +42,6 @@ BRISK_INLINE bool brisk_segment_map_contains(uintptr_t address) {
   return slot < BRISK_SEGMENT_MAP_SIZE && brisk_load_relaxed(&_brisk_segment_map[slot]) != 0;
 }
 
-BRISK_INLINE brisk_page_t *brisk_page_of(const brisk_segment_t *segment, uintptr_t address) {
-  return (brisk_page_t *)&segment->pages[(address - (uintptr_t)segment) >> segment->page_shift];
-}
-
 BRISK_INLINE void brisk_free_inline(void *p) {
   uintptr_t address = (uintptr_t)p;
   /* One test catches NULL and a block aligned to a whole segment (its header
@@ -57,7 +53,7 @@ BRISK_INLINE void brisk_free_inline(void *p) {
   if (BRISK_UNLIKELY(!brisk_segment_map_contains(address))) {
     _brisk_fatal_pointer("free", p, "not allocated by brisk");
   }
-  brisk_segment_t *segment = (brisk_segment_t *)(address & ~(uintptr_t)BRISK_SEGMENT_MASK);
+  brisk_segment_t *segment = brisk_segment_of(address);
   brisk_page_t *page = brisk_page_of(segment, address);
   brisk_heap_t *heap = _brisk_tls_heap;
   if (BRISK_LIKELY(brisk_load_relaxed(&page->owner) == (uintptr_t)heap)) {

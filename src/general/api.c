@@ -73,7 +73,7 @@ void *_brisk_malloc_aligned(size_t size, size_t alignment, bool zero) {
   if (block == NULL) return NULL;
   uint8_t *aligned = (uint8_t *)brisk_align_up((uintptr_t)block, alignment);
   if (aligned != block) {
-    brisk_segment_t *segment = (brisk_segment_t *)((uintptr_t)block & ~(uintptr_t)BRISK_SEGMENT_MASK);
+    brisk_segment_t *segment = brisk_segment_of((uintptr_t)block);
     brisk_page_t *page = brisk_page_of(segment, (uintptr_t)block);
     uintptr_t owner = brisk_load_relaxed(&page->owner);
     brisk_store_relaxed(&page->owner, owner | BRISK_OWNER_ALIGNED);
@@ -156,7 +156,7 @@ void *brisk_realloc(void *p, size_t size) {
    * is kept when the new size fits and wastes at most half of it. */
   uintptr_t address = (uintptr_t)p;
   if (BRISK_LIKELY((address & BRISK_SEGMENT_MASK) != 0 && brisk_segment_map_contains(address))) {
-    const brisk_segment_t *segment = (const brisk_segment_t *)(address & ~(uintptr_t)BRISK_SEGMENT_MASK);
+    const brisk_segment_t *segment = brisk_segment_of(address);
     const brisk_page_t *page = brisk_page_of(segment, address);
     uintptr_t owner = brisk_load_relaxed(&page->owner);
     if (BRISK_LIKELY(owner != 0 && !(owner & BRISK_OWNER_ALIGNED) &&

@@ -97,9 +97,7 @@ size_t _brisk_heap_drain_remote(brisk_heap_t *heap) {
   size_t drained = 0;
   while ((node = remote_pop(heap)) != NULL) {
     drained++;
-    brisk_segment_t *segment = (brisk_segment_t *)((uintptr_t)node & ~(uintptr_t)BRISK_SEGMENT_MASK);
-    brisk_page_t *page =
-        &segment->pages[((uintptr_t)node - (uintptr_t)segment) >> segment->page_shift];
+    brisk_page_t *page = brisk_page_of(brisk_segment_of((uintptr_t)node), (uintptr_t)node);
     heap->counters.remote_frees_received++;
     _brisk_page_free_block(heap, page, (brisk_block_t *)node);
   }

@@ -7,6 +7,46 @@
 
 #include "general/types.h"
 
+/* ---- finding things: every block's segment is its address masked ---- */
+
+BRISK_INLINE brisk_segment_t *brisk_segment_of(uintptr_t address) {
+  return (brisk_segment_t *)(address & ~(uintptr_t)BRISK_SEGMENT_MASK);
+}
+
+BRISK_INLINE brisk_page_t *brisk_page_of(const brisk_segment_t *segment, uintptr_t address) {
+  return (brisk_page_t *)&segment->pages[(address - (uintptr_t)segment) >> segment->page_shift];
+}
+
+BRISK_INLINE size_t brisk_page_size(const brisk_segment_t *segment) {
+  return (size_t)1 << segment->page_shift;
+}
+
+/* ---- page queues: a class's pages, the full pages, the purge list ---- */
+
+BRISK_INLINE void brisk_page_queue_push_front(brisk_page_queue_t *queue, brisk_page_t *page) {
+  page->prev = NULL;
+  page->next = queue->head;
+  if (queue->head != NULL) queue->head->prev = page;
+  else queue->tail = page;
+  queue->head = page;
+}
+
+BRISK_INLINE void brisk_page_queue_push_back(brisk_page_queue_t *queue, brisk_page_t *page) {
+  page->next = NULL;
+  page->prev = queue->tail;
+  if (queue->tail != NULL) queue->tail->next = page;
+  else queue->head = page;
+  queue->tail = page;
+}
+
+BRISK_INLINE void brisk_page_queue_remove(brisk_page_queue_t *queue, brisk_page_t *page) {
+  if (page->prev != NULL) page->prev->next = page->next;
+  else queue->head = page->next;
+  if (page->next != NULL) page->next->prev = page->prev;
+  else queue->tail = page->prev;
+  page->next = page->prev = NULL;
+}
+
 /* ---- heap.c: thread heaps, remote frees, thread exit, fork ---- */
 
 /* The calling thread's heap. Starts as &_brisk_heap_empty, whose direct
@@ -39,7 +79,6 @@ BRISK_HIDDEN void _brisk_heap_purge(brisk_heap_t *heap, uint64_t now_ms, uint64_
 /* Release the heap's empty segments but one spare per kind (purged if the
  * heap is abandoned). */
 BRISK_HIDDEN void _brisk_heap_release_empty_segments(brisk_heap_t *heap);
-BRISK_HIDDEN size_t _brisk_page_usable_bytes(const brisk_segment_t *segment, const brisk_page_t *page);
 /* Reserve a segment-aligned mapping and enter it in the segment map. With
  * block_align (> BRISK_SEGMENT_SIZE) the address one segment above the base
  * is aligned to it instead: the home of an over-aligned huge block. */

@@ -34,37 +34,13 @@
 #define PAGE_EXTEND_BYTES 4096
 #define PAGE_EXTEND_MIN_BLOCKS 4
 
-static void queue_push_front(brisk_page_queue_t *queue, brisk_page_t *page) {
-  page->prev = NULL;
-  page->next = queue->head;
-  if (queue->head != NULL) queue->head->prev = page;
-  else queue->tail = page;
-  queue->head = page;
-}
-
-static void queue_push_back(brisk_page_queue_t *queue, brisk_page_t *page) {
-  page->next = NULL;
-  page->prev = queue->tail;
-  if (queue->tail != NULL) queue->tail->next = page;
-  else queue->head = page;
-  queue->tail = page;
-}
-
-static void queue_remove(brisk_page_queue_t *queue, brisk_page_t *page) {
-  if (page->prev != NULL) page->prev->next = page->next;
-  else queue->head = page->next;
-  if (page->next != NULL) page->next->prev = page->prev;
-  else queue->tail = page->prev;
-  page->next = page->prev = NULL;
-}
-
 static void queue_head_changed(brisk_heap_t *heap, size_t class_index);
 
 static void retire_page(brisk_heap_t *heap, brisk_page_t *page) {
   size_t class_index = page->class_index;
   brisk_page_queue_t *queue = &heap->queues[class_index];
   bool was_head = queue->head == page;
-  queue_remove(queue, page);
+  brisk_page_queue_remove(queue, page);
   heap->counters.pages_retired++;
   _brisk_segment_page_free(heap, page); /* may unmap the page's segment */
   if (was_head) queue_head_changed(heap, class_index);
@@ -146,11 +122,11 @@ static void page_extend(brisk_page_t *page) {
 }
 
 static void page_init(brisk_heap_t *heap, brisk_page_t *page, size_t class_index) {
-  brisk_segment_t *segment = (brisk_segment_t *)((uintptr_t)page & ~(uintptr_t)BRISK_SEGMENT_MASK);
+  brisk_segment_t *segment = brisk_segment_of((uintptr_t)page);
   size_t index = (size_t)(page - segment->pages);
   size_t block_size = brisk_class_to_size(class_index);
-  size_t usable = _brisk_page_usable_bytes(segment, page);
-  page->start = (uint8_t *)segment + (index << segment->page_shift);
+  size_t usable = brisk_page_size(segment);
+  page->start = (uint8_t *)segment + index * usable;
   page->block_size = (uint32_t)block_size;
   page->class_index = (uint8_t)class_index;
   page->reserved = (uint16_t)(usable / block_size);
@@ -177,21 +153,21 @@ static brisk_page_t *find_page(brisk_heap_t *heap, size_t class_index) {
     }
     if (page->free == NULL && page->capacity < page->reserved) page_extend(page);
     if (page->free != NULL) break;
-    queue_remove(queue, page);
+    brisk_page_queue_remove(queue, page);
     page->used |= BRISK_PAGE_FULL_FLAG;
     page->in_full_list = 1;
-    queue_push_back(&heap->full_pages, page);
+    brisk_page_queue_push_back(&heap->full_pages, page);
     page = next;
   }
   if (page == NULL) {
     page = _brisk_segment_page_alloc(heap, brisk_class_to_kind(class_index));
     if (page != NULL) {
       page_init(heap, page, class_index);
-      queue_push_front(queue, page);
+      brisk_page_queue_push_front(queue, page);
     }
   } else if (page != queue->head) {
-    queue_remove(queue, page);
-    queue_push_front(queue, page);
+    brisk_page_queue_remove(queue, page);
+    brisk_page_queue_push_front(queue, page);
   }
   if (queue->head != original_head) queue_head_changed(heap, class_index);
   return page;
@@ -259,8 +235,8 @@ void _brisk_page_free_slow(brisk_heap_t *heap, brisk_page_t *page) {
     if (!page->in_full_list) _brisk_fatal_pointer("free", page->start, "double free in this page");
     page->used &= ~BRISK_PAGE_FULL_FLAG;
     page->in_full_list = 0;
-    queue_remove(&heap->full_pages, page);
-    queue_push_back(queue, page);
+    brisk_page_queue_remove(&heap->full_pages, page);
+    brisk_page_queue_push_back(queue, page);
     if (queue->head == page) queue_head_changed(heap, class_index);
   }
   if (page->used != 0) return;
@@ -319,7 +295,7 @@ brisk_segment_t *_brisk_checked_segment(const void *p, const char *caller) {
     _brisk_fatal_pointer(caller, p, "not allocated by brisk");
   }
   if (!brisk_segment_map_contains(address)) _brisk_fatal_pointer(caller, p, "not allocated by brisk");
-  brisk_segment_t *segment = (brisk_segment_t *)(address & ~(uintptr_t)BRISK_SEGMENT_MASK);
+  brisk_segment_t *segment = brisk_segment_of(address);
   if (segment->kind == BRISK_KIND_HUGE) {
     if ((const uint8_t *)p < _brisk_huge_block(segment)) {
       _brisk_fatal_pointer(caller, p, "not allocated by brisk");

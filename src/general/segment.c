@@ -41,21 +41,11 @@ static size_t page_index(const brisk_segment_t *segment, const brisk_page_t *pag
   return (size_t)(page - segment->pages);
 }
 
-static brisk_segment_t *segment_of_page(const brisk_page_t *page) {
-  return (brisk_segment_t *)((uintptr_t)page & ~(uintptr_t)BRISK_SEGMENT_MASK);
-}
 
 /* The bytes of a page (never page 0, the header's). */
 static uint8_t *page_area(const brisk_segment_t *segment, const brisk_page_t *page, size_t *size) {
-  size_t page_size = (size_t)1 << segment->page_shift;
-  *size = page_size;
-  return (uint8_t *)segment + page_index(segment, page) * page_size;
-}
-
-size_t _brisk_page_usable_bytes(const brisk_segment_t *segment, const brisk_page_t *page) {
-  size_t size;
-  page_area(segment, page, &size);
-  return size;
+  *size = brisk_page_size(segment);
+  return (uint8_t *)segment + page_index(segment, page) * *size;
 }
 
 brisk_segment_t *_brisk_segment_reserve(size_t mapped_size, size_t block_align) {
@@ -120,26 +110,16 @@ static void available_remove(brisk_heap_t *heap, brisk_segment_t *segment) {
 }
 
 static void purge_list_remove(brisk_heap_t *heap, brisk_page_t *page) {
-  brisk_page_queue_t *list = &heap->purge_list;
-  if (page->prev != NULL) page->prev->next = page->next;
-  else list->head = page->next;
-  if (page->next != NULL) page->next->prev = page->prev;
-  else list->tail = page->prev;
-  page->next = page->prev = NULL;
+  brisk_page_queue_remove(&heap->purge_list, page);
   page->in_purge_list = 0;
-  heap->purge_list_bytes -= _brisk_page_usable_bytes(segment_of_page(page), page);
+  heap->purge_list_bytes -= brisk_page_size(brisk_segment_of((uintptr_t)page));
 }
 
 static void purge_list_append(brisk_heap_t *heap, brisk_page_t *page, uint64_t now_ms) {
-  brisk_page_queue_t *list = &heap->purge_list;
   page->freed_at_ms = now_ms;
-  page->next = NULL;
-  page->prev = list->tail;
-  if (list->tail != NULL) list->tail->next = page;
-  else list->head = page;
-  list->tail = page;
+  brisk_page_queue_push_back(&heap->purge_list, page);
   page->in_purge_list = 1;
-  heap->purge_list_bytes += _brisk_page_usable_bytes(segment_of_page(page), page);
+  heap->purge_list_bytes += brisk_page_size(brisk_segment_of((uintptr_t)page));
 }
 
 static brisk_segment_t *segment_new(brisk_heap_t *heap, brisk_segment_kind_t kind) {
@@ -219,7 +199,7 @@ brisk_page_t *_brisk_segment_page_alloc(brisk_heap_t *heap, brisk_segment_kind_t
 
 static void purge_page(brisk_heap_t *heap, brisk_page_t *page) {
   size_t size;
-  uint8_t *start = page_area(segment_of_page(page), page, &size);
+  uint8_t *start = page_area(brisk_segment_of((uintptr_t)page), page, &size);
   purge_list_remove(heap, page);
   _brisk_os_decommit(start, size);
   page->is_committed = 0;
@@ -227,7 +207,7 @@ static void purge_page(brisk_heap_t *heap, brisk_page_t *page) {
 }
 
 void _brisk_segment_page_free(brisk_heap_t *heap, brisk_page_t *page) {
-  brisk_segment_t *segment = segment_of_page(page);
+  brisk_segment_t *segment = brisk_segment_of((uintptr_t)page);
   size_t index = page_index(segment, page);
   uint64_t now_ms = _brisk_os_now_ms();
   brisk_store_relaxed(&page->owner, 0);
@@ -266,7 +246,7 @@ void _brisk_heap_purge(brisk_heap_t *heap, uint64_t now_ms, uint64_t delay_ms) {
   brisk_page_t *page;
   while ((page = heap->purge_list.head) != NULL) {
     if (delay_ms == 0) {
-      segment_purge_all(heap, segment_of_page(page)); /* whole runs at once */
+      segment_purge_all(heap, brisk_segment_of((uintptr_t)page)); /* whole runs at once */
       continue;
     }
     if (now_ms - page->freed_at_ms < delay_ms) break; /* oldest first */
