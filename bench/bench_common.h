@@ -8,6 +8,7 @@
 
 #include <errno.h>
 #include <fcntl.h>
+#include <stdbool.h>
 #include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -107,6 +108,31 @@ static inline unsigned long bench_peak_rss_kib(void)
 static inline unsigned long bench_rss_kib(void)
 {
     return bench_status_kib("VmRSS:");
+}
+
+/*
+ * The command line every workload takes: `--help` (or -h), or `[--quick]`
+ * followed by at most max_positional plain arguments. --help prints usage
+ * to stdout and exits 0; too many arguments, or an option among them,
+ * prints usage to stderr and exits 2. Returns how many positional arguments
+ * there are and points *positional at the first.
+ */
+static inline int bench_args(int argc, char **argv, int max_positional, void (*usage)(FILE *),
+                             bool *quick, char ***positional)
+{
+    if (argc > 1 && (strcmp(argv[1], "--help") == 0 || strcmp(argv[1], "-h") == 0)) {
+        usage(stdout);
+        exit(0);
+    }
+    *quick = argc > 1 && strcmp(argv[1], "--quick") == 0;
+    int first = *quick ? 2 : 1;
+    int n = argc - first;
+    *positional = argv + first;
+    if (n > max_positional || (n > 0 && (*positional)[0][0] == '-')) {
+        usage(stderr);
+        exit(2);
+    }
+    return n;
 }
 
 static inline unsigned long long bench_parse_uint(const char *prog, const char *what,

@@ -157,21 +157,12 @@ static void parse_args(int argc, char **argv)
     long cpus = sysconf(_SC_NPROCESSORS_ONLN);
     cfg = (larson_config){ 5.0, 8, 1000, 5000, 20, 42, cpus > 0 ? (size_t)cpus : 1 };
 
-    int first = 1;
-    if (argc > 1 && (strcmp(argv[1], "--help") == 0 || strcmp(argv[1], "-h") == 0)) {
-        usage(stdout);
-        exit(0);
-    }
-    if (argc > 1 && strcmp(argv[1], "--quick") == 0) {
+    bool quick;
+    char **pos;
+    int n = bench_args(argc, argv, 7, usage, &quick, &pos);
+    if (quick) {
         cfg.seconds = 0.5;
         cfg.chunks = 1000;
-        first = 2;
-    }
-    int n = argc - first;
-    char **pos = argv + first;
-    if (n > 7 || (n > 0 && pos[0][0] == '-')) {
-        usage(stderr);
-        exit(2);
     }
     if (n > 0)
         cfg.seconds = bench_parse_seconds("larson", pos[0]);

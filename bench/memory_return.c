@@ -46,21 +46,12 @@ int main(int argc, char **argv)
     size_t min_size = 16, max_size = 256;
     double idle_s = 1.0;
 
-    int first = 1;
-    if (argc > 1 && (strcmp(argv[1], "--help") == 0 || strcmp(argv[1], "-h") == 0)) {
-        usage(stdout);
-        return 0;
-    }
-    if (argc > 1 && strcmp(argv[1], "--quick") == 0) {
+    bool quick;
+    char **pos;
+    int n = bench_args(argc, argv, 5, usage, &quick, &pos);
+    if (quick) {
         total_mib = 128;
         idle_s = 0.5;
-        first = 2;
-    }
-    int n = argc - first;
-    char **pos = argv + first;
-    if (n > 5 || (n > 0 && pos[0][0] == '-')) {
-        usage(stderr);
-        return 2;
     }
     if (n > 0)
         total_mib = bench_parse_uint("memory_return", "total_mib", pos[0]);

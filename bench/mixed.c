@@ -71,20 +71,11 @@ int main(int argc, char **argv)
     uint64_t iterations = 10000000, seed = 42;
     size_t live = 10000, max_size = 32768;
 
-    int first = 1;
-    if (argc > 1 && (strcmp(argv[1], "--help") == 0 || strcmp(argv[1], "-h") == 0)) {
-        usage(stdout);
-        return 0;
-    }
-    if (argc > 1 && strcmp(argv[1], "--quick") == 0) {
+    bool quick;
+    char **pos;
+    int n = bench_args(argc, argv, 4, usage, &quick, &pos);
+    if (quick) {
         iterations = 1000000;
-        first = 2;
-    }
-    int n = argc - first;
-    char **pos = argv + first;
-    if (n > 4 || (n > 0 && pos[0][0] == '-')) {
-        usage(stderr);
-        return 2;
     }
     if (n > 0)
         iterations = bench_parse_uint("mixed", "iterations", pos[0]);

@@ -86,20 +86,11 @@ int main(int argc, char **argv)
     uint64_t rounds = 8, seed = 42;
     size_t narrays = 256, nstrings = 4096;
 
-    int first = 1;
-    if (argc > 1 && (strcmp(argv[1], "--help") == 0 || strcmp(argv[1], "-h") == 0)) {
-        usage(stdout);
-        return 0;
-    }
-    if (argc > 1 && strcmp(argv[1], "--quick") == 0) {
+    bool quick;
+    char **pos;
+    int n = bench_args(argc, argv, 4, usage, &quick, &pos);
+    if (quick) {
         rounds = 1;
-        first = 2;
-    }
-    int n = argc - first;
-    char **pos = argv + first;
-    if (n > 4 || (n > 0 && pos[0][0] == '-')) {
-        usage(stderr);
-        return 2;
     }
     if (n > 0)
         rounds = bench_parse_uint("realloc_grow", "rounds", pos[0]);

@@ -93,22 +93,13 @@ int main(int argc, char **argv)
     uint64_t cycles = 8, peak_mib = 256, keep_pct = 10, pause_ms = 200, interval_ms = 20,
              seed = 42;
 
-    int first = 1;
-    if (argc > 1 && (strcmp(argv[1], "--help") == 0 || strcmp(argv[1], "-h") == 0)) {
-        usage(stdout);
-        return 0;
-    }
-    if (argc > 1 && strcmp(argv[1], "--quick") == 0) {
+    bool quick;
+    char **pos;
+    int n = bench_args(argc, argv, 6, usage, &quick, &pos);
+    if (quick) {
         cycles = 4;
         peak_mib = 64;
         pause_ms = 50;
-        first = 2;
-    }
-    int n = argc - first;
-    char **pos = argv + first;
-    if (n > 6 || (n > 0 && pos[0][0] == '-')) {
-        usage(stderr);
-        return 2;
     }
     if (n > 0)
         cycles = bench_parse_uint("rss_cycle", "cycles", pos[0]);
