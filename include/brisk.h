@@ -28,6 +28,7 @@
 #define BRISK_H
 
 #include <stddef.h>
+#include <stdint.h>
 
 #ifdef __cplusplus
 extern "C" {
@@ -137,15 +138,6 @@ typedef struct brisk_stack_s brisk_stack_t;
 /* first_block: size of the first block of memory (0: a sensible default). */
 BRISK_API brisk_stack_t *brisk_stack_create(size_t first_block);
 BRISK_API void brisk_stack_destroy(brisk_stack_t *stack);
-BRISK_API void brisk_stack_push(brisk_stack_t *stack);
-/* Pops the top frame; popping with no frame pushed aborts with a message. */
-BRISK_API void brisk_stack_pop(brisk_stack_t *stack);
-/*
- * `size` bytes aligned to `align` (power of two; 0 means 16) in the top
- * frame (or the stack's base frame if none is pushed). NULL/EINVAL for a bad
- * alignment, NULL/ENOMEM when memory can't be had.
- */
-BRISK_API void *brisk_stack_alloc(brisk_stack_t *stack, size_t size, size_t align);
 /*
  * Resize p (from this stack, old_size bytes) to new_size: in place when p
  * is the last allocation of the top frame and its block has room, else a
@@ -157,10 +149,103 @@ BRISK_API void *brisk_stack_realloc(brisk_stack_t *stack, void *p, size_t old_si
 BRISK_API brisk_stack_t *brisk_stack_tls(void);
 BRISK_API void brisk_stack_stats(const brisk_stack_t *stack, brisk_region_stats_t *out);
 
+/*
+ * Implementation detail of the inline functions below, not API (it may
+ * change in any release, with them): the first fields of every
+ * brisk_stack_t, which alloc, push and pop use, and one frame record.
+ * The library's out-of-line paths (brisk_stack_*_slow_) do everything else.
+ */
+struct brisk_stack_block_s;
+typedef struct brisk_stack_frame_s {
+  struct brisk_stack_block_s *blk;
+  unsigned char *pos;
+  unsigned char *last;
+  size_t in_use;
+} brisk_stack_frame_t;
+typedef struct brisk_stack_hot_s {
+  unsigned char *pos;   /* next free byte of the current block */
+  unsigned char *end;   /* end of the usable part of the current block */
+  unsigned char *last;  /* last allocation of the top frame, NULL if none */
+  size_t requested;     /* bytes asked in total */
+  size_t average_sum;   /* the seed's running mean of request sizes */
+  size_t average_nb;
+  size_t average_mark;
+  struct brisk_stack_block_s *blk; /* current block */
+  brisk_stack_frame_t *frames;     /* frames[depth - 1] is the top frame */
+  size_t depth;
+  size_t capacity;
+  size_t released;      /* bytes given back by pop */
+  size_t annotated;     /* built for ASan/Valgrind: pop always goes out of line */
+} brisk_stack_hot_t;
+#define BRISK_STACK_AVERAGE_MAX_NB_ 65535u
+BRISK_API void *brisk_stack_alloc_slow_(brisk_stack_t *stack, size_t size, size_t align);
+BRISK_API void brisk_stack_push_slow_(brisk_stack_t *stack);
+BRISK_API void brisk_stack_pop_slow_(brisk_stack_t *stack);
+
+/*
+ * `size` bytes aligned to `align` (power of two; 0 means 16) in the top
+ * frame (or the stack's base frame if none is pushed). NULL/EINVAL for a bad
+ * alignment, NULL/ENOMEM when memory can't be had. Inline: a bump of the
+ * current block's position; anything else goes to the library.
+ */
+static inline void *brisk_stack_alloc(brisk_stack_t *stack, size_t size, size_t align) {
+  brisk_stack_hot_t *hot = (brisk_stack_hot_t *)stack;
+  size_t a = align != 0 ? align : 16;
+  uintptr_t at = ((uintptr_t)hot->pos + a - 1) & ~(uintptr_t)(a - 1);
+  /* size - 1 wraps for 0, which (like sizes above PTRDIFF_MAX) goes out of line. */
+  if (__builtin_expect((a & (a - 1)) == 0 && size - 1 < (size_t)PTRDIFF_MAX &&
+                           at + size <= (uintptr_t)hot->end &&
+                           hot->average_nb < BRISK_STACK_AVERAGE_MAX_NB_,
+                       1)) {
+    hot->pos = (unsigned char *)(at + size);
+    hot->last = (unsigned char *)at;
+    hot->requested += size;
+    hot->average_nb += 1;
+    return (void *)at;
+  }
+  return brisk_stack_alloc_slow_(stack, size, align);
+}
+
+/* Push a frame: records where the stack stands. Inline. */
+static inline void brisk_stack_push(brisk_stack_t *stack) {
+  brisk_stack_hot_t *hot = (brisk_stack_hot_t *)stack;
+  if (__builtin_expect(hot->depth == hot->capacity, 0)) {
+    brisk_stack_push_slow_(stack);
+    return;
+  }
+  brisk_stack_frame_t *frame = &hot->frames[hot->depth++];
+  frame->blk = hot->blk;
+  frame->pos = hot->pos;
+  frame->last = hot->last;
+  frame->in_use = hot->requested - hot->released;
+  hot->last = NULL;
+}
+
+/* Pops the top frame; popping with no frame pushed aborts with a message.
+ * Inline when the frame did not leave its block. */
+static inline void brisk_stack_pop(brisk_stack_t *stack) {
+  brisk_stack_hot_t *hot = (brisk_stack_hot_t *)stack;
+  size_t depth = hot->depth;
+  if (__builtin_expect(depth != 0 && !hot->annotated, 1)) {
+    const brisk_stack_frame_t *frame = &hot->frames[depth - 1];
+    if (__builtin_expect(frame->blk == hot->blk, 1)) {
+      hot->depth = depth - 1;
+      hot->pos = frame->pos;
+      hot->last = frame->last;
+      hot->released = hot->requested - frame->in_use;
+      return;
+    }
+  }
+  brisk_stack_pop_slow_(stack);
+}
+
 /* Implementation details of BRISK_STACK_SCOPE: push and return the stack;
  * pop it. */
-BRISK_API brisk_stack_t *brisk_stack_scope_begin_(brisk_stack_t *stack);
-BRISK_API void brisk_stack_scope_end_(brisk_stack_t **stack);
+static inline brisk_stack_t *brisk_stack_scope_begin_(brisk_stack_t *stack) {
+  brisk_stack_push(stack);
+  return stack;
+}
+static inline void brisk_stack_scope_end_(brisk_stack_t **stack) { brisk_stack_pop(*stack); }
 #define BRISK_STACK_CONCAT2_(a, b) a##b
 #define BRISK_STACK_CONCAT_(a, b) BRISK_STACK_CONCAT2_(a, b)
 /*

@@ -3,8 +3,11 @@
  * t_stack (seed 002). One stack belongs to one thread at a time; nothing
  * here is atomic or locked.
  *
- * Call tree (the public functions call inline helpers, never each other,
- * so nothing goes through the PLT)
+ * Call tree. brisk_stack_alloc, push and pop are inline in <brisk.h> (a
+ * bump of hot.pos; a frame record) and call brisk_stack_{alloc,push,pop}
+ * _slow_ for anything else, which run the full paths below; the public
+ * functions here call inline helpers, never each other, so nothing goes
+ * through the PLT.
  *
  *   brisk_stack_alloc ── stack_alloc: bump pos in the current block
  *                          └─(no room, bad argument, size 0)── alloc_slow
@@ -18,7 +21,7 @@
  *   brisk_stack_pop ── stack_pop: restore ──(frame spanned blocks)── pop_slow: poison,
  *                                          │                                trim_free_blocks
  *                                          └─(annotated builds)── close_from: poison
- *   BRISK_STACK_SCOPE ── brisk_stack_scope_begin_ / brisk_stack_scope_end_ (cleanup)
+ *   BRISK_STACK_SCOPE ── brisk_stack_scope_begin_ / _end_ (cleanup), inline push / pop
  *   brisk_stack_tls ──(first use in a thread)── tls_create_slow (pthread key destructor)
  *
  * Data layout
@@ -29,7 +32,7 @@
  *   block_t                one mapping per block: a 64-byte header, then
  *                          the area that allocations are bumped from.
  *                          The blocks form one list: every block up to the
- *                          current one (stack->blk) is in use by some live
+ *                          current one (stack->hot.blk) is in use by some live
  *                          frame; every block after it is free, kept for
  *                          reuse. Popping a frame moves the current block
  *                          back, which frees the later blocks in O(1).
@@ -74,9 +77,9 @@
  * pop); bytes_held the block bytes mapped now; system_requests the block
  * mappings made so far.
  *
- * Sanitizers and Valgrind (STACK_ANNOTATED: an ASan build, or a build that
- * has <valgrind/memcheck.h>): a block's area is poisoned when mapped and
- * when popped. stack->end, the limit of the fast path, is then the end of
+ * Sanitizers and Valgrind (hot.annotated: an ASan build, or a build that
+ * has <valgrind/memcheck.h> running under Valgrind): a block's area is
+ * poisoned when mapped and when popped. stack->hot.end, the limit of the fast path, is then the end of
  * the *open* part of the current block rather than the block's end; the
  * slow path opens more (brisk_annotate_internal; open_to says why not
  * brisk_annotate_alloc) and pop closes it again (brisk_annotate_no_access).
@@ -108,47 +111,38 @@
 #define STACK_SEARCH_MAX     64              /* free blocks looked at per search */
 
 /* Under a sanitizer or Valgrind, the part of the current block past
- * stack->end stays poisoned and is opened a chunk at a time (the exact
+ * stack->hot.end stays poisoned and is opened a chunk at a time (the exact
  * allocation under ASan, so that nothing unallocated is open). */
-#define STACK_ANNOTATED      (BRISK_ASAN || BRISK_VALGRIND)
+/* Whether stacks created now are annotated: an ASan build, or a build with
+ * <valgrind/memcheck.h> running under Valgrind. Kept per stack in
+ * hot.annotated, which also sends brisk.h's inline pop out of line. */
+static bool annotate_new_stacks(void) {
+#if BRISK_VALGRIND
+  if (_brisk_under_valgrind) return true;
+#endif
+  return BRISK_ASAN;
+}
 #define STACK_OPEN_CHUNK     (BRISK_ASAN ? 0 : (size_t)4096)
 
-typedef struct block_s {
-  struct block_s *prev;
-  struct block_s *next;
+typedef struct brisk_stack_block_s {
+  struct brisk_stack_block_s *prev;
+  struct brisk_stack_block_s *next;
   size_t size;       /* bytes of the mapping, header included */
   size_t below;      /* bytes of this block and all before it (valid while in use) */
   uint8_t *end;      /* end of the area (= end of the mapping) */
 } BRISK_ALIGNED(64) block_t;
 
-typedef struct frame_s {
-  block_t *blk;
-  uint8_t *pos;
-  uint8_t *last;
-  size_t in_use;
-} frame_t;
+/* One pushed frame (the layout is brisk.h's, which push and pop inline). */
+typedef brisk_stack_frame_t frame_t;
 
-/* The seed's running mean (sum / nb), both divided by 4 when nb reaches 65535. */
-typedef struct average_s {
-  size_t sum;
-  size_t nb;
-} average_t;
 
 struct brisk_stack_s {
-  /* Cache line 0: everything brisk_stack_alloc touches. */
-  uint8_t *pos;       /* next free byte of the current block */
-  uint8_t *end;       /* end of the open part of the current block (see "Sanitizers") */
-  uint8_t *last;      /* last allocation of the top frame, NULL if none */
-  size_t requested;   /* bytes asked in total */
-  average_t average;  /* .sum is folded lazily: see average_sum() */
-  size_t average_mark;  /* `requested` when average.sum was last folded */
-  block_t *blk;       /* current block: the last one in use */
-
-  /* Push and pop. */
-  frame_t *frames;    /* records of the pushed frames, frames[depth - 1] on top */
-  size_t depth;
-  size_t capacity;
-  size_t released;    /* bytes given back by pop: in use = requested - released */
+  /* Cache line 0 and the start of line 1: what the inline alloc, push and
+   * pop of brisk.h touch (pos, end, last, requested, the seed's running
+   * mean as average_sum / average_nb with average_mark, blk, frames, depth,
+   * capacity, released; see brisk_stack_hot_t). average_sum is folded
+   * lazily: see average_sum(). */
+  brisk_stack_hot_t hot;
 
   /* Slow paths. */
   block_t head;       /* list sentinel: head.next is the first block */
@@ -173,29 +167,29 @@ BRISK_INLINE uintptr_t align_ptr(const uint8_t *p, size_t align) {
 
 /*
  * The seed's average_t, with the sum kept lazily: the fast path counts
- * requests (average.nb) and adds to `requested`, which the sum follows, so
- * the seed's sum is average.sum + (requested - average_mark) at any time.
+ * requests (average_nb) and adds to `requested`, which the sum follows, so
+ * the seed's sum is average_sum + (requested - average_mark) at any time.
  * When nb reaches UINT16_MAX, sum and nb are divided by 4 exactly as in the
  * seed, at the same request.
  */
 BRISK_INLINE size_t average_sum(const brisk_stack_t *stack) {
-  return stack->average.sum + (stack->requested - stack->average_mark);
+  return stack->hot.average_sum + (stack->hot.requested - stack->hot.average_mark);
 }
 
 static BRISK_NOINLINE void average_decay_slow(brisk_stack_t *stack) {
-  stack->average.sum = average_sum(stack) / 4;
-  stack->average_mark = stack->requested;
-  stack->average.nb /= 4;
+  stack->hot.average_sum = average_sum(stack) / 4;
+  stack->hot.average_mark = stack->hot.requested;
+  stack->hot.average_nb /= 4;
 }
 
 BRISK_INLINE void average_update(brisk_stack_t *stack, size_t request) {
-  if (BRISK_UNLIKELY(stack->average.nb >= STACK_AVERAGE_MAX_NB)) average_decay_slow(stack);
-  stack->requested += request;
-  stack->average.nb += 1;
+  if (BRISK_UNLIKELY(stack->hot.average_nb >= STACK_AVERAGE_MAX_NB)) average_decay_slow(stack);
+  stack->hot.requested += request;
+  stack->hot.average_nb += 1;
 }
 
 BRISK_INLINE size_t average_get(const brisk_stack_t *stack) {
-  return stack->average.nb != 0 ? average_sum(stack) / stack->average.nb : 0;
+  return stack->hot.average_nb != 0 ? average_sum(stack) / stack->hot.average_nb : 0;
 }
 
 static BRISK_COLD BRISK_NORETURN void stack_fatal(const char *caller, const char *why) {
@@ -265,7 +259,7 @@ static void block_destroy(brisk_stack_t *stack, block_t *blk) {
  * bytes as are needed have gone (the seed's worst_case() fix).
  */
 static block_t *next_block(brisk_stack_t *stack, size_t take, size_t align) {
-  block_t *cur = stack->blk;
+  block_t *cur = stack->hot.blk;
   size_t keep = stack->peak > STACK_KEEP_MIN ? stack->peak : STACK_KEEP_MIN;
   size_t destroyed = 0;
   size_t looked = 0;
@@ -289,26 +283,26 @@ static block_t *next_block(brisk_stack_t *stack, size_t take, size_t align) {
  * the new block instead, so the parent remembers it after their pop.
  */
 static void adopt_block(brisk_stack_t *stack, block_t *blk) {
-  block_t *cur = stack->blk;
+  block_t *cur = stack->hot.blk;
   if (blk->next != NULL) list_remove(blk);
   list_insert_after(cur, blk);
   blk->below = cur->below + blk->size;
   if (blk->below > stack->recent) stack->recent = blk->below;
   if (blk->below > stack->peak) stack->peak = blk->below;
 
-  size_t room = (size_t)(cur->end - stack->pos);
+  size_t room = (size_t)(cur->end - stack->hot.pos);
   if (room < (cur->size >> 3)) {
-    for (size_t i = stack->depth; i > 0; i--) {
-      frame_t *frame = &stack->frames[i - 1];
-      if (frame->blk != cur || frame->pos != stack->pos) break;
+    for (size_t i = stack->hot.depth; i > 0; i--) {
+      frame_t *frame = &stack->hot.frames[i - 1];
+      if (frame->blk != cur || frame->pos != stack->hot.pos) break;
       frame->blk = blk;
       frame->pos = block_area(blk);
       frame->last = NULL; /* the parent's last allocation stays behind in cur */
     }
   }
-  stack->blk = blk;
-  stack->pos = block_area(blk);
-  stack->end = STACK_ANNOTATED ? stack->pos : blk->end;
+  stack->hot.blk = blk;
+  stack->hot.pos = block_area(blk);
+  stack->hot.end = stack->hot.annotated ? stack->hot.pos : blk->end;
 }
 
 /*
@@ -321,20 +315,20 @@ static void adopt_block(brisk_stack_t *stack, block_t *blk) {
  * unpoisons either way.
  */
 static inline void open_to(brisk_stack_t *stack, uint8_t *to) {
-  uint8_t *from = stack->end;
+  uint8_t *from = stack->hot.end;
   size_t chunk = STACK_OPEN_CHUNK;
-  size_t left = (size_t)(stack->blk->end - from);
+  size_t left = (size_t)(stack->hot.blk->end - from);
   uint8_t *upto = from + (chunk < left ? chunk : left);
   if (upto < to) upto = to;
   brisk_annotate_internal(from, (size_t)(upto - from));
-  stack->end = upto;
+  stack->hot.end = upto;
 }
 
-/* Annotated builds: close the current block from `from` (<= stack->end):
+/* Annotated builds: close the current block from `from` (<= stack->hot.end):
  * a pop, or a shrinking realloc, took that memory back. */
 static BRISK_NOINLINE void close_from(brisk_stack_t *stack, uint8_t *from) {
-  brisk_annotate_no_access(from, (size_t)(stack->end - from));
-  stack->end = from;
+  brisk_annotate_no_access(from, (size_t)(stack->hot.end - from));
+  stack->hot.end = from;
 }
 
 /* ---- Allocation ------------------------------------------------------- */
@@ -344,11 +338,11 @@ static BRISK_NOINLINE void close_from(brisk_stack_t *stack, uint8_t *from) {
  * size 0 (which takes one byte, so that its pointer is unique) and sizes
  * above PTRDIFF_MAX go there (size - 1 wraps for 0: one comparison). */
 BRISK_INLINE bool fits_fast(const brisk_stack_t *stack, uintptr_t at, size_t size, size_t align) {
-  return (align & (align - 1)) == 0 && size - 1 < PTRDIFF_MAX && at + size <= (uintptr_t)stack->end;
+  return (align & (align - 1)) == 0 && size - 1 < PTRDIFF_MAX && at + size <= (uintptr_t)stack->hot.end;
 }
 
 BRISK_INLINE void account(brisk_stack_t *stack, void *p, size_t size) {
-  stack->last = p;
+  stack->hot.last = p;
   average_update(stack, size);
 }
 
@@ -358,9 +352,9 @@ static BRISK_NOINLINE void *alloc_block_slow(brisk_stack_t *stack, size_t size, 
   block_t *blk = next_block(stack, take, align);
   if (blk == NULL) return NULL;
   adopt_block(stack, blk);
-  uintptr_t at = align_ptr(stack->pos, align);
-  if (STACK_ANNOTATED) open_to(stack, (uint8_t *)(at + take));
-  stack->pos = (uint8_t *)(at + take);
+  uintptr_t at = align_ptr(stack->hot.pos, align);
+  if (stack->hot.annotated) open_to(stack, (uint8_t *)(at + take));
+  stack->hot.pos = (uint8_t *)(at + take);
   account(stack, (void *)at, size);
   return (void *)at;
 }
@@ -377,10 +371,11 @@ static BRISK_NOINLINE void *alloc_slow(brisk_stack_t *stack, size_t size, size_t
     return NULL;
   }
   size_t take = size + (size == 0);
-  uintptr_t at = align_ptr(stack->pos, align);
-  if (at + take > (uintptr_t)stack->blk->end) return alloc_block_slow(stack, size, take, align);
-  if (STACK_ANNOTATED && at + take > (uintptr_t)stack->end) open_to(stack, (uint8_t *)(at + take));
-  stack->pos = (uint8_t *)(at + take);
+  uintptr_t at = align_ptr(stack->hot.pos, align);
+  if (at + take > (uintptr_t)stack->hot.blk->end) return alloc_block_slow(stack, size, take, align);
+  if (stack->hot.annotated && at + take > (uintptr_t)stack->hot.end)
+    open_to(stack, (uint8_t *)(at + take));
+  stack->hot.pos = (uint8_t *)(at + take);
   account(stack, (void *)at, size);
   return (void *)at;
 }
@@ -390,14 +385,15 @@ static BRISK_NOINLINE void *alloc_slow(brisk_stack_t *stack, size_t size, size_t
  * through the PLT. */
 BRISK_INLINE void *stack_alloc(brisk_stack_t *stack, size_t size, size_t align) {
   if (align == 0) align = STACK_DEFAULT_ALIGN;
-  uintptr_t at = align_ptr(stack->pos, align);
+  uintptr_t at = align_ptr(stack->hot.pos, align);
   if (BRISK_UNLIKELY(!fits_fast(stack, at, size, align))) return alloc_slow(stack, size, align);
-  stack->pos = (uint8_t *)(at + size);
+  stack->hot.pos = (uint8_t *)(at + size);
   account(stack, (void *)at, size);
   return (void *)at;
 }
 
-void *brisk_stack_alloc(brisk_stack_t *stack, size_t size, size_t align) {
+/* brisk.h's inline brisk_stack_alloc comes here for whatever it does not do. */
+void *brisk_stack_alloc_slow_(brisk_stack_t *stack, size_t size, size_t align) {
   return stack_alloc(stack, size, align);
 }
 
@@ -416,14 +412,14 @@ void *brisk_stack_realloc(brisk_stack_t *stack, void *p, size_t old_size, size_t
   uint8_t *old = p;
   bool aligned = ((uintptr_t)old & (align - 1)) == 0;
   size_t take = new_size + (new_size == 0);
-  if (old == stack->last && aligned && take <= (size_t)(stack->blk->end - old)) {
-    if (STACK_ANNOTATED && old + take > stack->end) open_to(stack, old + take);
-    stack->pos = old + take;
+  if (old == stack->hot.last && aligned && take <= (size_t)(stack->hot.blk->end - old)) {
+    if (stack->hot.annotated && old + take > stack->hot.end) open_to(stack, old + take);
+    stack->hot.pos = old + take;
     if (new_size >= old_size) {
-      stack->requested += new_size - old_size;
+      stack->hot.requested += new_size - old_size;
     } else {
-      stack->released += old_size - new_size;
-      if (STACK_ANNOTATED) close_from(stack, stack->pos); /* reopened on the next allocation */
+      stack->hot.released += old_size - new_size;
+      if (stack->hot.annotated) close_from(stack, stack->hot.pos); /* reopened on the next allocation */
     }
     return old;
   }
@@ -441,41 +437,41 @@ void *brisk_stack_realloc(brisk_stack_t *stack, void *p, size_t old_size, size_t
 /* ---- Frames ----------------------------------------------------------- */
 
 BRISK_INLINE void save_frame(brisk_stack_t *stack) {
-  frame_t *frame = &stack->frames[stack->depth++];
-  frame->blk = stack->blk;
-  frame->pos = stack->pos;
-  frame->last = stack->last;
-  frame->in_use = stack->requested - stack->released;
-  stack->last = NULL;
+  frame_t *frame = &stack->hot.frames[stack->hot.depth++];
+  frame->blk = stack->hot.blk;
+  frame->pos = stack->hot.pos;
+  frame->last = stack->hot.last;
+  frame->in_use = stack->hot.requested - stack->hot.released;
+  stack->hot.last = NULL;
 }
 
 /* The frame records are full: double them (a new mapping, copied). */
 static BRISK_NOINLINE void push_slow(brisk_stack_t *stack) {
-  size_t used = stack->capacity * sizeof(frame_t);
+  size_t used = stack->hot.capacity * sizeof(frame_t);
   size_t bytes = brisk_align_up(2 * used, _brisk_os_page_size());
   frame_t *bigger = _brisk_os_reserve(bytes, _brisk_os_page_size(), 0);
   if (bigger == NULL) stack_fatal("brisk_stack_push", "out of memory for frame records");
-  memcpy(bigger, stack->frames, used);
-  if (stack->frames != stack->inline_frames) _brisk_os_release(stack->frames, stack->frames_bytes);
-  stack->frames = bigger;
+  memcpy(bigger, stack->hot.frames, used);
+  if (stack->hot.frames != stack->inline_frames) _brisk_os_release(stack->hot.frames, stack->frames_bytes);
+  stack->hot.frames = bigger;
   stack->frames_bytes = bytes;
-  stack->capacity = bytes / sizeof(frame_t);
+  stack->hot.capacity = bytes / sizeof(frame_t);
   save_frame(stack);
 }
 
 BRISK_INLINE void stack_push(brisk_stack_t *stack) {
-  if (BRISK_UNLIKELY(stack->depth == stack->capacity)) {
+  if (BRISK_UNLIKELY(stack->hot.depth == stack->hot.capacity)) {
     push_slow(stack);
     return;
   }
   save_frame(stack);
 }
 
-void brisk_stack_push(brisk_stack_t *stack) { stack_push(stack); }
+void brisk_stack_push_slow_(brisk_stack_t *stack) { stack_push(stack); }
 
 /* Give free blocks beyond the bound back to the OS, farthest first. */
 static void trim_free_blocks(brisk_stack_t *stack) {
-  size_t in_use = stack->blk->below;
+  size_t in_use = stack->hot.blk->below;
   if (++stack->decay_clock % STACK_PEAK_DECAY == 0) {
     stack->peak /= 2;
     if (stack->peak < stack->recent) stack->peak = stack->recent;
@@ -490,40 +486,33 @@ static void trim_free_blocks(brisk_stack_t *stack) {
 static BRISK_NOINLINE void pop_slow(brisk_stack_t *stack, const frame_t *frame) {
   block_t *blk = frame->blk;
   brisk_annotate_no_access(frame->pos, (size_t)(blk->end - frame->pos));
-  while (blk != stack->blk) {
+  while (blk != stack->hot.blk) {
     blk = blk->next;
     brisk_annotate_no_access(block_area(blk), (size_t)(blk->end - block_area(blk)));
   }
-  stack->blk = frame->blk;
-  stack->pos = frame->pos;
-  stack->end = STACK_ANNOTATED ? frame->pos : frame->blk->end;
-  stack->last = frame->last;
-  stack->released = stack->requested - frame->in_use;
+  stack->hot.blk = frame->blk;
+  stack->hot.pos = frame->pos;
+  stack->hot.end = stack->hot.annotated ? frame->pos : frame->blk->end;
+  stack->hot.last = frame->last;
+  stack->hot.released = stack->hot.requested - frame->in_use;
   trim_free_blocks(stack);
 }
 
 BRISK_INLINE void stack_pop(brisk_stack_t *stack) {
-  if (BRISK_UNLIKELY(stack->depth == 0))
+  if (BRISK_UNLIKELY(stack->hot.depth == 0))
     stack_fatal("brisk_stack_pop", "no frame to pop (more pops than pushes)");
-  const frame_t *frame = &stack->frames[--stack->depth];
-  if (BRISK_UNLIKELY(frame->blk != stack->blk)) {
+  const frame_t *frame = &stack->hot.frames[--stack->hot.depth];
+  if (BRISK_UNLIKELY(frame->blk != stack->hot.blk)) {
     pop_slow(stack, frame);
     return;
   }
-  if (STACK_ANNOTATED && stack->end != frame->pos) close_from(stack, frame->pos);
-  stack->pos = frame->pos;
-  stack->last = frame->last;
-  stack->released = stack->requested - frame->in_use;
+  if (stack->hot.annotated && stack->hot.end != frame->pos) close_from(stack, frame->pos);
+  stack->hot.pos = frame->pos;
+  stack->hot.last = frame->last;
+  stack->hot.released = stack->hot.requested - frame->in_use;
 }
 
-void brisk_stack_pop(brisk_stack_t *stack) { stack_pop(stack); }
-
-brisk_stack_t *brisk_stack_scope_begin_(brisk_stack_t *stack) {
-  stack_push(stack);
-  return stack;
-}
-
-void brisk_stack_scope_end_(brisk_stack_t **stack) { stack_pop(*stack); }
+void brisk_stack_pop_slow_(brisk_stack_t *stack) { stack_pop(stack); }
 
 /* ---- Life cycle --------------------------------------------------------- */
 
@@ -539,8 +528,8 @@ brisk_stack_t *brisk_stack_create(size_t first_block) {
   memset(stack, 0, sizeof *stack);
   stack->head.prev = stack->head.next = &stack->head;
   stack->min_block = brisk_align_up(first_block, page);
-  stack->frames = stack->inline_frames;
-  stack->capacity = (page - sizeof *stack) / sizeof(frame_t);
+  stack->hot.frames = stack->inline_frames;
+  stack->hot.capacity = (page - sizeof *stack) / sizeof(frame_t);
 
   block_t *blk = block_create(stack, stack->min_block - sizeof(block_t), STACK_DEFAULT_ALIGN);
   if (blk == NULL) {
@@ -550,23 +539,24 @@ brisk_stack_t *brisk_stack_create(size_t first_block) {
   list_insert_after(&stack->head, blk);
   blk->below = blk->size;
   stack->peak = blk->size;
-  stack->blk = blk;
-  stack->pos = block_area(blk);
-  stack->end = STACK_ANNOTATED ? stack->pos : blk->end;
+  stack->hot.blk = blk;
+  stack->hot.pos = block_area(blk);
+  stack->hot.annotated = annotate_new_stacks();
+  stack->hot.end = stack->hot.annotated ? stack->hot.pos : blk->end;
   return stack;
 }
 
 void brisk_stack_destroy(brisk_stack_t *stack) {
   if (stack == NULL) return;
   while (stack->head.next != &stack->head) block_destroy(stack, stack->head.next);
-  if (stack->frames != stack->inline_frames)
-    _brisk_os_release(stack->frames, stack->frames_bytes);
+  if (stack->hot.frames != stack->inline_frames)
+    _brisk_os_release(stack->hot.frames, stack->frames_bytes);
   _brisk_os_release(stack, _brisk_os_page_size());
 }
 
 void brisk_stack_stats(const brisk_stack_t *stack, brisk_region_stats_t *out) {
-  out->bytes_requested = stack->requested;
-  out->bytes_in_use = stack->requested - stack->released;
+  out->bytes_requested = stack->hot.requested;
+  out->bytes_in_use = stack->hot.requested - stack->hot.released;
   out->bytes_held = stack->held;
   out->system_requests = stack->maps;
 }
