@@ -127,6 +127,62 @@ BRISK_API void brisk_arena_reset(brisk_arena_t *arena, int keep_committed);
 BRISK_API size_t brisk_arena_used(const brisk_arena_t *arena);
 BRISK_API void brisk_arena_stats(const brisk_arena_t *arena, brisk_region_stats_t *out);
 
+/*
+ * A cursor: one thread's private window into an arena. brisk_arena_alloc
+ * costs one atomic fetch_add per block, which on its own is a few
+ * nanoseconds even uncontended; a cursor claims a chunk of the arena with
+ * that fetch_add and then bumps a pointer inside it, inline, with no atomic
+ * at all, so most allocations touch no shared cache line.
+ *
+ *   brisk_arena_cursor_t c;
+ *   brisk_arena_cursor_init(&c, arena, 0);      (0: 64 KiB chunks)
+ *   p = brisk_arena_cursor_alloc(&c, size, 0);   (same rules as brisk_arena_alloc)
+ *
+ * A cursor belongs to one thread (each thread makes its own; it may live on
+ * the stack or in a thread_local). It owns no memory: nothing to destroy.
+ * After brisk_arena_reset it notices the reset and claims afresh, so a
+ * cursor never hands out memory from before a reset. The unused tail of a
+ * chunk is lost until the next reset (at most one chunk per cursor), so an
+ * arena with cursors can report ENOMEM with up to that much unclaimed.
+ * ASan and Valgrind see each chunk as one block.
+ */
+typedef struct brisk_arena_cursor_s {
+  unsigned char *pos;          /* next free byte of the chunk */
+  unsigned char *end;          /* end of the chunk */
+  const size_t *arena_resets;  /* the arena's reset count... */
+  size_t resets;               /* ...when this chunk was claimed */
+  brisk_arena_t *arena;
+  size_t chunk;                /* bytes claimed at a time */
+} brisk_arena_cursor_t;
+
+/* chunk: bytes to claim at a time (0: 64 KiB; rounded up to 16). */
+BRISK_API void brisk_arena_cursor_init(brisk_arena_cursor_t *cursor, brisk_arena_t *arena,
+                                       size_t chunk);
+/* Out of line: a new chunk, a reset seen, bad arguments, size 0. */
+BRISK_API void *brisk_arena_cursor_alloc_slow_(brisk_arena_cursor_t *cursor, size_t size,
+                                               size_t align);
+
+/* `size` bytes aligned to `align` (power of two, 0 means 16); errors as for
+ * brisk_arena_alloc. Inline: a bump inside the cursor's chunk. Every block
+ * starts 16-aligned and takes a multiple of 16 bytes, so the position stays
+ * 16-aligned and alignments up to 16 cost nothing: the only dependency from
+ * one allocation to the next is one addition. */
+static inline void *brisk_arena_cursor_alloc(brisk_arena_cursor_t *cursor, size_t size,
+                                             size_t align) {
+  size_t take = (size + 15) & ~(size_t)15;
+  /* take - 1 wraps for size 0 (which needs a unique pointer) and for sizes
+   * near SIZE_MAX: one comparison sends both out of line. */
+  if (__builtin_expect(align <= 16 && (align & (align - 1)) == 0 &&
+                           take - 1 < (size_t)(cursor->end - cursor->pos) &&
+                           cursor->resets == *cursor->arena_resets,
+                       1)) {
+    unsigned char *p = cursor->pos;
+    cursor->pos = p + take;
+    return p;
+  }
+  return brisk_arena_cursor_alloc_slow_(cursor, size, align);
+}
+
 /* ---- Stack (frame) allocator, after Intersec's t_stack ----
  *
  * Allocations live until the frame they were made in is popped. Frames

@@ -137,6 +137,106 @@ TEST(Arena, ConcurrentAllocationsNeverOverlap) {
   brisk_arena_destroy(arena);
 }
 
+// Cursors (one per thread, its own chunks) mixed with direct allocations
+// from other threads: no overlap, every alignment, patterns intact.
+TEST(ArenaCursor, ConcurrentCursorsAndDirectAllocationsNeverOverlap) {
+  const size_t reserve = 4 * kGiB;
+  const long per_thread = scaled(100000, 8000);
+  brisk_arena_t *arena = brisk_arena_create(reserve);
+  ASSERT_NE(arena, nullptr);
+  std::vector<std::vector<Block>> per(kThreads);
+  std::vector<int> failures(kThreads, 0);
+  StartGate gate(kThreads);
+  std::vector<std::thread> threads;
+  for (int t = 0; t < kThreads; t++) {
+    threads.emplace_back([&, t] {
+      Rng rng(2000 + t);
+      brisk_arena_cursor_t cursor;
+      // Small chunks so that claims, large requests and the tails interleave.
+      brisk_arena_cursor_init(&cursor, arena, t % 2 ? 4096 : 0);
+      std::vector<Block> &mine = per[t];
+      mine.reserve(per_thread);
+      gate.arrive_and_wait();
+      for (long i = 0; i < per_thread; i++) {
+        size_t size = rng.below(20) == 0 ? rng.below(10000) : rng.below(257);
+        size_t align = random_align(rng);
+        void *p = t == 0 ? brisk_arena_alloc(arena, size, align)
+                         : brisk_arena_cursor_alloc(&cursor, size, align);
+        if (p == nullptr) {
+          failures[t]++;
+          continue;
+        }
+        Block b{reinterpret_cast<uintptr_t>(p), size, align, (uint64_t(t) << 40) | uint64_t(i)};
+        fill(b);
+        mine.push_back(b);
+      }
+    });
+  }
+  for (std::thread &th : threads) th.join();
+  std::vector<Block> all;
+  for (int t = 0; t < kThreads; t++) {
+    EXPECT_EQ(failures[t], 0) << "thread " << t;
+    all.insert(all.end(), per[t].begin(), per[t].end());
+  }
+  check_blocks(all, reserve);
+  brisk_arena_destroy(arena);
+}
+
+// A cursor whose chunk predates a reset must not hand out that memory:
+// after the reset the arena gives the same addresses to someone else.
+TEST(ArenaCursor, NoticesReset) {
+  brisk_arena_t *arena = brisk_arena_create(64 * kMiB);
+  ASSERT_NE(arena, nullptr);
+  brisk_arena_cursor_t cursor;
+  brisk_arena_cursor_init(&cursor, arena, 0);
+  char *before = static_cast<char *>(brisk_arena_cursor_alloc(&cursor, 64, 0));
+  ASSERT_NE(before, nullptr);
+  brisk_arena_reset(arena, 1);
+  // The arena starts over: its first claims cover the old chunk.
+  char *direct = static_cast<char *>(brisk_arena_alloc(arena, 128 << 10, 0));
+  ASSERT_NE(direct, nullptr);
+  EXPECT_LE(direct, before);
+  char *after = static_cast<char *>(brisk_arena_cursor_alloc(&cursor, 64, 0));
+  ASSERT_NE(after, nullptr);
+  EXPECT_TRUE(after >= direct + (128 << 10) || after + 64 <= direct)
+      << "cursor reused memory from before the reset";
+  brisk_arena_destroy(arena);
+}
+
+TEST(ArenaCursor, BadInputAndExhaustion) {
+  const size_t reserve = 1 * kMiB;
+  brisk_arena_t *arena = brisk_arena_create(reserve);
+  ASSERT_NE(arena, nullptr);
+  brisk_arena_cursor_t cursor;
+  brisk_arena_cursor_init(&cursor, arena, 64 << 10);
+  errno = 0;
+  EXPECT_EQ(brisk_arena_cursor_alloc(&cursor, 8, 3), nullptr);
+  EXPECT_EQ(errno, EINVAL);
+  errno = 0;
+  EXPECT_EQ(brisk_arena_cursor_alloc(&cursor, SIZE_MAX, 0), nullptr);
+  EXPECT_EQ(errno, ENOMEM);
+  errno = 0;
+  EXPECT_EQ(brisk_arena_cursor_alloc(&cursor, SIZE_MAX - 3, 0), nullptr);
+  EXPECT_EQ(errno, ENOMEM);
+  void *z1 = brisk_arena_cursor_alloc(&cursor, 0, 0);
+  void *z2 = brisk_arena_cursor_alloc(&cursor, 0, 0);
+  ASSERT_TRUE(z1 && z2);
+  EXPECT_NE(z1, z2);
+  // Fill up: every block 16-aligned and inside the arena; the cursor stops
+  // short of the reservation by less than one chunk.
+  size_t got = 0;
+  for (;;) {
+    void *p = brisk_arena_cursor_alloc(&cursor, 48, 0);
+    if (p == nullptr) break;
+    ASSERT_TRUE(is_aligned(p, 16));
+    got += 48;
+  }
+  EXPECT_EQ(errno, ENOMEM);
+  EXPECT_GE(got + (64 << 10) + 64, reserve * 48 / 64 - (64 << 10));
+  EXPECT_LE(brisk_arena_used(arena), reserve);
+  brisk_arena_destroy(arena);
+}
+
 TEST(Arena, DefaultAlignmentClaimsSixteenByteSteps) {
   brisk_arena_t *arena = brisk_arena_create(kMiB);
   ASSERT_NE(arena, nullptr);

@@ -83,6 +83,10 @@ struct brisk_arena_s {
   size_t reservation_size;
   size_t page;
   bool announce; /* hand each block to ASan/Valgrind (see tools_watching) */
+  /* Resets so far. Cursors compare it with the count they claimed their
+   * chunk under; reset (never concurrent with allocation) is its only
+   * writer, so plain loads and stores do. */
+  size_t resets;
   /* Single-threaded (reset, destroy, stats). */
   size_t requested_before_reset;
   size_t poisoned_end; /* ASan shadow poisoned over data[0, poisoned_end) */
@@ -173,6 +177,7 @@ brisk_arena_t *brisk_arena_create(size_t reserve) {
   pool_create(arena);
   arena->requested_before_reset = 0;
   arena->poisoned_end = 0;
+  arena->resets = 0;
   atomic_init(&arena->offset, 0);
   atomic_init(&arena->commit_calls, 0);
   return arena;
@@ -293,6 +298,55 @@ void brisk_arena_reset(brisk_arena_t *arena, int keep_committed) {
     atomic_store_explicit(&arena->committed, 0, memory_order_relaxed);
   }
   atomic_store_explicit(&arena->offset, 0, memory_order_relaxed);
+  arena->resets++;
+}
+
+/* ---- Cursors ----------------------------------------------------------- */
+
+#define CURSOR_DEFAULT_CHUNK ((size_t)64 << 10)
+
+void brisk_arena_cursor_init(brisk_arena_cursor_t *cursor, brisk_arena_t *arena, size_t chunk) {
+  if (chunk == 0) chunk = CURSOR_DEFAULT_CHUNK;
+  cursor->pos = cursor->end = NULL;
+  cursor->arena = arena;
+  cursor->arena_resets = &arena->resets;
+  cursor->resets = arena->resets;
+  cursor->chunk = brisk_align_up(chunk, CLAIM_ALIGN);
+}
+
+/*
+ * The inline path could not serve: the chunk is used up (or was claimed
+ * before a reset), or the arguments need checking. A request larger than
+ * half a chunk is claimed on its own, so the current chunk's tail is kept;
+ * otherwise a new chunk replaces the current one. When the arena has no
+ * room for a whole chunk, the request alone is tried, so a cursor fails
+ * only where brisk_arena_alloc would.
+ */
+void *brisk_arena_cursor_alloc_slow_(brisk_arena_cursor_t *cursor, size_t size, size_t align) {
+  brisk_arena_t *arena = cursor->arena;
+  if (align == 0) align = CLAIM_ALIGN;
+  if (!brisk_is_power_of_two(align)) return bad_alignment();
+  if (cursor->resets != arena->resets) {
+    cursor->pos = cursor->end = NULL;
+    cursor->resets = arena->resets;
+  }
+  /* Multiples of 16 from a 16-aligned start: brisk.h's inline path relies
+   * on the position staying 16-aligned. */
+  size_t take = brisk_align_up(size + (size == 0), CLAIM_ALIGN);
+  uintptr_t at = brisk_align_up((uintptr_t)cursor->pos, align);
+  if (cursor->pos != NULL && at <= (uintptr_t)cursor->end &&
+      take <= (uintptr_t)cursor->end - at) {
+    cursor->pos = (uint8_t *)(at + take);
+    return (void *)at;
+  }
+  if (size > cursor->chunk / 2 || align > cursor->chunk / 4 || size > PTRDIFF_MAX)
+    return brisk_arena_alloc(arena, size, align);
+  uint8_t *chunk = brisk_arena_alloc(arena, cursor->chunk, CLAIM_ALIGN);
+  if (chunk == NULL) return brisk_arena_alloc(arena, size, align);
+  at = brisk_align_up((uintptr_t)chunk, align);
+  cursor->pos = (uint8_t *)(at + take);
+  cursor->end = chunk + cursor->chunk;
+  return (void *)at;
 }
 
 size_t brisk_arena_used(const brisk_arena_t *arena) {
