@@ -26,11 +26,30 @@
  * allocate). */
 #define BRISK_TLS __thread __attribute__((tls_model("initial-exec")))
 
+/* Debug checks (set by CMake's BRISK_DEBUG option, on in sanitizer builds). */
+#ifndef BRISK_DEBUG
+#define BRISK_DEBUG 0
+#endif
+
+/* For the racy-by-design read of a lock-free list's link word (see pool.c):
+ * keeps ThreadSanitizer from instrumenting that one load. */
+#define BRISK_NO_TSAN __attribute__((no_sanitize("thread")))
+
 #if defined(__SANITIZE_ADDRESS__) || defined(__SANITIZE_THREAD__)
 #define BRISK_SANITIZED 1
 #else
 #define BRISK_SANITIZED 0
 #endif
+
+/* The body of a spin-wait loop: tells the CPU (and a hyperthread sibling)
+ * that this thread is only waiting. */
+BRISK_INLINE void brisk_cpu_relax(void) {
+#if defined(__x86_64__) || defined(__i386__)
+  __builtin_ia32_pause();
+#elif defined(__aarch64__)
+  __asm__ __volatile__("yield");
+#endif
+}
 
 BRISK_INLINE size_t brisk_bit_scan_reverse(size_t x) { /* x != 0 */
   return (size_t)(63 - __builtin_clzll((unsigned long long)x));

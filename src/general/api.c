@@ -11,31 +11,16 @@
 #include <errno.h>
 #include <string.h>
 
-static void format_hex(char *out, uintptr_t value) {
-  static const char digits[] = "0123456789abcdef";
-  char buffer[2 + 16 + 1];
-  int n = 0;
-  do {
-    buffer[n++] = digits[value & 15];
-    value >>= 4;
-  } while (value != 0);
-  *out++ = '0';
-  *out++ = 'x';
-  while (n > 0) *out++ = buffer[--n];
-  *out = '\0';
-}
-
 void _brisk_fatal_pointer(const char *caller, const void *p, const char *why) {
-  char address[2 + 16 + 1];
-  format_hex(address, (uintptr_t)p);
-  _brisk_os_write_error("brisk: ");
-  _brisk_os_write_error(caller);
-  _brisk_os_write_error("(");
-  _brisk_os_write_error(address);
-  _brisk_os_write_error("): invalid pointer: ");
-  _brisk_os_write_error(why);
-  _brisk_os_write_error("\n");
-  _brisk_os_abort();
+  /* "invalid pointer: " + why, without allocating. */
+  static const char prefix[] = "invalid pointer: ";
+  char message[160];
+  size_t len = strlen(why);
+  if (len > sizeof message - sizeof prefix) len = sizeof message - sizeof prefix;
+  memcpy(message, prefix, sizeof prefix - 1);
+  memcpy(message + sizeof prefix - 1, why, len);
+  message[sizeof prefix - 1 + len] = '\0';
+  _brisk_os_fatal_pointer(caller, p, message);
 }
 
 static brisk_heap_t *current_heap(void) {

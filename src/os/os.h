@@ -40,6 +40,14 @@ BRISK_HIDDEN bool _brisk_os_commit(void *p, size_t size);
 /* Drop a committed range's pages and make it inaccessible again. */
 BRISK_HIDDEN void _brisk_os_uncommit(void *p, size_t size);
 
+/* Fault in every page of a committed range now (MADV_POPULATE_WRITE, or a
+ * write per page on kernels without it), so later use takes no page fault. */
+BRISK_HIDDEN bool _brisk_os_prefault(void *p, size_t size);
+
+/* Lock a committed range into RAM (mlock); false with errno set when the
+ * limit (RLIMIT_MEMLOCK) refuses. */
+BRISK_HIDDEN bool _brisk_os_lock(void *p, size_t size);
+
 /* Return a range from _brisk_os_reserve (or a page-aligned part of it). */
 BRISK_HIDDEN void _brisk_os_release(void *p, size_t size);
 
@@ -60,6 +68,11 @@ BRISK_HIDDEN uint64_t _brisk_os_now_ms(void);
 
 /* Write a message to stderr without allocating. */
 BRISK_HIDDEN void _brisk_os_write_error(const char *message);
+
+/* "brisk: CALLER(0xADDRESS): WHY" on stderr, then abort: the one message
+ * format of every misuse check. Allocates nothing. */
+BRISK_HIDDEN BRISK_NORETURN void _brisk_os_fatal_pointer(const char *caller, const void *p,
+                                                         const char *why);
 
 /* Abort the process after a heap-misuse message (never returns). */
 BRISK_HIDDEN BRISK_NORETURN void _brisk_os_abort(void);

@@ -79,6 +79,24 @@ void _brisk_os_uncommit(void *p, size_t size) {
   mprotect(p, size, PROT_NONE);
 }
 
+bool _brisk_os_prefault(void *p, size_t size) {
+  if (size == 0) return true;
+#ifdef MADV_POPULATE_WRITE
+  if (madvise(p, size, MADV_POPULATE_WRITE) == 0) return true;
+#endif
+  /* Older kernels (EINVAL): one write per page. The range is committed and
+   * either fresh (zero) or the caller's own, so writing a byte back as it
+   * reads is harmless. */
+  size_t page = _brisk_os_page_size();
+  volatile uint8_t *bytes = (volatile uint8_t *)p;
+  for (size_t i = 0; i < size; i += page) bytes[i] = bytes[i];
+  return true;
+}
+
+bool _brisk_os_lock(void *p, size_t size) {
+  return size == 0 || mlock(p, size) == 0;
+}
+
 void _brisk_os_release(void *p, size_t size) {
   if (p != NULL && size != 0) munmap(p, size);
 }
@@ -117,3 +135,27 @@ void _brisk_os_write_error(const char *message) {
 }
 
 void _brisk_os_abort(void) { abort(); }
+
+void _brisk_os_fatal_pointer(const char *caller, const void *p, const char *why) {
+  static const char digits[] = "0123456789abcdef";
+  char address[2 + 16 + 1], reversed[16];
+  uintptr_t value = (uintptr_t)p;
+  int n = 0;
+  do {
+    reversed[n++] = digits[value & 15];
+    value >>= 4;
+  } while (value != 0);
+  char *out = address;
+  *out++ = '0';
+  *out++ = 'x';
+  while (n > 0) *out++ = reversed[--n];
+  *out = '\0';
+  _brisk_os_write_error("brisk: ");
+  _brisk_os_write_error(caller);
+  _brisk_os_write_error("(");
+  _brisk_os_write_error(address);
+  _brisk_os_write_error("): ");
+  _brisk_os_write_error(why);
+  _brisk_os_write_error("\n");
+  abort();
+}

@@ -170,31 +170,8 @@ struct brisk_fifo_s {
 /* What a destroyed fifo's current points at: no room, so alloc goes slow. */
 static page_t dead_page;
 
-static void format_hex(char *out, uintptr_t value) {
-  static const char digits[] = "0123456789abcdef";
-  char buffer[16];
-  int n = 0;
-  do {
-    buffer[n++] = digits[value & 15];
-    value >>= 4;
-  } while (value != 0);
-  *out++ = '0';
-  *out++ = 'x';
-  while (n > 0) *out++ = buffer[--n];
-  *out = '\0';
-}
-
 static BRISK_COLD BRISK_NORETURN void fatal(const char *caller, const void *p, const char *why) {
-  char address[2 + 16 + 1];
-  format_hex(address, (uintptr_t)p);
-  _brisk_os_write_error("brisk: ");
-  _brisk_os_write_error(caller);
-  _brisk_os_write_error("(");
-  _brisk_os_write_error(address);
-  _brisk_os_write_error("): ");
-  _brisk_os_write_error(why);
-  _brisk_os_write_error("\n");
-  _brisk_os_abort();
+  _brisk_os_fatal_pointer(caller, p, why);
 }
 
 /*

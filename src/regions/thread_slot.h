@@ -1,0 +1,43 @@
+/*
+ * thread_slot.h — a small integer per live thread, for per-thread caches
+ * that live inside a shared object (pool, buddy, hybrid).
+ *
+ * A thread's slot is an index in [0, BRISK_THREAD_SLOTS). The thread that
+ * holds slot i is the only one that touches entry i of any per-slot array,
+ * so those entries need no atomics. When a thread exits its slot goes back
+ * to a free bitmap and the next thread to take it inherits every entry i as
+ * it was left (the cached objects are still valid objects of their owner;
+ * only the thread that uses them changes), so nothing is flushed at thread
+ * exit and no object's cache outlives it.
+ *
+ * Slots are found the way seed 000 finds a free stack: one atomic bitmap
+ * word, count-trailing-zeros, one CAS. More than BRISK_THREAD_SLOTS live
+ * threads is fine: the extra ones get BRISK_NO_THREAD_SLOT and work on the
+ * shared structures directly.
+ *
+ * Memory order: releasing a slot clears its bit with release, taking one
+ * sets it with an acquire CAS, so everything the old holder wrote to entry i
+ * happens before the new holder reads it.
+ */
+#ifndef BRISK_REGIONS_THREAD_SLOT_H
+#define BRISK_REGIONS_THREAD_SLOT_H
+
+#include "base/base.h"
+
+#define BRISK_THREAD_SLOTS 128u
+#define BRISK_NO_THREAD_SLOT BRISK_THREAD_SLOTS
+
+/* slot + 1 while the thread holds one; 0 before its first call;
+ * BRISK_NO_THREAD_SLOT + 1 when every slot was taken at that call. */
+extern BRISK_HIDDEN BRISK_TLS uint32_t _brisk_thread_slot_plus1;
+
+BRISK_HIDDEN uint32_t _brisk_thread_slot_acquire(void);
+
+/* The calling thread's slot, or BRISK_NO_THREAD_SLOT. */
+BRISK_INLINE uint32_t brisk_thread_slot(void) {
+  uint32_t plus1 = _brisk_thread_slot_plus1;
+  if (BRISK_LIKELY(plus1 != 0)) return plus1 - 1;
+  return _brisk_thread_slot_acquire();
+}
+
+#endif /* BRISK_REGIONS_THREAD_SLOT_H */
