@@ -689,6 +689,48 @@ def write_rss_chart(path, workload: str, allocators, runs: List[Run]) -> Optiona
 
 # ---------------------------------------------------------------- region allocators
 
+def write_scaling_chart(path: str, regions) -> Optional[str]:
+    """Seed 003's experiment (region_hybrid): wall time per thread count, one line per
+    allocator, one panel per sequence; None without matplotlib or without its output."""
+    plt = import_pyplot()
+    run = next((r for r in regions or [] if r.name == "region_hybrid" and r.exit_code == 0),
+               None)
+    if plt is None or run is None:
+        return None
+    tables: Dict[str, Dict[str, List[tuple]]] = {}
+    for line in run.kv_lines:
+        values = dict(token.split("=", 1) for token in line.split())
+        if "table" not in values or "threads" not in values:
+            continue
+        series = tables.setdefault(values["table"], {})
+        for key, value in values.items():
+            if key.endswith("_ms"):
+                series.setdefault(key[:-3], []).append((int(values["threads"]), float(value)))
+    if not tables:
+        return None
+    fig, axes = plt.subplots(1, len(tables), figsize=(6 * len(tables), 4.5), squeeze=False)
+    for ax, (name, series) in zip(axes[0], tables.items()):
+        for allocator, points in series.items():
+            points.sort()
+            ax.plot([p[0] for p in points], [p[1] for p in points], marker="o",
+                    label=allocator, linewidth=1.2,
+                    linestyle="--" if allocator.endswith("_spin") else "-")
+        ax.set_xscale("log", base=2)
+        ax.set_yscale("log")
+        ax.set_xticks([1, 2, 4, 8, 16, 32])
+        ax.xaxis.set_major_formatter(plt.FuncFormatter(lambda x, _: f"{x:g}"))
+        ax.set_xlabel("threads (the machine's cores: %d)" % (os.cpu_count() or 0))
+        ax.set_ylabel("wall time, ms (lower is better)")
+        ax.set_title(f"seed 003 experiment, {name} sequence")
+        ax.grid(alpha=0.3)
+        ax.legend(fontsize="small")
+    fig.tight_layout()
+    fig.savefig(path, dpi=120)
+    plt.close(fig)
+    return path
+
+
+
 @dataclass
 class RegionRun:
     name: str
@@ -869,6 +911,10 @@ def main() -> int:
                                     allocators, runs)
             if chart:
                 charts.append(("rss_cycle: RSS over time", chart))
+    if import_pyplot() is not None and regions:
+        chart = write_scaling_chart(os.path.join(args.out, "hybrid_scaling.png"), regions)
+        if chart:
+            charts.append(("hybrid pool, pool and buddy against malloc by thread count", chart))
     report = os.path.join(args.out, "report.md")
     write_report(report, args, workloads, allocators, runs, table, callgrind, notes, charts,
                  regions)

@@ -343,6 +343,141 @@ BRISK_API void brisk_fifo_free(brisk_fifo_t *fifo, void *p);
 BRISK_API void brisk_fifo_destroy(brisk_fifo_t *fifo);
 BRISK_API void brisk_fifo_stats(const brisk_fifo_t *fifo, brisk_region_stats_t *out);
 
+/* ======================================================================
+ * Pools for real-time and networking code: lock-free, bounded, and free of
+ * system calls after creation when asked (seeds 000 and 003).
+ * ====================================================================== */
+
+/* Flags for brisk_pool_create_ex / brisk_buddy_create_ex. */
+#define BRISK_REGION_PREFAULT     0x1u /* fault every page in at create */
+#define BRISK_REGION_LOCK         0x2u /* also mlock it (create fails, errno from mlock, if refused) */
+#define BRISK_REGION_THREAD_CACHE 0x4u /* a small per-thread cache in front of the shared lists */
+#define BRISK_REGION_SPINLOCK     0x8u /* the spinlock-guarded twin, for benchmarks */
+
+/* ---- Fixed-size pool ----
+ *
+ * Objects of one size carved from one contiguous reservation; free objects
+ * hold the link of a lock-free list (ABA-tagged head) split over several
+ * shards, found through one atomic bitmap of non-empty shards and ctz.
+ * Any thread may allocate and free. With BRISK_REGION_THREAD_CACHE, up to a
+ * few dozen objects per thread wait in a per-thread cache, so a bounded
+ * pool may report exhaustion while other threads cache free objects.
+ */
+typedef struct brisk_pool_s brisk_pool_t;
+
+/*
+ * obj_size bytes (> 0) aligned to align (power of two up to 4096, 0 means
+ * 16). capacity 0: grows slab by slab; otherwise a hard bound on live
+ * objects, all committed at create (so alloc and free never call the OS;
+ * add BRISK_REGION_PREFAULT to take no page fault either). NULL/EINVAL for
+ * a bad size or alignment, NULL/ENOMEM when memory can't be reserved.
+ */
+BRISK_API brisk_pool_t *brisk_pool_create(size_t obj_size, size_t align, size_t capacity);
+BRISK_API brisk_pool_t *brisk_pool_create_ex(size_t obj_size, size_t align, size_t capacity,
+                                             unsigned flags);
+/* An object, uninitialised. NULL/ENOMEM when the capacity is reached. */
+BRISK_API void *brisk_pool_alloc(brisk_pool_t *pool);
+/* NULL does nothing. A pointer outside the pool, or not at an object's
+ * start, aborts with a message; so does a double free in debug builds. */
+BRISK_API void brisk_pool_free(brisk_pool_t *pool, void *p);
+BRISK_API void brisk_pool_destroy(brisk_pool_t *pool);
+BRISK_API void brisk_pool_stats(const brisk_pool_t *pool, brisk_region_stats_t *out);
+
+/* ---- Buddy allocator (after Marotta et al., "A Non-blocking Buddy System") ----
+ *
+ * Power-of-two blocks from min_block up to max_block over one reservation,
+ * tracked in an implicit binary tree whose nodes change only by atomic
+ * operations: no lock. Blocks are aligned to their own size.
+ */
+typedef struct brisk_buddy_s brisk_buddy_t;
+
+/* total and min_block are rounded up to powers of two (min_block at least
+ * 16); blocks up to `total`. NULL/EINVAL for 0 or min_block > total. */
+BRISK_API brisk_buddy_t *brisk_buddy_create(size_t total, size_t min_block);
+/* max_block (0: total) caps the block size; total becomes a multiple of it
+ * and the region a row of max_block trees, which spreads contention.
+ * Unknown flags: EINVAL. */
+BRISK_API brisk_buddy_t *brisk_buddy_create_ex(size_t total, size_t min_block, size_t max_block,
+                                               unsigned flags);
+/* NULL/EINVAL for size 0 or a bad alignment; NULL/ENOMEM when no block of
+ * the size fits (size or alignment above max_block included). The block is
+ * size rounded up to a power of two (at least min_block and align) and is
+ * aligned to that. */
+BRISK_API void *brisk_buddy_alloc(brisk_buddy_t *buddy, size_t size, size_t align);
+/* NULL does nothing; a foreign pointer or a double free aborts with a message. */
+BRISK_API void brisk_buddy_free(brisk_buddy_t *buddy, void *p);
+BRISK_API void brisk_buddy_destroy(brisk_buddy_t *buddy);
+BRISK_API void brisk_buddy_stats(const brisk_buddy_t *buddy, brisk_region_stats_t *out);
+/*
+ * Debug validator. Must not run concurrently with alloc/free. Returns 1 if
+ * the tree is consistent (no two live blocks overlap, every counter matches
+ * its children); 0 otherwise. With every block freed (and thread caches
+ * flushed by brisk_buddy_trim), *all_free is set to 1 when the tree is
+ * one free root again.
+ */
+BRISK_API int brisk_buddy_validate(brisk_buddy_t *buddy, int *all_free);
+/* Return every thread's cached blocks to the tree. Not concurrent-safe:
+ * no alloc/free may run meanwhile. */
+BRISK_API void brisk_buddy_trim(brisk_buddy_t *buddy);
+
+/* ---- Hybrid bounded pool (seed 003) ----
+ *
+ * Fixed-size buckets (lock-free pools) in front of buddy regions, all
+ * reserved (and optionally pre-faulted and locked) at creation, so alloc
+ * and free make no system call afterwards. Frees dispatch by address
+ * through a read-only table of ranges.
+ */
+typedef struct brisk_hybrid_s brisk_hybrid_t;
+
+#define BRISK_HYBRID_MAX_BUCKETS 8
+#define BRISK_HYBRID_MAX_REGIONS 4
+
+typedef struct brisk_hybrid_config_s {
+  size_t bucket_sizes[BRISK_HYBRID_MAX_BUCKETS];   /* ascending, 8..512 B; 0 ends the list */
+  size_t bucket_counts[BRISK_HYBRID_MAX_BUCKETS];  /* objects per bucket */
+  size_t region_sizes[BRISK_HYBRID_MAX_REGIONS];   /* buddy regions; 0 ends the list */
+  size_t region_min_block;                         /* 0: smallest above the last bucket */
+  size_t region_max_block;                         /* 0: 1 MiB */
+  unsigned flags;            /* BRISK_REGION_PREFAULT / LOCK / THREAD_CACHE / SPINLOCK */
+  int fallback_to_malloc;    /* nonzero: brisk_malloc when every section is full */
+} brisk_hybrid_config_t;
+
+/* The default: buckets of 16/32/64 B (65,536 objects each) and one 64 MiB
+ * buddy region (blocks of 128 B to 1 MiB), BRISK_REGION_THREAD_CACHE, no
+ * fallback: any size up to 1 MiB without further setup. */
+BRISK_API void brisk_hybrid_default_config(brisk_hybrid_config_t *out);
+/* NULL config: the default. NULL/EINVAL for a bad config, ENOMEM (or
+ * mlock's errno) when memory can't be reserved. */
+BRISK_API brisk_hybrid_t *brisk_hybrid_create(const brisk_hybrid_config_t *config);
+/*
+ * The smallest bucket that holds size, if its objects have the alignment
+ * (align 0: what malloc would give, 16 for sizes that are multiples of 16,
+ * else 8); then each buddy region; then brisk_malloc if the config allows
+ * it. NULL/EINVAL for size 0 or an alignment that is not a power of two;
+ * NULL/ENOMEM when every section is full. Lock-free, no system call.
+ */
+BRISK_API void *brisk_hybrid_alloc(brisk_hybrid_t *hybrid, size_t size, size_t align);
+/* NULL does nothing; a pointer from no section (and not from brisk_malloc
+ * with the fallback on) aborts with a message. */
+BRISK_API void brisk_hybrid_free(brisk_hybrid_t *hybrid, void *p);
+BRISK_API void brisk_hybrid_destroy(brisk_hybrid_t *hybrid);
+
+typedef struct brisk_hybrid_section_stats_s {
+  size_t block_size;     /* bucket object size, or 0 for a buddy region */
+  size_t bytes_reserved; /* memory the section owns */
+  size_t in_use;         /* bytes in live blocks now */
+  size_t high_water;     /* most bytes in live blocks at once */
+  size_t allocations;    /* successful allocations */
+  size_t failures;       /* requests this section could not serve */
+} brisk_hybrid_section_stats_t;
+
+/* Fills up to max entries (buckets first, then regions); returns how many
+ * sections the hybrid has. *fallbacks (if not NULL): allocations that went
+ * to brisk_malloc. */
+BRISK_API size_t brisk_hybrid_stats(const brisk_hybrid_t *hybrid,
+                                    brisk_hybrid_section_stats_t *out, size_t max,
+                                    size_t *fallbacks);
+
 #ifdef __cplusplus
 }
 #endif

@@ -1,0 +1,845 @@
+/*
+ * buddy.c — a lock-free buddy allocator (seed 003's GP section, after
+ * Marotta et al. 2018, "A Non-blocking Buddy System"): power-of-two blocks
+ * from min_block to max_block, found top-down in a tree of counters.
+ *
+ * Layout: two reservations from the OS layer, no malloc anywhere.
+ *
+ *   region  [ tree 0: max_block bytes ][ tree 1 ] ... [ tree ntrees-1 ]
+ *           aligned to max_block, so a block of size S (a power of two) at
+ *           offset o with o % S == 0 is aligned to S in memory too.
+ *   meta    [ brisk_buddy_t + per-thread slots ][ node counters ][ index ]
+ *
+ * The trees. Each tree is an implicit binary tree in heap order (node 1 is
+ * the root, node i has children 2i and 2i+1; entry 0 is unused). A node at
+ * depth d covers max_block >> d bytes; the leaves are min_block blocks
+ * ("units"). A block of order k is 2^k units and is one node at depth
+ * D - k (D = log2(max_block / min_block)). Every node holds one atomic
+ * uint32: the number of units of its subtree that are used, i.e. held by a
+ * live block or reserved by an allocation in progress that will end below
+ * it. A node's "full" value is its size in units. (The lead's sketch counts
+ * free units; counting used ones is the same algorithm mirrored, and lets
+ * fresh zero pages from the kernel be the initial state, so metadata is
+ * never written at create and only the parts in use become resident.)
+ *
+ * Allocation of order k, top-down from a root (no bottom-up climb):
+ *   - at each node above depth D - k: reserve s = 2^k units with a CAS loop
+ *     "used u -> u + s, only if u + s <= full"; when it fails the subtree
+ *     cannot host the block and the search goes to the sibling;
+ *   - at depth D - k: take the node with the CAS "used == 0 -> full";
+ *   - a node both of whose children failed gives its reservation back
+ *     (fetch_sub s) and the search returns to its parent's other child.
+ * This is the seed's choice over Marotta's: Marotta marks a leaf-level node
+ * and climbs to the root, rolling the half-marked chain back when it meets
+ * a conflict; here nothing another thread could see as allocated is ever
+ * undone — a failed subtree only redirects the search (the seed's "no
+ * rollback of a misallocation"); reservations given back were never an
+ * allocation. Single-threaded the search is complete (a depth-first search
+ * of every subtree with room): if a free block of the order exists it is
+ * found, so exhaustion is exact. With other threads in flight a search may
+ * fail while a block is free (their reservations look like use for a
+ * moment): exhaustion under concurrency is approximate, never unsafe.
+ *
+ * Free of a block of order k at node T: store 0 into T (release), then
+ * fetch_sub s on every ancestor, bottom-up (release). Coalescing is
+ * implicit: a node whose count is back to 0 is whole again and can be
+ * taken as one block.
+ *
+ * Why two live blocks never overlap. Two overlapping blocks are the same
+ * node or an ancestor/descendant pair. Same node: its own counter arbitrates
+ * (one "0 -> full" CAS wins). Ancestor A and descendant T: an allocation of
+ * T holds a reservation on A from before it takes T until its free has
+ * walked past A, so A's count is nonzero and "0 -> full" on A fails all that
+ * time; and once A is taken whole its count is full, so no reservation
+ * through A (which needs u + s <= full, s >= 1) succeeds until A is freed.
+ * While A is taken nobody else writes A's counter (every RMW on it fails
+ * and nobody holds a reservation on it), which is why free may use a plain
+ * store of 0 there. The descendants of a taken node keep the counts they
+ * had when it was taken, all 0, and are unreachable until it is freed.
+ *
+ * The allocation index: one atomic byte per unit of the region, k + 1 at
+ * the unit where a live block of order k starts, 0 elsewhere. It is how
+ * free finds the order (hence the node) from the user's pointer. The seed's
+ * index stores (pointer, alignment) pairs because its blocks are only 8-
+ * aligned and an aligned request is served inside a block; here blocks are
+ * aligned to their own size, so the pointer the user got is the block's
+ * start and one byte per unit is enough. free exchanges the byte to 0: 0
+ * already means a double free or a pointer that is not a block's start
+ * (message, abort); two racing frees of one block cannot both win.
+ *
+ * Call tree:
+ *   brisk_buddy_create(_ex)  check and round the sizes, reserve the region
+ *                            (aligned to max_block) and the metadata, place
+ *                            each thread slot's home tree; PREFAULT / LOCK
+ *                            fault in and mlock both
+ *   brisk_buddy_alloc        check size/align → order k; thread cache hit
+ *                            (THREAD_CACHE, small orders) → hand_out; else
+ *   alloc_generic            (out of line)
+ *     alloc_tree               each tree in turn from the slot's current
+ *       tree_take                the top-down search above (spinlocked twin:
+ *                                the same code with plain loads and stores,
+ *                                under the lock)
+ *     alloc_slow               (cold) every tree failed: flush this thread's
+ *                              cache into the trees and retry once; ENOMEM
+ *     hand_out                 index byte, counters, ASan/Valgrind
+ *   brisk_buddy_free         range and unit checks, exchange the index byte,
+ *                            counters; push on the thread cache, or
+ *     release_block            tree_release: store 0, fetch_sub ancestors
+ *   brisk_buddy_trim         (quiescent) every slot's cache back to the trees
+ *   brisk_buddy_validate     (quiescent) recompute the trees, compare with
+ *                            the index
+ *   brisk_buddy_stats / _brisk_buddy_counters / _brisk_buddy_range
+ *
+ * Who touches what, and with what memory order:
+ *   node counters  every allocating/freeing thread. Reserve CAS and take
+ *                  CAS: acquire on success, so whatever the block's previous
+ *                  users wrote (published by their frees) happens before the
+ *                  new owner's use; free's store and fetch_subs: release.
+ *                  A reservation given back: relaxed (it publishes nothing;
+ *                  as an RMW it keeps the release sequences intact). A taker
+ *                  of A whose previous users held descendants of A reads the
+ *                  value their release fetch_subs on A wrote; a taker of a
+ *                  descendant of a block freed whole first reserved through
+ *                  that block's node, reading its release store.
+ *   index bytes    the block's allocator stores k + 1 after its take
+ *                  (relaxed), its freer exchanges it to 0 (relaxed) before
+ *                  its tree release: the next taker's acquire orders the
+ *                  exchange before its own store. Handing the pointer from
+ *                  allocator to freer is the program's own synchronisation.
+ *                  Validate, quiescent, marks cached blocks with 0x80 and
+ *                  clears the marks before it returns.
+ *   slots[i]       per-thread entries (thread_slot.h): only slot i's holder
+ *                  writes them. The counters in it are atomics written with
+ *                  a relaxed load + store (no RMW) so that stats may read
+ *                  them from any thread; the cache and cur_tree are plain
+ *                  (trim and validate read them quiescent only). Threads
+ *                  beyond BRISK_THREAD_SLOTS share slots[BRISK_THREAD_SLOTS]:
+ *                  fetch_add on its counters, no cache, no cur_tree update.
+ *   in_use         the flushed part of the bytes in use: a slot adds its
+ *                  pending delta with one relaxed fetch_add when it reaches
+ *                  ±FLUSH_BYTES (seed 004: batched accounting). Read
+ *                  (relaxed) by every allocation for the high-water check.
+ *   high_water     CAS-max (relaxed) when an allocation sees in_use plus its
+ *                  own pending delta above it: exact with one thread, within
+ *                  FLUSH_BYTES per other active thread otherwise. Written
+ *                  only while the peak rises, so its line stays shared.
+ *   lock           the spinlocked twin only: exchange (acquire) / store
+ *                  (release), test-and-test-and-set with a pause.
+ *   everything else  written by create, read-only after.
+ *
+ * Spreading threads: slot i starts at tree (i * stride) % ntrees, stride
+ * an odd number near 2/3 of ntrees and coprime to it (so homes are distinct
+ * and far apart), scans the trees in turn and remembers the last tree that
+ * served it. Slots that share a home tree (more slots than trees) prefer
+ * different children at the top PREF_LEVELS levels (the bits of
+ * slot / ntrees), so they descend into different subtrees; below that, and
+ * for a lone thread, the left child first (address-ordered first fit, which
+ * keeps fragmentation low). Measured with 8 threads on 2 cores, one 64 MiB
+ * tree of 64-B units: 128-B pairs 455 → 212 ns, 1 KiB 214-406 → 152-163 ns
+ * (PREF_LEVELS 0 → 3). Many trees help far more: the same load over 64
+ * trees of 1 MiB costs 30-50 ns per pair.
+ *
+ * Worst case: counts say how much is free below a node, not whether an
+ * aligned block of the order is. With every other unit free, a request of
+ * two units reserves and gives back through every node above the last two
+ * levels of every tree before it fails: 25 µs per 1 MiB tree of 64-B units
+ * (1.5 ms for 64 MiB). Marotta's scan of the target level is no better.
+ *
+ * Thread cache (BRISK_REGION_THREAD_CACHE; ignored with SPINLOCK): for
+ * orders below CACHE_ORDERS (blocks up to 64 × min_block), up to
+ * CACHE_DEPTH freed blocks per order wait in the freeing thread's slot. A
+ * cached block stays allocated in its tree (counters unchanged) but its
+ * index byte is cleared on free and set again when the cache hands it out,
+ * so a double free is still caught. A tree search that fails flushes the
+ * calling thread's own cache and retries once; other threads' caches may
+ * hold blocks a bounded allocator then lacks (at most CACHE_DEPTH blocks
+ * per cached order per thread) until brisk_buddy_trim. A hit costs no
+ * tree walk: 13 ns per alloc+free pair against 55-75 ns (one thread).
+ *
+ * Arguments: create rounds min_block (at least 16) and max_block (0: total)
+ * up to powers of two and total up to a multiple of max_block; EINVAL for
+ * total 0, min_block > total, min_block > max_block, max_block above total
+ * rounded up to a power of two, more than 2^31 units per tree, or an
+ * unknown flag. alloc: size 0 or an alignment that is not a power of two is
+ * EINVAL (align 0 means 16); a size or an alignment above max_block is
+ * ENOMEM (no block fits) and counts as a failure.
+ *
+ * Tools: the region is no-access for ASan/Valgrind until a block is handed
+ * out (brisk_annotate_alloc, the requested size); free poisons the whole
+ * block (brisk_annotate_free) before it reaches a cache or a tree.
+ */
+#include "regions/buddy.h"
+
+#include "base/annotate.h"
+#include "base/base.h"
+#include "os/os.h"
+#include "regions/thread_slot.h"
+
+#include <brisk.h>
+#include <errno.h>
+#include <stdio.h>
+
+#define MIN_BLOCK_FLOOR ((size_t)16)
+/* 64 TiB: keeps every size computation far from wrapping around. */
+#define MAX_TOTAL ((size_t)1 << 46)
+/* Units per tree at most 2^31, so a root's count fits a uint32 and a depth
+ * indexes a 32-bit preference mask. */
+#define MAX_DEPTH 31u
+#define CACHE_ORDERS 7u
+#define CACHE_DEPTH 8u
+#define PREF_LEVELS 3u
+#define FLUSH_BYTES ((size_t)64 << 10)
+#define KNOWN_FLAGS \
+  (BRISK_REGION_PREFAULT | BRISK_REGION_LOCK | BRISK_REGION_THREAD_CACHE | BRISK_REGION_SPINLOCK)
+#define CACHE_MARK 0x80u
+
+/* One thread's entry (see thread_slot.h). */
+typedef struct slot_s {
+  BRISK_ALIGNED(BRISK_CACHE_LINE) _Atomic size_t pending; /* in_use delta, mod 2^64 */
+  _Atomic size_t requested;
+  _Atomic size_t allocations;
+  _Atomic size_t failures;
+  size_t cur_tree; /* where the last search succeeded */
+  uint32_t pref;   /* bit d: the child tried first at depth d */
+  uint8_t cached[CACHE_ORDERS];
+  void *cache[CACHE_ORDERS][CACHE_DEPTH];
+} slot_t;
+
+struct brisk_buddy_s {
+  /* Written by create, read-only after. */
+  uint8_t *base;          /* the region, aligned to max_block */
+  size_t total;           /* bytes of the trees: ntrees * max_block */
+  size_t region_size;     /* the region's reservation (total, page-rounded) */
+  _Atomic uint32_t *nodes; /* ntrees * nodes_per_tree counters */
+  _Atomic uint8_t *index; /* total / min_block bytes */
+  size_t meta_size;       /* this reservation: header, nodes, index */
+  size_t ntrees;
+  size_t nodes_per_tree;  /* 2^(depth + 1) */
+  size_t min_block;
+  size_t max_block;
+  uint32_t min_shift;
+  uint32_t depth;         /* D: log2(max_block / min_block) */
+  uint32_t cache_orders;  /* 0 without a thread cache */
+  bool spin;              /* the spinlocked twin */
+  size_t system_requests;
+  /* Written rarely, read by every allocation. */
+  BRISK_ALIGNED(BRISK_CACHE_LINE) _Atomic size_t in_use;
+  BRISK_ALIGNED(BRISK_CACHE_LINE) _Atomic size_t high_water;
+  BRISK_ALIGNED(BRISK_CACHE_LINE) _Atomic uint32_t lock;
+  slot_t slots[BRISK_THREAD_SLOTS + 1]; /* the last: threads without a slot */
+};
+
+/* ---- Messages ---- */
+
+static BRISK_COLD BRISK_NORETURN void fatal(const void *p, const char *why) {
+  _brisk_os_fatal_pointer("brisk_buddy_free", p, why);
+}
+
+/* ---- Tree operations ----
+ *
+ * `locked` is a constant at every call site: true in the spinlocked twin,
+ * where the lock orders everything and a plain load + store replaces each
+ * RMW (the fair spinlocked baseline of seed 003's comparison).
+ */
+
+BRISK_INLINE bool reserve(_Atomic uint32_t *node, uint32_t s, uint32_t room, bool locked) {
+  uint32_t used = atomic_load_explicit(node, memory_order_relaxed);
+  if (locked) {
+    if (used > room) return false;
+    atomic_store_explicit(node, used + s, memory_order_relaxed);
+    return true;
+  }
+  do {
+    if (used > room) return false; /* room = full - s */
+  } while (!atomic_compare_exchange_weak_explicit(node, &used, used + s, memory_order_acquire,
+                                                  memory_order_relaxed));
+  return true;
+}
+
+BRISK_INLINE bool take(_Atomic uint32_t *node, uint32_t full, bool locked) {
+  uint32_t used = atomic_load_explicit(node, memory_order_relaxed);
+  if (used != 0) return false;
+  if (locked) {
+    atomic_store_explicit(node, full, memory_order_relaxed);
+    return true;
+  }
+  return atomic_compare_exchange_strong_explicit(node, &used, full, memory_order_acquire,
+                                                 memory_order_relaxed);
+}
+
+BRISK_INLINE void give_back(_Atomic uint32_t *node, uint32_t s, bool locked) {
+  if (locked)
+    atomic_store_explicit(node, atomic_load_explicit(node, memory_order_relaxed) - s,
+                          memory_order_relaxed);
+  else
+    atomic_fetch_sub_explicit(node, s, memory_order_relaxed);
+}
+
+/* Either child of node c (at depth target - 1) free: worth reserving c. A
+ * hint only (two loads on one line); the take CAS decides. */
+BRISK_INLINE bool has_free_child(_Atomic uint32_t *n, size_t c) {
+  return atomic_load_explicit(&n[2 * c], memory_order_relaxed) == 0 ||
+         atomic_load_explicit(&n[2 * c + 1], memory_order_relaxed) == 0;
+}
+
+/*
+ * The top-down search of one tree (counters n) for a block of order k.
+ * Returns the node taken, or 0. Iterative: the path is implicit in the heap
+ * numbering, and whether child c was the first choice at its parent's depth
+ * tells whether its sibling is still to try.
+ */
+BRISK_INLINE size_t tree_take(_Atomic uint32_t *n, uint32_t depth, uint32_t k, uint32_t pref,
+                              bool locked) {
+  const uint32_t s = (uint32_t)1 << k;
+  const uint32_t target = depth - k;
+  if (target == 0) return take(&n[1], s, locked) ? 1 : 0;
+  if (!reserve(&n[1], s, ((uint32_t)1 << depth) - s, locked)) return 0;
+  size_t i = 1;
+  uint32_t d = 0; /* depth of i, which this search holds a reservation on */
+  size_t c = 2 + (pref & 1);
+  for (;;) {
+    const uint32_t cd = d + 1;
+    bool ok;
+    if (cd == target)
+      ok = take(&n[c], s, locked);
+    else
+      ok = (cd + 1 != target || has_free_child(n, c)) &&
+           reserve(&n[c], s, ((uint32_t)1 << (depth - cd)) - s, locked);
+    if (ok) {
+      if (cd == target) return c;
+      i = c;
+      d = cd;
+      c = 2 * i + ((pref >> d) & 1);
+      continue;
+    }
+    /* c failed. Was it i's second choice? Then i is spent: give its
+     * reservation back and go up, as long as that keeps being so. */
+    while ((c & 1) != ((pref >> d) & 1)) {
+      give_back(&n[i], s, locked);
+      if (i == 1) return 0;
+      c = i;
+      i >>= 1;
+      d--;
+    }
+    c ^= 1;
+  }
+}
+
+/* Free node i (order k) of a tree: store 0, then the ancestors bottom-up. */
+BRISK_INLINE void tree_release(_Atomic uint32_t *n, size_t i, uint32_t k, bool locked) {
+  const uint32_t s = (uint32_t)1 << k;
+  if (locked) {
+    atomic_store_explicit(&n[i], 0, memory_order_relaxed);
+    for (i >>= 1; i != 0; i >>= 1)
+      atomic_store_explicit(&n[i], atomic_load_explicit(&n[i], memory_order_relaxed) - s,
+                            memory_order_relaxed);
+    return;
+  }
+  atomic_store_explicit(&n[i], 0, memory_order_release);
+  for (i >>= 1; i != 0; i >>= 1) atomic_fetch_sub_explicit(&n[i], s, memory_order_release);
+}
+
+/* ---- The spinlocked twin ---- */
+
+static void spin_lock(brisk_buddy_t *b) {
+  for (;;) {
+    while (atomic_load_explicit(&b->lock, memory_order_relaxed) != 0) brisk_cpu_relax();
+    if (atomic_exchange_explicit(&b->lock, 1, memory_order_acquire) == 0) return;
+  }
+}
+
+static void spin_unlock(brisk_buddy_t *b) {
+  atomic_store_explicit(&b->lock, 0, memory_order_release);
+}
+
+/* ---- Blocks, nodes and units ---- */
+
+static inline _Atomic uint32_t *tree_nodes(const brisk_buddy_t *b, size_t tree) {
+  return b->nodes + tree * b->nodes_per_tree;
+}
+
+/* The first unit of node i (order k) of a tree. */
+static inline size_t node_unit(const brisk_buddy_t *b, size_t tree, size_t i, uint32_t k) {
+  size_t level_first = (size_t)1 << (b->depth - k);
+  return (tree << b->depth) | ((i - level_first) << k);
+}
+
+static inline void *unit_address(const brisk_buddy_t *b, size_t unit) {
+  return b->base + (unit << b->min_shift);
+}
+
+static inline size_t address_unit(const brisk_buddy_t *b, const void *p) {
+  return (size_t)((const uint8_t *)p - b->base) >> b->min_shift;
+}
+
+static inline void release_locked_or_not(brisk_buddy_t *b, size_t unit, uint32_t k, bool locked) {
+  size_t tree = unit >> b->depth;
+  size_t within = unit & (((size_t)1 << b->depth) - 1);
+  size_t i = ((size_t)1 << (b->depth - k)) + (within >> k);
+  tree_release(tree_nodes(b, tree), i, k, locked);
+}
+
+/* Give a block (index byte already cleared) back to its tree. */
+static BRISK_NOINLINE void release_block(brisk_buddy_t *b, size_t unit, uint32_t k) {
+  if (BRISK_UNLIKELY(b->spin)) {
+    spin_lock(b);
+    release_locked_or_not(b, unit, k, true);
+    spin_unlock(b);
+    return;
+  }
+  release_locked_or_not(b, unit, k, false);
+}
+
+/* Every tree in turn from the slot's current one; NULL when none has room. */
+BRISK_INLINE void *scan_trees(brisk_buddy_t *b, slot_t *e, bool shared, uint32_t k, bool locked) {
+  size_t tree = e->cur_tree;
+  for (size_t tried = 0; tried < b->ntrees; tried++) {
+    size_t i = tree_take(tree_nodes(b, tree), b->depth, k, e->pref, locked);
+    if (i != 0) {
+      if (!shared) e->cur_tree = tree;
+      return unit_address(b, node_unit(b, tree, i, k));
+    }
+    if (++tree == b->ntrees) tree = 0;
+  }
+  return NULL;
+}
+
+static BRISK_NOINLINE void *alloc_tree_locked(brisk_buddy_t *b, slot_t *e, bool shared,
+                                              uint32_t k) {
+  spin_lock(b);
+  void *p = scan_trees(b, e, shared, k, true);
+  spin_unlock(b);
+  return p;
+}
+
+static inline void *alloc_tree(brisk_buddy_t *b, slot_t *e, bool shared, uint32_t k) {
+  if (BRISK_UNLIKELY(b->spin)) return alloc_tree_locked(b, e, shared, k);
+  return scan_trees(b, e, shared, k, false);
+}
+
+/* ---- Counters ---- */
+
+/* Add v to a counter of slot e: only its holder writes it (load + store),
+ * unless e is the shared entry of threads without a slot. */
+BRISK_INLINE void count(_Atomic size_t *c, size_t v, bool shared) {
+  if (BRISK_UNLIKELY(shared))
+    atomic_fetch_add_explicit(c, v, memory_order_relaxed);
+  else
+    atomic_store_explicit(c, atomic_load_explicit(c, memory_order_relaxed) + v,
+                          memory_order_relaxed);
+}
+
+static BRISK_NOINLINE void raise_high_water(brisk_buddy_t *b, size_t now) {
+  size_t seen = atomic_load_explicit(&b->high_water, memory_order_relaxed);
+  while (seen < now && !atomic_compare_exchange_weak_explicit(&b->high_water, &seen, now,
+                                                             memory_order_relaxed,
+                                                             memory_order_relaxed)) {
+  }
+}
+
+/* Bytes in use change by delta (mod 2^64); returns this thread's pending
+ * part (the flushed part is in b->in_use). */
+BRISK_INLINE size_t account_bytes(brisk_buddy_t *b, slot_t *e, bool shared, size_t delta) {
+  if (BRISK_UNLIKELY(shared)) {
+    atomic_fetch_add_explicit(&b->in_use, delta, memory_order_relaxed);
+    return 0;
+  }
+  size_t pending = atomic_load_explicit(&e->pending, memory_order_relaxed) + delta;
+  if (BRISK_UNLIKELY((intptr_t)pending >= (intptr_t)FLUSH_BYTES ||
+                     (intptr_t)pending <= -(intptr_t)FLUSH_BYTES)) {
+    atomic_fetch_add_explicit(&b->in_use, pending, memory_order_relaxed);
+    pending = 0;
+  }
+  atomic_store_explicit(&e->pending, pending, memory_order_relaxed);
+  return pending;
+}
+
+/* ---- Allocation ---- */
+
+/* The block at p (order k) goes to the program. */
+BRISK_INLINE void *hand_out(brisk_buddy_t *b, slot_t *e, bool shared, void *p, uint32_t k,
+                            size_t size) {
+  atomic_store_explicit(&b->index[address_unit(b, p)], (uint8_t)(k + 1), memory_order_relaxed);
+  count(&e->allocations, 1, shared);
+  count(&e->requested, size, shared);
+  size_t pending = account_bytes(b, e, shared, b->min_block << k);
+  /* This thread's view of the bytes in use: signed, since the flushed part
+   * can be below zero while other threads hold positive pending deltas. */
+  intptr_t now = (intptr_t)(atomic_load_explicit(&b->in_use, memory_order_relaxed) + pending);
+  if (BRISK_UNLIKELY(now > (intptr_t)atomic_load_explicit(&b->high_water, memory_order_relaxed)))
+    raise_high_water(b, (size_t)now);
+  brisk_annotate_alloc(p, size, false);
+  return p;
+}
+
+/* Give every block in slot e's cache back to the trees. */
+static void flush_slot(brisk_buddy_t *b, slot_t *e) {
+  for (uint32_t k = 0; k < CACHE_ORDERS; k++) {
+    for (uint32_t j = 0; j < e->cached[k]; j++)
+      release_block(b, address_unit(b, e->cache[k][j]), k);
+    e->cached[k] = 0;
+  }
+}
+
+static bool cache_is_empty(const slot_t *e) {
+  for (uint32_t k = 0; k < CACHE_ORDERS; k++)
+    if (e->cached[k] != 0) return false;
+  return true;
+}
+
+static BRISK_COLD void *alloc_slow(brisk_buddy_t *b, slot_t *e, bool shared, uint32_t k,
+                                   size_t size) {
+  if (!shared && b->cache_orders != 0 && !cache_is_empty(e)) {
+    flush_slot(b, e);
+    void *p = alloc_tree(b, e, shared, k);
+    if (p != NULL) return hand_out(b, e, shared, p, k, size);
+  }
+  count(&e->failures, 1, shared);
+  errno = ENOMEM;
+  return NULL;
+}
+
+/* Out of line, so that a cache hit pays for no tree-walk registers. */
+static BRISK_NOINLINE void *alloc_generic(brisk_buddy_t *b, slot_t *e, bool shared, uint32_t k,
+                                          size_t size) {
+  void *p = alloc_tree(b, e, shared, k);
+  if (BRISK_UNLIKELY(p == NULL)) return alloc_slow(b, e, shared, k, size);
+  return hand_out(b, e, shared, p, k, size);
+}
+
+static BRISK_COLD void *alloc_refused(brisk_buddy_t *b, size_t size, size_t align) {
+  if (size == 0 || (align & (align - 1)) != 0) {
+    errno = EINVAL;
+    return NULL;
+  }
+  /* size or align above max_block: no block fits, a failure like any ENOMEM. */
+  uint32_t id = brisk_thread_slot();
+  count(&b->slots[id].failures, 1, id == BRISK_NO_THREAD_SLOT);
+  errno = ENOMEM;
+  return NULL;
+}
+
+void *brisk_buddy_alloc(brisk_buddy_t *b, size_t size, size_t align) {
+  if (BRISK_UNLIKELY(size - 1 >= b->max_block || align > b->max_block ||
+                     (align & (align - 1)) != 0))
+    return alloc_refused(b, size, align);
+  size_t need = size > align ? size : align; /* align 0: 16, and min_block >= 16 */
+  uint32_t k = need <= b->min_block
+                   ? 0
+                   : (uint32_t)(brisk_bit_scan_reverse(need - 1) + 1 - b->min_shift);
+  uint32_t id = brisk_thread_slot();
+  slot_t *e = &b->slots[id];
+  bool shared = id == BRISK_NO_THREAD_SLOT;
+  /* The shared entry's cache stays empty (free never fills it). */
+  if (k < b->cache_orders && e->cached[k] != 0)
+    return hand_out(b, e, shared, e->cache[k][--e->cached[k]], k, size);
+  return alloc_generic(b, e, shared, k, size);
+}
+
+/* ---- Free ---- */
+
+void brisk_buddy_free(brisk_buddy_t *b, void *p) {
+  if (p == NULL) return;
+  uintptr_t offset = (uintptr_t)p - (uintptr_t)b->base;
+  if (BRISK_UNLIKELY(offset >= b->total)) fatal(p, "not a block of this buddy allocator");
+  if (BRISK_UNLIKELY((offset & (b->min_block - 1)) != 0)) fatal(p, "not the start of a block");
+  size_t unit = offset >> b->min_shift;
+  uint8_t tag = atomic_exchange_explicit(&b->index[unit], 0, memory_order_relaxed);
+  if (BRISK_UNLIKELY(tag == 0)) fatal(p, "double free, or not the start of a block");
+  uint32_t k = (uint32_t)tag - 1;
+  size_t bytes = b->min_block << k;
+  brisk_annotate_free(p, bytes);
+  uint32_t id = brisk_thread_slot();
+  slot_t *e = &b->slots[id];
+  bool shared = id == BRISK_NO_THREAD_SLOT;
+  account_bytes(b, e, shared, (size_t)0 - bytes);
+  if (k < b->cache_orders && !shared && e->cached[k] < CACHE_DEPTH) {
+    e->cache[k][e->cached[k]++] = p;
+    return;
+  }
+  release_block(b, unit, k);
+}
+
+void brisk_buddy_trim(brisk_buddy_t *b) {
+  if (b == NULL) return;
+  for (uint32_t i = 0; i < BRISK_THREAD_SLOTS; i++) flush_slot(b, &b->slots[i]);
+}
+
+/* ---- Creation ---- */
+
+static size_t round_up_pow2(size_t x) { /* 1 <= x <= 2^62 */
+  return x <= 1 ? 1 : (size_t)1 << (brisk_bit_scan_reverse(x - 1) + 1);
+}
+
+static size_t gcd(size_t a, size_t b) {
+  while (b != 0) {
+    size_t t = a % b;
+    a = b;
+    b = t;
+  }
+  return a;
+}
+
+/* Home tree and child preferences of every slot (see "Spreading threads"). */
+static void place_slots(brisk_buddy_t *b) {
+  size_t n = b->ntrees;
+  size_t stride = (n - n / 3) | 1;
+  while (n > 1 && gcd(stride, n) != 1) stride += 2;
+  for (uint32_t i = 0; i <= BRISK_THREAD_SLOTS; i++) {
+    slot_t *e = &b->slots[i];
+    e->cur_tree = i == BRISK_THREAD_SLOTS ? 0 : (size_t)(((uint64_t)i * stride) % n);
+    e->pref = i == BRISK_THREAD_SLOTS ? 0 : (uint32_t)((i / n) & ((1u << PREF_LEVELS) - 1));
+  }
+}
+
+/* PREFAULT / LOCK: fault in (and lock) a range now, counting the calls. */
+static bool make_resident(brisk_buddy_t *b, void *p, size_t size, unsigned flags) {
+  if (!_brisk_os_prefault(p, size)) return false;
+  b->system_requests++;
+  if ((flags & BRISK_REGION_LOCK) != 0) {
+    if (!_brisk_os_lock(p, size)) return false;
+    b->system_requests++;
+  }
+  return true;
+}
+
+brisk_buddy_t *brisk_buddy_create(size_t total, size_t min_block) {
+  return brisk_buddy_create_ex(total, min_block, 0, 0);
+}
+
+brisk_buddy_t *brisk_buddy_create_ex(size_t total, size_t min_block, size_t max_block,
+                                     unsigned flags) {
+  if (total == 0 || min_block > total || max_block > MAX_TOTAL ||
+      (flags & ~KNOWN_FLAGS) != 0) {
+    errno = EINVAL;
+    return NULL;
+  }
+  if (total > MAX_TOTAL) {
+    errno = ENOMEM;
+    return NULL;
+  }
+  size_t min = round_up_pow2(min_block < MIN_BLOCK_FLOOR ? MIN_BLOCK_FLOOR : min_block);
+  size_t max = round_up_pow2(max_block != 0 ? max_block : total);
+  /* max_block may pass total only by the rounding of total itself. */
+  if (min > max || max > round_up_pow2(total) ||
+      brisk_bit_scan_reverse(max) - brisk_bit_scan_reverse(min) > MAX_DEPTH) {
+    errno = EINVAL;
+    return NULL;
+  }
+  uint32_t min_shift = (uint32_t)brisk_bit_scan_reverse(min);
+  uint32_t depth = (uint32_t)brisk_bit_scan_reverse(max) - min_shift;
+  total = brisk_align_up(total, max);
+  size_t ntrees = total / max;
+  size_t page = _brisk_os_page_size();
+  size_t units = total >> min_shift;
+  size_t nodes_per_tree = (size_t)2 << depth;
+  size_t header = brisk_align_up(sizeof(brisk_buddy_t), BRISK_CACHE_LINE);
+  size_t nodes_bytes = ntrees * nodes_per_tree * sizeof(uint32_t); /* 8 bytes per unit */
+  size_t meta_size = brisk_align_up(header + nodes_bytes + units, page);
+  size_t region_size = brisk_align_up(total, page);
+
+  uint8_t *meta = _brisk_os_reserve(meta_size, page, 0);
+  if (meta == NULL) return NULL;
+  uint8_t *base = _brisk_os_reserve(region_size, max, 0);
+  if (base == NULL) {
+    _brisk_os_release(meta, meta_size);
+    errno = ENOMEM;
+    return NULL;
+  }
+  /* Fresh pages read as zero: every counter 0 (all free), every index byte
+   * 0, every slot empty. */
+  brisk_buddy_t *b = (brisk_buddy_t *)meta;
+  b->base = base;
+  b->total = total;
+  b->region_size = region_size;
+  b->nodes = (_Atomic uint32_t *)(meta + header);
+  b->index = (_Atomic uint8_t *)(meta + header + nodes_bytes);
+  b->meta_size = meta_size;
+  b->ntrees = ntrees;
+  b->nodes_per_tree = nodes_per_tree;
+  b->min_block = min;
+  b->max_block = max;
+  b->min_shift = min_shift;
+  b->depth = depth;
+  b->spin = (flags & BRISK_REGION_SPINLOCK) != 0;
+  b->cache_orders = 0;
+  if ((flags & BRISK_REGION_THREAD_CACHE) != 0 && !b->spin)
+    b->cache_orders = depth + 1 < CACHE_ORDERS ? depth + 1 : CACHE_ORDERS;
+  b->system_requests = 2;
+  atomic_init(&b->in_use, 0);
+  atomic_init(&b->high_water, 0);
+  atomic_init(&b->lock, 0);
+  place_slots(b);
+  if ((flags & (BRISK_REGION_PREFAULT | BRISK_REGION_LOCK)) != 0 &&
+      (!make_resident(b, meta, meta_size, flags) ||
+       !make_resident(b, base, region_size, flags))) {
+    int saved = errno;
+    _brisk_os_release(base, region_size);
+    _brisk_os_release(meta, meta_size);
+    errno = saved != 0 ? saved : ENOMEM;
+    return NULL;
+  }
+  brisk_annotate_no_access(base, region_size);
+  return b;
+}
+
+void brisk_buddy_destroy(brisk_buddy_t *b) {
+  if (b == NULL) return;
+  /* Clear our poisoning, so whatever is mapped here next starts clean. */
+  brisk_annotate_internal(b->base, b->region_size);
+  _brisk_os_release(b->base, b->region_size);
+  _brisk_os_release(b, b->meta_size);
+}
+
+/* ---- Statistics ---- */
+
+static size_t sum_slots(const brisk_buddy_t *b, size_t offset) {
+  size_t sum = 0;
+  for (uint32_t i = 0; i <= BRISK_THREAD_SLOTS; i++) {
+    _Atomic size_t *c = (_Atomic size_t *)((uint8_t *)&b->slots[i] + offset);
+    sum += atomic_load_explicit(c, memory_order_relaxed);
+  }
+  return sum;
+}
+
+static size_t bytes_in_use(const brisk_buddy_t *b) {
+  brisk_buddy_t *m = (brisk_buddy_t *)b;
+  size_t sum = atomic_load_explicit(&m->in_use, memory_order_relaxed) +
+               sum_slots(b, offsetof(slot_t, pending));
+  return (intptr_t)sum < 0 ? 0 : sum; /* a racing read can see a free before its alloc */
+}
+
+void _brisk_buddy_counters(const brisk_buddy_t *b, brisk_buddy_counters_t *out) {
+  brisk_buddy_t *m = (brisk_buddy_t *)b;
+  out->in_use = bytes_in_use(b);
+  out->high_water = atomic_load_explicit(&m->high_water, memory_order_relaxed);
+  if (out->high_water < out->in_use) out->high_water = out->in_use;
+  out->allocations = sum_slots(b, offsetof(slot_t, allocations));
+  out->failures = sum_slots(b, offsetof(slot_t, failures));
+}
+
+void brisk_buddy_stats(const brisk_buddy_t *b, brisk_region_stats_t *out) {
+  out->bytes_requested = sum_slots(b, offsetof(slot_t, requested));
+  out->bytes_in_use = bytes_in_use(b);
+  out->bytes_held = b->region_size + b->meta_size;
+  out->system_requests = b->system_requests;
+}
+
+void _brisk_buddy_range(const brisk_buddy_t *b, uintptr_t *lo, uintptr_t *hi) {
+  *lo = (uintptr_t)b->base;
+  *hi = (uintptr_t)b->base + b->total;
+}
+
+size_t _brisk_buddy_min_block(const brisk_buddy_t *b) { return b->min_block; }
+size_t _brisk_buddy_max_block(const brisk_buddy_t *b) { return b->max_block; }
+
+/* ---- Validation (quiescent) ---- */
+
+typedef struct check_s {
+  brisk_buddy_t *b;
+  size_t tree;
+  _Atomic uint32_t *n;
+  size_t live_bytes; /* blocks handed out (index byte without CACHE_MARK) */
+  bool failed;
+} check_t;
+
+static bool report(check_t *c, const char *what, size_t node, size_t unit, size_t value) {
+  if (!c->failed) {
+    char line[256];
+    snprintf(line, sizeof line,
+             "brisk: brisk_buddy_validate: %s (tree %zu, node %zu, unit %zu, value %zu)\n", what,
+             c->tree, node, unit, value);
+    _brisk_os_write_error(line);
+  }
+  c->failed = true;
+  return false;
+}
+
+static uint8_t index_at(const check_t *c, size_t unit) {
+  return atomic_load_explicit(&c->b->index[unit], memory_order_relaxed);
+}
+
+/* Below a node taken whole: every counter 0, no block starts. */
+static bool check_shadowed(check_t *c, size_t i, uint32_t k, size_t unit) {
+  for (uint32_t l = 1; l <= k; l++)
+    for (size_t j = i << l; j < (i + 1) << l; j++)
+      if (atomic_load_explicit(&c->n[j], memory_order_relaxed) != 0)
+        return report(c, "counter below a block taken whole is not 0", j, unit, 0);
+  for (size_t u = unit + 1; u < unit + ((size_t)1 << k); u++)
+    if (index_at(c, u) != 0) return report(c, "a block starts inside another", i, u, index_at(c, u));
+  return true;
+}
+
+/* Node i of order k: consistent? Its used count is what the children say. */
+static bool check_node(check_t *c, size_t i, uint32_t k) {
+  size_t unit = node_unit(c->b, c->tree, i, k);
+  uint32_t used = atomic_load_explicit(&c->n[i], memory_order_relaxed);
+  uint32_t full = (uint32_t)1 << k;
+  uint8_t tag = index_at(c, unit);
+  if ((tag & ~CACHE_MARK) == k + 1) {
+    if (used != full) return report(c, "a live block's node is not full", i, unit, used);
+    if ((tag & CACHE_MARK) == 0) c->live_bytes += c->b->min_block << k;
+    return check_shadowed(c, i, k, unit);
+  }
+  if (k == 0) {
+    if (tag != 0) return report(c, "index byte names no block of this tree", i, unit, tag);
+    if (used != 0) return report(c, "a unit is used by no block", i, unit, used);
+    return true;
+  }
+  if (!check_node(c, 2 * i, k - 1) || !check_node(c, 2 * i + 1, k - 1)) return false;
+  uint32_t children = atomic_load_explicit(&c->n[2 * i], memory_order_relaxed) +
+                      atomic_load_explicit(&c->n[2 * i + 1], memory_order_relaxed);
+  if (used != children) return report(c, "count differs from its children's sum", i, unit, used);
+  return true;
+}
+
+/* Mark (or unmark) the cached blocks' index bytes; false on a bad cache. */
+static bool mark_cached(check_t *c, bool mark) {
+  brisk_buddy_t *b = c->b;
+  for (uint32_t s = 0; s < BRISK_THREAD_SLOTS; s++) {
+    slot_t *e = &b->slots[s];
+    for (uint32_t k = 0; k < CACHE_ORDERS; k++) {
+      for (uint32_t j = 0; j < e->cached[k]; j++) {
+        void *p = e->cache[k][j];
+        size_t offset = (size_t)((uint8_t *)p - b->base);
+        if (offset >= b->total || (offset & ((b->min_block << k) - 1)) != 0) {
+          if (mark) report(c, "a cached pointer is no block", s, offset, k);
+          continue;
+        }
+        _Atomic uint8_t *tag = &b->index[offset >> b->min_shift];
+        if (!mark) {
+          if (atomic_load_explicit(tag, memory_order_relaxed) == (CACHE_MARK | (k + 1)))
+            atomic_store_explicit(tag, 0, memory_order_relaxed);
+          continue;
+        }
+        if (atomic_load_explicit(tag, memory_order_relaxed) != 0) {
+          report(c, "a cached block is live or cached twice", s, offset >> b->min_shift,
+                 atomic_load_explicit(tag, memory_order_relaxed));
+          continue;
+        }
+        atomic_store_explicit(tag, (uint8_t)(CACHE_MARK | (k + 1)), memory_order_relaxed);
+      }
+    }
+  }
+  return !c->failed;
+}
+
+int brisk_buddy_validate(brisk_buddy_t *b, int *all_free) {
+  check_t c = {.b = b, .tree = 0, .n = NULL, .live_bytes = 0, .failed = false};
+  int roots_free = 1;
+  if (mark_cached(&c, true)) {
+    for (size_t t = 0; t < b->ntrees && !c.failed; t++) {
+      c.tree = t;
+      c.n = tree_nodes(b, t);
+      check_node(&c, 1, b->depth);
+      if (atomic_load_explicit(&c.n[1], memory_order_relaxed) != 0) roots_free = 0;
+    }
+  }
+  mark_cached(&c, false);
+  if (!c.failed && c.live_bytes != bytes_in_use(b)) {
+    c.tree = 0;
+    report(&c, "live blocks' bytes differ from the in-use counter", 0, 0, c.live_bytes);
+  }
+  if (all_free != NULL) *all_free = !c.failed && roots_free;
+  return c.failed ? 0 : 1;
+}

@@ -1,0 +1,36 @@
+/*
+ * pool.h — what the rest of brisk (the hybrid allocator) may know about a
+ * fixed-size pool beyond <brisk.h>: where its objects lie, for dispatching
+ * a free by address, its object stride, and its counters in objects.
+ * brisk_pool_alloc / brisk_pool_free are called directly (they are the fast
+ * paths); everything here is read-only and safe to call concurrently with
+ * them.
+ */
+#ifndef BRISK_REGIONS_POOL_H
+#define BRISK_REGIONS_POOL_H
+
+#include "base/base.h"
+
+#include <brisk.h>
+
+/* Counters of a pool, in objects. A snapshot: each field is summed over
+ * per-thread counters without stopping the threads that move them. */
+typedef struct brisk_pool_counters_s {
+  size_t in_use;      /* handed out and not yet freed */
+  size_t high_water;  /* objects ever carved from the reservation: free ones
+                         in per-thread caches and lists count once carved */
+  size_t allocations; /* successful brisk_pool_alloc calls */
+  size_t failures;    /* brisk_pool_alloc calls that returned NULL/ENOMEM */
+} brisk_pool_counters_t;
+
+/* [*lo, *hi): the address range of every object the pool can ever hand
+ * out (its whole reservation for objects). Constant for the pool's life. */
+BRISK_HIDDEN void _brisk_pool_range(const brisk_pool_t *pool, uintptr_t *lo, uintptr_t *hi);
+
+BRISK_HIDDEN void _brisk_pool_counters(const brisk_pool_t *pool, brisk_pool_counters_t *out);
+
+/* The distance between two objects: obj_size rounded up to max(align, 8).
+ * Every byte of it may be used by the program while the object is live. */
+BRISK_HIDDEN size_t _brisk_pool_object_size(const brisk_pool_t *pool);
+
+#endif /* BRISK_REGIONS_POOL_H */

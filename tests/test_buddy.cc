@@ -1,0 +1,546 @@
+// The lock-free buddy allocator: bad arguments fail with the right errno,
+// blocks are aligned to their rounded size and to `align`, exhaustion is
+// exact with one thread, freed buddies coalesce, concurrent allocations and
+// cross-thread frees of random sizes never overlap (lock-free, with the
+// thread cache, and spinlocked), validate sees a whole tree again after
+// everything is freed, and misuse (foreign pointer, interior pointer,
+// double free; use after free under ASan) aborts with a message.
+#include <brisk.h>
+#include <errno.h>
+#include <gtest/gtest.h>
+
+#include <algorithm>
+#include <atomic>
+#include <cstdint>
+#include <thread>
+#include <vector>
+
+#include "../src/regions/buddy.h"
+#include "test_util.h"
+
+using brisk_test::block_seed;
+using brisk_test::escape;
+using brisk_test::fill_pattern;
+using brisk_test::find_pattern_mismatch;
+using brisk_test::is_aligned;
+using brisk_test::kMiB;
+using brisk_test::Rng;
+using brisk_test::scaled;
+
+namespace {
+
+constexpr int kThreads = 8;  // the test machine has 2 cores: oversubscribe
+constexpr size_t kKiB = 1024;
+
+size_t round_up_pow2(size_t x) {
+  size_t r = 1;
+  while (r < x) r <<= 1;
+  return r;
+}
+
+brisk_buddy_counters_t counters_of(const brisk_buddy_t *b) {
+  brisk_buddy_counters_t c;
+  _brisk_buddy_counters(b, &c);
+  return c;
+}
+
+brisk_region_stats_t stats_of(const brisk_buddy_t *b) {
+  brisk_region_stats_t s;
+  brisk_buddy_stats(b, &s);
+  return s;
+}
+
+// validate() == 1 and, when asked, every tree whole again.
+void expect_consistent(brisk_buddy_t *b, bool expect_all_free) {
+  int all_free = -1;
+  EXPECT_EQ(brisk_buddy_validate(b, &all_free), 1);
+  if (expect_all_free) EXPECT_EQ(all_free, 1);
+}
+
+TEST(Buddy, BadArgumentsFailWithErrno) {
+  errno = 0;
+  EXPECT_EQ(brisk_buddy_create(0, 64), nullptr);
+  EXPECT_EQ(errno, EINVAL);
+  errno = 0;
+  EXPECT_EQ(brisk_buddy_create(kMiB, 2 * kMiB), nullptr);  // min_block > total
+  EXPECT_EQ(errno, EINVAL);
+  errno = 0;
+  EXPECT_EQ(brisk_buddy_create_ex(kMiB, 128, 64, 0), nullptr);  // min_block > max_block
+  EXPECT_EQ(errno, EINVAL);
+  errno = 0;
+  EXPECT_EQ(brisk_buddy_create_ex(kMiB, 64, 2 * kMiB, 0), nullptr);  // max_block > total
+  EXPECT_EQ(errno, EINVAL);
+  errno = 0;
+  EXPECT_EQ(brisk_buddy_create_ex(kMiB, 64, 0, 0x100u), nullptr);  // unknown flag
+  EXPECT_EQ(errno, EINVAL);
+  errno = 0;
+  EXPECT_EQ(brisk_buddy_create(size_t{1} << 62, 64), nullptr);
+  EXPECT_EQ(errno, ENOMEM);
+
+  brisk_buddy_t *b = brisk_buddy_create_ex(kMiB, 64, 64 * kKiB, 0);
+  ASSERT_NE(b, nullptr);
+  errno = 0;
+  EXPECT_EQ(brisk_buddy_alloc(b, 0, 0), nullptr);  // size 0: EINVAL
+  EXPECT_EQ(errno, EINVAL);
+  errno = 0;
+  EXPECT_EQ(brisk_buddy_alloc(b, 64, 48), nullptr);  // not a power of two
+  EXPECT_EQ(errno, EINVAL);
+  errno = 0;
+  EXPECT_EQ(brisk_buddy_alloc(b, 64 * kKiB + 1, 0), nullptr);  // above max_block
+  EXPECT_EQ(errno, ENOMEM);
+  errno = 0;
+  EXPECT_EQ(brisk_buddy_alloc(b, 64, 128 * kKiB), nullptr);  // align above max_block
+  EXPECT_EQ(errno, ENOMEM);
+  errno = 0;
+  EXPECT_EQ(brisk_buddy_alloc(b, SIZE_MAX, 0), nullptr);
+  EXPECT_EQ(errno, ENOMEM);
+  brisk_buddy_free(b, nullptr);  // does nothing
+  EXPECT_EQ(counters_of(b).failures, 3u);  // every ENOMEM is a failure, EINVAL is not
+  expect_consistent(b, true);
+  brisk_buddy_destroy(b);
+  brisk_buddy_destroy(nullptr);
+}
+
+TEST(Buddy, SizesAreRoundedUpToPowersOfTwo) {
+  brisk_buddy_t *b = brisk_buddy_create(1000, 20);  // min 32, total (one tree) 1024
+  ASSERT_NE(b, nullptr);
+  EXPECT_EQ(_brisk_buddy_min_block(b), 32u);
+  EXPECT_EQ(_brisk_buddy_max_block(b), 1024u);
+  uintptr_t lo, hi;
+  _brisk_buddy_range(b, &lo, &hi);
+  EXPECT_EQ(hi - lo, 1024u);
+  EXPECT_EQ(lo % 1024, 0u);
+  brisk_buddy_destroy(b);
+
+  // min_block below 16 becomes 16; total becomes a multiple of max_block,
+  // and max_block may pass total only by total's own rounding.
+  b = brisk_buddy_create_ex(600 * kKiB, 1, 256 * kKiB, 0);
+  ASSERT_NE(b, nullptr);
+  EXPECT_EQ(_brisk_buddy_min_block(b), 16u);
+  _brisk_buddy_range(b, &lo, &hi);
+  EXPECT_EQ(hi - lo, 768 * kKiB);
+  brisk_buddy_destroy(b);
+  b = brisk_buddy_create_ex(600 * kKiB, 64, kMiB, 0);
+  ASSERT_NE(b, nullptr);
+  _brisk_buddy_range(b, &lo, &hi);
+  EXPECT_EQ(hi - lo, kMiB);
+  brisk_buddy_destroy(b);
+}
+
+// Every block is aligned to its rounded size and to `align` (any power of
+// two up to max_block), and lies inside the region.
+TEST(Buddy, BlocksAreAlignedToTheirSizeAndToAlign) {
+  const size_t max_block = 256 * kKiB;
+  brisk_buddy_t *b = brisk_buddy_create_ex(4 * kMiB, 16, max_block, 0);
+  ASSERT_NE(b, nullptr);
+  uintptr_t lo, hi;
+  _brisk_buddy_range(b, &lo, &hi);
+  Rng rng(7);
+  std::vector<void *> live;
+  for (int i = 0; i < 2000; i++) {
+    size_t size = 1 + rng.below(rng.below(4) == 0 ? 16 * kKiB : 300);
+    size_t align = rng.below(3) == 0 ? 0 : size_t{1} << rng.below(19);  // up to max_block
+    void *p = brisk_buddy_alloc(b, size, align);
+    if (p == nullptr) {
+      ASSERT_EQ(errno, ENOMEM);
+      for (void *q : live) brisk_buddy_free(b, q);
+      live.clear();
+      continue;
+    }
+    size_t block = round_up_pow2(std::max({size, align, size_t{16}}));
+    EXPECT_TRUE(is_aligned(p, block)) << p << " size " << size << " align " << align;
+    EXPECT_TRUE(is_aligned(p, align == 0 ? 16 : align));
+    uintptr_t a = reinterpret_cast<uintptr_t>(p);
+    EXPECT_GE(a, lo);
+    EXPECT_LE(a + block, hi);
+    std::memset(p, 0xab, size);
+    live.push_back(p);
+  }
+  expect_consistent(b, false);
+  for (void *q : live) brisk_buddy_free(b, q);
+  expect_consistent(b, true);
+  brisk_buddy_destroy(b);
+}
+
+// 1 MiB of 64-B units: exactly 16384 blocks of 64 B, then ENOMEM; one free
+// makes room for exactly one. Counters and statistics follow exactly.
+TEST(Buddy, ExhaustionIsExactWithOneThread) {
+  brisk_buddy_t *b = brisk_buddy_create(kMiB, 64);
+  ASSERT_NE(b, nullptr);
+  std::vector<char *> blocks;
+  for (int i = 0; i < 16384; i++) {
+    char *p = static_cast<char *>(brisk_buddy_alloc(b, 64, 0));
+    ASSERT_NE(p, nullptr) << i;
+    p[0] = static_cast<char>(i);
+    blocks.push_back(p);
+  }
+  errno = 0;
+  EXPECT_EQ(brisk_buddy_alloc(b, 64, 0), nullptr);
+  EXPECT_EQ(errno, ENOMEM);
+  EXPECT_EQ(brisk_buddy_alloc(b, 16, 0), nullptr);
+  // Every unit is used once: the blocks are the region, in some order.
+  std::vector<char *> sorted = blocks;
+  std::sort(sorted.begin(), sorted.end());
+  for (size_t i = 1; i < sorted.size(); i++) ASSERT_EQ(sorted[i], sorted[i - 1] + 64);
+  brisk_buddy_counters_t c = counters_of(b);
+  EXPECT_EQ(c.in_use, kMiB);
+  EXPECT_EQ(c.high_water, kMiB);
+  EXPECT_EQ(c.allocations, 16384u);
+  EXPECT_EQ(c.failures, 2u);
+  brisk_region_stats_t s = stats_of(b);
+  EXPECT_EQ(s.bytes_in_use, kMiB);
+  EXPECT_EQ(s.bytes_requested, kMiB);
+  EXPECT_GE(s.bytes_held, kMiB);
+  EXPECT_EQ(s.system_requests, 2u);  // the region and the metadata
+
+  char *freed = blocks[1234];
+  brisk_buddy_free(b, freed);
+  EXPECT_EQ(brisk_buddy_alloc(b, 64, 0), freed);
+  EXPECT_EQ(brisk_buddy_alloc(b, 64, 0), nullptr);
+  expect_consistent(b, false);
+  for (char *p : blocks) brisk_buddy_free(b, p);
+  c = counters_of(b);
+  EXPECT_EQ(c.in_use, 0u);
+  EXPECT_EQ(c.high_water, kMiB);
+  expect_consistent(b, true);
+  // Whole again: the root is one block.
+  void *all = brisk_buddy_alloc(b, kMiB, 0);
+  EXPECT_NE(all, nullptr);
+  brisk_buddy_free(b, all);
+  brisk_buddy_destroy(b);
+}
+
+// Free every other 64-B block: half the region is free but no 128-B block
+// is. Freeing one freed block's buddy coalesces the pair into one.
+TEST(Buddy, FreedBuddiesCoalesce) {
+  brisk_buddy_t *b = brisk_buddy_create(kMiB, 64);
+  ASSERT_NE(b, nullptr);
+  std::vector<char *> blocks;
+  for (;;) {
+    char *p = static_cast<char *>(brisk_buddy_alloc(b, 64, 0));
+    if (p == nullptr) break;
+    blocks.push_back(p);
+  }
+  ASSERT_EQ(blocks.size(), 16384u);
+  std::sort(blocks.begin(), blocks.end());
+  for (size_t i = 0; i < blocks.size(); i += 2) brisk_buddy_free(b, blocks[i]);
+  EXPECT_EQ(counters_of(b).in_use, kMiB / 2);
+  EXPECT_EQ(brisk_buddy_alloc(b, 128, 0), nullptr);
+  EXPECT_EQ(brisk_buddy_alloc(b, 64, 128), nullptr);  // the same block size
+  expect_consistent(b, false);
+  brisk_buddy_free(b, blocks[1001]);  // the buddy of the free blocks[1000]
+  EXPECT_EQ(brisk_buddy_alloc(b, 128, 0), blocks[1000]);
+  EXPECT_EQ(brisk_buddy_alloc(b, 128, 0), nullptr);
+  expect_consistent(b, false);
+  brisk_buddy_free(b, blocks[1000]);
+  for (size_t i = 1; i < blocks.size(); i += 2)
+    if (i != 1001) brisk_buddy_free(b, blocks[i]);
+  expect_consistent(b, true);
+  brisk_buddy_destroy(b);
+}
+
+// Random sizes on one thread, validated as it goes, over several trees.
+TEST(Buddy, RandomSizesStayConsistent) {
+  brisk_buddy_t *b = brisk_buddy_create_ex(2 * kMiB, 32, 256 * kKiB, 0);
+  ASSERT_NE(b, nullptr);
+  Rng rng(99);
+  struct Live {
+    void *p;
+    size_t size;
+  };
+  std::vector<Live> live;
+  size_t bytes = 0;
+  for (int i = 0; i < scaled(20000, 4000); i++) {
+    if (!live.empty() && rng.below(5) < 2) {
+      size_t j = rng.below(live.size());
+      ASSERT_EQ(find_pattern_mismatch(live[j].p, live[j].size, block_seed(live[j].p, live[j].size)),
+                live[j].size);
+      brisk_buddy_free(b, live[j].p);
+      bytes -= round_up_pow2(std::max(live[j].size, size_t{32}));
+      live[j] = live.back();
+      live.pop_back();
+    } else {
+      size_t size = 1 + rng.below(size_t{1} << (5 + rng.below(13)));
+      void *p = brisk_buddy_alloc(b, size, 0);
+      if (p == nullptr) continue;
+      fill_pattern(p, size, block_seed(p, size));
+      bytes += round_up_pow2(std::max(size, size_t{32}));
+      live.push_back({p, size});
+    }
+    if (i % 2000 == 0) {
+      expect_consistent(b, false);
+      ASSERT_EQ(counters_of(b).in_use, bytes);
+    }
+  }
+  for (const Live &l : live) brisk_buddy_free(b, l.p);
+  expect_consistent(b, true);
+  brisk_buddy_destroy(b);
+}
+
+TEST(Buddy, PrefaultedRegionCountsItsSystemCalls) {
+  brisk_buddy_t *b = brisk_buddy_create_ex(kMiB, 64, 256 * kKiB, BRISK_REGION_PREFAULT);
+  ASSERT_NE(b, nullptr);
+  EXPECT_EQ(stats_of(b).system_requests, 4u);  // two reservations, two prefaults
+  void *p = brisk_buddy_alloc(b, 1000, 0);
+  ASSERT_NE(p, nullptr);
+  brisk_buddy_free(b, p);
+  EXPECT_EQ(stats_of(b).system_requests, 4u);
+  brisk_buddy_destroy(b);
+}
+
+// A cached block stays allocated in the tree: another thread cannot have
+// it until trim; the freeing thread gets it back, and flushes its cache
+// when the tree alone cannot serve a request.
+TEST(Buddy, ThreadCacheHoldsBlocksUntilTrim) {
+  brisk_buddy_t *b = brisk_buddy_create_ex(64 * kKiB, 64, 0, BRISK_REGION_THREAD_CACHE);
+  ASSERT_NE(b, nullptr);
+  std::vector<char *> blocks;
+  for (int i = 0; i < 1024; i++) {
+    blocks.push_back(static_cast<char *>(brisk_buddy_alloc(b, 64, 0)));
+    ASSERT_NE(blocks.back(), nullptr);
+  }
+  std::sort(blocks.begin(), blocks.end());
+  brisk_buddy_free(b, blocks[10]);  // into this thread's cache
+  void *other = reinterpret_cast<void *>(1);
+  std::thread([&] { other = brisk_buddy_alloc(b, 64, 0); }).join();
+  EXPECT_EQ(other, nullptr);  // the documented cost of a cache
+  EXPECT_EQ(brisk_buddy_alloc(b, 64, 0), blocks[10]);  // this thread's cache
+
+  // Two cached buddies: the tree can't give 128 B until the cache is flushed.
+  brisk_buddy_free(b, blocks[10]);
+  brisk_buddy_free(b, blocks[11]);
+  expect_consistent(b, false);
+  EXPECT_EQ(brisk_buddy_alloc(b, 128, 0), blocks[10]);
+  brisk_buddy_free(b, blocks[10]);
+
+  brisk_buddy_free(b, blocks[20]);
+  brisk_buddy_trim(b);  // every slot's cache back to the tree
+  std::vector<void *> got(4, nullptr);
+  std::thread([&] {
+    for (void *&p : got) p = brisk_buddy_alloc(b, 64, 0);
+  }).join();
+  EXPECT_NE(got[0], nullptr);
+  EXPECT_NE(got[1], nullptr);
+  EXPECT_NE(got[2], nullptr);
+  EXPECT_EQ(got[3], nullptr);
+  for (int i = 0; i < 3; i++) brisk_buddy_free(b, got[i]);
+  for (size_t i = 0; i < blocks.size(); i++)
+    if (i != 10 && i != 11 && i != 20) brisk_buddy_free(b, blocks[i]);
+  brisk_buddy_trim(b);
+  expect_consistent(b, true);
+  brisk_buddy_destroy(b);
+}
+
+// ---- Threads: random sizes and alignments, blocks handed between threads ----
+
+struct Rec {
+  void *p;
+  size_t size;
+  uint64_t seed;
+};
+
+// Log-uniform sizes from 1 B to max (mostly small), random alignments.
+size_t random_size(Rng &rng, size_t max_shift) {
+  return 1 + rng.below(size_t{1} << (4 + rng.below(max_shift - 3)));
+}
+size_t random_align(Rng &rng) {
+  if (rng.below(8) != 0) return rng.below(2) ? 0 : 16;
+  return size_t{32} << rng.below(6);
+}
+
+class StartGate {
+ public:
+  explicit StartGate(int n) : waiting_(n) {}
+  void arrive_and_wait() {
+    waiting_.fetch_sub(1);
+    while (waiting_.load() > 0) std::this_thread::yield();
+  }
+
+ private:
+  std::atomic<int> waiting_;
+};
+
+// kThreads threads: each keeps a few blocks of its own and swaps others
+// through shared mailboxes, so most blocks are freed by another thread;
+// every block carries a pattern checked on free. Afterwards (trim, then
+// validate) the trees are consistent and whole again.
+void stress(size_t total, size_t min_block, size_t max_block, unsigned flags,
+            size_t max_shift = brisk_test::kSanitized ? 12 : 15) {  // sizes up to 4 or 32 KiB
+  brisk_buddy_t *b = brisk_buddy_create_ex(total, min_block, max_block, flags);
+  ASSERT_NE(b, nullptr);
+  const long ops = scaled(200000, 20000);
+  constexpr size_t kMailboxes = 64;
+  constexpr size_t kOwn = 16;
+  std::vector<std::atomic<Rec *>> mailbox(kMailboxes);
+  for (auto &m : mailbox) m.store(nullptr);
+  std::atomic<long> corrupt{0}, misaligned{0}, failures{0};
+  StartGate gate(kThreads);
+  std::vector<std::thread> threads;
+  for (int t = 0; t < kThreads; t++) {
+    threads.emplace_back([&, t] {
+      Rng rng(500 + t);
+      std::vector<Rec *> own(kOwn, nullptr);
+      auto release = [&](Rec *r) {
+        if (r == nullptr) return;
+        if (find_pattern_mismatch(r->p, r->size, r->seed) != r->size) corrupt++;
+        brisk_buddy_free(b, r->p);
+        delete r;
+      };
+      gate.arrive_and_wait();
+      for (long i = 0; i < ops; i++) {
+        size_t size = random_size(rng, max_shift);
+        size_t align = random_align(rng);
+        void *p = brisk_buddy_alloc(b, size, align);
+        if (p == nullptr) {
+          failures++;
+          Rec *&victim = own[rng.below(kOwn)];  // make room
+          release(victim);
+          victim = nullptr;
+          continue;
+        }
+        if (!is_aligned(p, align == 0 ? 16 : align)) misaligned++;
+        uint64_t seed = block_seed(p, size, (uint64_t(t) << 40) | uint64_t(i));
+        fill_pattern(p, size, seed);
+        Rec *r = new Rec{p, size, seed};
+        if (rng.below(4) == 0) {
+          Rec *&slot = own[rng.below(kOwn)];
+          release(slot);
+          slot = r;
+        } else {
+          release(mailbox[rng.below(kMailboxes)].exchange(r));
+        }
+      }
+      for (Rec *r : own) release(r);
+    });
+  }
+  for (auto &th : threads) th.join();
+  for (auto &m : mailbox) {
+    Rec *r = m.exchange(nullptr);
+    if (r == nullptr) continue;
+    if (find_pattern_mismatch(r->p, r->size, r->seed) != r->size) corrupt++;
+    brisk_buddy_free(b, r->p);
+    delete r;
+  }
+  EXPECT_EQ(corrupt.load(), 0);
+  EXPECT_EQ(misaligned.load(), 0);
+  brisk_buddy_counters_t c = counters_of(b);
+  EXPECT_EQ(c.in_use, 0u);
+  EXPECT_GT(c.high_water, 0u);
+  // Approximate with threads: within 64 KiB (a slot's unflushed delta) per thread.
+  EXPECT_LE(c.high_water, total + kThreads * 64 * kKiB);
+  EXPECT_EQ(c.failures, static_cast<size_t>(failures.load()));
+  EXPECT_EQ(c.allocations + c.failures, static_cast<size_t>(kThreads) * ops);
+  brisk_buddy_trim(b);
+  expect_consistent(b, true);
+  brisk_buddy_destroy(b);
+}
+
+// Many trees (threads start in different ones), and one tree for everyone.
+TEST(BuddyThreads, RandomSizesManyTrees) { stress(16 * kMiB, 16, 256 * kKiB, 0); }
+TEST(BuddyThreads, RandomSizesOneTree) { stress(4 * kMiB, 16, 0, 0); }
+TEST(BuddyThreads, RandomSizesWithThreadCache) {
+  stress(16 * kMiB, 16, 256 * kKiB, BRISK_REGION_THREAD_CACHE);
+}
+TEST(BuddyThreads, RandomSizesSpinlocked) {
+  stress(16 * kMiB, 16, 256 * kKiB, BRISK_REGION_SPINLOCK);
+}
+// A region too small for the load: failures, then everything comes back.
+TEST(BuddyThreads, NearExhaustion) { stress(kMiB, 64, 128 * kKiB, BRISK_REGION_THREAD_CACHE); }
+// 256 units in one tree: nearly every search meets another thread's
+// reservations, gives them back and redirects.
+TEST(BuddyThreads, TinyTreeContention) { stress(4 * kKiB, 16, 0, 0, 9); }
+TEST(BuddyThreads, TinyTreeContentionWithThreadCache) {
+  stress(4 * kKiB, 16, 0, BRISK_REGION_THREAD_CACHE, 9);
+}
+
+// ---- Misuse ----
+
+// "threadsafe" death tests re-execute the binary instead of forking.
+class BuddyDeathTest : public testing::Test {
+ protected:
+  void SetUp() override { GTEST_FLAG_SET(death_test_style, "threadsafe"); }
+};
+
+TEST_F(BuddyDeathTest, ForeignPointerAborts) {
+  EXPECT_DEATH(
+      {
+        brisk_buddy_t *b = brisk_buddy_create(kMiB, 64);
+        alignas(64) char local[128];
+        escape(local);
+        brisk_buddy_free(b, local);
+      },
+      "brisk: brisk_buddy_free\\(0x[0-9a-f]+\\): not a block of this buddy allocator");
+  EXPECT_DEATH(
+      {
+        brisk_buddy_t *a = brisk_buddy_create(kMiB, 64);
+        brisk_buddy_t *b = brisk_buddy_create(kMiB, 64);
+        brisk_buddy_free(b, brisk_buddy_alloc(a, 64, 0));
+      },
+      "brisk_buddy_free\\(0x[0-9a-f]+\\): not a block of this buddy allocator");
+}
+
+TEST_F(BuddyDeathTest, InteriorPointerAborts) {
+  EXPECT_DEATH(
+      {
+        brisk_buddy_t *b = brisk_buddy_create(kMiB, 64);
+        char *p = static_cast<char *>(brisk_buddy_alloc(b, 256, 0));
+        brisk_buddy_free(b, p + 8);
+      },
+      "brisk_buddy_free\\(0x[0-9a-f]+\\): not the start of a block");
+  EXPECT_DEATH(
+      {
+        brisk_buddy_t *b = brisk_buddy_create(kMiB, 64);
+        char *p = static_cast<char *>(brisk_buddy_alloc(b, 256, 0));
+        brisk_buddy_free(b, p + 64);  // a unit's start inside the block
+      },
+      "brisk_buddy_free\\(0x[0-9a-f]+\\): double free, or not the start of a block");
+}
+
+TEST_F(BuddyDeathTest, DoubleFreeAborts) {
+  EXPECT_DEATH(
+      {
+        brisk_buddy_t *b = brisk_buddy_create(kMiB, 64);
+        void *keep = brisk_buddy_alloc(b, 100, 0);
+        void *p = brisk_buddy_alloc(b, 100, 0);
+        escape(keep);
+        brisk_buddy_free(b, p);
+        brisk_buddy_free(b, p);
+      },
+      "brisk_buddy_free\\(0x[0-9a-f]+\\): double free");
+  // Caught too when the first free put the block in a thread cache.
+  EXPECT_DEATH(
+      {
+        brisk_buddy_t *b = brisk_buddy_create_ex(kMiB, 64, 0, BRISK_REGION_THREAD_CACHE);
+        void *p = brisk_buddy_alloc(b, 100, 0);
+        brisk_buddy_free(b, p);
+        brisk_buddy_free(b, p);
+      },
+      "brisk_buddy_free\\(0x[0-9a-f]+\\): double free");
+}
+
+TEST(BuddyDeathTestAsan, UseAfterFreeIsCaught) {
+#if defined(__SANITIZE_ADDRESS__)
+  GTEST_FLAG_SET(death_test_style, "threadsafe");
+  brisk_buddy_t *b = brisk_buddy_create(kMiB, 64);
+  ASSERT_NE(b, nullptr);
+  char *p = static_cast<char *>(brisk_buddy_alloc(b, 64, 0));
+  ASSERT_NE(p, nullptr);
+  p[10] = 1;  // fine while the block lives
+  brisk_buddy_free(b, p);
+  EXPECT_DEATH(
+      {
+        volatile char *q = p;
+        q[10] = 2;
+      },
+      "use-after-poison");
+  char *r = static_cast<char *>(brisk_buddy_alloc(b, 64, 0));
+  ASSERT_EQ(r, p);  // handed out again: usable
+  r[10] = 3;
+  brisk_buddy_free(b, r);
+  brisk_buddy_destroy(b);
+#else
+  GTEST_SKIP() << "needs AddressSanitizer (-DBRISK_SANITIZE=address)";
+#endif
+}
+
+}  // namespace

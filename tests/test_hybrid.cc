@@ -1,0 +1,370 @@
+// The hybrid bounded pool (seed 003): buckets in front of buddy regions,
+// frees dispatched by address. Runs in every build, TSan included.
+#include <brisk.h>
+#include <errno.h>
+#include <gtest/gtest.h>
+#include <sys/resource.h>
+
+#include <atomic>
+#include <cstdint>
+#include <thread>
+#include <vector>
+
+#include "test_util.h"
+
+using brisk_test::fill_pattern;
+using brisk_test::find_pattern_mismatch;
+using brisk_test::Rng;
+using brisk_test::scaled;
+
+namespace {
+
+struct HybridDeleter {
+  void operator()(brisk_hybrid_t *h) const { brisk_hybrid_destroy(h); }
+};
+using HybridPtr = std::unique_ptr<brisk_hybrid_t, HybridDeleter>;
+
+std::vector<brisk_hybrid_section_stats_t> stats_of(const brisk_hybrid_t *h,
+                                                   size_t *fallbacks = nullptr) {
+  std::vector<brisk_hybrid_section_stats_t> out(BRISK_HYBRID_MAX_BUCKETS +
+                                                BRISK_HYBRID_MAX_REGIONS);
+  size_t n = brisk_hybrid_stats(h, out.data(), out.size(), fallbacks);
+  out.resize(n);
+  return out;
+}
+
+// A small config: one 16-B bucket of `bucket_count` objects and one region.
+brisk_hybrid_config_t small_config(size_t bucket_count, size_t region_size, unsigned flags) {
+  brisk_hybrid_config_t c{};
+  c.bucket_sizes[0] = 16;
+  c.bucket_counts[0] = bucket_count;
+  c.region_sizes[0] = region_size;
+  c.region_min_block = 32;
+  c.region_max_block = region_size;
+  c.flags = flags;
+  return c;
+}
+
+TEST(Hybrid, DefaultServesEverySizeUpToOneMiB) {
+  HybridPtr h(brisk_hybrid_create(nullptr));
+  ASSERT_NE(h, nullptr);
+  std::vector<void *> blocks;
+  for (size_t size = 1; size <= (1u << 20); size = size < 128 ? size + 1 : size * 2 + 3) {
+    size_t capped = size > (1u << 20) ? (1u << 20) : size;
+    void *p = brisk_hybrid_alloc(h.get(), capped, 0);
+    ASSERT_NE(p, nullptr) << capped;
+    EXPECT_EQ(reinterpret_cast<uintptr_t>(p) % (capped % 16 == 0 ? 16 : 8), 0u) << capped;
+    memset(p, 0xA5, capped);
+    blocks.push_back(p);
+  }
+  void *whole = brisk_hybrid_alloc(h.get(), 1u << 20, 0);
+  ASSERT_NE(whole, nullptr);
+  errno = 0;
+  EXPECT_EQ(brisk_hybrid_alloc(h.get(), (1u << 20) + 1, 0), nullptr);
+  EXPECT_EQ(errno, ENOMEM);
+  brisk_hybrid_free(h.get(), whole);
+  for (void *p : blocks) brisk_hybrid_free(h.get(), p);
+
+  auto stats = stats_of(h.get());
+  ASSERT_EQ(stats.size(), 4u);  // buckets 16, 32, 64 and one region
+  EXPECT_EQ(stats[0].block_size, 16u);
+  EXPECT_EQ(stats[1].block_size, 32u);
+  EXPECT_EQ(stats[2].block_size, 64u);
+  EXPECT_EQ(stats[3].block_size, 0u);
+  EXPECT_GE(stats[3].bytes_reserved, size_t(64) << 20);
+  for (const auto &s : stats) {
+    EXPECT_EQ(s.in_use, 0u);
+    EXPECT_GT(s.allocations, 0u);
+    EXPECT_GT(s.high_water, 0u);
+  }
+}
+
+TEST(Hybrid, SmallSizesGoToTheSmallestFittingBucket) {
+  HybridPtr h(brisk_hybrid_create(nullptr));
+  ASSERT_NE(h, nullptr);
+  void *a = brisk_hybrid_alloc(h.get(), 10, 0);   // 16-B bucket
+  void *b = brisk_hybrid_alloc(h.get(), 17, 0);   // 32-B bucket
+  void *c = brisk_hybrid_alloc(h.get(), 64, 0);   // 64-B bucket
+  void *d = brisk_hybrid_alloc(h.get(), 65, 0);   // buddy region
+  void *e = brisk_hybrid_alloc(h.get(), 16, 64);  // over-aligned: buddy region
+  ASSERT_TRUE(a && b && c && d && e);
+  EXPECT_EQ(reinterpret_cast<uintptr_t>(e) % 64, 0u);
+  auto stats = stats_of(h.get());
+  EXPECT_EQ(stats[0].in_use, 16u);
+  EXPECT_EQ(stats[1].in_use, 32u);
+  EXPECT_EQ(stats[2].in_use, 64u);
+  EXPECT_GE(stats[3].in_use, 65u + 16u);
+  for (void *p : {a, b, c, d, e}) brisk_hybrid_free(h.get(), p);
+  stats = stats_of(h.get());
+  for (const auto &s : stats) EXPECT_EQ(s.in_use, 0u);
+}
+
+TEST(Hybrid, BadInput) {
+  HybridPtr h(brisk_hybrid_create(nullptr));
+  ASSERT_NE(h, nullptr);
+  errno = 0;
+  EXPECT_EQ(brisk_hybrid_alloc(h.get(), 0, 0), nullptr);
+  EXPECT_EQ(errno, EINVAL);
+  errno = 0;
+  EXPECT_EQ(brisk_hybrid_alloc(h.get(), 16, 3), nullptr);
+  EXPECT_EQ(errno, EINVAL);
+  errno = 0;
+  EXPECT_EQ(brisk_hybrid_alloc(h.get(), SIZE_MAX, 0), nullptr);
+  EXPECT_EQ(errno, ENOMEM);
+  brisk_hybrid_free(h.get(), nullptr);
+
+  brisk_hybrid_config_t c{};
+  errno = 0;
+  EXPECT_EQ(brisk_hybrid_create(&c), nullptr) << "no section at all";
+  EXPECT_EQ(errno, EINVAL);
+  c = small_config(10, 1 << 16, 0);
+  c.bucket_sizes[0] = 12;  // not a multiple of 8
+  EXPECT_EQ(brisk_hybrid_create(&c), nullptr);
+  c = small_config(10, 1 << 16, 0);
+  c.bucket_sizes[0] = 1024;  // above 512 B
+  EXPECT_EQ(brisk_hybrid_create(&c), nullptr);
+  c = small_config(10, 1 << 16, 0);
+  c.bucket_counts[0] = 0;
+  EXPECT_EQ(brisk_hybrid_create(&c), nullptr);
+  c = small_config(10, 1 << 16, 0);
+  c.bucket_sizes[1] = 8;  // not ascending
+  c.bucket_counts[1] = 10;
+  EXPECT_EQ(brisk_hybrid_create(&c), nullptr);
+  c = small_config(10, 1 << 16, 0);
+  c.region_min_block = 48;  // not a power of two
+  EXPECT_EQ(brisk_hybrid_create(&c), nullptr);
+  c = small_config(10, 1 << 16, 0x100);  // unknown flag
+  EXPECT_EQ(brisk_hybrid_create(&c), nullptr);
+  EXPECT_EQ(errno, EINVAL);
+}
+
+TEST(Hybrid, EveryAlignmentHolds) {
+  HybridPtr h(brisk_hybrid_create(nullptr));
+  ASSERT_NE(h, nullptr);
+  std::vector<void *> blocks;
+  for (size_t align = 1; align <= 4096; align *= 2) {
+    for (size_t size : {1, 8, 16, 24, 33, 64, 100, 1000, 5000}) {
+      void *p = brisk_hybrid_alloc(h.get(), size, align);
+      ASSERT_NE(p, nullptr);
+      EXPECT_EQ(reinterpret_cast<uintptr_t>(p) % align, 0u) << size << " " << align;
+      blocks.push_back(p);
+    }
+  }
+  for (void *p : blocks) brisk_hybrid_free(h.get(), p);
+}
+
+// The bound is exact: the bucket's objects, then the region's blocks, then
+// NULL; a free makes room again. Without thread caches nothing hides.
+void check_exhaustion(unsigned flags) {
+  const size_t bucket_objects = 100, region = 1 << 16, min_block = 32;
+  brisk_hybrid_config_t c = small_config(bucket_objects, region, flags);
+  HybridPtr h(brisk_hybrid_create(&c));
+  ASSERT_NE(h, nullptr);
+  std::vector<void *> blocks;
+  for (;;) {
+    void *p = brisk_hybrid_alloc(h.get(), 16, 0);
+    if (p == nullptr) break;
+    blocks.push_back(p);
+    ASSERT_LE(blocks.size(), bucket_objects + region / min_block);
+  }
+  EXPECT_EQ(errno, ENOMEM);
+  EXPECT_EQ(blocks.size(), bucket_objects + region / min_block);
+  auto stats = stats_of(h.get());
+  EXPECT_GE(stats[0].failures, 1u);
+  EXPECT_EQ(stats[0].in_use, bucket_objects * 16);
+  EXPECT_EQ(stats[1].in_use, region);
+  // Free one bucket object and one region block: both come back.
+  brisk_hybrid_free(h.get(), blocks.front());
+  brisk_hybrid_free(h.get(), blocks.back());
+  void *a = brisk_hybrid_alloc(h.get(), 16, 0);
+  void *b = brisk_hybrid_alloc(h.get(), 16, 0);
+  EXPECT_NE(a, nullptr);
+  EXPECT_NE(b, nullptr);
+  EXPECT_EQ(brisk_hybrid_alloc(h.get(), 16, 0), nullptr);
+  blocks.front() = a;
+  blocks.back() = b;
+  for (void *p : blocks) brisk_hybrid_free(h.get(), p);
+}
+
+TEST(Hybrid, ExhaustionIsExactLockFree) { check_exhaustion(0); }
+TEST(Hybrid, ExhaustionIsExactSpinlocked) { check_exhaustion(BRISK_REGION_SPINLOCK); }
+TEST(Hybrid, ExhaustionIsExactWithThreadCache) { check_exhaustion(BRISK_REGION_THREAD_CACHE); }
+
+TEST(Hybrid, FallbackToMallocWhenFull) {
+  brisk_hybrid_config_t c = small_config(4, 1 << 12, 0);
+  c.fallback_to_malloc = 1;
+  HybridPtr h(brisk_hybrid_create(&c));
+  ASSERT_NE(h, nullptr);
+  std::vector<void *> blocks;
+  for (int i = 0; i < 400; i++) {
+    void *p = brisk_hybrid_alloc(h.get(), 16, 0);
+    ASSERT_NE(p, nullptr);
+    memset(p, i, 16);
+    blocks.push_back(p);
+  }
+  void *big = brisk_hybrid_alloc(h.get(), 1 << 20, 0);  // larger than any region block
+  ASSERT_NE(big, nullptr);
+  memset(big, 1, 1 << 20);
+  size_t fallbacks = 0;
+  stats_of(h.get(), &fallbacks);
+  EXPECT_EQ(fallbacks, 400u - 4u - (1u << 12) / 32u + 1u);
+  brisk_hybrid_free(h.get(), big);
+  for (void *p : blocks) brisk_hybrid_free(h.get(), p);
+}
+
+#if !defined(BRISK_TEST_SANITIZED)
+// With every page faulted in at create, a burst of alloc/free takes no page
+// fault (and makes no system call, which a fault would only add to).
+TEST(Hybrid, PrefaultedPoolTakesNoPageFaults) {
+  brisk_hybrid_config_t c;
+  brisk_hybrid_default_config(&c);
+  c.region_sizes[0] = 8 << 20;
+  c.bucket_counts[0] = c.bucket_counts[1] = c.bucket_counts[2] = 4096;
+  c.flags |= BRISK_REGION_PREFAULT;
+  HybridPtr h(brisk_hybrid_create(&c));
+  ASSERT_NE(h, nullptr);
+  std::vector<void *> blocks(2000);
+  Rng rng(7);
+  brisk_hybrid_free(h.get(), brisk_hybrid_alloc(h.get(), 16, 0));  // takes the thread slot
+  struct rusage before, after;
+  getrusage(RUSAGE_THREAD, &before);
+  for (int round = 0; round < 20; round++) {
+    for (auto &p : blocks) {
+      size_t size = rng.below(4) == 0 ? 65 + rng.below(4000) : 1 + rng.below(64);
+      p = brisk_hybrid_alloc(h.get(), size, 0);
+      if (p != nullptr) memset(p, 0x5A, size);
+    }
+    for (void *p : blocks) brisk_hybrid_free(h.get(), p);
+  }
+  getrusage(RUSAGE_THREAD, &after);
+  EXPECT_LE(after.ru_minflt - before.ru_minflt, 2) << "page faults after a prefaulted create";
+}
+#endif
+
+TEST(Hybrid, LockedCreateWorksOrReportsTheLimit) {
+  brisk_hybrid_config_t c = small_config(256, 1 << 16, BRISK_REGION_PREFAULT | BRISK_REGION_LOCK);
+  errno = 0;
+  HybridPtr h(brisk_hybrid_create(&c));
+  if (h == nullptr) {
+    // RLIMIT_MEMLOCK refused: the error is mlock's, not a crash or a leak.
+    EXPECT_TRUE(errno == ENOMEM || errno == EPERM || errno == EAGAIN) << errno;
+    return;
+  }
+  void *p = brisk_hybrid_alloc(h.get(), 16, 0);
+  EXPECT_NE(p, nullptr);
+  brisk_hybrid_free(h.get(), p);
+}
+
+// Many threads (more than cores) allocate random sizes and alignments, fill
+// each block with a pattern unique to the allocation, and pass half of them
+// to another thread through mailboxes; whoever frees a block checks its
+// pattern first, so a block handed out twice or overlapping another is
+// caught. At the end every section must be back to zero in use.
+void stress(unsigned flags) {
+  brisk_hybrid_config_t c;
+  brisk_hybrid_default_config(&c);
+  c.flags = flags;
+  c.region_sizes[0] = 16 << 20;
+  c.bucket_counts[0] = c.bucket_counts[1] = c.bucket_counts[2] = 2048;
+  HybridPtr h(brisk_hybrid_create(&c));
+  ASSERT_NE(h, nullptr);
+
+  const int threads = 8;
+  const long ops = scaled(40000, 6000);
+  struct Block {
+    void *p;
+    size_t size;
+    uint64_t seed;
+  };
+  std::vector<std::atomic<Block *>> mailbox(threads * 64);
+  for (auto &m : mailbox) m.store(nullptr);
+  std::atomic<long> corrupt{0}, misaligned{0};
+
+  auto check_and_free = [&](Block *b) {
+    if (find_pattern_mismatch(b->p, b->size, b->seed) != b->size) corrupt++;
+    brisk_hybrid_free(h.get(), b->p);
+    delete b;
+  };
+  auto worker = [&](int id) {
+    Rng rng(1000 + id);
+    std::vector<Block *> own;
+    for (long i = 0; i < ops; i++) {
+      if (own.size() < 64 && rng.below(3) != 0) {
+        size_t kind = rng.below(10);
+        size_t size = kind < 7 ? 1 + rng.below(64) : kind < 9 ? 65 + rng.below(2000)
+                                                              : 2048 + rng.below(60000);
+        size_t align = rng.below(8) == 0 ? size_t(1) << rng.below(10) : 0;
+        void *p = brisk_hybrid_alloc(h.get(), size, align);
+        if (p == nullptr) continue;  // the bound may be reached; nothing may overlap
+        if (align && reinterpret_cast<uintptr_t>(p) % align != 0) misaligned++;
+        Block *b = new Block{p, size, brisk_test::block_seed(p, size, uint64_t(id) << 40 | i)};
+        fill_pattern(p, size, b->seed);
+        own.push_back(b);
+      } else if (!own.empty()) {
+        size_t k = rng.below(own.size());
+        Block *b = own[k];
+        own[k] = own.back();
+        own.pop_back();
+        if (rng.below(2) == 0) {
+          // Hand it to a random mailbox; free whatever was there.
+          Block *old = mailbox[rng.below(mailbox.size())].exchange(b);
+          if (old != nullptr) check_and_free(old);
+        } else {
+          check_and_free(b);
+        }
+      }
+    }
+    for (Block *b : own) check_and_free(b);
+  };
+  std::vector<std::thread> pool;
+  for (int t = 0; t < threads; t++) pool.emplace_back(worker, t);
+  for (auto &t : pool) t.join();
+  for (auto &m : mailbox) {
+    Block *b = m.exchange(nullptr);
+    if (b != nullptr) check_and_free(b);
+  }
+  EXPECT_EQ(corrupt.load(), 0);
+  EXPECT_EQ(misaligned.load(), 0);
+  for (const auto &s : stats_of(h.get())) EXPECT_EQ(s.in_use, 0u) << s.block_size;
+}
+
+TEST(HybridStress, LockFreeWithThreadCache) { stress(BRISK_REGION_THREAD_CACHE); }
+TEST(HybridStress, LockFreeNoCache) { stress(0); }
+TEST(HybridStress, Spinlocked) { stress(BRISK_REGION_SPINLOCK); }
+
+class HybridDeathTest : public ::testing::Test {
+ protected:
+  void SetUp() override { GTEST_FLAG_SET(death_test_style, "threadsafe"); }
+};
+
+TEST_F(HybridDeathTest, ForeignPointerAborts) {
+  HybridPtr h(brisk_hybrid_create(nullptr));
+  ASSERT_NE(h, nullptr);
+  static char not_ours[64];
+  EXPECT_DEATH(brisk_hybrid_free(h.get(), not_ours), "brisk.*0x");
+}
+
+TEST_F(HybridDeathTest, PointerOfAnotherHybridAborts) {
+  HybridPtr a(brisk_hybrid_create(nullptr));
+  HybridPtr b(brisk_hybrid_create(nullptr));
+  ASSERT_TRUE(a && b);
+  void *p = brisk_hybrid_alloc(a.get(), 100, 0);
+  EXPECT_DEATH(brisk_hybrid_free(b.get(), p), "not from this hybrid");
+  brisk_hybrid_free(a.get(), p);
+}
+
+#if defined(__SANITIZE_ADDRESS__)
+TEST_F(HybridDeathTest, UseAfterFreeIsCaughtByASan) {
+  HybridPtr h(brisk_hybrid_create(nullptr));
+  ASSERT_NE(h, nullptr);
+  EXPECT_DEATH(
+      {
+        char *p = static_cast<char *>(brisk_hybrid_alloc(h.get(), 200, 0));
+        brisk_hybrid_free(h.get(), p);
+        p[100] = 1;
+      },
+      "use-after-poison");
+}
+#endif
+
+}  // namespace

@@ -1,0 +1,470 @@
+// The fixed-size pool: bad arguments fail with EINVAL, every object keeps
+// its alignment, a bounded pool honours its capacity exactly (one thread,
+// with and without the per-thread cache, and the spinlocked twin), an
+// unbounded one grows over many slabs, no object is ever handed out twice
+// under an ABA storm (4 objects, 16 threads on 2 cores), objects passed
+// between threads keep their contents, and misuse aborts with a message.
+#include <brisk.h>
+#include <errno.h>
+#include <gtest/gtest.h>
+
+#include <algorithm>
+#include <atomic>
+#include <cstdint>
+#include <set>
+#include <thread>
+#include <vector>
+
+#include "test_util.h"
+
+using brisk_test::block_seed;
+using brisk_test::escape;
+using brisk_test::fill_pattern;
+using brisk_test::find_pattern_mismatch;
+using brisk_test::is_aligned;
+using brisk_test::Rng;
+using brisk_test::scaled;
+
+namespace {
+
+struct Mode {
+  const char *name;
+  unsigned flags;
+};
+
+// Every way of running a pool: the lock-free shards, with the per-thread
+// cache, the spinlocked twin, and the pinned (prefaulted) variants.
+const Mode kModes[] = {
+    {"lock-free", 0},
+    {"thread-cache", BRISK_REGION_THREAD_CACHE},
+    {"spinlock", BRISK_REGION_SPINLOCK},
+    {"prefault", BRISK_REGION_PREFAULT},
+    {"prefault+cache", BRISK_REGION_PREFAULT | BRISK_REGION_THREAD_CACHE},
+};
+
+brisk_region_stats_t stats_of(const brisk_pool_t *pool) {
+  brisk_region_stats_t s;
+  brisk_pool_stats(pool, &s);
+  return s;
+}
+
+TEST(Pool, BadArgumentsFailWithEinval) {
+  errno = 0;
+  EXPECT_EQ(brisk_pool_create(0, 0, 0), nullptr);
+  EXPECT_EQ(errno, EINVAL);
+  for (size_t align : {size_t{3}, size_t{24}, size_t{8192}, size_t{1} << 20}) {
+    errno = 0;
+    EXPECT_EQ(brisk_pool_create(16, align, 0), nullptr) << align;
+    EXPECT_EQ(errno, EINVAL) << align;
+  }
+  errno = 0;
+  EXPECT_EQ(brisk_pool_create(SIZE_MAX / 2, 0, 4), nullptr);  // size * capacity overflows
+  EXPECT_EQ(errno, EINVAL);
+  errno = 0;
+  EXPECT_EQ(brisk_pool_create(SIZE_MAX - 2, 0, 1), nullptr);  // the stride overflows
+  EXPECT_EQ(errno, EINVAL);
+  errno = 0;
+  EXPECT_EQ(brisk_pool_create(8, 0, (size_t{1} << 32) + 1), nullptr);  // indexes are 32-bit
+  EXPECT_EQ(errno, EINVAL);
+  errno = 0;
+  EXPECT_EQ(brisk_pool_create(size_t{1} << 40, 0, size_t{1} << 20), nullptr);  // 2^60 bytes
+  EXPECT_EQ(errno, ENOMEM);
+
+  brisk_pool_t *pool = brisk_pool_create(16, 0, 0);
+  ASSERT_NE(pool, nullptr);
+  brisk_pool_free(pool, nullptr);  // does nothing
+  brisk_region_stats_t s = stats_of(pool);
+  EXPECT_EQ(s.bytes_in_use, 0u);
+  EXPECT_EQ(s.bytes_requested, 0u);
+  brisk_pool_destroy(pool);
+  brisk_pool_destroy(nullptr);
+}
+
+TEST(Pool, EveryObjectIsAligned) {
+  const size_t aligns[] = {0, 1, 2, 8, 16, 32, 64, 256, 4096};
+  const size_t sizes[] = {1, 7, 8, 24, 100, 1000};
+  for (const Mode &mode : kModes) {
+    for (size_t align : aligns) {
+      for (size_t size : sizes) {
+        SCOPED_TRACE(testing::Message() << mode.name << " align " << align << " size " << size);
+        brisk_pool_t *pool = brisk_pool_create_ex(size, align, 0, mode.flags);
+        ASSERT_NE(pool, nullptr);
+        size_t want = align == 0 ? 16 : align;
+        std::vector<void *> objects;
+        for (int i = 0; i < 40; i++) {
+          void *p = brisk_pool_alloc(pool);
+          ASSERT_NE(p, nullptr);
+          ASSERT_TRUE(is_aligned(p, want)) << p;
+          fill_pattern(p, size, block_seed(p, size));
+          objects.push_back(p);
+        }
+        std::vector<void *> sorted = objects;
+        std::sort(sorted.begin(), sorted.end());
+        for (size_t i = 1; i < sorted.size(); i++) {
+          ASSERT_GE(static_cast<char *>(sorted[i]) - static_cast<char *>(sorted[i - 1]),
+                    static_cast<ptrdiff_t>(size));
+        }
+        for (void *p : objects) {
+          ASSERT_EQ(find_pattern_mismatch(p, size, block_seed(p, size)), size);
+          brisk_pool_free(pool, p);
+        }
+        // Recycled objects keep their alignment too.
+        for (int i = 0; i < 10; i++) {
+          void *p = brisk_pool_alloc(pool);
+          ASSERT_TRUE(is_aligned(p, want)) << p;
+          objects[i] = p;
+        }
+        for (int i = 0; i < 10; i++) brisk_pool_free(pool, objects[i]);
+        brisk_pool_destroy(pool);
+      }
+    }
+  }
+}
+
+// With capacity N exactly N allocations succeed, the next fails with
+// ENOMEM, and after one free the next succeeds; again after freeing all.
+TEST(Pool, BoundedPoolHonoursItsCapacityExactly) {
+  for (const Mode &mode : kModes) {
+    for (size_t capacity : {size_t{1}, size_t{4}, size_t{100}, size_t{1000}}) {
+      SCOPED_TRACE(testing::Message() << mode.name << " capacity " << capacity);
+      brisk_pool_t *pool = brisk_pool_create_ex(40, 8, capacity, mode.flags);
+      ASSERT_NE(pool, nullptr);
+      for (int round = 0; round < 3; round++) {
+        std::vector<void *> objects;
+        for (size_t i = 0; i < capacity; i++) {
+          void *p = brisk_pool_alloc(pool);
+          ASSERT_NE(p, nullptr) << "round " << round << " object " << i;
+          objects.push_back(p);
+        }
+        std::set<void *> distinct(objects.begin(), objects.end());
+        ASSERT_EQ(distinct.size(), capacity);
+        errno = 0;
+        ASSERT_EQ(brisk_pool_alloc(pool), nullptr);
+        EXPECT_EQ(errno, ENOMEM);
+        EXPECT_EQ(stats_of(pool).bytes_in_use, capacity * 40);
+        void *back = objects[capacity / 2];
+        brisk_pool_free(pool, back);
+        void *again = brisk_pool_alloc(pool);
+        ASSERT_NE(again, nullptr);
+        EXPECT_EQ(again, back);
+        errno = 0;
+        ASSERT_EQ(brisk_pool_alloc(pool), nullptr);
+        EXPECT_EQ(errno, ENOMEM);
+        for (void *p : objects) brisk_pool_free(pool, p);
+        EXPECT_EQ(stats_of(pool).bytes_in_use, 0u);
+      }
+      brisk_pool_destroy(pool);
+    }
+  }
+}
+
+TEST(Pool, PinnedBoundedPoolHoldsEverythingFromTheStart) {
+  brisk_pool_t *pool = brisk_pool_create_ex(100, 0, 1000, BRISK_REGION_PREFAULT);
+  ASSERT_NE(pool, nullptr);
+  brisk_region_stats_t before = stats_of(pool);
+  EXPECT_GE(before.bytes_held, size_t{1000} * 112);
+  std::vector<void *> objects;
+  for (int i = 0; i < 1000; i++) objects.push_back(brisk_pool_alloc(pool));
+  brisk_region_stats_t after = stats_of(pool);
+  EXPECT_EQ(after.system_requests, before.system_requests);  // no commit after create
+  EXPECT_EQ(after.bytes_held, before.bytes_held);
+  for (void *p : objects) brisk_pool_free(pool, p);
+  brisk_pool_destroy(pool);
+}
+
+// Capacity 0: objects are carved slab after slab (many commits), never
+// overlap, and the statistics follow.
+TEST(Pool, UnboundedPoolGrowsOverManySlabs) {
+  const size_t size = 1000;
+  const size_t count = static_cast<size_t>(scaled(40000, 10000));  // 40 / 10 MB
+  for (const Mode &mode : kModes) {
+    SCOPED_TRACE(mode.name);
+    brisk_pool_t *pool = brisk_pool_create_ex(size, 0, 0, mode.flags);
+    ASSERT_NE(pool, nullptr);
+    size_t held_before = stats_of(pool).bytes_held;
+    std::vector<void *> objects;
+    objects.reserve(count);
+    for (size_t i = 0; i < count; i++) {
+      void *p = brisk_pool_alloc(pool);
+      ASSERT_NE(p, nullptr) << i;
+      fill_pattern(p, size, block_seed(p, size));
+      objects.push_back(p);
+    }
+    brisk_region_stats_t s = stats_of(pool);
+    EXPECT_EQ(s.bytes_in_use, count * size);
+    EXPECT_EQ(s.bytes_requested, count * size);
+    EXPECT_GE(s.bytes_held, held_before + count * size);
+    EXPECT_LE(s.bytes_held, held_before + count * size * 2 + (size_t{64} << 20));
+    EXPECT_GE(s.system_requests, 6u) << "several slabs committed";
+    std::vector<void *> sorted = objects;
+    std::sort(sorted.begin(), sorted.end());
+    for (size_t i = 1; i < sorted.size(); i++)
+      ASSERT_GE(static_cast<char *>(sorted[i]) - static_cast<char *>(sorted[i - 1]), 1000);
+    for (void *p : objects) {
+      ASSERT_EQ(find_pattern_mismatch(p, size, block_seed(p, size)), size);
+      brisk_pool_free(pool, p);
+    }
+    s = stats_of(pool);
+    EXPECT_EQ(s.bytes_in_use, 0u);
+    // Everything freed is reused before anything new is carved.
+    size_t requests = s.system_requests;
+    for (size_t i = 0; i < count; i++) objects[i] = brisk_pool_alloc(pool);
+    EXPECT_EQ(stats_of(pool).system_requests, requests);
+    for (void *p : objects) brisk_pool_free(pool, p);
+    brisk_pool_destroy(pool);
+  }
+}
+
+// ABA storm: 4 objects, 16 threads on 2 cores, each taking 1 to 3 objects
+// at a time (retrying on NULL), checking that nobody else owns them (an
+// atomic exchange of an owner mark that must find 0), then giving them
+// back. A block handed out twice shows up as a non-zero mark.
+void aba_storm(unsigned flags, size_t capacity, int max_burst = 3) {
+  constexpr int kThreads = 16;
+  const long budget = scaled(3000000, 200000);
+  brisk_pool_t *pool = brisk_pool_create_ex(16, 8, capacity, flags);
+  ASSERT_NE(pool, nullptr);
+  std::atomic<long> taken{0};
+  std::atomic<long> clashes{0};
+  std::atomic<int> ready{0};
+  std::vector<std::thread> threads;
+  for (int t = 0; t < kThreads; t++) {
+    threads.emplace_back([&, t] {
+      const uint32_t me = static_cast<uint32_t>(t + 1);
+      Rng rng(static_cast<uint64_t>(t) + 7);
+      ready.fetch_add(1);
+      while (ready.load() < kThreads) std::this_thread::yield();
+      void *held[16];
+      while (taken.load(std::memory_order_relaxed) < budget) {
+        int want = 1 + static_cast<int>(rng.below(static_cast<size_t>(max_burst))), got = 0;
+        for (int tries = 0; got < want && tries < 64; tries++) {
+          void *p = brisk_pool_alloc(pool);
+          if (p == nullptr) {
+            if (got > 0) break;
+            std::this_thread::yield();
+            continue;
+          }
+          // Bytes 0..3 hold the free list's link: the mark lives at 8.
+          auto *mark = reinterpret_cast<std::atomic<uint32_t> *>(static_cast<char *>(p) + 8);
+          if (mark->exchange(me) != 0) clashes.fetch_add(1);
+          held[got++] = p;
+        }
+        for (int i = 0; i < got; i++) {
+          auto *mark = reinterpret_cast<std::atomic<uint32_t> *>(static_cast<char *>(held[i]) + 8);
+          if (mark->exchange(0) != me) clashes.fetch_add(1);
+          brisk_pool_free(pool, held[i]);
+        }
+        taken.fetch_add(got, std::memory_order_relaxed);
+      }
+    });
+  }
+  for (auto &th : threads) th.join();
+  EXPECT_EQ(clashes.load(), 0);
+  EXPECT_GE(taken.load(), budget);
+  EXPECT_EQ(stats_of(pool).bytes_in_use, 0u);
+  if (!(flags & BRISK_REGION_THREAD_CACHE)) {
+    // Nothing cached anywhere: the whole capacity is back, exactly.
+    std::vector<void *> all;
+    for (size_t i = 0; i < capacity; i++) {
+      void *p = brisk_pool_alloc(pool);
+      ASSERT_NE(p, nullptr);
+      all.push_back(p);
+    }
+    EXPECT_EQ(brisk_pool_alloc(pool), nullptr);
+    for (void *p : all) brisk_pool_free(pool, p);
+  }
+  brisk_pool_destroy(pool);
+}
+
+TEST(PoolThreads, AbaStormLockFree) { aba_storm(0, 4); }
+TEST(PoolThreads, AbaStormThreadCache) { aba_storm(BRISK_REGION_THREAD_CACHE, 4); }
+// Larger magazines (8, batches of 4) and bursts of up to 12 objects, so
+// magazines overflow: batch pops and chain pushes race.
+TEST(PoolThreads, AbaStormThreadCacheBatches) { aba_storm(BRISK_REGION_THREAD_CACHE, 64, 12); }
+TEST(PoolThreads, AbaStormSpinlock) { aba_storm(BRISK_REGION_SPINLOCK, 4); }
+
+// Objects filled with a per-allocation pattern travel between threads
+// through shared mailboxes and are checked intact by whoever frees them.
+void contents_travel(unsigned flags) {
+  constexpr int kThreads = 8;
+  constexpr int kMailboxes = 64;
+  constexpr size_t kSize = 72;
+  const long steps = scaled(100000, 40000);
+  brisk_pool_t *pool = brisk_pool_create_ex(kSize, 8, 0, flags);
+  ASSERT_NE(pool, nullptr);
+  std::atomic<uintptr_t> mailbox[kMailboxes];
+  for (auto &m : mailbox) m.store(0);
+  std::atomic<long> broken{0};
+  auto check_and_free = [&](void *p) {
+    uint64_t serial;
+    std::memcpy(&serial, p, 8);
+    char *rest = static_cast<char *>(p) + 8;
+    if (find_pattern_mismatch(rest, kSize - 8, block_seed(p, kSize, serial)) != kSize - 8)
+      broken.fetch_add(1);
+    brisk_pool_free(pool, p);
+  };
+  std::vector<std::thread> threads;
+  for (int t = 0; t < kThreads; t++) {
+    threads.emplace_back([&, t] {
+      Rng rng(static_cast<uint64_t>(t) * 31 + 5);
+      uint64_t serial = static_cast<uint64_t>(t) << 40;
+      std::vector<void *> local;
+      for (long i = 0; i < steps; i++) {
+        uint64_t r = rng.next();
+        if (r % 4 != 0 || local.empty()) {
+          void *p = brisk_pool_alloc(pool);
+          if (p == nullptr) {
+            broken.fetch_add(1);
+            continue;
+          }
+          serial++;
+          std::memcpy(p, &serial, 8);
+          fill_pattern(static_cast<char *>(p) + 8, kSize - 8, block_seed(p, kSize, serial));
+          // Through a mailbox to another thread; what was there comes to us.
+          uintptr_t old = mailbox[(r >> 8) % kMailboxes].exchange(reinterpret_cast<uintptr_t>(p));
+          if (old != 0) local.push_back(reinterpret_cast<void *>(old));
+        }
+        if (local.size() > 16 || (r >> 20) % 3 == 0) {
+          if (!local.empty()) {
+            size_t k = (r >> 32) % local.size();
+            check_and_free(local[k]);
+            local[k] = local.back();
+            local.pop_back();
+          }
+        }
+      }
+      for (void *p : local) check_and_free(p);
+    });
+  }
+  for (auto &th : threads) th.join();
+  for (auto &m : mailbox) {
+    uintptr_t p = m.exchange(0);
+    if (p != 0) check_and_free(reinterpret_cast<void *>(p));
+  }
+  EXPECT_EQ(broken.load(), 0);
+  EXPECT_EQ(stats_of(pool).bytes_in_use, 0u);
+  brisk_pool_destroy(pool);
+}
+
+TEST(PoolThreads, ContentsSurviveTravelLockFree) { contents_travel(0); }
+TEST(PoolThreads, ContentsSurviveTravelThreadCache) { contents_travel(BRISK_REGION_THREAD_CACHE); }
+TEST(PoolThreads, ContentsSurviveTravelSpinlock) { contents_travel(BRISK_REGION_SPINLOCK); }
+
+// Many threads fill a bounded pool at once: together they get exactly its
+// capacity (no cache), never more.
+TEST(PoolThreads, ConcurrentFillStopsAtCapacity) {
+  constexpr int kThreads = 8;
+  const size_t capacity = 5000;
+  brisk_pool_t *pool = brisk_pool_create(32, 0, capacity);
+  ASSERT_NE(pool, nullptr);
+  std::vector<std::vector<void *>> got(kThreads);
+  std::vector<std::thread> threads;
+  for (int t = 0; t < kThreads; t++) {
+    threads.emplace_back([&, t] {
+      for (void *p; (p = brisk_pool_alloc(pool)) != nullptr;) got[t].push_back(p);
+    });
+  }
+  for (auto &th : threads) th.join();
+  std::set<void *> all;
+  for (auto &v : got) all.insert(v.begin(), v.end());
+  size_t total = 0;
+  for (auto &v : got) total += v.size();
+  EXPECT_EQ(total, capacity);
+  EXPECT_EQ(all.size(), capacity);
+  brisk_pool_destroy(pool);
+}
+
+// Misuse that must abort with a message. "threadsafe" death tests
+// re-execute the binary instead of forking.
+class PoolDeathTest : public testing::Test {
+ protected:
+  void SetUp() override { GTEST_FLAG_SET(death_test_style, "threadsafe"); }
+};
+
+TEST_F(PoolDeathTest, ForeignPointerAborts) {
+  EXPECT_DEATH(
+      {
+        brisk_pool_t *pool = brisk_pool_create(32, 0, 0);
+        escape(brisk_pool_alloc(pool));
+        alignas(64) unsigned char local[64] = {};
+        escape(local);
+        brisk_pool_free(pool, local);
+      },
+      "brisk: brisk_pool_free\\(0x[0-9a-f]+\\): not an object of this pool");
+}
+
+TEST_F(PoolDeathTest, ObjectOfAnotherPoolAborts) {
+  EXPECT_DEATH(
+      {
+        brisk_pool_t *a = brisk_pool_create(32, 0, 0);
+        brisk_pool_t *b = brisk_pool_create(32, 0, 0);
+        void *p = brisk_pool_alloc(a);
+        escape(brisk_pool_alloc(b));
+        brisk_pool_free(b, p);
+      },
+      "brisk_pool_free\\(0x[0-9a-f]+\\): not an object of this pool");
+}
+
+TEST_F(PoolDeathTest, InteriorPointerAborts) {
+  for (size_t offset : {size_t{1}, size_t{8}, size_t{24}}) {
+    EXPECT_DEATH(
+        {
+          brisk_pool_t *pool = brisk_pool_create(40, 8, 0);  // stride 40: odd factor 5
+          char *p = static_cast<char *>(brisk_pool_alloc(pool));
+          escape(brisk_pool_alloc(pool));
+          brisk_pool_free(pool, p + offset);
+        },
+        "brisk_pool_free\\(0x[0-9a-f]+\\): not an object of this pool")
+        << offset;
+  }
+}
+
+TEST_F(PoolDeathTest, DoubleFreeAbortsInDebugBuilds) {
+#if defined(BRISK_DEBUG) && BRISK_DEBUG
+  for (unsigned flags : {0u, unsigned{BRISK_REGION_THREAD_CACHE}, unsigned{BRISK_REGION_SPINLOCK}}) {
+    EXPECT_DEATH(
+        {
+          brisk_pool_t *pool = brisk_pool_create_ex(32, 0, 0, flags);
+          void *p = brisk_pool_alloc(pool);
+          escape(brisk_pool_alloc(pool));
+          brisk_pool_free(pool, p);
+          brisk_pool_free(pool, p);
+        },
+        "brisk_pool_free\\(0x[0-9a-f]+\\): double free")
+        << flags;
+  }
+#else
+  GTEST_SKIP() << "needs BRISK_DEBUG (on in sanitizer builds)";
+#endif
+}
+
+// AddressSanitizer catches a use of an object after brisk_pool_free (all
+// but its first 8 bytes, where the free list's link lives).
+TEST_F(PoolDeathTest, UseAfterFreeIsCaught) {
+#if defined(__SANITIZE_ADDRESS__)
+  for (unsigned flags : {0u, unsigned{BRISK_REGION_THREAD_CACHE}, unsigned{BRISK_REGION_SPINLOCK}}) {
+    brisk_pool_t *pool = brisk_pool_create_ex(64, 0, 0, flags);
+    auto *p = static_cast<unsigned char *>(brisk_pool_alloc(pool));
+    ASSERT_NE(p, nullptr);
+    p[10] = 1;  // fine while the object lives
+    brisk_pool_free(pool, p);
+    EXPECT_DEATH(
+        {
+          volatile unsigned char *q = p;
+          q[10] = 2;
+        },
+        "use-after-poison")
+        << flags;
+    // Handed out again, it is usable in full.
+    auto *r = static_cast<unsigned char *>(brisk_pool_alloc(pool));
+    ASSERT_EQ(r, p);
+    r[63] = 3;
+    brisk_pool_free(pool, r);
+    brisk_pool_destroy(pool);
+  }
+#else
+  GTEST_SKIP() << "needs AddressSanitizer (-DBRISK_SANITIZE=address)";
+#endif
+}
+
+}  // namespace
