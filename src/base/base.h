@@ -51,6 +51,22 @@ BRISK_INLINE void brisk_cpu_relax(void) {
 #endif
 }
 
+/*
+ * Add n to a counter that only the calling thread writes and any thread may
+ * read with a relaxed load (per-thread statistics). On x86-64 one plain
+ * `add` to memory: not locked, since there is one writer, and an aligned
+ * 8-byte store is single-copy atomic for the readers. Elsewhere, and under
+ * ThreadSanitizer (which must see the access), a relaxed load and store.
+ */
+BRISK_INLINE void brisk_owner_add(_Atomic size_t *counter, size_t n) {
+#if defined(__x86_64__) && !defined(__SANITIZE_THREAD__)
+  __asm__ __volatile__("addq %1, %0" : "+m"(*(size_t *)counter) : "er"(n));
+#else
+  atomic_store_explicit(counter, atomic_load_explicit(counter, memory_order_relaxed) + n,
+                        memory_order_relaxed);
+#endif
+}
+
 BRISK_INLINE size_t brisk_bit_scan_reverse(size_t x) { /* x != 0 */
   return (size_t)(63 - __builtin_clzll((unsigned long long)x));
 }
