@@ -368,17 +368,19 @@ typedef struct brisk_pool_s brisk_pool_t;
 /*
  * obj_size bytes (> 0) aligned to align (power of two up to 4096, 0 means
  * 16). capacity 0: grows slab by slab; otherwise a hard bound on live
- * objects, all committed at create (so alloc and free never call the OS;
- * add BRISK_REGION_PREFAULT to take no page fault either). NULL/EINVAL for
- * a bad size or alignment, NULL/ENOMEM when memory can't be reserved.
+ * objects (at most 2^32 - 1), all committed at create (so alloc and free
+ * never call the OS; add BRISK_REGION_PREFAULT to take no page fault
+ * either). NULL/EINVAL for a bad size, alignment, capacity or flag,
+ * NULL/ENOMEM when memory can't be reserved.
  */
 BRISK_API brisk_pool_t *brisk_pool_create(size_t obj_size, size_t align, size_t capacity);
 BRISK_API brisk_pool_t *brisk_pool_create_ex(size_t obj_size, size_t align, size_t capacity,
                                              unsigned flags);
 /* An object, uninitialised. NULL/ENOMEM when the capacity is reached. */
 BRISK_API void *brisk_pool_alloc(brisk_pool_t *pool);
-/* NULL does nothing. A pointer outside the pool, or not at an object's
- * start, aborts with a message; so does a double free in debug builds. */
+/* NULL does nothing. A pointer outside the pool, not at an object's start,
+ * or at an object never handed out aborts with a message; so does a double
+ * free in debug builds (BRISK_DEBUG). */
 BRISK_API void brisk_pool_free(brisk_pool_t *pool, void *p);
 BRISK_API void brisk_pool_destroy(brisk_pool_t *pool);
 BRISK_API void brisk_pool_stats(const brisk_pool_t *pool, brisk_region_stats_t *out);
@@ -404,7 +406,9 @@ BRISK_API brisk_buddy_t *brisk_buddy_create_ex(size_t total, size_t min_block, s
  * size rounded up to a power of two (at least min_block and align) and is
  * aligned to that. */
 BRISK_API void *brisk_buddy_alloc(brisk_buddy_t *buddy, size_t size, size_t align);
-/* NULL does nothing; a foreign pointer or a double free aborts with a message. */
+/* NULL does nothing; a foreign or interior pointer aborts with a message,
+ * and so does a double free, unless the block was allocated again since
+ * (its start then belongs to the new block). */
 BRISK_API void brisk_buddy_free(brisk_buddy_t *buddy, void *p);
 BRISK_API void brisk_buddy_destroy(brisk_buddy_t *buddy);
 BRISK_API void brisk_buddy_stats(const brisk_buddy_t *buddy, brisk_region_stats_t *out);
@@ -466,7 +470,10 @@ typedef struct brisk_hybrid_section_stats_s {
   size_t block_size;     /* bucket object size, or 0 for a buddy region */
   size_t bytes_reserved; /* memory the section owns */
   size_t in_use;         /* bytes in live blocks now */
-  size_t high_water;     /* most bytes in live blocks at once */
+  size_t high_water;     /* most bytes in live blocks at once; for a bucket,
+                            the bytes of objects ever taken from its store,
+                            which with THREAD_CACHE counts objects cached
+                            per thread too (up to 16 per refill) */
   size_t allocations;    /* successful allocations */
   size_t failures;       /* requests this section could not serve */
 } brisk_hybrid_section_stats_t;

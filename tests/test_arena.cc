@@ -218,6 +218,13 @@ TEST(ArenaCursor, BadInputAndExhaustion) {
   errno = 0;
   EXPECT_EQ(brisk_arena_cursor_alloc(&cursor, SIZE_MAX - 3, 0), nullptr);
   EXPECT_EQ(errno, ENOMEM);
+  // With a chunk in hand too: rounding a size near SIZE_MAX must not wrap.
+  ASSERT_NE(brisk_arena_cursor_alloc(&cursor, 16, 0), nullptr);
+  for (size_t huge : {SIZE_MAX, SIZE_MAX - 5, SIZE_MAX - 14, reserve + 1}) {
+    errno = 0;
+    EXPECT_EQ(brisk_arena_cursor_alloc(&cursor, huge, 0), nullptr) << huge;
+    EXPECT_EQ(errno, ENOMEM);
+  }
   void *z1 = brisk_arena_cursor_alloc(&cursor, 0, 0);
   void *z2 = brisk_arena_cursor_alloc(&cursor, 0, 0);
   ASSERT_TRUE(z1 && z2);

@@ -99,6 +99,47 @@ TEST(Hybrid, SmallSizesGoToTheSmallestFittingBucket) {
   for (const auto &s : stats) EXPECT_EQ(s.in_use, 0u);
 }
 
+// align 0 means malloc's alignment for the size asked, not the bucket's:
+// a 16-byte request never comes back 8-aligned from a 24-byte bucket, and
+// the fallback honours an explicit 16 for a 24-byte block.
+TEST(Hybrid, DefaultAlignmentFollowsTheRequestedSize) {
+  brisk_hybrid_config_t c{};
+  c.bucket_sizes[0] = 24;
+  c.bucket_counts[0] = 64;
+  c.bucket_sizes[1] = 136;
+  c.bucket_counts[1] = 64;
+  c.region_sizes[0] = 1 << 16;
+  c.fallback_to_malloc = 1;
+  HybridPtr h(brisk_hybrid_create(&c));
+  ASSERT_NE(h, nullptr);
+  std::vector<void *> blocks;
+  for (int i = 0; i < 16; i++) {
+    for (size_t size : {8, 16, 24, 130}) {
+      void *p = brisk_hybrid_alloc(h.get(), size, 0);
+      ASSERT_NE(p, nullptr);
+      size_t want = size % 16 == 0 || size >= 128 ? 16 : 8;
+      EXPECT_EQ(reinterpret_cast<uintptr_t>(p) % want, 0u) << size;
+      blocks.push_back(p);
+    }
+  }
+  for (void *p : blocks) brisk_hybrid_free(h.get(), p);
+
+  brisk_hybrid_config_t f{};
+  f.bucket_sizes[0] = 8;
+  f.bucket_counts[0] = 1;
+  f.fallback_to_malloc = 1;
+  HybridPtr g(brisk_hybrid_create(&f));
+  ASSERT_NE(g, nullptr);
+  blocks.clear();
+  for (int i = 0; i < 64; i++) {
+    void *p = brisk_hybrid_alloc(g.get(), 24, 16);  // no region: the fallback
+    ASSERT_NE(p, nullptr);
+    EXPECT_EQ(reinterpret_cast<uintptr_t>(p) % 16, 0u);
+    blocks.push_back(p);
+  }
+  for (void *p : blocks) brisk_hybrid_free(g.get(), p);
+}
+
 TEST(Hybrid, BadInput) {
   HybridPtr h(brisk_hybrid_create(nullptr));
   ASSERT_NE(h, nullptr);

@@ -405,6 +405,26 @@ TEST_F(PoolDeathTest, ObjectOfAnotherPoolAborts) {
       "brisk_pool_free\\(0x[0-9a-f]+\\): not an object of this pool");
 }
 
+// Inside the reservation but never handed out: in an unbounded pool the
+// memory is not even committed, in a bounded one the object would later be
+// handed out twice. Both are caught in every build.
+TEST_F(PoolDeathTest, ObjectNeverHandedOutAborts) {
+  EXPECT_DEATH(
+      {
+        brisk_pool_t *pool = brisk_pool_create(64, 0, 0);
+        char *p = static_cast<char *>(brisk_pool_alloc(pool));
+        brisk_pool_free(pool, p + 64 * 10000000);
+      },
+      "brisk_pool_free\\(0x[0-9a-f]+\\): not an object of this pool");
+  EXPECT_DEATH(
+      {
+        brisk_pool_t *pool = brisk_pool_create(64, 0, 4);
+        char *p = static_cast<char *>(brisk_pool_alloc(pool));
+        brisk_pool_free(pool, p + 64 * 3);
+      },
+      "brisk_pool_free\\(0x[0-9a-f]+\\): not an object of this pool");
+}
+
 TEST_F(PoolDeathTest, InteriorPointerAborts) {
   for (size_t offset : {size_t{1}, size_t{8}, size_t{24}}) {
     EXPECT_DEATH(

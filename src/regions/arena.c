@@ -326,6 +326,8 @@ void *brisk_arena_cursor_alloc_slow_(brisk_arena_cursor_t *cursor, size_t size, 
   brisk_arena_t *arena = cursor->arena;
   if (align == 0) align = CLAIM_ALIGN;
   if (!brisk_is_power_of_two(align)) return bad_alignment();
+  /* Before take is computed: rounding sizes near SIZE_MAX wraps to 0. */
+  if (size > arena->limit) return too_large();
   if (cursor->resets != arena->resets) {
     cursor->pos = cursor->end = NULL;
     cursor->resets = arena->resets;
@@ -339,7 +341,7 @@ void *brisk_arena_cursor_alloc_slow_(brisk_arena_cursor_t *cursor, size_t size, 
     cursor->pos = (uint8_t *)(at + take);
     return (void *)at;
   }
-  if (size > cursor->chunk / 2 || align > cursor->chunk / 4 || size > PTRDIFF_MAX)
+  if (size > cursor->chunk / 2 || align > cursor->chunk / 4)
     return brisk_arena_alloc(arena, size, align);
   uint8_t *chunk = brisk_arena_alloc(arena, cursor->chunk, CLAIM_ALIGN);
   if (chunk == NULL) return brisk_arena_alloc(arena, size, align);

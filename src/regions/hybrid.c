@@ -94,9 +94,11 @@ void brisk_hybrid_default_config(brisk_hybrid_config_t *out) {
   out->fallback_to_malloc = 0;
 }
 
-/* The alignment malloc would give an object of this size: 16 when the size
- * is a multiple of 16, else 8 (sizes are multiples of 8). */
-static size_t natural_align(size_t size) { return size % 16 == 0 ? 16 : 8; }
+/* The alignment brisk_malloc gives a block of this size (brisk.h): 16 when
+ * the size is a multiple of 16 or at least 128, else 8. A bucket's objects
+ * get that of the bucket size, and an align-0 request needs that of its own
+ * size, so a 16-byte request never lands 8-aligned in a 24-byte bucket. */
+static size_t natural_align(size_t size) { return size % 16 == 0 || size >= 128 ? 16 : 8; }
 
 static bool config_is_valid(const brisk_hybrid_config_t *c, size_t *bucket_count,
                             size_t *region_count) {
@@ -228,7 +230,7 @@ static BRISK_NOINLINE void *alloc_from_regions(brisk_hybrid_t *h, size_t size, s
     if (p != NULL) return p;
   }
   if (h->fallback_to_malloc) {
-    void *p = align <= 16 ? brisk_malloc(size) : brisk_aligned_alloc(align, size);
+    void *p = align <= natural_align(size) ? brisk_malloc(size) : brisk_aligned_alloc(align, size);
     if (p != NULL) atomic_fetch_add_explicit(&h->fallbacks, 1, memory_order_relaxed);
     return p;
   }
@@ -243,13 +245,14 @@ void *brisk_hybrid_alloc(brisk_hybrid_t *h, size_t size, size_t align) {
   }
   if (BRISK_LIKELY(size <= h->largest_bucket)) {
     size_t b = h->bucket_for_size[(size + 7) / 8];
-    /* align 0: what malloc would give this object, which the bucket has. */
-    if (BRISK_LIKELY(align <= h->bucket_align[b])) {
+    /* align 0: what malloc would give an object of this size. */
+    size_t need = align != 0 ? align : natural_align(size);
+    if (BRISK_LIKELY(need <= h->bucket_align[b])) {
       void *p = brisk_pool_alloc(h->buckets[b]);
       if (BRISK_LIKELY(p != NULL)) return p;
     }
   }
-  return alloc_from_regions(h, size, align == 0 ? 16 : align);
+  return alloc_from_regions(h, size, align != 0 ? align : natural_align(size));
 }
 
 void brisk_hybrid_free(brisk_hybrid_t *h, void *p) {

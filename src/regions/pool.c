@@ -52,7 +52,7 @@
  *     THREAD_CACHE          push onto the magazine; full: cache_flush pushes
  *                           half of it as one chain (ONE CAS)
  *     SPINLOCK              spin_free: lock, push, unlock
- *   carve                   fetch_add(carved), clamp at max_objects;
+ *   carve                   commit up to the claim, then CAS(carved);
  *     ensure_committed      (cold) commit a slab, CAS-max `committed`
  *   brisk_pool_stats / _brisk_pool_counters: sum the per-slot counters
  *   brisk_pool_destroy      release the reservation
@@ -85,10 +85,15 @@
  *                    (the clearer re-sets it): a non-empty shard never stays
  *                    invisible. Before carving or failing, alloc also looks
  *                    at every head once, so the bitmap is only a hint.
- *   carved           objects carved so far (may overshoot max_objects
- *                    briefly, then is clamped back, as arena.c's offset):
- *                    fetch_add relaxed, on its own line. It only partitions
- *                    indexes; the objects' memory is ordered by `committed`.
+ *   carved           objects carved so far, never above max_objects and
+ *                    never covering an object not yet committed: advanced
+ *                    by a CAS (relaxed; carving is a slow path) after the
+ *                    claim's commit. It partitions indexes (the objects'
+ *                    memory is ordered by `committed`) and bounds free's
+ *                    check: an index at or above it was never handed out.
+ *                    Read relaxed by every free: a free of an object
+ *                    carved for another thread comes after that carve (the
+ *                    program passed the object on), so it sees it.
  *   committed        bytes of objects accessible: acquire loads by carving
  *                    threads, advanced after the committing thread's own
  *                    mprotect by a CAS-max (acq_rel), as in arena.c. Several
@@ -121,17 +126,14 @@
  *
  * Measured (bench/region_pool, 64-byte objects, a 2-core shared machine):
  * single-thread instructions per alloc+free pair (callgrind; the loop
- * included) 95 lock-free, 67 with THREAD_CACHE, against 57 for
- * brisk_malloc/brisk_free. The cache went from 80 to 67 by: magazines of
- * pointers, not indexes (a pop needs no multiply); counting by batch (its
- * alloc counts nothing); the thread's entry found from one TLS word
- * (_brisk_thread_slot_line) with one zero test; and per-thread counters
- * bumped with one unlocked add (brisk_owner_add). ns per pair (16 live
- * objects per thread) at 1/2/4/8/16 threads, before those changes:
- * lock-free 10.0/4.9/5.0/5.4/5.2, THREAD_CACHE 5.4/2.7/2.8/3.3/3.0,
- * spinlocked 7.5/34/56/115/190, brisk_malloc 4.2/2.9/3.0/2.3/2.4, glibc
- * 11.2/6.3/6.0/6.5/6.2. The cache is worth its complexity: no atomic on its
- * fast path.
+ * included) 98 lock-free, 63 with THREAD_CACHE, 111 spinlocked, against 57
+ * for brisk_malloc/brisk_free. The cache went from 80 to 63 by: magazines
+ * of pointers, not indexes (a pop needs no multiply); counting by batch
+ * (its alloc counts nothing); the thread's entry found from one TLS word
+ * (_brisk_thread_slot_line) with one zero test; per-thread counters bumped
+ * with one unlocked add (brisk_owner_add); and the other modes' free in a
+ * function of its own (free_to_shared), so the magazine path computes
+ * nothing for them.
  *
  * Destroy must not run concurrently with alloc or free on the same pool.
  *
@@ -458,29 +460,27 @@ static BRISK_COLD bool ensure_committed(brisk_pool_t *pool, size_t end) {
 /*
  * Claim up to `want` never-used objects: returns how many (0 when the
  * reservation is exhausted or the kernel refuses to commit) and their first
- * index + 1. Past max_objects the counter is stored back to max_objects: it
- * only grows until then, so no claim below it is ever handed out twice.
- * Objects whose commit fails are lost.
+ * index + 1. The claim is committed before the CAS that takes it, so
+ * `carved` never covers memory that is not accessible (free trusts it); a
+ * failed CAS retries from the new value (another carve succeeded: lock-free)
+ * and at worst committed a little early.
  */
 static uint32_t carve(brisk_pool_t *pool, uint32_t want, uint32_t *first1) {
   size_t max = pool->max_objects;
-  if (atomic_load_explicit(&pool->carved, memory_order_relaxed) >= max) return 0;
-  size_t start = atomic_fetch_add_explicit(&pool->carved, want, memory_order_relaxed);
-  if (start >= max) {
-    atomic_store_explicit(&pool->carved, max, memory_order_relaxed);
-    return 0;
+  size_t start = atomic_load_explicit(&pool->carved, memory_order_relaxed);
+  for (;;) {
+    if (start >= max) return 0;
+    size_t n = want < max - start ? want : max - start;
+    size_t end = (start + n) * pool->stride;
+    if (end > atomic_load_explicit(&pool->committed, memory_order_acquire) &&
+        !ensure_committed(pool, end))
+      return 0;
+    if (atomic_compare_exchange_weak_explicit(&pool->carved, &start, start + n,
+                                              memory_order_relaxed, memory_order_relaxed)) {
+      *first1 = (uint32_t)(start + 1);
+      return (uint32_t)n;
+    }
   }
-  size_t n = want;
-  if (n > max - start) {
-    n = max - start;
-    atomic_store_explicit(&pool->carved, max, memory_order_relaxed);
-  }
-  size_t end = (start + n) * pool->stride;
-  if (end > atomic_load_explicit(&pool->committed, memory_order_acquire) &&
-      !ensure_committed(pool, end))
-    return 0;
-  *first1 = (uint32_t)(start + 1);
-  return (uint32_t)n;
 }
 
 /* ---- The shards ---- */
@@ -623,9 +623,10 @@ static BRISK_NOINLINE void *cache_refill(brisk_pool_t *pool, slot_t *entry, uint
       object = next;
     }
     mag_link_store(object, NULL);
-    set_mag_count(entry, n - 1);
   }
+  /* taken before mag_count, which stats read first (see _brisk_pool_counters). */
   count_n(&entry->taken, n, slot);
+  if (n > 1) set_mag_count(entry, n - 1);
   return hand_out(pool, first);
 }
 
@@ -741,7 +742,7 @@ void *brisk_pool_alloc(brisk_pool_t *pool) {
 }
 
 static BRISK_COLD BRISK_NORETURN void bad_free(const void *p) {
-  fatal("brisk_pool_free", p, "not an object of this pool");
+  fatal("brisk_pool_free", p, "not an object of this pool (or never handed out)");
 }
 
 /* See alloc_no_slot. */
@@ -762,27 +763,40 @@ static BRISK_NOINLINE void free_no_slot(brisk_pool_t *pool, uint8_t *p, size_t i
   if (pool->mode == MODE_CACHE) count(&pool->slots[slot].returned, slot);
 }
 
+/* Shards and spinlock modes: the free after the checks (a tail call from
+ * brisk_pool_free, so that the magazine path there computes nothing for
+ * these). */
+static BRISK_NOINLINE void free_to_shared(brisk_pool_t *pool, uint32_t line, uint8_t *p,
+                                          size_t index) {
+  uint32_t index1 = (uint32_t)index + 1;
+  if (BRISK_UNLIKELY(pool->mode == MODE_SPIN)) {
+    spin_free(pool, index1);
+    return;
+  }
+  push_chain(pool, home_shard(slot_of(line)), index1, p);
+}
+
 void brisk_pool_free(brisk_pool_t *pool, void *ptr) {
   if (ptr == NULL) return;
   uint8_t *p = ptr;
   size_t index = index_of(pool, p);
-  if (BRISK_UNLIKELY(index >= pool->max_objects)) bad_free(p);
+  /* carved <= max_objects: one compare catches foreign, interior and
+   * never-handed-out pointers. */
+  if (BRISK_UNLIKELY(index >= atomic_load_explicit(&pool->carved, memory_order_relaxed)))
+    bad_free(p);
   uint32_t line = _brisk_thread_slot_line;
   if (BRISK_UNLIKELY(line == 0)) {
     free_no_slot(pool, p, index);
     return;
   }
-  uint32_t slot = slot_of(line);
   debug_mark_free(pool, index, p);
   announce_free(pool, p);
-  uint32_t index1 = (uint32_t)index + 1;
   slot_t *entry = entry_at(pool, line);
   bump(&entry->frees);
-  uint32_t mode = pool->mode;
-  if (mode == MODE_CACHE) {
+  if (BRISK_LIKELY(pool->mode == MODE_CACHE)) {
     uint32_t n = get_mag_count(entry);
     if (BRISK_UNLIKELY(n >= pool->mag_max)) {
-      cache_flush(pool, entry, slot, p);
+      cache_flush(pool, entry, slot_of(line), p);
       return;
     }
     mag_link_store(p, entry->mag_head);
@@ -790,11 +804,7 @@ void brisk_pool_free(brisk_pool_t *pool, void *ptr) {
     set_mag_count(entry, n + 1);
     return;
   }
-  if (BRISK_UNLIKELY(mode == MODE_SPIN)) {
-    spin_free(pool, index1);
-    return;
-  }
-  push_chain(pool, home_shard(slot), index1, p);
+  free_to_shared(pool, line, p, index);
 }
 
 /* The multiplicative inverse of an odd number mod 2^64 (Newton's method:
@@ -811,8 +821,11 @@ static BRISK_COLD brisk_pool_t *invalid(void) {
 }
 
 brisk_pool_t *brisk_pool_create_ex(size_t obj_size, size_t align, size_t capacity, unsigned flags) {
+  const unsigned known = BRISK_REGION_PREFAULT | BRISK_REGION_LOCK | BRISK_REGION_THREAD_CACHE |
+                         BRISK_REGION_SPINLOCK;
   if (align == 0) align = DEFAULT_ALIGN;
-  if (obj_size == 0 || !brisk_is_power_of_two(align) || align > MAX_ALIGN) return invalid();
+  if (obj_size == 0 || !brisk_is_power_of_two(align) || align > MAX_ALIGN || (flags & ~known) != 0)
+    return invalid();
   size_t unit = align > MIN_STRIDE ? align : MIN_STRIDE;
   if (obj_size > SIZE_MAX - unit) return invalid();
   size_t stride = brisk_align_up(obj_size, unit);
@@ -928,27 +941,30 @@ size_t _brisk_pool_object_size(const brisk_pool_t *pool) { return pool->stride; 
 
 void _brisk_pool_counters(const brisk_pool_t *pool, brisk_pool_counters_t *out) {
   brisk_pool_t *p = (brisk_pool_t *)pool;
-  size_t allocs = 0, frees = 0, failures = 0;
+  size_t frees = 0, failures = 0;
+  /* Signed: a slot's share can be negative (its thread frees what others
+   * allocated), and the relaxed reads of a slot that is mid-refill or
+   * mid-flush can be off by a batch for a moment; only the sum is clamped. */
+  int64_t live = 0;
   for (uint32_t i = 0; i <= BRISK_THREAD_SLOTS; i++) {
     const slot_t *entry = &p->slots[i];
     frees += atomic_load_explicit(&entry->frees, memory_order_relaxed);
     failures += atomic_load_explicit(&entry->failures, memory_order_relaxed);
     if (p->mode == MODE_CACHE) {
-      /* Handed out by this slot's thread and not yet freed by anyone... */
-      allocs += atomic_load_explicit(&entry->taken, memory_order_relaxed) -
-                atomic_load_explicit(&entry->returned, memory_order_relaxed) -
-                get_mag_count(entry);
+      /* In this slot's hands: taken - returned, minus its magazine. */
+      live += (int64_t)(atomic_load_explicit(&entry->taken, memory_order_relaxed) -
+                        atomic_load_explicit(&entry->returned, memory_order_relaxed)) -
+              (int64_t)get_mag_count(entry);
     } else {
-      allocs += atomic_load_explicit(&entry->allocs, memory_order_relaxed);
+      live += (int64_t)atomic_load_explicit(&entry->allocs, memory_order_relaxed);
     }
   }
-  /* ...plus what was freed: every allocation (modulo arithmetic, since
-   * another thread may free what this one allocated). */
-  if (p->mode == MODE_CACHE) allocs += frees;
+  if (p->mode != MODE_CACHE) live -= (int64_t)frees;
+  size_t in_use = live > 0 ? (size_t)live : 0;
   size_t carved = atomic_load_explicit(&p->carved, memory_order_relaxed);
-  out->in_use = allocs > frees ? allocs - frees : 0;
-  out->high_water = carved < p->max_objects ? carved : p->max_objects;
-  out->allocations = allocs;
+  out->in_use = in_use;
+  out->high_water = carved;
+  out->allocations = in_use + frees;
   out->failures = failures;
 }
 
