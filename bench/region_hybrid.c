@@ -366,7 +366,7 @@ static void create_allocators(void)
 
 int main(int argc, char **argv)
 {
-    int reps = 5, rounds = 5;
+    int reps = 7, rounds = 5;
     bool quick = false;
     for (int i = 1; i < argc; i++) {
         if (strcmp(argv[i], "--quick") == 0) {
