@@ -53,6 +53,19 @@ static inline size_t bench_rng_range(bench_rng *rng, size_t lo, size_t hi)
     return lo + (size_t)(bench_rng_next(rng) % (uint64_t)(hi - lo + 1));
 }
 
+static inline int bench_compare_double(const void *a, const void *b)
+{
+    double x = *(const double *)a, y = *(const double *)b;
+    return (x > y) - (x < y);
+}
+
+/* The median of n values (n > 0); sorts v in place. */
+static inline double bench_median(double *v, size_t n)
+{
+    qsort(v, n, sizeof *v, bench_compare_double);
+    return n % 2 ? v[n / 2] : (v[n / 2 - 1] + v[n / 2]) / 2;
+}
+
 static inline double bench_now(void)
 {
     struct timespec ts;

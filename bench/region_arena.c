@@ -237,18 +237,6 @@ static double run_once(worker *workers, int threads, enum kind kind)
     return elapsed * 1e9 / (double)total;
 }
 
-static int compare_double(const void *a, const void *b)
-{
-    double x = *(const double *)a, y = *(const double *)b;
-    return (x > y) - (x < y);
-}
-
-static double median(double *v, int n)
-{
-    qsort(v, (size_t)n, sizeof *v, compare_double);
-    return n % 2 ? v[n / 2] : (v[n / 2 - 1] + v[n / 2]) / 2;
-}
-
 static void usage(void)
 {
     fprintf(stderr, "usage: region_arena [--quick] [--reps N] [--allocs M]\n");
@@ -319,7 +307,7 @@ int main(int argc, char **argv)
             }
         }
         for (int k = 0; k < NUM_KINDS; k++)
-            medians[c][k] = median(samples[k], reps);
+            medians[c][k] = bench_median(samples[k], reps);
     }
 
     printf("### arena\n\n");

@@ -172,18 +172,6 @@ static double run_libc(int loop, const config *c, const workload *w)
     return elapsed * 1e9 / (double)c->ops;
 }
 
-static int compare_double(const void *a, const void *b)
-{
-    double x = *(const double *)a, y = *(const double *)b;
-    return (x > y) - (x < y);
-}
-
-static double median(double *v, size_t n)
-{
-    qsort(v, n, sizeof *v, compare_double);
-    return n % 2 ? v[n / 2] : (v[n / 2 - 1] + v[n / 2]) / 2;
-}
-
 static void usage(FILE *out)
 {
     fprintf(out, "usage: region_fifo [--quick] [--ops N] [--ring N] [--min B] [--max B] "
@@ -272,9 +260,9 @@ int main(int argc, char **argv)
         static double ratio[MAX_REPS];
         for (size_t rep = 0; rep < c.reps; rep++)
             ratio[rep] = fifo_ns[loop][rep] > 0 ? libc_ns[loop][rep] / fifo_ns[loop][rep] : 0;
-        speedup[loop] = median(ratio, c.reps);
-        fifo_med[loop] = median(fifo_ns[loop], c.reps);
-        libc_med[loop] = median(libc_ns[loop], c.reps);
+        speedup[loop] = bench_median(ratio, c.reps);
+        fifo_med[loop] = bench_median(fifo_ns[loop], c.reps);
+        libc_med[loop] = bench_median(libc_ns[loop], c.reps);
     }
 
     size_t peak_held[LOOPS] = {0}, live_at_peak[LOOPS] = {0};

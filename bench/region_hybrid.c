@@ -241,18 +241,6 @@ static double run_once(const allocator *a, const sequence *seqs, int threads, in
     return last - first;
 }
 
-static int compare_double(const void *a, const void *b)
-{
-    double x = *(const double *)a, y = *(const double *)b;
-    return (x > y) - (x < y);
-}
-
-static double median(double *v, int n)
-{
-    qsort(v, (size_t)n, sizeof *v, compare_double);
-    return n % 2 ? v[n / 2] : (v[n / 2 - 1] + v[n / 2]) / 2;
-}
-
 /* Runs one sequence kind over every thread count; prints the tables. */
 static void experiment(const char *table, const allocator *allocs, int num_allocs,
                        const sequence *seqs, int reps, int rounds)
@@ -268,7 +256,7 @@ static void experiment(const char *table, const allocator *allocs, int num_alloc
             for (int a = 0; a < num_allocs; a++)
                 samples[a][r] = run_once(&allocs[a], seqs, threads, rounds, &failed[a]) * 1e3;
         for (int a = 0; a < num_allocs; a++)
-            ms[c][a] = median(samples[a], reps);
+            ms[c][a] = bench_median(samples[a], reps);
         fprintf(stderr, "  %s: %d threads done\n", table, threads);
     }
 

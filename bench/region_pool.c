@@ -277,18 +277,6 @@ static double run_once(int experiment, int kind, int threads, size_t ops)
     return (last - first) * 1e9 / ((double)threads * (double)ops);
 }
 
-static int compare_double(const void *a, const void *b)
-{
-    double x = *(const double *)a, y = *(const double *)b;
-    return (x > y) - (x < y);
-}
-
-static double median(double *v, int n)
-{
-    qsort(v, (size_t)n, sizeof *v, compare_double);
-    return n % 2 ? v[n / 2] : (v[n / 2 - 1] + v[n / 2]) / 2;
-}
-
 /* ---- callgrind modes ---- */
 
 static int callgrind_mode(const char *mode, size_t n)
@@ -388,7 +376,7 @@ int main(int argc, char **argv)
                 }
             }
             for (int k = 0; k < NUM_CLAIMS; k++)
-                claims[sc][c][k] = median(samples[k], reps);
+                claims[sc][c][k] = bench_median(samples[k], reps);
         }
     }
 
@@ -406,7 +394,7 @@ int main(int argc, char **argv)
             }
         }
         for (int k = 0; k < NUM_KINDS; k++)
-            pairs[c][k] = median(samples[k], reps);
+            pairs[c][k] = bench_median(samples[k], reps);
     }
 
     long cpus = sysconf(_SC_NPROCESSORS_ONLN);

@@ -22,6 +22,7 @@
 #include <time.h>
 
 #include "../src/regions/stack.h"
+#include "bench_common.h"
 
 #define MAX_REPS 16
 #define BRISK_UNLIKELY_(x) __builtin_expect(!!(x), 0)
@@ -36,16 +37,6 @@ static double now_s(void) {
 
 /* The pointer is used: the allocation cannot be optimized away. */
 static void escape(const void *p) { __asm__ volatile("" : : "r"(p)); }
-
-static int compare_double(const void *a, const void *b) {
-  double x = *(const double *)a, y = *(const double *)b;
-  return (x > y) - (x < y);
-}
-
-static double median(double *v, int n) {
-  qsort(v, (size_t)n, sizeof *v, compare_double);
-  return n % 2 ? v[n / 2] : (v[n / 2 - 1] + v[n / 2]) / 2;
-}
 
 /* Request sizes: small and varied, the same sequence for both allocators
  * (a table lookup, so that the harness itself costs little). */
@@ -194,11 +185,11 @@ int main(int argc, char **argv) {
     brisk_stack_destroy(w);
   }
 
-  double stack_med = median(stack_ns, reps);
-  double malloc_med = median(malloc_ns, reps);
+  double stack_med = bench_median(stack_ns, reps);
+  double malloc_med = bench_median(malloc_ns, reps);
   double ratio = malloc_med / stack_med;
-  double floor_med = median(floor_ns, reps);
-  double wc_med = median(wc_ms, reps);
+  double floor_med = bench_median(floor_ns, reps);
+  double wc_med = bench_median(wc_ms, reps);
   double wc_mib = (double)wc_bytes / (1024.0 * 1024.0);
 
   printf("### stack\n\n");

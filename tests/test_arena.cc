@@ -8,6 +8,7 @@
 #include <gtest/gtest.h>
 
 #include <algorithm>
+#include <memory>
 #include <atomic>
 #include <cstdint>
 #include <thread>
@@ -22,6 +23,7 @@ using brisk_test::is_aligned;
 using brisk_test::kMiB;
 using brisk_test::scaled;
 using brisk_test::Rng;
+using brisk_test::StartGate;
 
 namespace {
 
@@ -43,19 +45,6 @@ size_t random_align(Rng &rng) {
   }
   return size_t{32} << rng.below(8);
 }
-
-// A start line so that every thread hits the arena at once.
-class StartGate {
- public:
-  explicit StartGate(int n) : waiting_(n) {}
-  void arrive_and_wait() {
-    waiting_.fetch_sub(1);
-    while (waiting_.load() > 0) std::this_thread::yield();
-  }
-
- private:
-  std::atomic<int> waiting_;
-};
 
 // Every block writes a pattern of its own; afterwards the patterns are
 // intact, alignments hold, blocks lie inside the arena's range and no two
@@ -90,25 +79,28 @@ brisk_region_stats_t stats_of(const brisk_arena_t *arena) {
   return s;
 }
 
-TEST(Arena, ConcurrentAllocationsNeverOverlap) {
-  const size_t reserve = 4 * kGiB;
-  const long per_thread = scaled(100000, 8000);
-  brisk_arena_t *arena = brisk_arena_create(reserve);
-  ASSERT_NE(arena, nullptr);
+// kThreads threads, released at once, each make per_thread allocations of
+// size_of(rng) bytes and random_align(rng) alignment through the callable
+// that make_alloc(thread) returns, and fill every block with its pattern.
+// Returns every block; failures[t] counts thread t's NULLs.
+template <typename MakeAlloc, typename SizeOf>
+std::vector<Block> allocate_from_threads(long per_thread, uint64_t seed, std::vector<int> &failures,
+                                         MakeAlloc make_alloc, SizeOf size_of) {
   std::vector<std::vector<Block>> per(kThreads);
-  std::vector<int> failures(kThreads, 0);
+  failures.assign(kThreads, 0);
   StartGate gate(kThreads);
   std::vector<std::thread> threads;
   for (int t = 0; t < kThreads; t++) {
     threads.emplace_back([&, t] {
-      Rng rng(1000 + t);
+      Rng rng(seed + t);
+      auto alloc = make_alloc(t);
       std::vector<Block> &mine = per[t];
       mine.reserve(per_thread);
       gate.arrive_and_wait();
       for (long i = 0; i < per_thread; i++) {
-        size_t size = rng.below(257);
+        size_t size = size_of(rng);
         size_t align = random_align(rng);
-        void *p = brisk_arena_alloc(arena, size, align);
+        void *p = alloc(size, align);
         if (p == nullptr) {
           failures[t]++;
           continue;
@@ -121,12 +113,23 @@ TEST(Arena, ConcurrentAllocationsNeverOverlap) {
   }
   for (std::thread &th : threads) th.join();
   std::vector<Block> all;
+  for (int t = 0; t < kThreads; t++) all.insert(all.end(), per[t].begin(), per[t].end());
+  return all;
+}
+
+TEST(Arena, ConcurrentAllocationsNeverOverlap) {
+  const size_t reserve = 4 * kGiB;
+  const long per_thread = scaled(100000, 8000);
+  brisk_arena_t *arena = brisk_arena_create(reserve);
+  ASSERT_NE(arena, nullptr);
+  std::vector<int> failures;
+  std::vector<Block> all = allocate_from_threads(
+      per_thread, 1000, failures,
+      [&](int) { return [&](size_t size, size_t align) { return brisk_arena_alloc(arena, size, align); }; },
+      [](Rng &rng) { return rng.below(257); });
   size_t sum = 0;
-  for (int t = 0; t < kThreads; t++) {
-    EXPECT_EQ(failures[t], 0) << "thread " << t;
-    for (const Block &b : per[t]) sum += b.size;
-    all.insert(all.end(), per[t].begin(), per[t].end());
-  }
+  for (int t = 0; t < kThreads; t++) EXPECT_EQ(failures[t], 0) << "thread " << t;
+  for (const Block &b : all) sum += b.size;
   EXPECT_EQ(all.size(), size_t(kThreads) * per_thread);
   check_blocks(all, reserve);
   brisk_region_stats_t s = stats_of(arena);
@@ -137,47 +140,27 @@ TEST(Arena, ConcurrentAllocationsNeverOverlap) {
   brisk_arena_destroy(arena);
 }
 
-// Cursors (one per thread, its own chunks) mixed with direct allocations
-// from other threads: no overlap, every alignment, patterns intact.
+// Cursors (one per thread, its own chunks; small chunks for odd threads, so
+// that claims, large requests and tails interleave) alongside direct
+// allocations from thread 0: no overlap, every alignment, patterns intact.
 TEST(ArenaCursor, ConcurrentCursorsAndDirectAllocationsNeverOverlap) {
   const size_t reserve = 4 * kGiB;
   const long per_thread = scaled(100000, 8000);
   brisk_arena_t *arena = brisk_arena_create(reserve);
   ASSERT_NE(arena, nullptr);
-  std::vector<std::vector<Block>> per(kThreads);
-  std::vector<int> failures(kThreads, 0);
-  StartGate gate(kThreads);
-  std::vector<std::thread> threads;
-  for (int t = 0; t < kThreads; t++) {
-    threads.emplace_back([&, t] {
-      Rng rng(2000 + t);
-      brisk_arena_cursor_t cursor;
-      // Small chunks so that claims, large requests and the tails interleave.
-      brisk_arena_cursor_init(&cursor, arena, t % 2 ? 4096 : 0);
-      std::vector<Block> &mine = per[t];
-      mine.reserve(per_thread);
-      gate.arrive_and_wait();
-      for (long i = 0; i < per_thread; i++) {
-        size_t size = rng.below(20) == 0 ? rng.below(10000) : rng.below(257);
-        size_t align = random_align(rng);
-        void *p = t == 0 ? brisk_arena_alloc(arena, size, align)
-                         : brisk_arena_cursor_alloc(&cursor, size, align);
-        if (p == nullptr) {
-          failures[t]++;
-          continue;
-        }
-        Block b{reinterpret_cast<uintptr_t>(p), size, align, (uint64_t(t) << 40) | uint64_t(i)};
-        fill(b);
-        mine.push_back(b);
-      }
-    });
-  }
-  for (std::thread &th : threads) th.join();
-  std::vector<Block> all;
-  for (int t = 0; t < kThreads; t++) {
-    EXPECT_EQ(failures[t], 0) << "thread " << t;
-    all.insert(all.end(), per[t].begin(), per[t].end());
-  }
+  std::vector<int> failures;
+  std::vector<Block> all = allocate_from_threads(
+      per_thread, 2000, failures,
+      [&](int t) {
+        auto cursor = std::make_shared<brisk_arena_cursor_t>();
+        brisk_arena_cursor_init(cursor.get(), arena, t % 2 ? 4096 : 0);
+        return [arena, cursor, t](size_t size, size_t align) {
+          return t == 0 ? brisk_arena_alloc(arena, size, align)
+                        : brisk_arena_cursor_alloc(cursor.get(), size, align);
+        };
+      },
+      [](Rng &rng) { return rng.below(20) == 0 ? rng.below(10000) : rng.below(257); });
+  for (int t = 0; t < kThreads; t++) EXPECT_EQ(failures[t], 0) << "thread " << t;
   check_blocks(all, reserve);
   brisk_arena_destroy(arena);
 }

@@ -26,6 +26,7 @@ using brisk_test::is_aligned;
 using brisk_test::kMiB;
 using brisk_test::Rng;
 using brisk_test::scaled;
+using brisk_test::StartGate;
 
 namespace {
 
@@ -347,18 +348,6 @@ size_t random_align(Rng &rng) {
   if (rng.below(8) != 0) return rng.below(2) ? 0 : 16;
   return size_t{32} << rng.below(6);
 }
-
-class StartGate {
- public:
-  explicit StartGate(int n) : waiting_(n) {}
-  void arrive_and_wait() {
-    waiting_.fetch_sub(1);
-    while (waiting_.load() > 0) std::this_thread::yield();
-  }
-
- private:
-  std::atomic<int> waiting_;
-};
 
 // kThreads threads: each keeps a few blocks of its own and swaps others
 // through shared mailboxes, so most blocks are freed by another thread;

@@ -7,6 +7,9 @@
 #include <cstdio>
 #include <cstring>
 
+#include <atomic>
+#include <thread>
+
 namespace brisk_test {
 
 // Sanitizer builds run many times slower and their shadow memory swamps RSS,
@@ -113,6 +116,20 @@ inline bool is_aligned(const void *p, size_t alignment) {
 }
 
 // xorshift64*: a small deterministic generator per thread.
+// A start line for the threads of a stress test, so that they all hit the
+// allocator at once rather than one after another.
+class StartGate {
+ public:
+  explicit StartGate(int n) : waiting_(n) {}
+  void arrive_and_wait() {
+    waiting_.fetch_sub(1);
+    while (waiting_.load() > 0) std::this_thread::yield();
+  }
+
+ private:
+  std::atomic<int> waiting_;
+};
+
 class Rng {
  public:
   explicit Rng(uint64_t seed) : state_(seed * 2 + 1) {}
