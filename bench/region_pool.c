@@ -15,7 +15,8 @@
  *     experiment, not library code.
  *
  * (b) brisk_pool (lock-free shards; with BRISK_REGION_THREAD_CACHE; the
- *     BRISK_REGION_SPINLOCK twin) against brisk_malloc/brisk_free and the C
+ *     BRISK_REGION_SPINLOCK twin; a brisk_pool_local_t per thread over the
+ *     THREAD_CACHE pool, "pool+local") against brisk_malloc/brisk_free and the C
  *     library's malloc/free, 64-byte objects: each of T threads keeps a
  *     window of 16 live objects and replaces the oldest (free, then alloc)
  *     M times; one shared pool for all threads.
@@ -27,7 +28,8 @@
  *
  * Usage: region_pool [--quick] [--reps N] [--ops M]
  *        region_pool callgrind-pool N | callgrind-pool-cache N |
- *                    callgrind-pool-spin N | callgrind-malloc N
+ *                    callgrind-pool-spin N | callgrind-pool-local N |
+ *                    callgrind-malloc N
  *   The callgrind modes do N single-thread alloc+free pairs of 64 bytes and
  *   nothing else, for valgrind --tool=callgrind: instructions per pair =
  *   (Ir(N=200000) - Ir(N=1000)) / 199000.
@@ -170,11 +172,11 @@ DEFINE_STACK_LOOP(stack_loop_bitmap, claim_bitmap, unclaim_bitmap)
 
 /* ---- (b) Pools and mallocs, a window of live objects per thread ---- */
 
-enum alloc_kind { K_POOL, K_POOL_CACHE, K_POOL_SPIN, K_BRISK, K_MALLOC, NUM_KINDS };
+enum alloc_kind { K_POOL, K_POOL_CACHE, K_POOL_SPIN, K_POOL_LOCAL, K_BRISK, K_MALLOC, NUM_KINDS };
 static const char *const kind_names[NUM_KINDS] = {"pool", "pool+cache", "pool spinlock",
-                                                  "brisk_malloc", "malloc"};
-static const char *const kind_keys[NUM_KINDS] = {"pool", "pool_cache", "pool_spin", "brisk",
-                                                 "malloc"};
+                                                  "pool+local", "brisk_malloc", "malloc"};
+static const char *const kind_keys[NUM_KINDS] = {"pool", "pool_cache", "pool_spin", "pool_local",
+                                                 "brisk", "malloc"};
 static brisk_pool_t *g_pools[3];
 
 /* One copy of the loop per allocator, so that none pays for an indirect call. */
@@ -201,7 +203,35 @@ static brisk_pool_t *g_pools[3];
     }
 
 #define POOL_FREE(p) brisk_pool_free(pool, (p))
+static bool window_local_loop(brisk_pool_local_t *l, size_t ops)
+{
+    void *window[WINDOW];
+    for (int i = 0; i < WINDOW; i++)
+        if ((window[i] = brisk_pool_local_alloc(l)) == NULL)
+            return false;
+    for (size_t n = 0; n < ops; n++) {
+        size_t i = n % WINDOW;
+        brisk_pool_local_free(l, window[i]);
+        void *p = brisk_pool_local_alloc(l);
+        if (p == NULL)
+            return false;
+        *(volatile char *)p = (char)n;
+        window[i] = p;
+    }
+    for (int i = 0; i < WINDOW; i++)
+        brisk_pool_local_free(l, window[i]);
+    return true;
+}
 DEFINE_WINDOW_LOOP(window_pool, brisk_pool_alloc(pool), POOL_FREE)
+/* pool+local: each thread its own brisk_pool_local_t over the cached pool. */
+static bool window_local(brisk_pool_t *pool, size_t ops)
+{
+    brisk_pool_local_t local;
+    brisk_pool_local_init(&local, pool, 0);
+    bool ok = window_local_loop(&local, ops);
+    brisk_pool_local_flush(&local);
+    return ok;
+}
 DEFINE_WINDOW_LOOP(window_brisk, brisk_malloc(OBJ_SIZE), brisk_free)
 DEFINE_WINDOW_LOOP(window_malloc, malloc(OBJ_SIZE), free)
 
@@ -233,6 +263,9 @@ static void *worker_main(void *arg)
         case K_POOL_CACHE:
         case K_POOL_SPIN:
             w->ok = window_pool(g_pools[w->kind - K_POOL], w->ops);
+            break;
+        case K_POOL_LOCAL:
+            w->ok = window_local(g_pools[K_POOL_CACHE], w->ops);
             break;
         case K_BRISK:
             w->ok = window_brisk(NULL, w->ops);
@@ -296,6 +329,8 @@ static int callgrind_mode(const char *mode, size_t n)
         flags = BRISK_REGION_THREAD_CACHE;
     else if (strcmp(mode, "callgrind-pool-spin") == 0)
         flags = BRISK_REGION_SPINLOCK;
+    else if (strcmp(mode, "callgrind-pool-local") == 0)
+        flags = BRISK_REGION_THREAD_CACHE;
     else
         return 2;
     brisk_pool_t *pool = brisk_pool_create_ex(OBJ_SIZE, 0, 0, flags);
@@ -303,10 +338,21 @@ static int callgrind_mode(const char *mode, size_t n)
         perror("region_pool: brisk_pool_create_ex");
         return 1;
     }
-    for (size_t i = 0; i < n; i++) {
-        void *p = brisk_pool_alloc(pool);
-        escape(p);
-        brisk_pool_free(pool, p);
+    if (strcmp(mode, "callgrind-pool-local") == 0) {
+        brisk_pool_local_t local;
+        brisk_pool_local_init(&local, pool, 0);
+        for (size_t i = 0; i < n; i++) {
+            void *p = brisk_pool_local_alloc(&local);
+            escape(p);
+            brisk_pool_local_free(&local, p);
+        }
+        brisk_pool_local_flush(&local);
+    } else {
+        for (size_t i = 0; i < n; i++) {
+            void *p = brisk_pool_alloc(pool);
+            escape(p);
+            brisk_pool_free(pool, p);
+        }
     }
     brisk_pool_destroy(pool);
     return 0;
@@ -316,7 +362,7 @@ static void usage(void)
 {
     fprintf(stderr, "usage: region_pool [--quick] [--reps N] [--ops M]\n"
                     "       region_pool callgrind-pool|callgrind-pool-cache|callgrind-pool-spin|"
-                    "callgrind-malloc N\n");
+                    "callgrind-pool-local|callgrind-malloc N\n");
     exit(2);
 }
 

@@ -352,6 +352,84 @@ TEST(PoolThreads, ContentsSurviveTravelSpinlock) { contents_travel(BRISK_REGION_
 
 // Many threads fill a bounded pool at once: together they get exactly its
 // capacity (no cache), never more.
+// A local cache hands out only pool objects, keeps the bound exact for its
+// thread (what it holds counts as in use), and gives everything back on
+// flush.
+TEST(PoolLocal, BoundStaysExactAndFlushGivesEverythingBack) {
+  const size_t capacity = 100;
+  brisk_pool_t *pool = brisk_pool_create_ex(40, 8, capacity, BRISK_REGION_THREAD_CACHE);
+  ASSERT_NE(pool, nullptr);
+  brisk_pool_local_t local;
+  brisk_pool_local_init(&local, pool, 8);
+  std::vector<void *> held;
+  for (;;) {
+    void *p = brisk_pool_local_alloc(&local);
+    if (p == nullptr) break;
+    ASSERT_TRUE(is_aligned(p, 8));
+    held.push_back(p);
+    ASSERT_LE(held.size(), capacity);
+  }
+  EXPECT_EQ(errno, ENOMEM);
+  EXPECT_EQ(held.size(), capacity);
+  EXPECT_EQ(std::set<void *>(held.begin(), held.end()).size(), capacity);
+  brisk_pool_local_free(&local, held.back());
+  held.pop_back();
+  void *again = brisk_pool_local_alloc(&local);
+  EXPECT_NE(again, nullptr);
+  held.push_back(again);
+  brisk_pool_local_free(&local, nullptr);
+  for (void *p : held) brisk_pool_local_free(&local, p);
+  // Sanitizer (debug) builds send every local call through the pool.
+  if (!brisk_test::kSanitized)
+    EXPECT_GT(stats_of(pool).bytes_in_use, 0u) << "cached objects count as in use";
+  brisk_pool_local_flush(&local);
+  EXPECT_EQ(stats_of(pool).bytes_in_use, 0u);
+  // All of them back in the pool: it can hand out its capacity again.
+  for (size_t i = 0; i < capacity; i++) ASSERT_NE(brisk_pool_alloc(pool), nullptr) << i;
+  brisk_pool_destroy(pool);
+}
+
+// Threads with local caches of their own pass objects to each other (so an
+// object is freed into another thread's cache) and check their contents.
+TEST(PoolLocal, ObjectsTravelBetweenLocalCaches) {
+  brisk_pool_t *pool = brisk_pool_create_ex(64, 0, 0, BRISK_REGION_THREAD_CACHE);
+  ASSERT_NE(pool, nullptr);
+  const int threads = 8;
+  const long ops = scaled(200000, 20000);
+  std::vector<std::atomic<void *>> mailbox(64);
+  for (auto &m : mailbox) m.store(nullptr);
+  std::atomic<long> corrupt{0};
+  auto worker = [&](int id) {
+    brisk_pool_local_t local;
+    brisk_pool_local_init(&local, pool, 0);
+    Rng rng(500 + id);
+    for (long i = 0; i < ops; i++) {
+      auto *p = static_cast<uint64_t *>(brisk_pool_local_alloc(&local));
+      ASSERT_NE(p, nullptr);
+      uint64_t seed = block_seed(p, 64, uint64_t(id) << 40 | uint64_t(i));
+      p[0] = seed;
+      fill_pattern(p + 1, 56, seed);
+      void *old = mailbox[rng.below(mailbox.size())].exchange(p);
+      if (old != nullptr) {
+        auto *q = static_cast<uint64_t *>(old);
+        if (find_pattern_mismatch(q + 1, 56, q[0]) != 56) corrupt++;
+        brisk_pool_local_free(&local, old);
+      }
+    }
+    brisk_pool_local_flush(&local);
+  };
+  std::vector<std::thread> pool_threads;
+  for (int t = 0; t < threads; t++) pool_threads.emplace_back(worker, t);
+  for (auto &t : pool_threads) t.join();
+  for (auto &m : mailbox) {
+    void *p = m.exchange(nullptr);
+    if (p != nullptr) brisk_pool_free(pool, p);
+  }
+  EXPECT_EQ(corrupt.load(), 0);
+  EXPECT_EQ(stats_of(pool).bytes_in_use, 0u);
+  brisk_pool_destroy(pool);
+}
+
 TEST(PoolThreads, ConcurrentFillStopsAtCapacity) {
   constexpr int kThreads = 8;
   const size_t capacity = 5000;
@@ -421,6 +499,19 @@ TEST_F(PoolDeathTest, ObjectNeverHandedOutAborts) {
         brisk_pool_t *pool = brisk_pool_create(64, 0, 4);
         char *p = static_cast<char *>(brisk_pool_alloc(pool));
         brisk_pool_free(pool, p + 64 * 3);
+      },
+      "brisk_pool_free\\(0x[0-9a-f]+\\): not an object of this pool");
+}
+
+TEST_F(PoolDeathTest, ForeignPointerThroughLocalCacheAborts) {
+  EXPECT_DEATH(
+      {
+        brisk_pool_t *pool = brisk_pool_create(64, 0, 0);
+        brisk_pool_local_t local;
+        brisk_pool_local_init(&local, pool, 0);
+        escape(brisk_pool_local_alloc(&local));
+        static char not_ours[64];
+        brisk_pool_local_free(&local, not_ours);
       },
       "brisk_pool_free\\(0x[0-9a-f]+\\): not an object of this pool");
 }

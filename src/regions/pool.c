@@ -979,3 +979,99 @@ void brisk_pool_stats(const brisk_pool_t *pool, brisk_region_stats_t *out) {
   /* The reservation, the header's commit, then each commit since. */
   out->system_requests = 2 + atomic_load_explicit(&p->commit_calls, memory_order_relaxed);
 }
+
+/* ---- Local caches (brisk.h's brisk_pool_local_*) ----
+ *
+ * A caller-owned stack of free objects that brisk.h pops and pushes inline.
+ * It meets the pool only through brisk_pool_alloc and brisk_pool_free, in
+ * batches of max / 2, so the pool's checks, counters and tools see every
+ * object that crosses; inside the local cache an object is the program's
+ * (in use, for the statistics). The inline free trusts an address inside
+ * [lo, lo + span): span is the bytes the pool had carved at the last slow
+ * call, so anything the pool has not handed out goes out of line and is
+ * checked here.
+ */
+
+#define LOCAL_DEFAULT_MAX 32u
+
+/* Builds whose checks or tools must see every object: all calls go to the
+ * pool (max 0 keeps the inline paths from ever succeeding). */
+static bool local_checked(void) {
+#if BRISK_DEBUG || BRISK_ASAN
+  return true;
+#elif BRISK_VALGRIND
+  return _brisk_under_valgrind;
+#else
+  return false;
+#endif
+}
+
+static void local_push(brisk_pool_local_t *local, void *p) {
+  *(void **)p = local->head;
+  local->head = p;
+  local->count += 1;
+}
+
+static void *local_pop(brisk_pool_local_t *local) {
+  void *p = local->head;
+  local->head = *(void **)p;
+  local->count -= 1;
+  return p;
+}
+
+static void local_update_span(brisk_pool_local_t *local) {
+  brisk_pool_t *pool = local->pool;
+  local->span = atomic_load_explicit(&pool->carved, memory_order_relaxed) * pool->stride;
+}
+
+void brisk_pool_local_init(brisk_pool_local_t *local, brisk_pool_t *pool, unsigned max) {
+  if (max == 0) max = LOCAL_DEFAULT_MAX;
+  if (max < 2) max = 2;
+  local->head = NULL;
+  local->count = 0;
+  local->max = local_checked() ? 0 : max;
+  local->lo = (uintptr_t)pool->objects;
+  local->span = 0;
+  local->pool = pool;
+}
+
+void brisk_pool_local_flush(brisk_pool_local_t *local) {
+  while (local->head != NULL) brisk_pool_free(local->pool, local_pop(local));
+}
+
+/* Empty: one object for the caller and up to max / 2 - 1 more from the
+ * pool. A refill that meets the bound keeps what it got (the pool counts
+ * that one failure) and leaves errno as the caller's success found it. */
+void *brisk_pool_local_alloc_slow_(brisk_pool_local_t *local) {
+  brisk_pool_t *pool = local->pool;
+  void *first = brisk_pool_alloc(pool);
+  if (first == NULL || local->max == 0) return first;
+  int saved_errno = errno;
+  for (unsigned i = 1; i < local->max / 2; i++) {
+    void *p = brisk_pool_alloc(pool);
+    if (p == NULL) break;
+    local_push(local, p);
+  }
+  errno = saved_errno;
+  local_update_span(local);
+  return first;
+}
+
+/* Out of range for the inline check (maybe only because span is stale),
+ * or the cache is full: check p as brisk_pool_free would, hand half of the
+ * cache back if full, keep p. */
+void brisk_pool_local_free_slow_(brisk_pool_local_t *local, void *p) {
+  if (p == NULL) return;
+  brisk_pool_t *pool = local->pool;
+  if (local->max == 0) {
+    brisk_pool_free(pool, p);
+    return;
+  }
+  if (BRISK_UNLIKELY(index_of(pool, p) >= atomic_load_explicit(&pool->carved, memory_order_relaxed)))
+    bad_free(p);
+  if (local->count >= local->max) {
+    for (unsigned n = local->max / 2; n > 0; n--) brisk_pool_free(pool, local_pop(local));
+  }
+  local_update_span(local);
+  local_push(local, p);
+}
