@@ -56,6 +56,9 @@
  *     ensure_committed      (cold) commit a slab, CAS-max `committed`
  *   brisk_pool_stats / _brisk_pool_counters: sum the per-slot counters
  *   brisk_pool_destroy      release the reservation
+ *   brisk_pool_local_*      a caller-owned cache popped and pushed inline in
+ *                           brisk.h; its slow paths (end of this file) move
+ *                           batches through brisk_pool_alloc / _free
  *
  * Who touches which field, and with what memory order:
  *   shards[s].head   every thread, alone on its cache line. Loads acquire
