@@ -231,7 +231,7 @@ typedef struct brisk_stack_hot_s {
   size_t depth;
   size_t capacity;
   size_t released;      /* bytes given back by pop */
-  size_t annotated;     /* built for ASan/Valgrind: pop always goes out of line */
+  size_t annotated;     /* ASan build or under Valgrind: pop always goes out of line */
 } brisk_stack_hot_t;
 #define BRISK_STACK_AVERAGE_MAX_NB_ 65535u
 BRISK_API void *brisk_stack_alloc_slow_(brisk_stack_t *stack, size_t size, size_t align);
