@@ -42,6 +42,22 @@ extern BRISK_HIDDEN bool _brisk_under_valgrind;
 #define BRISK_IF_VALGRIND(statement) ((void)0)
 #endif
 
+/*
+ * Whether a tool watches each block: an ASan build, or a Valgrind tool
+ * that tracks heap blocks (annotate.c). Region allocators whose inline or
+ * bulk paths skip the per-block annotations ask this once, at creation,
+ * and take their annotated paths when it is true.
+ */
+BRISK_INLINE bool brisk_tools_watch_blocks(void) {
+#if BRISK_ASAN
+  return true;
+#elif BRISK_VALGRIND
+  return _brisk_under_valgrind;
+#else
+  return false;
+#endif
+}
+
 /* A block of `size` bytes at p is handed to the program. */
 BRISK_INLINE void brisk_annotate_alloc(void *p, size_t size, bool zeroed) {
 #if BRISK_ASAN

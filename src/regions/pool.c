@@ -997,17 +997,6 @@ void brisk_pool_stats(const brisk_pool_t *pool, brisk_region_stats_t *out) {
 
 #define LOCAL_DEFAULT_MAX 32u
 
-/* Builds whose checks or tools must see every object: all calls go to the
- * pool (max 0 keeps the inline paths from ever succeeding). */
-static bool local_checked(void) {
-#if BRISK_DEBUG || BRISK_ASAN
-  return true;
-#elif BRISK_VALGRIND
-  return _brisk_under_valgrind;
-#else
-  return false;
-#endif
-}
 
 static void local_push(brisk_pool_local_t *local, void *p) {
   *(void **)p = local->head;
@@ -1032,7 +1021,9 @@ void brisk_pool_local_init(brisk_pool_local_t *local, brisk_pool_t *pool, unsign
   if (max < 2) max = 2;
   local->head = NULL;
   local->count = 0;
-  local->max = local_checked() ? 0 : max;
+  /* Debug checks or a watching tool must see every object: max 0 sends
+   * every call to the pool (the inline paths never succeed). */
+  local->max = BRISK_DEBUG || brisk_tools_watch_blocks() ? 0 : max;
   local->lo = (uintptr_t)pool->objects;
   local->span = 0;
   local->pool = pool;

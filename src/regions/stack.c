@@ -113,15 +113,9 @@
 /* Under a sanitizer or Valgrind, the part of the current block past
  * stack->hot.end stays poisoned and is opened a chunk at a time (the exact
  * allocation under ASan, so that nothing unallocated is open). */
-/* Whether stacks created now are annotated: an ASan build, or a build with
- * <valgrind/memcheck.h> running under Valgrind. Kept per stack in
- * hot.annotated, which also sends brisk.h's inline pop out of line. */
-static bool annotate_new_stacks(void) {
-#if BRISK_VALGRIND
-  if (_brisk_under_valgrind) return true;
-#endif
-  return BRISK_ASAN;
-}
+/* Whether a stack is annotated is decided at creation
+ * (brisk_tools_watch_blocks) and kept in hot.annotated, which also sends
+ * brisk.h's inline pop out of line. */
 #define STACK_OPEN_CHUNK     (BRISK_ASAN ? 0 : (size_t)4096)
 
 typedef struct brisk_stack_block_s {
@@ -541,7 +535,7 @@ brisk_stack_t *brisk_stack_create(size_t first_block) {
   stack->peak = blk->size;
   stack->hot.blk = blk;
   stack->hot.pos = block_area(blk);
-  stack->hot.annotated = annotate_new_stacks();
+  stack->hot.annotated = brisk_tools_watch_blocks();
   stack->hot.end = stack->hot.annotated ? stack->hot.pos : blk->end;
   return stack;
 }
