@@ -73,6 +73,8 @@
 /* 64 TiB: keeps every claim and every offset far from wrapping around. */
 #define MAX_RESERVE ((size_t)1 << 46)
 #define CLAIM_ALIGN ((size_t)16)
+/* brisk.h's inline cursor path rounds to 16 and keeps positions 16-aligned. */
+_Static_assert(CLAIM_ALIGN == 16, "brisk_arena_cursor_alloc assumes 16-byte claims");
 
 struct brisk_arena_s {
   /* Read by every allocation, written rarely. */

@@ -102,12 +102,13 @@
 #include "regions/stack.h"
 
 #define STACK_DEFAULT_BLOCK  ((size_t)64 << 10)
-#define STACK_DEFAULT_ALIGN  16
+#define STACK_DEFAULT_ALIGN  16 /* also brisk.h's inline brisk_stack_alloc (align 0) */
 #define STACK_MEAN_FACTOR    64              /* a new block holds >= 64 mean requests */
 #define STACK_MEAN_BLOCK_MAX ((size_t)64 << 20) /* ...up to 64 MiB (a bigger request: its size) */
 #define STACK_KEEP_MIN       ((size_t)1 << 20)
 #define STACK_PEAK_DECAY     256             /* block-crossing pops between halvings */
-#define STACK_AVERAGE_MAX_NB UINT16_MAX
+/* The seed's 16-bit count; brisk.h's inline alloc tests the same bound. */
+#define STACK_AVERAGE_MAX_NB BRISK_STACK_AVERAGE_MAX_NB_
 #define STACK_SEARCH_MAX     64              /* free blocks looked at per search */
 
 /* Under a sanitizer or Valgrind, the part of the current block past
