@@ -107,7 +107,8 @@
 #define PAGE_CACHE_BYTES  ((size_t)1 << 20)
 #define PAGE_CACHE_MAX    16
 #define OS_PAGE           ((size_t)4096)
-/* Page headers start 0, 64, ..., 960 bytes into their mappings (colors). */
+/* Page headers start 0, 64, ..., 960 bytes into their mappings (colors),
+ * chosen by the mapping's address (see page_of). */
 #define PAGE_COLOR        64u
 #define PAGE_COLORS       16u
 #define PAGE_ALIGN_MASK   ((uintptr_t)(OS_PAGE - 1) & ~(uintptr_t)((PAGE_COLORS - 1) * PAGE_COLOR))
@@ -124,11 +125,23 @@
 /* No request this large can be served (user space is 47 bits). */
 #define MAX_REQUEST       ((size_t)1 << 47)
 
-typedef struct block_s {
-  uint32_t page_offs;  /* (char *)this - (char *)page */
-  uint32_t units : 27; /* span / 16, header included; 0: alone on a big page */
-  uint32_t state : 5;  /* BLOCK_LIVE or BLOCK_FREED */
-} block_t;
+/* A block header: one word packed by hand, so that free reads it with one
+ * load and retags it with one store (C bitfields made GCC load and store
+ * the state byte on its own):
+ *   bits  0-31  page offset: (char *)header - (char *)page
+ *   bits 32-58  span / 16, header included; 0: alone on a big page
+ *   bits 59-63  state: BLOCK_LIVE or BLOCK_FREED */
+typedef uint64_t block_t;
+#define HEADER_UNITS_SHIFT 32
+#define HEADER_UNITS_MASK  ((1u << 27) - 1)
+#define HEADER_STATE_SHIFT 59
+
+BRISK_INLINE uint32_t header_page_offs(block_t h) { return (uint32_t)h; }
+BRISK_INLINE size_t header_units(block_t h) { return (size_t)(h >> HEADER_UNITS_SHIFT) & HEADER_UNITS_MASK; }
+BRISK_INLINE uint32_t header_state(block_t h) { return (uint32_t)(h >> HEADER_STATE_SHIFT); }
+BRISK_INLINE block_t make_header(size_t page_offs, size_t units, uint32_t state) {
+  return (block_t)page_offs | (block_t)units << HEADER_UNITS_SHIFT | (block_t)state << HEADER_STATE_SHIFT;
+}
 
 typedef struct page_s {
   /* hot: alloc's and free's fast paths */
@@ -147,18 +160,24 @@ _Static_assert(sizeof(block_t) == BLOCK_HEADER, "a block header is 8 bytes");
 _Static_assert(sizeof(page_t) % 16 == 8, "block data must start 16-aligned");
 
 struct brisk_fifo_s {
-  /* hot: the fast paths. in_use and bytes_requested are kept apart: side
-   * by side, GCC adds to both with one 16-byte load, which stalls on the
-   * 8-byte store to in_use of the free just before (store forwarding). */
+  /* hot: the fast paths. Bytes in use are bytes_carved - bytes_freed: a
+   * single counter that alloc adds to and free subtracts from would chain
+   * every alloc and free through one store-forwarded word. Counters are
+   * kept apart: side by side, GCC adds to two with one 16-byte load, which
+   * stalls on an 8-byte store to either just before (store forwarding). */
   page_t *current;
-  size_t in_use;          /* spans of live blocks (headers included) */
-  page_t *spare;
+  size_t bytes_carved;    /* spans handed out, ever (headers included) */
+  uintptr_t window_mask;  /* ~(window - 1): a block's address to its page's mapping */
   size_t bytes_requested; /* sizes asked for by alloc and realloc, ever */
+  uint32_t color_shift;   /* a mapping's address >> color_shift & color_mask: */
+  uint32_t color_mask;    /* its page header's color (see page_of) */
+  size_t bytes_freed;     /* spans given back, ever */
   /* cold: slow paths and stats */
+  page_t *spare;
   bool alive;             /* cleared by destroy */
   uint32_t cache_max;     /* pages page_drop may keep */
   uint32_t cached;
-  uint32_t colors;        /* page header offsets page_map cycles through */
+  size_t window;          /* mappings are aligned to this power of two, >= page_size */
   size_t max_span;        /* the most any normal page holds, whatever its color */
   size_t page_size;       /* bytes mapped per normal page */
   size_t nb_pages;        /* pages mapped and not released, cached ones too */
@@ -201,25 +220,40 @@ BRISK_INLINE void *data_of(block_t *block) { return (char *)block + BLOCK_HEADER
 BRISK_INLINE char *area_of(page_t *page) { return (char *)page + AREA; }
 BRISK_INLINE size_t span_of(size_t size) { return (size + BLOCK_HEADER + 15) & ~(size_t)15; }
 
+/* The span of a big page's one block: the whole page after its header. */
+BRISK_INLINE size_t big_span(const page_t *page) { return page->map_size - page->color - AREA; }
+
 /* Bytes of a block's span, header included. */
-BRISK_INLINE size_t block_span(block_t block, const page_t *page) {
-  return block.units != 0 ? (size_t)block.units * 16 : page->map_size - AREA;
+BRISK_INLINE size_t block_span(block_t header, const page_t *page) {
+  return header_units(header) != 0 ? header_units(header) * 16 : big_span(page);
+}
+
+/*
+ * The page header of the mapping that holds p, computed without reading
+ * memory: every mapping (normal or big page) is aligned to the window, a
+ * power of two at least the page size, and its header sits at the color
+ * that the mapping's own address bits choose. Free then reaches the page
+ * without waiting for the block header, which in random-order frees is a
+ * cache miss (ring loop 16.5 rather than 22 ns per op).
+ */
+BRISK_INLINE page_t *page_of(const brisk_fifo_t *fifo, const void *p) {
+  uintptr_t base = (uintptr_t)p & fifo->window_mask;
+  return (page_t *)(base + ((base >> fifo->color_shift) & fifo->color_mask));
 }
 
 BRISK_INLINE void write_header(block_t *block, size_t page_offs, size_t span) {
-  block_t header = {.page_offs = (uint32_t)page_offs, .units = (uint32_t)(span / 16), .state = BLOCK_LIVE};
   asan_open(block, BLOCK_HEADER);
-  *block = header;
+  *block = make_header(page_offs, span / 16, BLOCK_LIVE);
   asan_close(block, BLOCK_HEADER);
 }
 
 /* ---- pages ---- */
 
 static page_t *page_map(brisk_fifo_t *fifo, size_t map_size, bool big) {
-  char *base = _brisk_os_reserve(map_size, OS_PAGE, 0);
+  char *base = _brisk_os_reserve(map_size, fifo->window, 0);
   if (base == NULL) return NULL;
-  uint32_t color = big ? 0 : (uint32_t)(fifo->system_requests % fifo->colors) * PAGE_COLOR;
-  page_t *page = (page_t *)(base + color);
+  page_t *page = page_of(fifo, base);
+  uint32_t color = (uint32_t)((char *)page - base);
   page->color = color;
   page->size = big ? 0 : (uint32_t)(map_size - color - AREA);
   page->fifo = fifo;
@@ -279,22 +313,23 @@ BRISK_INLINE void *carve(brisk_fifo_t *fifo, page_t *page, size_t span, size_t s
   write_header(block, AREA + offs, span);
   page->used_size = offs + (uint32_t)span;
   page->used_blocks++;
-  fifo->in_use += span;
+  fifo->bytes_carved += span;
   fifo->bytes_requested += size;
   void *p = data_of(block);
   brisk_annotate_alloc(p, size, true);
   return p;
 }
 
-/* A block bigger than a page: a page of its own, sized to fit, never current. */
+/* A block bigger than a page: a page of its own, sized to fit whatever
+ * color its address gives it, never current. */
 static void *big_alloc(brisk_fifo_t *fifo, size_t size) {
-  size_t map_size = brisk_align_up(AREA + span_of(size), OS_PAGE);
+  size_t map_size = brisk_align_up(fifo->color_mask + AREA + span_of(size), OS_PAGE);
   page_t *page = page_map(fifo, map_size, true);
   if (page == NULL) return NULL;
   block_t *block = (block_t *)area_of(page);
   write_header(block, AREA, 0);
   page->used_blocks = 1;
-  fifo->in_use += map_size - AREA;
+  fifo->bytes_carved += big_span(page);
   fifo->bytes_requested += size;
   void *p = data_of(block);
   brisk_annotate_alloc(p, size, true);
@@ -339,29 +374,29 @@ void *brisk_fifo_alloc(brisk_fifo_t *fifo, size_t size) {
 static BRISK_COLD BRISK_NORETURN void bad_pointer(brisk_fifo_t *fifo, void *p, const char *caller) {
   block_t *block = block_of(p);
   block_t header = *block;
-  page_t *page = (page_t *)((char *)block - header.page_offs);
-  bool tagged = header.state == BLOCK_LIVE || header.state == BLOCK_FREED;
-  if (((uintptr_t)p & 15) != 0 || !tagged || header.page_offs < AREA ||
+  page_t *page = (page_t *)((char *)block - header_page_offs(header));
+  bool tagged = header_state(header) == BLOCK_LIVE || header_state(header) == BLOCK_FREED;
+  if (((uintptr_t)p & 15) != 0 || !tagged || header_page_offs(header) < AREA ||
       ((uintptr_t)page & PAGE_ALIGN_MASK) != 0) {
     fatal(caller, p, "not a block of a fifo");
   }
   if (page->fifo != fifo) {
     fatal(caller, p, page->magic == PAGE_MAGIC ? "a block of another fifo" : "not a block of a fifo");
   }
-  fatal(caller, p, "double free");
+  fatal(caller, p, page == page_of(fifo, p) ? "double free" : "not a block of a fifo");
 }
 
 /* p's header and page, checked: p is a live block of this fifo. */
 BRISK_INLINE page_t *checked_page(brisk_fifo_t *fifo, void *p, block_t *header, const char *caller) {
   block_t *block = block_of(p);
+  page_t *page = page_of(fifo, p);
   asan_open(block, BLOCK_HEADER);
   *header = *block;
-  page_t *page = (page_t *)((char *)block - header->page_offs);
-  /* A live block's tag, then its page where a page can be. */
-  bool plausible = header->state == BLOCK_LIVE &&
-                   (((uintptr_t)p & 15) | ((uintptr_t)page & PAGE_ALIGN_MASK)) == 0 &&
-                   header->page_offs >= AREA;
-  if (BRISK_UNLIKELY(!plausible || page->fifo != fifo)) bad_pointer(fifo, p, caller);
+  /* A live block's tag and the offset back to the very page its address
+   * names; only then is the page itself read. */
+  bool plausible = header_state(*header) == BLOCK_LIVE && ((uintptr_t)p & 15) == 0 &&
+                   (char *)block - header_page_offs(*header) == (char *)page;
+  if (BRISK_UNLIKELY(!plausible) || BRISK_UNLIKELY(page->fifo != fifo)) bad_pointer(fifo, p, caller);
   return page;
 }
 
@@ -369,7 +404,7 @@ BRISK_INLINE page_t *checked_page(brisk_fifo_t *fifo, void *p, block_t *header, 
  * alloc resets it when it fills up). */
 static BRISK_NOINLINE void free_slow(brisk_fifo_t *fifo, page_t *page) {
   if (page->size == 0) { /* a big page */
-    fifo->in_use -= page->map_size - AREA;
+    fifo->bytes_freed += big_span(page);
     page_release(fifo, page);
   } else if (!fifo->alive) {
     page_release(fifo, page);
@@ -393,11 +428,11 @@ void brisk_fifo_free(brisk_fifo_t *fifo, void *p) {
   block_t header;
   page_t *page = checked_page(fifo, p, &header, "brisk_fifo_free");
   block_t *block = block_of(p);
-  block->state = BLOCK_FREED;
+  *block = header ^ (block_t)(BLOCK_LIVE ^ BLOCK_FREED) << HEADER_STATE_SHIFT;
   asan_close(block, BLOCK_HEADER);
-  size_t span = (size_t)header.units * 16; /* 0 for a big block: free_slow counts it */
-  brisk_annotate_free(p, (header.units != 0 ? span : page->map_size - AREA) - BLOCK_HEADER);
-  fifo->in_use -= span;
+  size_t span = header_units(header) * 16; /* 0 for a big block: free_slow counts it */
+  brisk_annotate_free(p, block_span(header, page) - BLOCK_HEADER);
+  fifo->bytes_freed += span;
   /* current emptied: nothing to do until it fills up (alloc-then-free
    * lands here every time, so it is worth the compare). */
   if (BRISK_UNLIKELY(--page->used_blocks == 0) && page != fifo->current) free_slow(fifo, page);
@@ -424,9 +459,13 @@ static void zero_dropped(char *p, size_t n) {
 /* The block's span changes where it stands (the last block of its page). */
 static void resize_last(brisk_fifo_t *fifo, page_t *page, block_t *block, size_t span, size_t new_span) {
   page->used_size = page->used_size - (uint32_t)span + (uint32_t)new_span;
-  fifo->in_use = fifo->in_use - span + new_span;
+  if (new_span > span) {
+    fifo->bytes_carved += new_span - span;
+  } else {
+    fifo->bytes_freed += span - new_span;
+  }
   asan_open(block, BLOCK_HEADER);
-  block->units = (uint32_t)(new_span / 16);
+  *block = make_header(header_page_offs(*block), new_span / 16, BLOCK_LIVE);
   asan_close(block, BLOCK_HEADER);
 }
 
@@ -478,9 +517,16 @@ brisk_fifo_t *brisk_fifo_create(size_t page_size) {
   fifo->alive = true;
   size_t cache_max = PAGE_CACHE_BYTES / page_size;
   fifo->cache_max = (uint32_t)(cache_max == 0 ? 1 : cache_max > PAGE_CACHE_MAX ? PAGE_CACHE_MAX : cache_max);
-  size_t colors = page_size / OS_PAGE;
-  fifo->colors = (uint32_t)(colors > PAGE_COLORS ? PAGE_COLORS : colors);
-  fifo->max_span = page_size - AREA - (fifo->colors - 1) * PAGE_COLOR;
+  fifo->window = OS_PAGE;
+  while (fifo->window < page_size) fifo->window <<= 1;
+  fifo->window_mask = ~(uintptr_t)(fifo->window - 1);
+  /* Colors: a power of two, at most one per OS page of the page. The
+   * window's lowest address bits above its alignment pick one. */
+  size_t colors = 1;
+  while (colors < PAGE_COLORS && 2 * colors * OS_PAGE <= page_size) colors <<= 1;
+  fifo->color_mask = (uint32_t)((colors - 1) * PAGE_COLOR);
+  fifo->color_shift = (uint32_t)__builtin_ctzll(fifo->window) - (uint32_t)__builtin_ctz(PAGE_COLOR);
+  fifo->max_span = page_size - AREA - fifo->color_mask;
   page_t *page = page_map(fifo, page_size, false);
   if (page == NULL) {
     fifo_release(fifo);
@@ -504,7 +550,7 @@ void brisk_fifo_destroy(brisk_fifo_t *fifo) {
 
 void brisk_fifo_stats(const brisk_fifo_t *fifo, brisk_region_stats_t *out) {
   out->bytes_requested = fifo->bytes_requested;
-  out->bytes_in_use = fifo->in_use;
+  out->bytes_in_use = fifo->bytes_carved - fifo->bytes_freed;
   out->bytes_held = fifo->bytes_held;
   out->system_requests = fifo->system_requests;
 }
