@@ -13,6 +13,7 @@
 #include <deque>
 #include <memory>
 #include <random>
+#include <string>
 #include <thread>
 #include <utility>
 #include <vector>
@@ -408,9 +409,15 @@ TEST(FifoBig, BlocksLargerThanAPageGetTheirOwnPage) {
 }
 
 // A random mix of alloc, realloc and free against a model of every block's
-// contents: nothing overlaps, nothing is lost, new bytes are zero.
-TEST(FifoStress, RandomOperationsKeepContents) {
-  FifoPtr fifo = make_fifo(8 * kKiB);
+// contents: nothing overlaps, nothing is lost, new bytes are zero. Page
+// sizes that are and are not powers of two: free finds a block's page from
+// its address, through the mapping's alignment and color, and some blocks
+// are bigger than a page (a mapping of their own).
+class FifoStress : public testing::TestWithParam<size_t> {};
+
+TEST_P(FifoStress, RandomOperationsKeepContents) {
+  const size_t page_size = GetParam();
+  FifoPtr fifo = make_fifo(page_size);
   struct Block {
     unsigned char *p;
     size_t size;
@@ -418,12 +425,13 @@ TEST(FifoStress, RandomOperationsKeepContents) {
   };
   std::deque<Block> live;
   std::mt19937_64 rng(11);
-  const long n = scaled(300000, 30000);
+  const long n = scaled(100000, 10000);
   uint64_t serial = 0;
   for (long i = 0; i < n; i++) {
     unsigned op = rng() % 10;
     if (op < 5 || live.empty()) {
       size_t size = rng() % 8 == 0 ? rng() % 20000 : rng() % 200;
+      if (rng() % 512 == 0) size = page_size + rng() % page_size;
       auto *p = static_cast<unsigned char *>(brisk_fifo_alloc(fifo.get(), size));
       ASSERT_NE(p, nullptr);
       ASSERT_TRUE(is_aligned(p, 16));
@@ -458,6 +466,12 @@ TEST(FifoStress, RandomOperationsKeepContents) {
   }
   EXPECT_EQ(stats_of(fifo.get()).bytes_in_use, 0u);
 }
+
+INSTANTIATE_TEST_SUITE_P(PageSizes, FifoStress,
+                         testing::Values(4 * kKiB, 8 * kKiB, 12 * kKiB, kDefaultPage, 100 * kKiB, kMiB),
+                         [](const testing::TestParamInfo<size_t> &info) {
+                           return std::to_string(info.param / kKiB) + "KiB";
+                         });
 
 // Destroy with live blocks: everything stays usable until the last free,
 // which gives every page and the fifo itself back to the system.
@@ -584,6 +598,29 @@ TEST_F(FifoDeathTest, MallocPointerAborts) {
         brisk_fifo_free(fifo, p);
       },
       "brisk_fifo_free\\(0x[0-9a-f]+\\): not a block of a fifo");
+}
+
+TEST_F(FifoDeathTest, InteriorPointerAborts) {
+  EXPECT_DEATH(
+      {
+        brisk_fifo_t *fifo = brisk_fifo_create(0);
+        auto *p = static_cast<char *>(brisk_fifo_alloc(fifo, 100));
+        brisk_fifo_free(fifo, p + 16);
+      },
+      "brisk_fifo_free\\(0x[0-9a-f]+\\): not a block of a fifo");
+}
+
+// The other fifo's pages are sized and aligned differently, so the page
+// this fifo computes from the address is not the one the header names.
+TEST_F(FifoDeathTest, BlockOfAFifoWithAnotherPageSizeAborts) {
+  EXPECT_DEATH(
+      {
+        brisk_fifo_t *a = brisk_fifo_create(0);
+        brisk_fifo_t *b = brisk_fifo_create(kMiB);
+        void *p = brisk_fifo_alloc(b, 10);
+        brisk_fifo_free(a, p);
+      },
+      "brisk_fifo_free\\(0x[0-9a-f]+\\): a block of another fifo");
 }
 
 TEST_F(FifoDeathTest, BlockOfAnotherFifoAborts) {

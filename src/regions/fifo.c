@@ -7,25 +7,41 @@
  * Single-threaded by design: one thread at a time per fifo, no atomics, no
  * locks. Different fifos may be used by different threads at once.
  *
- * Layout of a page (one _brisk_os_reserve mapping, 4 KiB-aligned):
+ * Layout of a page (one _brisk_os_reserve mapping, aligned to the fifo's
+ * window: the page size rounded up to a power of two):
  *
  *   [ color ][ page_t ][ hdr|data ][ hdr|data ] ... [ free space, all zero ]
  *   mapping   page      page + AREA  <- used_size -> <- size - used_size ->
  *
- * The header sits `color` bytes (0, 64, ..., 960, in turn) into its mapping:
+ * Finding the page: address & ~(window - 1) is the mapping, and the bits
+ * just above the window's alignment choose the header's color, so free
+ * computes the page header's address from the block's address alone (see
+ * page_of). It used to take it from the block header's offset, which made
+ * the page, its counter and everything after wait on a load that misses
+ * the cache when frees come in random order: the random-order ring went
+ * from 22 to 16.7 ns per op (and alloc-then-free 7.6 to 7.5, the FIFO
+ * ring 14.0 to 12.3). The block header is still read, to check the block,
+ * but nothing waits on it. A bitmap design that dropped the block header
+ * (live and end bits per 16 bytes, pages found through a hash table) was
+ * tried first and lost: its extra instructions made alloc-then-free 11.6 ns.
+ *
+ * The header sits `color` bytes (0, 64, ..., 960) into its mapping:
  * 4 KiB-aligned headers all fall in one L1 set, which 8 lines fill, and
  * random-order frees then missed L1 on nearly every page header (coloring
  * took the bench's ring loops from 19.9 to 14.6 and 28.1 to 24.8 ns/op).
- * The control block sits 2 KiB into a page of its own, away from them.
+ * Consecutive mappings take consecutive colors, as they did when colors
+ * were handed out in turn. The control block sits 2 KiB into a page of its
+ * own, away from them.
  *
  * A block is an 8-byte header and the program's bytes. Spans (header + data)
  * are multiples of 16 and the area starts at AREA = 40 = 8 mod 16, so every
  * pointer handed out is 16-aligned, for at most 8 bytes more padding than
- * the seed's 8-alignment. The header is the seed's packed into bitfields:
- * the offset back to the page, the span in 16-byte units (0: alone on a big
- * page) and a 5-bit state tag (live or freed) that free checks in one
- * compare, so a pointer that is no fifo block, or is freed twice, aborts
- * with a message.
+ * the seed's 8-alignment. The header is the seed's, packed into one word
+ * (block_t): the offset back to the page, the span in 16-byte units (0:
+ * alone on a big page) and a 5-bit state tag (live or freed). Free checks
+ * the tag and that the offset leads to the very page the address names,
+ * so a pointer that is no fifo block, or is freed twice, aborts with a
+ * message.
  *
  * Call tree:
  *   brisk_fifo_create   map the control page and the first (current) page
@@ -34,7 +50,7 @@
  *                       span > page area: big_alloc (a page of its own);
  *                       current empty: reset it; else the spare or a new
  *                       page (page_new) becomes current
- *   brisk_fifo_free     check the header, --used_blocks (fast)
+ *   brisk_fifo_free     page_of, check the header, --used_blocks (fast)
  *     free_slow         (noinline) the page emptied: the page policy
  *   brisk_fifo_realloc  fits the span: same pointer; last block of its page
  *                       with room: grows in place; else alloc + copy + free
@@ -71,10 +87,15 @@
  * 13.4 rather than 9.9 ns alloc-then-free, no better on the rings). A live
  * block's bytes past its requested size are zero too (realloc zeroes what a
  * shrink drops), which lets realloc grow a block in place and copy whole
- * spans without clearing.
+ * spans without clearing. Zeroing is what glibc's malloc does not pay: in
+ * the random-order ring, skipping it (wrongly) gave 18 rather than 22 ns
+ * before page_of. Other ways of zeroing measured no better: in 4-16 KiB
+ * steps just ahead of the carve (about the same), CLZERO or non-temporal
+ * stores (25 ns: the lines then come back from memory at the carve).
  *
- * Packing: the block header is the seed's 8 bytes as bitfields (offset, span
- * in units, state). The seed's other trick, a 63-bit `occupied` sharing a
+ * Packing: the block header is the seed's 8 bytes packed into one word by
+ * hand (offset, span in units, state); as C bitfields, GCC read and wrote
+ * the state byte apart from the rest. The seed's other trick, a 63-bit `occupied` sharing a
  * word with `alive`, bought a cache line there; here `alive` is off the fast
  * path (see destroy) and the bitfield only added masking (10.6 vs 9.9 ns),
  * so in_use is a plain word.
@@ -160,18 +181,15 @@ _Static_assert(sizeof(block_t) == BLOCK_HEADER, "a block header is 8 bytes");
 _Static_assert(sizeof(page_t) % 16 == 8, "block data must start 16-aligned");
 
 struct brisk_fifo_s {
-  /* hot: the fast paths. Bytes in use are bytes_carved - bytes_freed: a
-   * single counter that alloc adds to and free subtracts from would chain
-   * every alloc and free through one store-forwarded word. Counters are
-   * kept apart: side by side, GCC adds to two with one 16-byte load, which
-   * stalls on an 8-byte store to either just before (store forwarding). */
+  /* hot: the fast paths. in_use and bytes_requested are kept apart: side
+   * by side, GCC adds to both with one 16-byte load, which stalls on the
+   * 8-byte store to in_use of the free just before (store forwarding). */
   page_t *current;
-  size_t bytes_carved;    /* spans handed out, ever (headers included) */
+  size_t in_use;          /* spans of live blocks (headers included) */
   uintptr_t window_mask;  /* ~(window - 1): a block's address to its page's mapping */
   size_t bytes_requested; /* sizes asked for by alloc and realloc, ever */
   uint32_t color_shift;   /* a mapping's address >> color_shift & color_mask: */
   uint32_t color_mask;    /* its page header's color (see page_of) */
-  size_t bytes_freed;     /* spans given back, ever */
   /* cold: slow paths and stats */
   page_t *spare;
   bool alive;             /* cleared by destroy */
@@ -313,7 +331,7 @@ BRISK_INLINE void *carve(brisk_fifo_t *fifo, page_t *page, size_t span, size_t s
   write_header(block, AREA + offs, span);
   page->used_size = offs + (uint32_t)span;
   page->used_blocks++;
-  fifo->bytes_carved += span;
+  fifo->in_use += span;
   fifo->bytes_requested += size;
   void *p = data_of(block);
   brisk_annotate_alloc(p, size, true);
@@ -329,7 +347,7 @@ static void *big_alloc(brisk_fifo_t *fifo, size_t size) {
   block_t *block = (block_t *)area_of(page);
   write_header(block, AREA, 0);
   page->used_blocks = 1;
-  fifo->bytes_carved += big_span(page);
+  fifo->in_use += big_span(page);
   fifo->bytes_requested += size;
   void *p = data_of(block);
   brisk_annotate_alloc(p, size, true);
@@ -404,7 +422,7 @@ BRISK_INLINE page_t *checked_page(brisk_fifo_t *fifo, void *p, block_t *header, 
  * alloc resets it when it fills up). */
 static BRISK_NOINLINE void free_slow(brisk_fifo_t *fifo, page_t *page) {
   if (page->size == 0) { /* a big page */
-    fifo->bytes_freed += big_span(page);
+    fifo->in_use -= big_span(page);
     page_release(fifo, page);
   } else if (!fifo->alive) {
     page_release(fifo, page);
@@ -432,7 +450,7 @@ void brisk_fifo_free(brisk_fifo_t *fifo, void *p) {
   asan_close(block, BLOCK_HEADER);
   size_t span = header_units(header) * 16; /* 0 for a big block: free_slow counts it */
   brisk_annotate_free(p, block_span(header, page) - BLOCK_HEADER);
-  fifo->bytes_freed += span;
+  fifo->in_use -= span;
   /* current emptied: nothing to do until it fills up (alloc-then-free
    * lands here every time, so it is worth the compare). */
   if (BRISK_UNLIKELY(--page->used_blocks == 0) && page != fifo->current) free_slow(fifo, page);
@@ -459,11 +477,7 @@ static void zero_dropped(char *p, size_t n) {
 /* The block's span changes where it stands (the last block of its page). */
 static void resize_last(brisk_fifo_t *fifo, page_t *page, block_t *block, size_t span, size_t new_span) {
   page->used_size = page->used_size - (uint32_t)span + (uint32_t)new_span;
-  if (new_span > span) {
-    fifo->bytes_carved += new_span - span;
-  } else {
-    fifo->bytes_freed += span - new_span;
-  }
+  fifo->in_use = fifo->in_use - span + new_span;
   asan_open(block, BLOCK_HEADER);
   *block = make_header(header_page_offs(*block), new_span / 16, BLOCK_LIVE);
   asan_close(block, BLOCK_HEADER);
@@ -550,7 +564,7 @@ void brisk_fifo_destroy(brisk_fifo_t *fifo) {
 
 void brisk_fifo_stats(const brisk_fifo_t *fifo, brisk_region_stats_t *out) {
   out->bytes_requested = fifo->bytes_requested;
-  out->bytes_in_use = fifo->bytes_carved - fifo->bytes_freed;
+  out->bytes_in_use = fifo->in_use;
   out->bytes_held = fifo->bytes_held;
   out->system_requests = fifo->system_requests;
 }
