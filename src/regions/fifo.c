@@ -19,11 +19,12 @@
  * page_of). It used to take it from the block header's offset, which made
  * the page, its counter and everything after wait on a load that misses
  * the cache when frees come in random order: the random-order ring went
- * from 22 to 16.7 ns per op (and alloc-then-free 7.6 to 7.5, the FIFO
- * ring 14.0 to 12.3). The block header is still read, to check the block,
- * but nothing waits on it. A bitmap design that dropped the block header
- * (live and end bits per 16 bytes, pages found through a hash table) was
- * tried first and lost: its extra instructions made alloc-then-free 11.6 ns.
+ * from 22 to about 17 ns per op (alloc-then-free 7.6 to 7.5, the FIFO
+ * ring 14.0 to 12.3; bench/region_fifo, medians of 21 runs). The block
+ * header is still read, to check the block, but nothing waits on it. A
+ * bitmap design that dropped the block header (live and end bits per 16
+ * bytes, pages found through a hash table) was tried first and lost: its
+ * extra instructions made alloc-then-free 11.6 ns.
  *
  * The header sits `color` bytes (0, 64, ..., 960) into its mapping:
  * 4 KiB-aligned headers all fall in one L1 set, which 8 lines fill, and
@@ -95,10 +96,10 @@
  *
  * Packing: the block header is the seed's 8 bytes packed into one word by
  * hand (offset, span in units, state); as C bitfields, GCC read and wrote
- * the state byte apart from the rest. The seed's other trick, a 63-bit `occupied` sharing a
- * word with `alive`, bought a cache line there; here `alive` is off the fast
- * path (see destroy) and the bitfield only added masking (10.6 vs 9.9 ns),
- * so in_use is a plain word.
+ * the state byte apart from the rest. The seed's other trick, a 63-bit
+ * `occupied` sharing a word with `alive`, bought a cache line there; here
+ * `alive` is off the fast path (see destroy) and the bitfield only added
+ * masking (10.6 vs 9.9 ns), so in_use is a plain word.
  *
  * Statistics: bytes_in_use counts spans (headers and padding included);
  * bytes_held counts every page mapped and not released, cached ones too,
@@ -252,7 +253,7 @@ BRISK_INLINE size_t block_span(block_t header, const page_t *page) {
  * power of two at least the page size, and its header sits at the color
  * that the mapping's own address bits choose. Free then reaches the page
  * without waiting for the block header, which in random-order frees is a
- * cache miss (ring loop 16.5 rather than 22 ns per op).
+ * cache miss (see the file's header).
  */
 BRISK_INLINE page_t *page_of(const brisk_fifo_t *fifo, const void *p) {
   uintptr_t base = (uintptr_t)p & fifo->window_mask;
