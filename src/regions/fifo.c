@@ -30,9 +30,12 @@
  * 4 KiB-aligned headers all fall in one L1 set, which 8 lines fill, and
  * random-order frees then missed L1 on nearly every page header (coloring
  * took the bench's ring loops from 19.9 to 14.6 and 28.1 to 24.8 ns/op).
- * Consecutive mappings take consecutive colors, as they did when colors
- * were handed out in turn. The control block sits 2 KiB into a page of its
- * own, away from them.
+ * The color is the window number (address / window) Gray-folded, n ^ n/2:
+ * the kernel tends to place successive mappings one window apart, or two
+ * (_brisk_os_reserve over-reserves and trims, which leaves a hole a window
+ * wide), and either way 16 successive mappings take 16 different colors
+ * (the window number alone gave only the even colors). The control block
+ * sits 2 KiB into a page of its own, away from them.
  *
  * A block is an 8-byte header and the program's bytes. Spans (header + data)
  * are multiples of 16 and the area starts at AREA = 40 = 8 mod 16, so every
@@ -189,8 +192,8 @@ struct brisk_fifo_s {
   size_t in_use;          /* spans of live blocks (headers included) */
   uintptr_t window_mask;  /* ~(window - 1): a block's address to its page's mapping */
   size_t bytes_requested; /* sizes asked for by alloc and realloc, ever */
-  uint32_t color_shift;   /* a mapping's address >> color_shift & color_mask: */
-  uint32_t color_mask;    /* its page header's color (see page_of) */
+  uint32_t color_shift;   /* address >> color_shift: the window number x 64 */
+  uint32_t color_mask;    /* (colors - 1) x 64 (see page_of) */
   /* cold: slow paths and stats */
   page_t *spare;
   bool alive;             /* cleared by destroy */
@@ -257,7 +260,8 @@ BRISK_INLINE size_t block_span(block_t header, const page_t *page) {
  */
 BRISK_INLINE page_t *page_of(const brisk_fifo_t *fifo, const void *p) {
   uintptr_t base = (uintptr_t)p & fifo->window_mask;
-  return (page_t *)(base + ((base >> fifo->color_shift) & fifo->color_mask));
+  uintptr_t window_number = base >> fifo->color_shift; /* scaled by PAGE_COLOR */
+  return (page_t *)(base + ((window_number ^ (window_number >> 1)) & fifo->color_mask));
 }
 
 BRISK_INLINE void write_header(block_t *block, size_t page_offs, size_t span) {
@@ -535,8 +539,8 @@ brisk_fifo_t *brisk_fifo_create(size_t page_size) {
   fifo->window = OS_PAGE;
   while (fifo->window < page_size) fifo->window <<= 1;
   fifo->window_mask = ~(uintptr_t)(fifo->window - 1);
-  /* Colors: a power of two, at most one per OS page of the page. The
-   * window's lowest address bits above its alignment pick one. */
+  /* Colors: a power of two, at most one per OS page of the page, picked
+   * by the window number (see page_of). */
   size_t colors = 1;
   while (colors < PAGE_COLORS && 2 * colors * OS_PAGE <= page_size) colors <<= 1;
   fifo->color_mask = (uint32_t)((colors - 1) * PAGE_COLOR);
