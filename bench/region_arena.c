@@ -143,8 +143,10 @@ typedef struct worker {
 static cas_arena g_cas;
 static brisk_arena_t *g_arena;
 static pthread_barrier_t g_start;
-/* Runs measured again because their threads did not overlap (see above). */
+/* Timed runs measured again because their threads did not run at once
+ * (see above), and the most times one run is. */
 static unsigned g_serialized_runs;
+enum { MAX_RETRIES = 50 };
 
 static double thread_cpu_now(void)
 {
@@ -161,7 +163,6 @@ static int usable_cpus(void)
         return (int)sysconf(_SC_NPROCESSORS_ONLN);
     return CPU_COUNT(&set);
 }
-enum { MAX_RETRIES = 50 };
 
 static void *worker_main(void *arg)
 {
@@ -212,7 +213,7 @@ static void *worker_main(void *arg)
 }
 
 /* One timed run: ns per allocation, or a negative value on failure; *serial
- * tells whether its threads overlapped for less than half of it. */
+ * tells whether a thread started late or was off its CPU for half its span. */
 static double run_once(worker *workers, int threads, enum kind kind, bool *serial)
 {
     if (pthread_barrier_init(&g_start, NULL, (unsigned)threads + 1) != 0)
