@@ -66,11 +66,17 @@ static inline double bench_median(double *v, size_t n)
     return n % 2 ? v[n / 2] : (v[n / 2 - 1] + v[n / 2]) / 2;
 }
 
-static inline double bench_now(void)
+/* A clock's reading in seconds (CLOCK_MONOTONIC, CLOCK_THREAD_CPUTIME_ID...). */
+static inline double bench_clock_seconds(clockid_t clock)
 {
     struct timespec ts;
-    clock_gettime(CLOCK_MONOTONIC, &ts);
+    clock_gettime(clock, &ts);
     return (double)ts.tv_sec + (double)ts.tv_nsec * 1e-9;
+}
+
+static inline double bench_now(void)
+{
+    return bench_clock_seconds(CLOCK_MONOTONIC);
 }
 
 static inline void bench_sleep_until(double deadline)

@@ -148,13 +148,6 @@ static pthread_barrier_t g_start;
 static unsigned g_serialized_runs;
 enum { MAX_RETRIES = 50 };
 
-static double thread_cpu_now(void)
-{
-    struct timespec ts;
-    clock_gettime(CLOCK_THREAD_CPUTIME_ID, &ts);
-    return (double)ts.tv_sec + (double)ts.tv_nsec * 1e-9;
-}
-
 /* CPUs this process may run on (its affinity mask, not the machine's). */
 static int usable_cpus(void)
 {
@@ -172,7 +165,7 @@ static void *worker_main(void *arg)
     void **ptrs = w->ptrs;
     pthread_barrier_wait(&g_start);
     w->start = bench_now();
-    w->cpu_start = thread_cpu_now();
+    w->cpu_start = bench_clock_seconds(CLOCK_THREAD_CPUTIME_ID);
     switch (w->kind) {
     case KIND_CAS:
         for (size_t i = 0; i < n; i++) {
@@ -206,7 +199,7 @@ static void *worker_main(void *arg)
         }
         break;
     }
-    w->cpu_end = thread_cpu_now();
+    w->cpu_end = bench_clock_seconds(CLOCK_THREAD_CPUTIME_ID);
     w->end = bench_now();
     w->failed = failed;
     return NULL;
