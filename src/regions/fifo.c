@@ -190,7 +190,8 @@ struct brisk_fifo_s {
    * 8-byte store to in_use of the free just before (store forwarding). */
   page_t *current;
   size_t in_use;          /* spans of live blocks (headers included) */
-  uintptr_t window_mask;  /* ~(window - 1): a block's address to its page's mapping */
+  uintptr_t window_mask;  /* ~(window - 1): a block's address to its page's mapping;
+                           * the window is a power of two >= page_size */
   size_t bytes_requested; /* sizes asked for by alloc and realloc, ever */
   uint32_t color_shift;   /* address >> color_shift: the window number x 64 */
   uint32_t color_mask;    /* (colors - 1) x 64 (see page_of) */
@@ -199,7 +200,6 @@ struct brisk_fifo_s {
   bool alive;             /* cleared by destroy */
   uint32_t cache_max;     /* pages page_drop may keep */
   uint32_t cached;
-  size_t window;          /* mappings are aligned to this power of two, >= page_size */
   size_t max_span;        /* the most any normal page holds, whatever its color */
   size_t page_size;       /* bytes mapped per normal page */
   size_t nb_pages;        /* pages mapped and not released, cached ones too */
@@ -273,7 +273,7 @@ BRISK_INLINE void write_header(block_t *block, size_t page_offs, size_t span) {
 /* ---- pages ---- */
 
 static page_t *page_map(brisk_fifo_t *fifo, size_t map_size, bool big) {
-  char *base = _brisk_os_reserve(map_size, fifo->window, 0);
+  char *base = _brisk_os_reserve(map_size, ~fifo->window_mask + 1, 0);
   if (base == NULL) return NULL;
   page_t *page = page_of(fifo, base);
   uint32_t color = (uint32_t)((char *)page - base);
@@ -536,15 +536,15 @@ brisk_fifo_t *brisk_fifo_create(size_t page_size) {
   fifo->alive = true;
   size_t cache_max = PAGE_CACHE_BYTES / page_size;
   fifo->cache_max = (uint32_t)(cache_max == 0 ? 1 : cache_max > PAGE_CACHE_MAX ? PAGE_CACHE_MAX : cache_max);
-  fifo->window = OS_PAGE;
-  while (fifo->window < page_size) fifo->window <<= 1;
-  fifo->window_mask = ~(uintptr_t)(fifo->window - 1);
+  size_t window = OS_PAGE;
+  while (window < page_size) window <<= 1;
+  fifo->window_mask = ~(uintptr_t)(window - 1);
   /* Colors: a power of two, at most one per OS page of the page, picked
    * by the window number (see page_of). */
   size_t colors = 1;
   while (colors < PAGE_COLORS && 2 * colors * OS_PAGE <= page_size) colors <<= 1;
   fifo->color_mask = (uint32_t)((colors - 1) * PAGE_COLOR);
-  fifo->color_shift = (uint32_t)__builtin_ctzll(fifo->window) - (uint32_t)__builtin_ctz(PAGE_COLOR);
+  fifo->color_shift = (uint32_t)__builtin_ctzll(window) - (uint32_t)__builtin_ctz(PAGE_COLOR);
   fifo->max_span = page_size - AREA - fifo->color_mask;
   page_t *page = page_map(fifo, page_size, false);
   if (page == NULL) {
