@@ -13,9 +13,10 @@
  *     with brisk_free (or free() when brisk is the process allocator).
  *   - A size that cannot be served returns NULL with errno set to ENOMEM;
  *     nothing is ever left half-changed by a failed call.
- *   - Every block is aligned to 8 bytes, and to 16 bytes (alignof(max_align_t))
- *     whenever its size is a multiple of 16 — the most any object of that
- *     size can need. Blocks of 128 bytes or more are always 16-aligned.
+ *   - Every block of the general allocator (brisk_malloc and friends) of more
+ *     than 8 bytes is aligned to 16 bytes, alignof(max_align_t) on x86-64,
+ *     which compilers assume of malloc's result; a block of 8 bytes or less
+ *     is aligned to 8, the most an object of that size can need.
  *   - Freeing a pointer outside brisk's memory (the stack, another
  *     allocator's block, a segment header) prints the address to stderr and
  *     aborts. Inside brisk's memory, a double free or an interior pointer is

@@ -1,13 +1,16 @@
 /*
  * size_class.h — the mapping between request sizes and size classes.
  *
- *   class 1..8:   8, 16, ..., 64 bytes (8-byte steps)
- *   class 9..112: for each doubling (2^b, 2^(b+1)], b >= 6, eight steps of
- *                 2^(b-3): 72, 80, ..., 128, 144, ..., 256, ..., 512 KiB.
+ *   class 1:       8 bytes (requests of 0..8 B: the only 8-aligned blocks)
+ *   class 2..9:    16, 32, 48, ..., 128 bytes (16-byte steps)
+ *   class 10..105: for each doubling (2^b, 2^(b+1)], b >= 7, eight steps of
+ *                  2^(b-3): 144, 160, ..., 256, 288, ..., 512 KiB.
  *
- * Worst waste above 64 B is one step over the lower bound: under 12.5%.
- * Every class that is a multiple of 16 starts its blocks 16-aligned, and a
- * request that is a multiple of 16 always lands in such a class.
+ * Every class from 16 B up is a multiple of 16 and pages start 4 KiB-aligned,
+ * so every block of 16 bytes or more is 16-byte aligned: the x86-64 ABI's
+ * alignof(max_align_t), which compilers assume of malloc's result (aligned
+ * SSE loads and stores). Worst waste above 128 B is one step over the lower
+ * bound: under 12.5%.
  */
 #ifndef BRISK_GENERAL_SIZE_CLASS_H
 #define BRISK_GENERAL_SIZE_CLASS_H
@@ -16,16 +19,16 @@
 
 /* size <= BRISK_LARGE_MAX; size 0 is served as 1. */
 BRISK_INLINE size_t brisk_size_to_class(size_t size) {
-  if (size <= 64) return size == 0 ? 1 : (size + 7) >> 3;
+  if (size <= 128) return size <= 8 ? 1 : ((size + 15) >> 4) + 1;
   size_t b = brisk_bit_scan_reverse(size - 1); /* size in (2^b, 2^(b+1)] */
   size_t step_index = ((size - 1) >> (b - 3)) & 7;
-  return 9 + (b - 6) * 8 + step_index;
+  return 10 + (b - 7) * 8 + step_index;
 }
 
 BRISK_INLINE size_t brisk_class_to_size(size_t class_index) {
-  if (class_index <= 8) return class_index * 8;
-  size_t b = 6 + (class_index - 9) / 8;
-  size_t step_index = (class_index - 9) % 8;
+  if (class_index <= 9) return class_index == 1 ? 8 : (class_index - 1) * 16;
+  size_t b = 7 + (class_index - 10) / 8;
+  size_t step_index = (class_index - 10) % 8;
   return ((size_t)1 << b) + ((step_index + 1) << (b - 3));
 }
 

@@ -53,12 +53,13 @@
 #define BRISK_MEDIUM_MAX ((size_t)64 * 1024)
 #define BRISK_LARGE_MAX  ((size_t)512 * 1024)
 
-/* Size classes: 8-byte steps up to 64 B, then 8 classes per doubling, so a
- * block is at most 12.5% larger than asked for above 64 B. Class 0 is unused
- * (it marks huge blocks). See size_class.h. */
-#define BRISK_CLASS_COUNT      113 /* classes 1..112; 112 is 512 KiB */
-#define BRISK_CLASS_SMALL_LAST 64  /* 8 KiB */
-#define BRISK_CLASS_MEDIUM_LAST 88 /* 64 KiB */
+/* Size classes: 8 B, 16-byte steps up to 128 B, then 8 classes per
+ * doubling, so a block is at most 12.5% larger than asked for above 128 B
+ * and every block of 16 B or more is 16-aligned. Class 0 is unused (it marks
+ * huge blocks). See size_class.h. */
+#define BRISK_CLASS_COUNT      106 /* classes 1..105; 105 is 512 KiB */
+#define BRISK_CLASS_SMALL_LAST 57  /* 8 KiB */
+#define BRISK_CLASS_MEDIUM_LAST 81 /* 64 KiB */
 
 /* malloc's fast path looks its page up directly by size in 8-byte words for
  * sizes up to this. */
