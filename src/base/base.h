@@ -67,6 +67,30 @@ BRISK_INLINE void brisk_owner_add(_Atomic size_t *counter, size_t n) {
 #endif
 }
 
+/* Make the compiler hold x in one register from here on. Used where GCC
+ * would otherwise rebuild an address in several addressing forms on a fast
+ * path (three instructions where one register does). Emits nothing. */
+#define BRISK_KEEP_IN_REGISTER(x) __asm__("" : "+r"(x))
+
+/*
+ * Decrement a plain (single-thread) counter and tell whether its old value,
+ * read as signed, was at most 1: "it reached zero, or was already zero or
+ * negative" in one test. On x86-64 one `sub` to memory whose flags are the
+ * answer (GCC will not fuse the C form: for the old value INT_MIN the flags
+ * and the wrapped new value disagree, which callers here never meet).
+ */
+BRISK_INLINE bool brisk_decrement_was_at_most_one(uint32_t *counter) {
+#if defined(__x86_64__) && defined(__GCC_ASM_FLAG_OUTPUTS__) && !BRISK_SANITIZED
+  bool at_most_one;
+  __asm__("subl $1, %0" : "+m"(*counter), "=@ccle"(at_most_one));
+  return at_most_one;
+#else
+  uint32_t old = *counter;
+  *counter = old - 1;
+  return (int32_t)old <= 1;
+#endif
+}
+
 BRISK_INLINE size_t brisk_bit_scan_reverse(size_t x) { /* x != 0 */
   return (size_t)(63 - __builtin_clzll((unsigned long long)x));
 }

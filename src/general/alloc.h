@@ -6,16 +6,15 @@
  *     size <= 1 KiB and the page has a free block: pop it        (fast)
  *     else _brisk_malloc_generic                                  (page.c)
  *   brisk_free_inline(p)
- *     p is NULL or a segment-aligned huge block: _brisk_free_generic
- *     p outside brisk's segments: _brisk_fatal_pointer (abort)
+ *     p's segment slot is not brisk's (NULL, a foreign pointer, a
+ *       segment-aligned huge block): _brisk_free_generic          (free.c)
  *     page owned by this thread's heap: push to page->local_free  (fast)
  *       page became empty or was full: _brisk_page_free_slow     (page.c)
- *     else _brisk_free_not_local(segment, page): remote push, huge,
- *       interior aligned pointers, misuse (page.c); the segment and page
- *       found here are passed on, not looked up again
+ *     else _brisk_free_not_local(segment, page, p): remote frees into the
+ *       outbox, huge blocks, interior aligned pointers, misuse    (free.c)
  *
- * No atomics and no locks on either fast path; the only shared word read is
- * page->owner (relaxed; see types.h).
+ * No atomics and no locks on either fast path; the shared words read are the
+ * segment map and page->owner (both relaxed; see types.h).
  */
 #ifndef BRISK_GENERAL_ALLOC_H
 #define BRISK_GENERAL_ALLOC_H
@@ -33,34 +32,28 @@ BRISK_INLINE void *brisk_malloc_inline(size_t size) {
       return block;
     }
   }
-  return _brisk_malloc_generic(heap, size, false);
-}
-
-/* True when p's segment slot belongs to brisk. */
-BRISK_INLINE bool brisk_segment_map_contains(uintptr_t address) {
-  size_t slot = address >> BRISK_SEGMENT_SHIFT;
-  return slot < BRISK_SEGMENT_MAP_SIZE && brisk_load_relaxed(&_brisk_segment_map[slot]) != 0;
+  return _brisk_malloc_generic(size, heap, false);
 }
 
 BRISK_INLINE void brisk_free_inline(void *p) {
   uintptr_t address = (uintptr_t)p;
-  /* One test catches NULL and a block aligned to a whole segment (its header
-   * sits one segment below): no small block is ever at offset 0. */
-  if (BRISK_UNLIKELY((address & BRISK_SEGMENT_MASK) == 0)) {
+  size_t page_shift = brisk_segment_map_shift(address);
+  if (BRISK_UNLIKELY(page_shift == 0)) {
     _brisk_free_generic(p);
     return;
   }
-  if (BRISK_UNLIKELY(!brisk_segment_map_contains(address))) {
-    _brisk_fatal_pointer("free", p, "not allocated by brisk");
-  }
   brisk_segment_t *segment = brisk_segment_of(address);
-  brisk_page_t *page = brisk_page_of(segment, address);
+  brisk_page_t *page = &segment->pages[(address & BRISK_SEGMENT_MASK) >> page_shift];
+  BRISK_KEEP_IN_REGISTER(page);
   brisk_heap_t *heap = _brisk_tls_heap;
   if (BRISK_LIKELY(brisk_load_relaxed(&page->owner) == (uintptr_t)heap)) {
     brisk_block_t *block = (brisk_block_t *)p;
     block->next = page->local_free;
     page->local_free = block;
-    if (BRISK_UNLIKELY((int32_t)--page->used <= 0)) _brisk_page_free_slow(heap, page);
+    /* One test for "now empty" and for the full flag (the sign bit). */
+    if (BRISK_UNLIKELY(brisk_decrement_was_at_most_one(&page->used))) {
+      _brisk_page_free_slow(heap, page);
+    }
     return;
   }
   _brisk_free_not_local(segment, page, p);

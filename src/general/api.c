@@ -1,7 +1,7 @@
 /*
  * api.c — the brisk_* functions of <brisk.h> over the fast paths in alloc.h,
- * plus what every entry point shares: aligned allocation, realloc, usable
- * size, and the message for a pointer brisk never handed out.
+ * plus what every entry point shares: aligned allocation, realloc and usable
+ * size.
  */
 #include "brisk.h"
 #include "general/alloc.h"
@@ -10,18 +10,6 @@
 
 #include <errno.h>
 #include <string.h>
-
-void _brisk_fatal_pointer(const char *caller, const void *p, const char *why) {
-  /* "invalid pointer: " + why, without allocating. */
-  static const char prefix[] = "invalid pointer: ";
-  char message[160];
-  size_t len = strlen(why);
-  if (len > sizeof message - sizeof prefix) len = sizeof message - sizeof prefix;
-  memcpy(message, prefix, sizeof prefix - 1);
-  memcpy(message + sizeof prefix - 1, why, len);
-  message[sizeof prefix - 1 + len] = '\0';
-  _brisk_os_fatal_pointer(caller, p, message);
-}
 
 static brisk_heap_t *current_heap(void) {
   brisk_heap_t *heap = _brisk_tls_heap;
@@ -54,7 +42,7 @@ void *_brisk_malloc_aligned(size_t size, size_t alignment, bool zero) {
 
   /* Over-allocate inside a class and hand out an interior address; the page
    * is flagged so that free() finds the block start again. */
-  uint8_t *block = _brisk_malloc_generic(heap, padded, false);
+  uint8_t *block = _brisk_malloc_generic(padded, heap, false);
   if (block == NULL) return NULL;
   uint8_t *aligned = (uint8_t *)brisk_align_up((uintptr_t)block, alignment);
   if (aligned != block) {
@@ -65,21 +53,6 @@ void *_brisk_malloc_aligned(size_t size, size_t alignment, bool zero) {
   }
   if (zero) memset(aligned, 0, size);
   return aligned;
-}
-
-/* Usable bytes from p to the end of its block; p must be in a segment
- * _brisk_checked_segment accepted. A pointer inside a block that was not
- * handed out as such (no aligned interior pointers on its page) aborts. */
-static size_t block_usable_size(const brisk_segment_t *segment, const void *p, const char *caller) {
-  if (segment->kind == BRISK_KIND_HUGE) {
-    return (size_t)((const uint8_t *)segment + segment->mapped_size - (const uint8_t *)p);
-  }
-  const brisk_page_t *page = brisk_page_of(segment, (uintptr_t)p);
-  const uint8_t *start = _brisk_page_block_start(page, p);
-  if (start != (const uint8_t *)p && !(brisk_load_relaxed(&page->owner) & BRISK_OWNER_ALIGNED)) {
-    _brisk_fatal_pointer(caller, p, "not the start of a block");
-  }
-  return (size_t)(start + page->block_size - (const uint8_t *)p);
 }
 
 /* ---- the public API ---- */
@@ -100,7 +73,7 @@ void *brisk_calloc(size_t count, size_t size) {
     if (p != NULL) memset(p, 0, total);
     return p;
   }
-  return _brisk_malloc_generic(heap, total, true);
+  return _brisk_malloc_generic(total, heap, true);
 }
 
 void *brisk_aligned_alloc(size_t alignment, size_t size) {
@@ -113,7 +86,7 @@ void *brisk_aligned_alloc(size_t alignment, size_t size) {
 
 size_t brisk_usable_size(const void *p) {
   if (p == NULL) return 0;
-  return block_usable_size(_brisk_checked_segment(p, "malloc_usable_size"), p, "malloc_usable_size");
+  return _brisk_block_usable_size(_brisk_checked_segment(p, "malloc_usable_size"), p, "malloc_usable_size");
 }
 
 /* The block must move: a new one (a quarter bigger when growing: code that
@@ -147,7 +120,7 @@ void *brisk_realloc(void *p, size_t size) {
     if (BRISK_LIKELY(owner != 0 && !(owner & BRISK_OWNER_ALIGNED) &&
                      segment->kind != BRISK_KIND_HUGE)) {
       if (_brisk_page_block_start(page, p) != (uint8_t *)p) {
-        _brisk_fatal_pointer("realloc", p, "not the start of a block");
+        brisk_fatal_pointer("realloc", p, "not the start of a block");
       }
       size_t usable = page->block_size;
       if (size <= usable && size >= usable / 2) return p;
@@ -159,7 +132,7 @@ void *brisk_realloc(void *p, size_t size) {
     void *resized = _brisk_huge_realloc(segment, p, size);
     if (resized != NULL) return resized;
   }
-  size_t usable = block_usable_size(segment, p, "realloc");
+  size_t usable = _brisk_block_usable_size(segment, p, "realloc");
   if (size <= usable && size >= usable / 2) return p;
   return realloc_move(p, usable, size);
 }

@@ -9,13 +9,14 @@
  * reuse one heap instead of leaking 10,000, and a segment's owner heap never
  * changes.
  *
- * Remote frees: a block freed by a thread that does not own its page is
- * pushed onto the owner heap's queue, an intrusive multi-producer
- * single-consumer queue after Vyukov: a producer does one atomic exchange on
- * the tail and then links the previous tail to its block. There is no CAS
- * retry loop however many threads free at once. The owner drains the queue
- * in its slow path. A block whose producer has exchanged but not yet linked
- * is left for the next drain; nobody waits for it.
+ * Remote frees: blocks freed by a thread that does not own their page are
+ * collected in that thread's outbox (free.c) and posted to the owner heap's
+ * queue as a chain, an intrusive multi-producer single-consumer queue after
+ * Vyukov: a producer does one atomic exchange on the tail, whatever the
+ * chain's length, and then links the previous tail to its chain. There is no
+ * CAS retry loop however many threads free at once. The owner drains the
+ * queue in its slow path. A chain whose producer has exchanged but not yet
+ * linked is left for the next drain; nobody waits for it.
  *
  * Abandoned heaps: nobody drains their queue, so a producer that sees the
  * `abandoned` flag after pushing tries to take the heap's drain_lock (never
@@ -52,17 +53,17 @@ static pthread_key_t heap_key;
 
 /* ---- the remote queue ---- */
 
-static void remote_push(brisk_heap_t *heap, brisk_remote_node_t *node) {
-  atomic_store_explicit(&node->next, NULL, memory_order_relaxed);
-  /* The exchange publishes node->next = NULL (and the block) to the
-   * consumer and orders us after the previous producer's exchange (acq_rel
+/* Append first .. last (already linked, last->next NULL) to the queue. */
+static void remote_push(brisk_heap_t *heap, brisk_remote_node_t *first, brisk_remote_node_t *last) {
+  /* The exchange orders us after the previous producer's exchange (acq_rel
    * would do for that). seq_cst because the abandoned-heap handshake below
    * needs a single order of this exchange, the `abandoned` flag and the
    * drain_lock; on x86 an exchange is a full barrier anyway. */
   brisk_remote_node_t *previous =
-      atomic_exchange_explicit(&heap->remote_tail, node, memory_order_seq_cst);
-  /* release: the consumer that follows this link sees the node's contents. */
-  atomic_store_explicit(&previous->next, node, memory_order_release);
+      atomic_exchange_explicit(&heap->remote_tail, last, memory_order_seq_cst);
+  /* release: the consumer that follows this link sees the whole chain, its
+   * links (stored relaxed before) and last->next == NULL included. */
+  atomic_store_explicit(&previous->next, first, memory_order_release);
 }
 
 /* Consumer side; returns NULL when empty or when the next node's producer
@@ -83,7 +84,8 @@ static brisk_remote_node_t *remote_pop(brisk_heap_t *heap) {
   }
   if (atomic_load_explicit(&heap->remote_tail, memory_order_acquire) != head) return NULL;
   /* head is the last node: put the stub behind it so head can be taken. */
-  remote_push(heap, stub);
+  atomic_store_explicit(&stub->next, NULL, memory_order_relaxed);
+  remote_push(heap, stub, stub);
   next = atomic_load_explicit(&head->next, memory_order_acquire);
   if (next != NULL) {
     heap->remote_head = next;
@@ -167,8 +169,10 @@ static void heap_tidy(brisk_heap_t *heap) {
   _brisk_heap_purge(heap, _brisk_os_now_ms(), BRISK_PURGE_DELAY_MS);
 }
 
-void _brisk_remote_free(brisk_heap_t *owner, void *block) {
-  remote_push(owner, (brisk_remote_node_t *)block);
+void _brisk_heap_post_remote(brisk_heap_t *owner, brisk_remote_node_t *first,
+                             brisk_remote_node_t *last) {
+  atomic_store_explicit(&last->next, NULL, memory_order_relaxed);
+  remote_push(owner, first, last);
   /* seq_cst pairs with the exiting thread's seq_cst store of `abandoned`:
    * either we see the flag, or that thread's drain sees our block. */
   if (BRISK_UNLIKELY(atomic_load_explicit(&owner->abandoned, memory_order_seq_cst))) {
@@ -177,6 +181,7 @@ void _brisk_remote_free(brisk_heap_t *owner, void *block) {
 }
 
 void _brisk_heap_housekeeping(brisk_heap_t *heap) {
+  _brisk_heap_flush_outbox(heap);
   _brisk_heap_retire_empty_heads(heap);
   uint64_t now = _brisk_os_now_ms();
   if (heap->purge_list.head != NULL) _brisk_heap_purge(heap, now, BRISK_PURGE_DELAY_MS);
@@ -207,6 +212,9 @@ static brisk_heap_t *heap_create(void) {
 static void thread_exit(void *value) {
   brisk_heap_t *heap = value;
   if (heap == NULL || heap->is_empty_heap) return;
+  /* Blocks this thread freed for other heaps go to them now: nobody else
+   * would post them before an adopter's housekeeping. */
+  _brisk_heap_flush_outbox(heap);
   if (_brisk_tls_heap == heap) _brisk_tls_heap = &_brisk_heap_empty;
   while (!drain_lock_try(heap)) sched_yield();
   atomic_store_explicit(&heap->abandoned, true, memory_order_seq_cst);

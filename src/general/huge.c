@@ -44,7 +44,6 @@ static size_t round_mapping_size(size_t size) {
 
 static void huge_init(brisk_segment_t *segment, size_t block_offset) {
   segment->kind = BRISK_KIND_HUGE;
-  segment->page_shift = BRISK_HUGE_PAGE_SHIFT;
   segment->page_count = 1;
   segment->used_pages = 1;
   segment->heap = NULL;
@@ -100,8 +99,8 @@ void *_brisk_huge_alloc(brisk_heap_t *heap, size_t size, size_t align, bool zero
     bool fresh = segment == NULL;
     if (fresh) {
       size_t mapped = round_mapping_size(needed);
-      segment = _brisk_segment_reserve(mapped, 0);
-      if (segment == NULL && mapped != needed) segment = _brisk_segment_reserve(needed, 0);
+      segment = _brisk_segment_reserve(mapped, 0, BRISK_HUGE_PAGE_SHIFT);
+      if (segment == NULL && mapped != needed) segment = _brisk_segment_reserve(needed, 0, BRISK_HUGE_PAGE_SHIFT);
       if (segment == NULL) {
         errno = ENOMEM;
         return NULL;
@@ -117,7 +116,7 @@ void *_brisk_huge_alloc(brisk_heap_t *heap, size_t size, size_t align, bool zero
   }
   /* Aligned to a segment or more: header one segment below the block. */
   size_t mapped = brisk_align_up(BRISK_SEGMENT_SIZE + size, _brisk_os_page_size());
-  brisk_segment_t *segment = _brisk_segment_reserve(mapped, align);
+  brisk_segment_t *segment = _brisk_segment_reserve(mapped, align, BRISK_HUGE_PAGE_SHIFT);
   if (segment == NULL) {
     errno = ENOMEM;
     return NULL;

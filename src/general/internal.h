@@ -6,6 +6,7 @@
 #define BRISK_GENERAL_INTERNAL_H
 
 #include "general/types.h"
+#include "os/os.h"
 
 /* ---- finding things: every block's segment is its address masked ---- */
 
@@ -15,6 +16,21 @@ BRISK_INLINE brisk_segment_t *brisk_segment_of(uintptr_t address) {
 
 BRISK_INLINE brisk_page_t *brisk_page_of(const brisk_segment_t *segment, uintptr_t address) {
   return (brisk_page_t *)&segment->pages[(address - (uintptr_t)segment) >> segment->page_shift];
+}
+
+/* One byte per possible segment address: 0 where brisk has no segment, else
+ * the segment's page shift (types.h). */
+extern BRISK_HIDDEN _Atomic(uint8_t) _brisk_segment_map[BRISK_SEGMENT_MAP_SIZE];
+
+/* The page shift of the segment at address's slot; 0 when it is not brisk's. */
+BRISK_INLINE size_t brisk_segment_map_shift(uintptr_t address) {
+  size_t slot = address >> BRISK_SEGMENT_SHIFT;
+  if (slot >= BRISK_SEGMENT_MAP_SIZE) return 0;
+  return brisk_load_relaxed(&_brisk_segment_map[slot]);
+}
+
+BRISK_INLINE bool brisk_segment_map_contains(uintptr_t address) {
+  return brisk_segment_map_shift(address) != 0;
 }
 
 BRISK_INLINE size_t brisk_page_size(const brisk_segment_t *segment) {
@@ -59,8 +75,12 @@ extern BRISK_HIDDEN brisk_page_t _brisk_page_empty;
 /* Give the calling thread a heap (adopting an abandoned one if any). NULL
  * with errno ENOMEM if none can be made. */
 BRISK_HIDDEN brisk_heap_t *_brisk_heap_init_thread(void);
-/* Push a block freed by another thread to its owner heap's queue. */
-BRISK_HIDDEN void _brisk_remote_free(brisk_heap_t *owner, void *block);
+/* Append a chain of blocks freed by another thread (first .. last, linked
+ * through their first words) to owner's remote queue: one atomic exchange. */
+BRISK_HIDDEN void _brisk_heap_post_remote(brisk_heap_t *owner, brisk_remote_node_t *first,
+                                          brisk_remote_node_t *last);
+/* Post every chain waiting in the heap's outbox to its owner. */
+BRISK_HIDDEN void _brisk_heap_flush_outbox(brisk_heap_t *heap);
 /* Owner side: move every block in the remote queue back to its page;
  * returns how many. */
 BRISK_HIDDEN size_t _brisk_heap_drain_remote(brisk_heap_t *heap);
@@ -69,9 +89,6 @@ BRISK_HIDDEN void _brisk_heap_housekeeping(brisk_heap_t *heap);
 
 /* ---- segment.c: segments, the segment map, pages of segments, purging ---- */
 
-/* One byte per possible segment address: nonzero where brisk has a segment. */
-extern BRISK_HIDDEN _Atomic(uint8_t) _brisk_segment_map[BRISK_SEGMENT_MAP_SIZE];
-
 BRISK_HIDDEN brisk_page_t *_brisk_segment_page_alloc(brisk_heap_t *heap, brisk_segment_kind_t kind);
 BRISK_HIDDEN void _brisk_segment_page_free(brisk_heap_t *heap, brisk_page_t *page);
 /* Decommit free pages freed at least delay_ms ago (all of them if 0). */
@@ -79,29 +96,25 @@ BRISK_HIDDEN void _brisk_heap_purge(brisk_heap_t *heap, uint64_t now_ms, uint64_
 /* Release the heap's empty segments but one spare per kind (purged if the
  * heap is abandoned). */
 BRISK_HIDDEN void _brisk_heap_release_empty_segments(brisk_heap_t *heap);
-/* Reserve a segment-aligned mapping and enter it in the segment map. With
- * block_align (> BRISK_SEGMENT_SIZE) the address one segment above the base
- * is aligned to it instead: the home of an over-aligned huge block. */
-BRISK_HIDDEN brisk_segment_t *_brisk_segment_reserve(size_t mapped_size, size_t block_align);
+/* Reserve a segment-aligned mapping and enter it in the segment map with its
+ * page shift. With block_align (> BRISK_SEGMENT_SIZE) the address one segment
+ * above the base is aligned to it instead: the home of an over-aligned huge
+ * block. */
+BRISK_HIDDEN brisk_segment_t *_brisk_segment_reserve(size_t mapped_size, size_t block_align,
+                                                     size_t page_shift);
 BRISK_HIDDEN void _brisk_segment_unmap(brisk_segment_t *segment);
 /* Give a huge segment's mapping new_size bytes (a multiple of the page
  * size): trimmed, grown in place, or moved with its pages (no copy) to a new
  * segment-aligned address. Returns the segment's address, NULL if it can't. */
 BRISK_HIDDEN brisk_segment_t *_brisk_segment_resize(brisk_segment_t *segment, size_t new_size);
 
-/* ---- page.c: size-class pages, the generic malloc and free paths ---- */
+/* ---- page.c: size-class pages, malloc's slow paths ---- */
 
-BRISK_HIDDEN void *_brisk_malloc_generic(brisk_heap_t *heap, size_t size, bool zero);
-BRISK_HIDDEN void _brisk_free_generic(void *p);
-/* free() of a block in a segment brisk owns whose page is not the calling
- * thread's (or is huge, aligned, or not in use). */
-BRISK_HIDDEN void _brisk_free_not_local(brisk_segment_t *segment, brisk_page_t *page, void *p);
+BRISK_HIDDEN void *_brisk_malloc_generic(size_t size, brisk_heap_t *heap, bool zero);
 /* After a local free made page->used <= 0: the page was full or is empty. */
 BRISK_HIDDEN void _brisk_page_free_slow(brisk_heap_t *heap, brisk_page_t *page);
 /* Return a block to its page on behalf of the page's heap (remote drains). */
 BRISK_HIDDEN void _brisk_page_free_block(brisk_heap_t *heap, brisk_page_t *page, brisk_block_t *block);
-/* Start of the block that contains p (p may be an interior aligned pointer). */
-BRISK_HIDDEN uint8_t *_brisk_page_block_start(const brisk_page_t *page, const void *p);
 /* Retire every empty page of the heap (pinned heads excepted). */
 BRISK_HIDDEN void _brisk_heap_collect_all(brisk_heap_t *heap);
 /* Drop the head pins when a heap is abandoned; restore them on adoption. */
@@ -110,9 +123,6 @@ BRISK_HIDDEN void _brisk_heap_pin_all(brisk_heap_t *heap);
 /* Housekeeping: retire head pages that hold nothing but their pin, so an
  * idle class gives its page back (through the purge list). */
 BRISK_HIDDEN void _brisk_heap_retire_empty_heads(brisk_heap_t *heap);
-/* Find a pointer's segment and page; aborts with a message if p is not one
- * of brisk's blocks. Used by free's slow path, usable_size and realloc. */
-BRISK_HIDDEN brisk_segment_t *_brisk_checked_segment(const void *p, const char *caller);
 
 /* ---- huge.c: blocks above BRISK_LARGE_MAX, each in its own mapping ---- */
 
@@ -124,9 +134,30 @@ BRISK_HIDDEN void *_brisk_huge_realloc(brisk_segment_t *segment, void *p, size_t
 BRISK_HIDDEN void _brisk_huge_cache_trim(brisk_heap_t *heap, uint64_t now_ms, uint64_t max_age_ms);
 BRISK_HIDDEN uint8_t *_brisk_huge_block(const brisk_segment_t *segment);
 
+/* ---- free.c: free's paths past the fast one, and pointer checks ---- */
+
+/* NULL, a segment-aligned huge block, or a pointer brisk never handed out. */
+BRISK_HIDDEN void _brisk_free_generic(void *p);
+/* free() of a block in a segment brisk owns whose page is not the calling
+ * thread's (or is huge, aligned, or not in use). */
+BRISK_HIDDEN void _brisk_free_not_local(brisk_segment_t *segment, brisk_page_t *page, void *p);
+/* Find a pointer's segment; aborts with a message if p is not one of brisk's
+ * live blocks. Used by free's slow path, usable_size and realloc. */
+BRISK_HIDDEN brisk_segment_t *_brisk_checked_segment(const void *p, const char *caller);
+/* Start of the block that contains p (p may be an interior aligned pointer). */
+BRISK_HIDDEN uint8_t *_brisk_page_block_start(const brisk_page_t *page, const void *p);
+/* Usable bytes from p to the end of its block (p in a segment that
+ * _brisk_checked_segment accepted); aborts for a pointer inside a block that
+ * was not handed out as such. */
+BRISK_HIDDEN size_t _brisk_block_usable_size(const brisk_segment_t *segment, const void *p,
+                                             const char *caller);
+
+/* "brisk: caller(0x...): invalid pointer: why", then abort. */
+#define brisk_fatal_pointer(caller, p, why) \
+  _brisk_os_fatal_pointer((caller), (p), "invalid pointer: " why)
+
 /* ---- api.c ---- */
 
 BRISK_HIDDEN void *_brisk_malloc_aligned(size_t size, size_t alignment, bool zero);
-BRISK_HIDDEN BRISK_NORETURN void _brisk_fatal_pointer(const char *caller, const void *p, const char *why);
 
 #endif /* BRISK_GENERAL_INTERNAL_H */

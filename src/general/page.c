@@ -1,22 +1,22 @@
 /*
- * page.c — size-class pages and the slow paths of malloc and free.
+ * page.c — size-class pages and the slow paths of malloc.
  *
- *   _brisk_malloc_generic(heap, size)
+ *   _brisk_malloc_generic(size, heap)
+ *     a size above 1 KiB whose class page has a free block: pop it
+ *     else malloc_slow:
  *     first call of a thread: _brisk_heap_init_thread
- *     remote frees waiting: _brisk_heap_drain_remote; every 64 calls: housekeeping
+ *     remote frees waiting: _brisk_heap_drain_remote; every 64 calls:
+ *       housekeeping (which also posts this thread's outbox)
  *     size > 512 KiB: _brisk_huge_alloc
  *     find_page(class): walk the class queue from its head; a page with
  *       nothing to give moves to heap->full_pages (flag in used); none left:
  *       a fresh page from _brisk_segment_page_alloc
  *   _brisk_page_free_slow(heap, page)      used hit 0, or the page was full
- *     full: back to its class queue; empty: retire it to its segment. The
- *     head page of each queue is pinned (one phantom count in used), so a
- *     loop of malloc/free of one block never comes here and never retires
- *     and re-initialises a page each time.
- *   _brisk_free_not_local(segment, page, p) what free()'s fast path declines
- *     huge blocks, interior aligned pointers, misuse, and frees from a
- *     thread that does not own the page: pushed to the owner's remote queue
- *   _brisk_free_generic(p)                 NULL and segment-aligned huge blocks
+ *     full: back to its class queue; empty: retire it to its segment (and
+ *     post the heap's outbox of remote frees). The head page of each queue
+ *     is pinned (one phantom count in used), so a loop of malloc/free of one
+ *     block never comes here and never retires and re-initialises a page
+ *     each time.
  *
  * A page's lists (free, local_free) and its queue links belong to the
  * owning heap's thread; nothing here takes a lock or an atomic except the
@@ -180,7 +180,7 @@ static bool remote_queue_maybe_nonempty(const brisk_heap_t *heap) {
 
 static BRISK_NOINLINE void *malloc_slow(brisk_heap_t *heap, size_t size, bool zero);
 
-void *_brisk_malloc_generic(brisk_heap_t *heap, size_t size, bool zero) {
+void *_brisk_malloc_generic(size_t size, brisk_heap_t *heap, bool zero) {
   /* Sizes above the direct table's reach whose class page has a free block:
    * a pop, as on the inline fast path, without the slow path's chores.
    * (The empty heap's queues are empty, so a new thread falls through.) */
@@ -232,7 +232,7 @@ void _brisk_page_free_slow(brisk_heap_t *heap, brisk_page_t *page) {
   if (page->used & BRISK_PAGE_FULL_FLAG) {
     /* A count that went below zero also shows the flag: more frees than
      * blocks handed out. */
-    if (!page->in_full_list) _brisk_fatal_pointer("free", page->start, "double free in this page");
+    if (!page->in_full_list) brisk_fatal_pointer("free", page->start, "double free in this page");
     page->used &= ~BRISK_PAGE_FULL_FLAG;
     page->in_full_list = 0;
     brisk_page_queue_remove(&heap->full_pages, page);
@@ -242,33 +242,17 @@ void _brisk_page_free_slow(brisk_heap_t *heap, brisk_page_t *page) {
   if (page->used != 0) return;
   /* A pinned head keeps one count of its own: reaching 0 means a double free. */
   if (heap->pinned[class_index] == page) {
-    _brisk_fatal_pointer("free", page->start, "double free in this page");
+    brisk_fatal_pointer("free", page->start, "double free in this page");
   }
   retire_page(heap, page);
+  /* A thread that only frees comes here now and then: post its batches. */
+  _brisk_heap_flush_outbox(heap);
 }
 
 void _brisk_page_free_block(brisk_heap_t *heap, brisk_page_t *page, brisk_block_t *block) {
   block->next = page->local_free;
   page->local_free = block;
   if ((int32_t)--page->used <= 0) _brisk_page_free_slow(heap, page);
-}
-
-/* 2^64 / block size, rounded up, per class: offset / size becomes one
- * multiplication (exact for every offset inside a page). */
-static uint64_t class_reciprocal[BRISK_CLASS_COUNT];
-
-static void __attribute__((constructor)) compute_class_reciprocals(void) {
-  for (size_t c = 1; c < BRISK_CLASS_COUNT; c++) {
-    class_reciprocal[c] = UINT64_MAX / brisk_class_to_size(c) + 1;
-  }
-}
-
-uint8_t *_brisk_page_block_start(const brisk_page_t *page, const void *p) {
-  uint64_t offset = (uint64_t)((const uint8_t *)p - page->start);
-  uint64_t reciprocal = class_reciprocal[page->class_index];
-  uint64_t index = reciprocal != 0 ? (uint64_t)(((unsigned __int128)offset * reciprocal) >> 64)
-                                   : offset / page->block_size;
-  return page->start + index * page->block_size;
 }
 
 void _brisk_heap_collect_all(brisk_heap_t *heap) {
@@ -280,67 +264,4 @@ void _brisk_heap_collect_all(brisk_heap_t *heap) {
       page = next;
     }
   }
-}
-
-brisk_segment_t *_brisk_checked_segment(const void *p, const char *caller) {
-  uintptr_t address = (uintptr_t)p;
-  if ((address & BRISK_SEGMENT_MASK) == 0) {
-    /* Only a huge block aligned to a segment or more sits at offset 0; its
-     * header is one segment below. */
-    uintptr_t header = address - BRISK_SEGMENT_SIZE;
-    if (address >= BRISK_SEGMENT_SIZE && brisk_segment_map_contains(header)) {
-      brisk_segment_t *segment = (brisk_segment_t *)header;
-      if (segment->kind == BRISK_KIND_HUGE && _brisk_huge_block(segment) == p) return segment;
-    }
-    _brisk_fatal_pointer(caller, p, "not allocated by brisk");
-  }
-  if (!brisk_segment_map_contains(address)) _brisk_fatal_pointer(caller, p, "not allocated by brisk");
-  brisk_segment_t *segment = brisk_segment_of(address);
-  if (segment->kind == BRISK_KIND_HUGE) {
-    if ((const uint8_t *)p < _brisk_huge_block(segment)) {
-      _brisk_fatal_pointer(caller, p, "not allocated by brisk");
-    }
-    if (segment->pages[0].used == 0) {
-      _brisk_fatal_pointer(caller, p, "block is already free (double free?)");
-    }
-    return segment;
-  }
-  brisk_page_t *page = brisk_page_of(segment, address);
-  if (page == &segment->pages[0]) _brisk_fatal_pointer(caller, p, "not allocated by brisk");
-  if (brisk_load_relaxed(&page->owner) == 0) {
-    _brisk_fatal_pointer(caller, p, "block is already free (double free?)");
-  }
-  return segment;
-}
-
-void _brisk_free_not_local(brisk_segment_t *segment, brisk_page_t *page, void *p) {
-  brisk_heap_t *heap = _brisk_tls_heap;
-  if (segment->kind == BRISK_KIND_HUGE) {
-    if ((uint8_t *)p != _brisk_huge_block(segment)) {
-      _brisk_fatal_pointer("free", p, "not the start of a block");
-    }
-    if (page->used == 0) _brisk_fatal_pointer("free", p, "block is already free (double free?)");
-    _brisk_huge_free(heap, segment);
-    return;
-  }
-  /* Owner 0: page 0 (the header) or a page with no blocks handed out. */
-  uintptr_t owner = brisk_load_relaxed(&page->owner);
-  if (owner == 0) _brisk_fatal_pointer("free", p, "not an allocated block (double free?)");
-  brisk_block_t *block = (brisk_block_t *)p;
-  if (owner & BRISK_OWNER_ALIGNED) {
-    block = (brisk_block_t *)_brisk_page_block_start(page, p);
-  } else if (_brisk_page_block_start(page, p) != (uint8_t *)p) {
-    _brisk_fatal_pointer("free", p, "not the start of a block");
-  }
-  if ((owner & ~(uintptr_t)BRISK_OWNER_ALIGNED) == (uintptr_t)heap) {
-    _brisk_page_free_block(heap, page, block);
-  } else {
-    _brisk_remote_free(segment->heap, block);
-  }
-}
-
-void _brisk_free_generic(void *p) {
-  if (p == NULL) return;
-  brisk_segment_t *segment = _brisk_checked_segment(p, "free");
-  _brisk_free_not_local(segment, brisk_page_of(segment, (uintptr_t)p), p);
 }

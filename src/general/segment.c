@@ -12,7 +12,8 @@
  *
  * Everything here runs on the heap's owner thread (or the holder of an
  * abandoned heap's drain_lock). The segment map is the one global written:
- * byte stores when a segment is reserved or released, read by free().
+ * byte stores (the page shift, or 0) when a segment is reserved, moved or
+ * released, read by free().
  */
 #include "general/internal.h"
 #include "general/size_class.h"
@@ -48,18 +49,25 @@ static uint8_t *page_area(const brisk_segment_t *segment, const brisk_page_t *pa
   return (uint8_t *)segment + page_index(segment, page) * *size;
 }
 
-brisk_segment_t *_brisk_segment_reserve(size_t mapped_size, size_t block_align) {
+static _Atomic(uint8_t) *map_slot(const brisk_segment_t *segment) {
+  return &_brisk_segment_map[(uintptr_t)segment >> BRISK_SEGMENT_SHIFT];
+}
+
+brisk_segment_t *_brisk_segment_reserve(size_t mapped_size, size_t block_align, size_t page_shift) {
   brisk_segment_t *segment =
       block_align == 0 ? _brisk_os_reserve(mapped_size, BRISK_SEGMENT_SIZE, 0)
                        : _brisk_os_reserve(mapped_size, block_align, BRISK_SEGMENT_SIZE);
   if (segment == NULL) return NULL;
   segment->mapped_size = mapped_size;
-  brisk_store_relaxed(&_brisk_segment_map[(uintptr_t)segment >> BRISK_SEGMENT_SHIFT], 1);
+  segment->page_shift = (uint8_t)page_shift;
+  /* Relaxed: a thread that reads this slot for a block of the segment got
+   * the block through some synchronisation that came after this store. */
+  brisk_store_relaxed(map_slot(segment), (uint8_t)page_shift);
   return segment;
 }
 
 void _brisk_segment_unmap(brisk_segment_t *segment) {
-  brisk_store_relaxed(&_brisk_segment_map[(uintptr_t)segment >> BRISK_SEGMENT_SHIFT], 0);
+  brisk_store_relaxed(map_slot(segment), 0);
   _brisk_os_release(segment, segment->mapped_size);
 }
 
@@ -78,14 +86,14 @@ brisk_segment_t *_brisk_segment_resize(brisk_segment_t *segment, size_t new_size
   if (moved == NULL) return NULL;
   /* Clear the old slot before the move frees the old range: once it is
    * free, another thread may map a segment there and set the same slot. */
-  _Atomic(uint8_t) *old_slot = &_brisk_segment_map[(uintptr_t)segment >> BRISK_SEGMENT_SHIFT];
-  brisk_store_relaxed(old_slot, 0);
+  uint8_t page_shift = segment->page_shift;
+  brisk_store_relaxed(map_slot(segment), 0);
   if (!_brisk_os_move(segment, old_size, moved, new_size)) {
-    brisk_store_relaxed(old_slot, 1);
+    brisk_store_relaxed(map_slot(segment), page_shift);
     _brisk_os_release(moved, new_size);
     return NULL;
   }
-  brisk_store_relaxed(&_brisk_segment_map[(uintptr_t)moved >> BRISK_SEGMENT_SHIFT], 1);
+  brisk_store_relaxed(map_slot(moved), page_shift);
   moved->mapped_size = new_size;
   /* The header travelled with the pages; its one absolute pointer did not. */
   moved->pages[0].start = (uint8_t *)moved + (moved->pages[0].start - (uint8_t *)segment);
@@ -123,11 +131,10 @@ static void purge_list_append(brisk_heap_t *heap, brisk_page_t *page, uint64_t n
 }
 
 static brisk_segment_t *segment_new(brisk_heap_t *heap, brisk_segment_kind_t kind) {
-  brisk_segment_t *segment = _brisk_segment_reserve(BRISK_SEGMENT_SIZE, 0);
+  brisk_segment_t *segment = _brisk_segment_reserve(BRISK_SEGMENT_SIZE, 0, page_shift_of_kind[kind]);
   if (segment == NULL) return NULL;
   size_t page_count = segment_page_count(kind);
   segment->kind = (uint8_t)kind;
-  segment->page_shift = page_shift_of_kind[kind];
   segment->page_count = (uint16_t)page_count;
   segment->used_pages = 0;
   segment->heap = heap;

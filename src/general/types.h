@@ -28,7 +28,10 @@
  *       any stale value it can see is "not mine", which sends the free down
  *       the remote path, and that path only needs segment->heap).
  *   heap.remote — a multi-producer single-consumer queue: any thread pushes
- *       with one atomic exchange, the owner drains.
+ *       a chain of blocks with one atomic exchange, the owner drains.
+ *   heap.outbox — blocks this heap's thread freed for other heaps, collected
+ *       per owner and posted to the owner's remote queue as one chain (owner
+ *       thread only; free.c).
  */
 #ifndef BRISK_GENERAL_TYPES_H
 #define BRISK_GENERAL_TYPES_H
@@ -40,14 +43,16 @@
 #define BRISK_SEGMENT_MASK  (BRISK_SEGMENT_SIZE - 1)
 
 /* User space on x86-64 with 4-level paging ends at 2^47; the segment map has
- * one byte per possible segment there (4 MiB of BSS, touched sparsely). */
+ * one byte per possible segment there (4 MiB of BSS, touched sparsely): 0 where
+ * brisk has no segment, else the segment's page shift, so free() learns from
+ * one load both that a pointer is brisk's and where its page descriptor is. */
 #define BRISK_ADDRESS_BITS     47
 #define BRISK_SEGMENT_MAP_SIZE ((size_t)1 << (BRISK_ADDRESS_BITS - BRISK_SEGMENT_SHIFT))
 
 #define BRISK_SMALL_PAGE_SHIFT  16 /* 64 KiB */
 #define BRISK_MEDIUM_PAGE_SHIFT 19 /* 512 KiB */
 #define BRISK_LARGE_PAGE_SHIFT  22 /* 4 MiB */
-#define BRISK_HUGE_PAGE_SHIFT   63 /* every offset maps to page 0 */
+#define BRISK_HUGE_PAGE_SHIFT   63 /* every offset inside the first segment maps to page 0 */
 
 #define BRISK_SMALL_MAX  ((size_t)8 * 1024)
 #define BRISK_MEDIUM_MAX ((size_t)64 * 1024)
@@ -141,6 +146,25 @@ typedef struct brisk_remote_node_s {
   _Atomic(struct brisk_remote_node_s *) next;
 } brisk_remote_node_t;
 
+/* Remote frees are batched: a thread keeps the blocks it frees for another
+ * heap in an outbox slot (direct-mapped by owner heap) and posts a slot to
+ * its owner's queue as one chain when it holds BRISK_OUTBOX_BATCH blocks.
+ * All slots go when the outbox holds BRISK_OUTBOX_MAX_BYTES, when the thread
+ * takes malloc's slow path, frees a page's last block, exits, or collects
+ * (brisk_collect), so a thread that stops allocating strands at most that
+ * many bytes, and only until it next does one of those. */
+#define BRISK_OUTBOX_SLOTS     16
+#define BRISK_OUTBOX_BATCH     64
+#define BRISK_OUTBOX_MAX_BYTES ((size_t)256 * 1024)
+
+typedef struct brisk_outbox_slot_s {
+  struct brisk_heap_s *owner;    /* NULL: empty */
+  brisk_remote_node_t *first;    /* newest block; the chain runs to `last` */
+  brisk_remote_node_t *last;     /* oldest; its link is set when posted */
+  uint32_t count;
+  uint32_t bytes;
+} brisk_outbox_slot_t;
+
 /* A cached huge mapping, kept committed so that reusing it costs no faults. */
 typedef struct brisk_huge_cache_entry_s {
   brisk_segment_t *segment;
@@ -160,6 +184,8 @@ typedef struct brisk_heap_counters_s {
   uint64_t huge_allocations;
   uint64_t huge_cache_hits;
   uint64_t remote_frees_received;
+  uint64_t remote_frees_sent;
+  uint64_t remote_chains_posted;
   uint64_t bytes_purged;
 } brisk_heap_counters_t;
 
@@ -189,6 +215,10 @@ typedef struct brisk_heap_s {
   /* Consumer side of the remote queue (owner only). */
   brisk_remote_node_t *remote_head;
   brisk_remote_node_t remote_stub;
+
+  /* Blocks freed for other heaps, not yet posted (owner only). */
+  brisk_outbox_slot_t outbox[BRISK_OUTBOX_SLOTS];
+  size_t outbox_bytes;
 
   /* Shared: on their own cache lines, away from the owner's fields. */
   BRISK_ALIGNED(BRISK_CACHE_LINE) _Atomic(brisk_remote_node_t *) remote_tail;
