@@ -105,10 +105,14 @@ void _brisk_heap_pin_all(brisk_heap_t *heap) {
   }
 }
 
+static size_t page_extend_count(const brisk_page_t *page) {
+  size_t count = PAGE_EXTEND_BYTES / page->block_size;
+  return count < PAGE_EXTEND_MIN_BLOCKS ? PAGE_EXTEND_MIN_BLOCKS : count;
+}
+
 static void page_extend(brisk_page_t *page) {
   size_t remaining = (size_t)page->reserved - page->capacity;
-  size_t count = PAGE_EXTEND_BYTES / page->block_size;
-  if (count < PAGE_EXTEND_MIN_BLOCKS) count = PAGE_EXTEND_MIN_BLOCKS;
+  size_t count = page_extend_count(page);
   if (count > remaining) count = remaining;
   uint8_t *first = page->start + (size_t)page->capacity * page->block_size;
   uint8_t *block = first;
@@ -151,7 +155,16 @@ static brisk_page_t *find_page(brisk_heap_t *heap, size_t class_index) {
       page->free = page->local_free;
       page->local_free = NULL;
     }
-    if (page->free == NULL && page->capacity < page->reserved) page_extend(page);
+    /* Carve more of the page when what came back is short of half an
+     * extension: otherwise a working set that just fills the carved part
+     * (64 live blocks of 64 B) gets one block per visit here, and every
+     * malloc comes back. capacity - used counts the free blocks, plus any
+     * still on their way back from other threads. */
+    if (page->capacity < page->reserved &&
+        (page->free == NULL ||
+         (size_t)page->capacity - page->used < page_extend_count(page) / 2)) {
+      page_extend(page);
+    }
     if (page->free != NULL) break;
     brisk_page_queue_remove(queue, page);
     page->used |= BRISK_PAGE_FULL_FLAG;
