@@ -14,6 +14,7 @@ and its Markdown joins the report.
   python3 bench/run.py --build build --smoke          CI: each workload once, brisk only
   python3 bench/run.py --build build --only larson,xmalloc --alloc brisk,glibc,mimalloc
   python3 bench/run.py --build build --only regions   the region allocator programs alone
+  python3 bench/run.py --build build --only classic   the classic benchmarks' shapes
 
 Writes <out>/raw.csv (one row per run, region programs included), <out>/report.md
 and, when matplotlib can be imported, <out>/relative_time.png, relative_rss.png
@@ -58,6 +59,11 @@ CALLGRIND_BASE = 1_000
 # pairs modes measured under callgrind: the 16-128 B mix, single size classes
 # from tiny to medium, calloc, and a small buffer growing by realloc.
 CALLGRIND_MODES = ["mix", "16", "64", "256", "1024", "4096", "32768", "calloc", "realloc"]
+# ring modes (free the oldest of 64 live blocks, malloc a new one): the 16-128 B
+# mix and each 16 B size class in it, plus baseline, the same loop without the
+# allocator, whose count is subtracted to give the allocator's instructions.
+RING_CALLGRIND_MODES = ["mix", "16", "32", "48", "64", "80", "96", "112", "128"]
+RING_BASELINE = "baseline"
 
 RUN_TIMEOUT_S = {"full": 300, "quick": 60}
 
@@ -90,6 +96,8 @@ class Workload:
 
 def make_workloads(cpus: int) -> List[Workload]:
     threads = str(max(2, cpus))
+    # mstress means more threads than cores (mimalloc's own default is 32).
+    mstress_threads = str(max(16, 2 * cpus))
     return [
         Workload("larson", "larson",
                  f"Larson server: {threads} threads, 8-1000 B, arrays handed to successor "
@@ -148,6 +156,73 @@ def make_workloads(cpus: int) -> List[Workload]:
                  "handed to the successor, exit",
                  full=["20000", threads, "1000", "64", "42"],
                  quick=["3000", threads, "1000", "64", "42"]),
+        Workload("stream", "stream",
+                 "1 producer thread mallocs 16-256 B and writes a header, 1 consumer reads and "
+                 "frees, one pointer at a time through a lock-free ring: every free is remote",
+                 full=["20000000", "42"],
+                 quick=["2000000", "42"]),
+        Workload("handoff", "handoff",
+                 "8 threads malloc 8 B-64 KiB (1 in 10000: 4 MiB) and swap each block into one "
+                 "of 4096 shared slots, freeing the block it held: local and remote frees "
+                 "mixed, about half remote on 2 idle cores ((cores-1)/cores; fewer on a busy "
+                 "machine; remote_free_pct in raw.csv)",
+                 full=["8", "10000000", "42"],
+                 quick=["8", "2000000", "42"]),
+        Workload("mstress", "mstress",
+                 f"rounds of {mstress_threads} short-lived threads keeping local and shared "
+                 "blocks and arrays of 8 B-1 KiB (some to 64 KiB, rare 1-4 MiB); shared ones "
+                 "outlive their thread; op = one malloc",
+                 full=[mstress_threads, "50", "1200", "42"],
+                 quick=[mstress_threads, "20", "600", "42"]),
+        Workload("ring", "ring",
+                 "one thread, 64 blocks live: free the oldest, malloc 16-128 B (random, "
+                 "pre-drawn) in its place; op = one free + one malloc",
+                 full=["1000000000", "mix"],
+                 quick=["200000000", "mix"]),
+        # The classic allocator benchmarks' shapes, our own programs written from a
+        # description of each (group "classic" in WORKLOAD_GROUPS).
+        Workload("rptest", "rptest",
+                 f"rpmalloc-benchmark shape: {threads} threads toggle random slots of an 8192-slot "
+                 "working set, 16 B-16 KiB skewed small; every 256 steps 32 live blocks go to "
+                 "the next thread, which frees them (a sender waits while 256 batches are "
+                 "queued); op = one malloc or free",
+                 full=[threads, "40000000", "8192", "16384", "256", "32", "42"],
+                 quick=[threads, "10000000", "8192", "16384", "256", "32", "42"]),
+        Workload("alloc_test", "alloc_test",
+                 "alloc-test shape, 1 thread: random malloc/free over 65536 slots (7/8 of steps "
+                 "in a hot 1/16), 8 B-4 KiB skewed small, 1 in 512 of 4-64 KiB; op = one "
+                 "malloc or free",
+                 full=["1", "200000000", "65536", "42"],
+                 quick=["1", "50000000", "65536", "42"]),
+        Workload("alloc_test_mt", "alloc_test",
+                 f"alloc-test shape, {threads} independent threads, each the single-thread "
+                 "sequence from its own seed, nothing shared; op = one malloc or free",
+                 full=[threads, "200000000", "65536", "42"],
+                 quick=[threads, "50000000", "65536", "42"]),
+        Workload("glibc_simple", "glibc_simple",
+                 "glibc bench-malloc-simple shape: one thread mallocs a batch of 25/100/400/1600 "
+                 "blocks of one size (16 B-4 KiB) and frees it in order, every cell; op = one "
+                 "malloc or free",
+                 full=["1000000", "0"],
+                 quick=["300000", "0"]),
+        Workload("glibc_thread", "glibc_thread",
+                 f"glibc bench-malloc-thread shape: {threads} threads each replace random blocks "
+                 "of a private 1000-slot set, sizes 1/size^1.5 over 8 B-32 KiB; op = one free + "
+                 "one malloc",
+                 full=[threads, "200000000", "1000", "32768", "42"],
+                 quick=[threads, "40000000", "1000", "32768", "42"]),
+        Workload("cfrac_like", "cfrac_like",
+                 "cfrac shape: our bignum library (every result a fresh 8-80 B block) expands "
+                 "sqrt(N) as a continued fraction with checks, and factors N by Pollard rho; "
+                 "op = one bignum malloc (+ its free)",
+                 full=["48", "100000", "42"],
+                 quick=["12", "100000", "42"]),
+        Workload("tree_like", "tree_like",
+                 "barnes/espresso shape: each step builds a 50000-node search tree (payloads "
+                 "0-192 B, realloc-grown labels) and a quadtree with realloc-grown buckets, "
+                 "walks them, frees post-order; op = one malloc or realloc",
+                 full=["400", "50000", "42"],
+                 quick=["80", "50000", "42"]),
     ]
 
 
@@ -328,13 +403,15 @@ def callgrind_total(path: str) -> Optional[int]:
     return found.get("totals:", found.get("summary:"))
 
 
-def callgrind_pairs(build: str, allocator: Allocator, tmpdir: str, mode: str) -> dict:
-    pairs = os.path.join(build, "bench", "pairs")
+def callgrind_pairs(build: str, allocator: Allocator, tmpdir: str, mode: str,
+                    program: str = "pairs") -> dict:
+    """Instructions per iteration of `program N mode` (pairs, or ring: per step)."""
+    binary = os.path.join(build, "bench", program)
     counts = {}
     for n in (CALLGRIND_BASE, CALLGRIND_N):
-        out_file = os.path.join(tmpdir, f"{allocator.name}.{mode}.{n}.callgrind")
-        argv = ["valgrind", "--tool=callgrind", f"--callgrind-out-file={out_file}", pairs, str(n),
-                mode]
+        out_file = os.path.join(tmpdir, f"{allocator.name}.{program}.{mode}.{n}.callgrind")
+        argv = ["valgrind", "--tool=callgrind", f"--callgrind-out-file={out_file}", binary,
+                str(n), mode]
         # valgrind passes LD_PRELOAD on to the program it runs; callgrind does not
         # replace malloc, so the preloaded allocator is the one measured.
         try:
@@ -352,7 +429,11 @@ def callgrind_pairs(build: str, allocator: Allocator, tmpdir: str, mode: str) ->
 
 
 def run_callgrind(build, allocators, out_dir) -> Dict[str, Dict[str, dict]]:
-    """results[allocator][mode] = {"per_pair", "ir_n", "ir_base"} or {"error"}."""
+    """results[allocator][mode] = {"per_pair", "ir_n", "ir_base"} or {"error"}.
+
+    pairs modes are keyed by their name, ring modes by "ring:<mode>"; a ring mode
+    other than baseline also has "minus_baseline" when both counts exist."""
+    ring = os.path.join(build, "bench", "ring")
     results: Dict[str, Dict[str, dict]] = {}
     with tempfile.TemporaryDirectory() as tmpdir:
         for a in allocators:
@@ -363,15 +444,34 @@ def run_callgrind(build, allocators, out_dir) -> Dict[str, Dict[str, dict]]:
                 print(f"callgrind: pairs {mode:>7} under {a.name:<10} " +
                       (f"{r['per_pair']:.1f} instructions per iteration" if "per_pair" in r
                        else f"FAILED: {r['error']}"), file=sys.stderr, flush=True)
+            if not os.access(ring, os.X_OK):
+                continue
+            for mode in [RING_BASELINE] + RING_CALLGRIND_MODES:
+                r = callgrind_pairs(build, a, tmpdir, mode, "ring")
+                base = results[a.name].get(f"ring:{RING_BASELINE}", {})
+                if mode != RING_BASELINE and "per_pair" in r and "per_pair" in base:
+                    r["minus_baseline"] = r["per_pair"] - base["per_pair"]
+                results[a.name][f"ring:{mode}"] = r
+                print(f"callgrind: ring  {mode:>8} under {a.name:<10} " +
+                      (f"{r['per_pair']:.1f} instructions per step" if "per_pair" in r
+                       else f"FAILED: {r['error']}") +
+                      (f", {r['minus_baseline']:.1f} over baseline" if "minus_baseline" in r
+                       else ""), file=sys.stderr, flush=True)
     if out_dir:
         with open(os.path.join(out_dir, "callgrind.csv"), "w", newline="") as f:
             writer = csv.writer(f)
-            writer.writerow(["allocator", "mode", "ir_per_iteration", f"ir_n{CALLGRIND_N}",
-                             f"ir_n{CALLGRIND_BASE}", "error"])
+            # ir_per_iteration: per pairs iteration, or per ring step; ring's
+            # ir_minus_baseline is the allocator's share of a step (free + malloc).
+            writer.writerow(["allocator", "program", "mode", "ir_per_iteration",
+                             "ir_minus_baseline", f"ir_n{CALLGRIND_N}", f"ir_n{CALLGRIND_BASE}",
+                             "error"])
             for name, modes in results.items():
-                for mode, r in modes.items():
-                    writer.writerow([name, mode,
+                for key, r in modes.items():
+                    program, _, mode = key.rpartition(":")
+                    writer.writerow([name, program or "pairs", mode,
                                      f"{r['per_pair']:.2f}" if "per_pair" in r else "",
+                                     f"{r['minus_baseline']:.2f}" if "minus_baseline" in r
+                                     else "",
                                      r.get("ir_n", ""), r.get("ir_base", ""), r.get("error", "")])
     return results
 
@@ -469,6 +569,45 @@ def package_version(allocator: Allocator, build: str) -> str:
     except OSError:
         return "n/a"
     return proc.stdout.strip() if proc.returncode == 0 and proc.stdout.strip() else "n/a"
+
+
+def ring_callgrind_section(callgrind, allocators) -> List[str]:
+    """Two tables from the ring modes of run_callgrind: the allocator's instructions
+    per step (the baseline loop's subtracted), then the raw counts per step."""
+    if not any(f"ring:{RING_BASELINE}" in modes for modes in callgrind.values()):
+        return []
+    lines = [f"`bench/ring N MODE` under callgrind, counted as for pairs: a step frees the "
+             "oldest of 64 live blocks and mallocs a new one (sizes from a table drawn before "
+             "the loop). `mix` = 16..128 B at random; a number = that size only. First table: "
+             "allocator instructions per pair (free + malloc), i.e. per step minus the "
+             f"`{RING_BASELINE}` loop (the same loop over a static array, no allocator calls; "
+             "call and PLT instructions count as the allocator's). Second: instructions per "
+             "step, loop included. Fewest per column in bold.", ""]
+    for key, title in (("minus_baseline", "allocator instructions per pair"),
+                       ("per_pair", "instructions per step")):
+        modes_shown = RING_CALLGRIND_MODES + ([RING_BASELINE] if key == "per_pair" else [])
+        lines += [f"| {title} | " + " | ".join(modes_shown) + " |",
+                  "| --- |" + " --- |" * len(modes_shown)]
+        best = {}
+        for mode in modes_shown:
+            done = [modes[f"ring:{mode}"][key] for modes in callgrind.values()
+                    if key in modes.get(f"ring:{mode}", {})]
+            best[mode] = min(done) if done else None
+        for a in allocators:
+            modes = callgrind.get(a.name, {})
+            cells = []
+            for mode in modes_shown:
+                r = modes.get(f"ring:{mode}", {"error": "not run"})
+                if key in r:
+                    value = f"{r[key]:.1f}"
+                    # baseline runs no allocator: its count is the same loop for all.
+                    cells.append(f"**{value}**" if r[key] == best[mode] and
+                                 mode != RING_BASELINE else value)
+                else:
+                    cells.append("failed" if "error" in r else "-")
+            lines.append(f"| {a.name} | " + " | ".join(cells) + " |")
+        lines.append("")
+    return lines
 
 
 def write_report(path, args, workloads, allocators, runs, table, callgrind, notes, charts,
@@ -581,6 +720,7 @@ def write_report(path, args, workloads, allocators, runs, table, callgrind, note
                     cells.append("failed")
             add(f"| {a.name} | " + " | ".join(cells) + " |")
         add("")
+        lines.extend(ring_callgrind_section(callgrind, allocators))
 
     if regions is not None:
         lines.extend(region_section(regions))
@@ -814,6 +954,23 @@ def region_section(regions: List[RegionRun]) -> List[str]:
 
 # ---------------------------------------------------------------- main
 
+# Names --only takes besides workload names; each stands for the workloads listed.
+WORKLOAD_GROUPS = {
+    "classic": ["rptest", "alloc_test", "alloc_test_mt", "glibc_simple", "glibc_thread",
+                "cfrac_like", "tree_like"],
+}
+
+
+def expand_groups(text: Optional[str]) -> Optional[str]:
+    """--only's comma-separated list with each group name replaced by its workloads."""
+    if not text:
+        return text
+    names = []
+    for name in (n.strip() for n in text.split(",")):
+        names += [n for n in WORKLOAD_GROUPS.get(name, [name]) if n not in names]
+    return ",".join(names)
+
+
 def parse_list(text: Optional[str], known: List[str], what: str) -> List[str]:
     if not text:
         return list(known)
@@ -830,11 +987,13 @@ def main() -> int:
     parser.add_argument("--quick", action="store_true", help="small sizes, 3 repetitions")
     parser.add_argument("--reps", type=int, help="repetitions (default 5, --quick 3)")
     parser.add_argument("--only", help="comma-separated workloads; 'regions' selects the "
-                        "region allocator programs (run unless --only leaves them out)")
+                        "region allocator programs (run unless --only leaves them out), "
+                        "'classic' the classic benchmarks' shapes (rptest ... tree_like)")
     parser.add_argument("--alloc", help=f"comma-separated allocators ({','.join(ALLOCATOR_NAMES)})")
     parser.add_argument("--callgrind", action="store_true",
                         help="also count instructions per operation under callgrind "
-                             "(malloc/free by size, calloc, realloc)")
+                             "(malloc/free by size, calloc, realloc; ring's free-oldest + "
+                             "malloc by size, minus its baseline loop)")
     parser.add_argument("--out", default=os.path.join(HERE, "results"),
                         help="output directory (default: bench/results)")
     parser.add_argument("--smoke", action="store_true",
@@ -842,7 +1001,8 @@ def main() -> int:
     args = parser.parse_args()
 
     workloads = make_workloads(os.cpu_count() or 1)
-    wanted = parse_list(args.only, [w.name for w in workloads] + ["regions"], "workload")
+    wanted = parse_list(expand_groups(args.only), [w.name for w in workloads] + ["regions"],
+                        "workload")
     workloads = [w for w in workloads if w.name in wanted]
     with_regions = "regions" in wanted
     for w in workloads:

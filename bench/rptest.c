@@ -1,0 +1,344 @@
+/*
+ * rptest: the shape of rpmalloc's benchmark loop, written from its description.
+ *
+ * usage: rptest [--quick] [threads [steps [slots [max_size [handoff [batch [seed]]]]]]]
+ *
+ * Each of `threads` threads owns a working set of `slots` slots. A step picks a
+ * random slot: an empty slot gets a new block, a full one has its block freed,
+ * so the working set hovers around half full and blocks die in random order.
+ * Sizes run from 16 bytes to `max_size`, skewed small: a power-of-two band is
+ * chosen with weights falling linearly from the smallest band to the largest,
+ * then a size uniform in it.
+ *
+ * Every `handoff` steps a thread takes up to `batch` live blocks out of its
+ * working set (from a cursor that walks the slots) and pushes them, in one
+ * malloc'd message, onto the inbox of the next thread, a mutex-guarded list;
+ * then it frees whatever its own inbox holds. So a steady fraction of the
+ * blocks is freed by a thread other than the one that allocated them. An inbox
+ * holds at most 256 messages: a sender that finds it full waits (draining its
+ * own inbox and sleeping 20 us at a time) until there is room, and a thread
+ * that is done with its steps keeps draining until every thread is done. So
+ * every batch crosses threads whatever the scheduling, and the memory in flight
+ * stays bounded (without the bound, a thread left behind under glibc let over
+ * 1 GiB pile up). `stalls` counts the waits; it depends on scheduling.
+ *
+ * Every block carries a 64-bit value from its allocating thread's generator,
+ * its size, and a tag in its last byte; whoever frees a block checks it and adds
+ * the value to a checksum. The set of blocks does not depend on scheduling, so
+ * the checksum is the same under every allocator. Wall time runs from the start
+ * line to the last free; an op is one block malloc or one block free (the
+ * hand-off messages are not counted). The last line printed is ops_per_sec=<N>.
+ */
+#include "bench_common.h"
+
+#include <pthread.h>
+#include <stdatomic.h>
+#include <string.h>
+
+enum { SIZE_TABLE = 4096, MIN_SIZE = 16, INBOX_MAX = 256 };
+
+typedef struct config {
+    size_t threads;
+    uint64_t steps;
+    size_t slots;
+    size_t max_size;
+    uint64_t handoff;
+    size_t batch;
+    uint64_t seed;
+} config;
+
+/* A hand-off message: `count` blocks for the receiving thread to free. */
+typedef struct message {
+    struct message *next;
+    size_t count;
+    unsigned char *blocks[];
+} message;
+
+typedef struct worker {
+    pthread_t tid;
+    size_t index;
+    pthread_mutex_t inbox_lock;
+    message *inbox; /* LIFO; pushed by the previous thread, drained by this one */
+    size_t inbox_len;
+    uint64_t mallocs;
+    uint64_t handed_off; /* batches pushed to the next thread */
+    uint64_t stalls;     /* 20 us waits for room in the next thread's inbox, or, when
+                            done, for the other threads to finish */
+    uint64_t frees;
+    uint64_t checksum;
+    char pad[64]; /* keeps neighbouring workers' counters off one cache line */
+} worker;
+
+static config cfg;
+static size_t size_table[SIZE_TABLE];
+static worker *workers;
+static pthread_barrier_t start_line;
+static atomic_size_t running; /* threads not yet done with their steps */
+
+static unsigned char tag_of(uint64_t value)
+{
+    return (unsigned char)(value ^ (value >> 29) ^ 0x5Au);
+}
+
+/* Block layout: [0, 8) the value, [8, 12) the size, [size - 1] the tag. */
+static unsigned char *new_block(worker *w, size_t size, uint64_t value)
+{
+    unsigned char *block = malloc(size);
+    if (block == NULL)
+        bench_oom("rptest", size);
+    uint32_t size32 = (uint32_t)size;
+    memcpy(block, &value, sizeof value);
+    memcpy(block + 8, &size32, sizeof size32);
+    block[size - 1] = tag_of(value);
+    w->mallocs++;
+    return block;
+}
+
+static void release_block(worker *w, unsigned char *block)
+{
+    uint64_t value;
+    uint32_t size;
+    memcpy(&value, block, sizeof value);
+    memcpy(&size, block + 8, sizeof size);
+    if (size < MIN_SIZE || size > cfg.max_size || block[size - 1] != tag_of(value)) {
+        fprintf(stderr, "rptest: block %p was overwritten\n", (void *)block);
+        exit(1);
+    }
+    w->checksum += value;
+    w->frees++;
+    free(block);
+}
+
+/* Frees every block in w's inbox, and the messages. */
+static void drain_inbox(worker *w)
+{
+    pthread_mutex_lock(&w->inbox_lock);
+    message *m = w->inbox;
+    w->inbox = NULL;
+    w->inbox_len = 0;
+    pthread_mutex_unlock(&w->inbox_lock);
+    while (m != NULL) {
+        message *next = m->next;
+        for (size_t i = 0; i < m->count; i++)
+            release_block(w, m->blocks[i]);
+        free(m);
+        m = next;
+    }
+}
+
+static void pause_20us(worker *w)
+{
+    struct timespec ts = { 0, 20000 };
+    nanosleep(&ts, NULL);
+    w->stalls++;
+}
+
+/* Moves up to cfg.batch live blocks, found from *cursor on, to `to`'s inbox;
+ * while that inbox is full, drains its own and waits. */
+static void hand_off(worker *from, unsigned char **slots, size_t *cursor, worker *to)
+{
+    message *m = malloc(sizeof *m + cfg.batch * sizeof m->blocks[0]);
+    if (m == NULL)
+        bench_oom("rptest", sizeof *m + cfg.batch * sizeof m->blocks[0]);
+    m->count = 0;
+    /* Look at no more than 2 * batch slots: about half of them are full. */
+    for (size_t seen = 0; seen < 2 * cfg.batch && m->count < cfg.batch; seen++) {
+        size_t s = *cursor;
+        *cursor = s + 1 == cfg.slots ? 0 : s + 1;
+        if (slots[s] != NULL) {
+            m->blocks[m->count++] = slots[s];
+            slots[s] = NULL;
+        }
+    }
+    if (m->count == 0) {
+        free(m);
+        return;
+    }
+    for (;;) {
+        pthread_mutex_lock(&to->inbox_lock);
+        bool room = to->inbox_len < INBOX_MAX;
+        if (room) {
+            m->next = to->inbox;
+            to->inbox = m;
+            to->inbox_len++;
+        }
+        pthread_mutex_unlock(&to->inbox_lock);
+        if (room)
+            break;
+        /* Draining here first means threads waiting on each other in a ring
+         * always make room for one another. */
+        drain_inbox(from);
+        pause_20us(from);
+    }
+    from->handed_off++;
+}
+
+static void *worker_main(void *arg)
+{
+    worker *w = arg;
+    worker *next = &workers[(w->index + 1) % cfg.threads];
+    bench_rng rng;
+    bench_rng_seed(&rng, cfg.seed * 1000003u + w->index);
+    unsigned char **slots = calloc(cfg.slots, sizeof *slots);
+    if (slots == NULL)
+        bench_oom("rptest", cfg.slots * sizeof *slots);
+    size_t cursor = 0;
+
+    pthread_barrier_wait(&start_line);
+    for (uint64_t step = 1; step <= cfg.steps; step++) {
+        uint64_t r = bench_rng_next(&rng);
+        size_t s = (size_t)(r % cfg.slots);
+        if (slots[s] != NULL) {
+            release_block(w, slots[s]);
+            slots[s] = NULL;
+        } else {
+            size_t size = size_table[(r >> 40) % SIZE_TABLE];
+            slots[s] = new_block(w, size, bench_rng_next(&rng));
+        }
+        if (step % cfg.handoff == 0) {
+            if (cfg.threads > 1)
+                hand_off(w, slots, &cursor, next);
+            drain_inbox(w);
+        }
+    }
+    for (size_t s = 0; s < cfg.slots; s++)
+        if (slots[s] != NULL)
+            release_block(w, slots[s]);
+    free(slots);
+    /* Keep freeing what the previous thread sends until every thread is done;
+     * the decrement comes after this thread's last push. */
+    atomic_fetch_sub(&running, 1);
+    while (atomic_load(&running) > 0) {
+        drain_inbox(w);
+        pause_20us(w);
+    }
+    drain_inbox(w);
+    return NULL;
+}
+
+static void usage(FILE *out)
+{
+    fprintf(out,
+            "usage: rptest [--quick] [threads [steps [slots [max_size [handoff [batch "
+            "[seed]]]]]]]\n"
+            "  threads   worker threads                     default max(2, online CPUs)\n"
+            "  steps     slot operations per thread          default 40000000 (--quick 10000000)\n"
+            "  slots     working-set slots per thread        default 8192\n"
+            "  max_size  largest block in bytes (>= 16)      default 16384\n"
+            "  handoff   steps between cross-thread hand-offs default 256\n"
+            "  batch     most blocks per hand-off            default 32\n"
+            "  seed      PRNG seed                           default 42\n"
+            "Sizes 16..max_size, skewed small. Prints key=value lines; the last is\n"
+            "ops_per_sec (op = one block malloc or one block free).\n");
+}
+
+static void parse_args(int argc, char **argv)
+{
+    long cpus = sysconf(_SC_NPROCESSORS_ONLN);
+    cfg = (config){ cpus > 2 ? (size_t)cpus : 2, 40000000, 8192, 16384, 256, 32, 42 };
+    bool quick;
+    char **pos;
+    int n = bench_args(argc, argv, 7, usage, &quick, &pos);
+    if (quick)
+        cfg.steps = 10000000;
+    if (n > 0)
+        cfg.threads = bench_parse_uint("rptest", "threads", pos[0]);
+    if (n > 1)
+        cfg.steps = bench_parse_uint("rptest", "steps", pos[1]);
+    if (n > 2)
+        cfg.slots = bench_parse_uint("rptest", "slots", pos[2]);
+    if (n > 3)
+        cfg.max_size = bench_parse_uint("rptest", "max_size", pos[3]);
+    if (n > 4)
+        cfg.handoff = bench_parse_uint("rptest", "handoff", pos[4]);
+    if (n > 5)
+        cfg.batch = bench_parse_uint("rptest", "batch", pos[5]);
+    if (n > 6)
+        cfg.seed = bench_parse_uint("rptest", "seed", pos[6]);
+    if (cfg.threads < 1 || cfg.slots < 1 || cfg.max_size < MIN_SIZE ||
+        cfg.max_size > UINT32_MAX || cfg.handoff < 1 || cfg.batch < 1) {
+        fprintf(stderr, "rptest: need threads, slots, handoff, batch >= 1 and "
+                        "16 <= max_size < 4 GiB\n");
+        exit(2);
+    }
+}
+
+/* Bands [16, 32), [32, 64), ... up to max_size; band k of B has weight B - k. */
+static void fill_size_table(void)
+{
+    bench_rng rng;
+    bench_rng_seed(&rng, cfg.seed ^ 0x5151u);
+    size_t bands = 0;
+    while (((size_t)MIN_SIZE << bands) <= cfg.max_size)
+        bands++;
+    size_t total_weight = bands * (bands + 1) / 2;
+    for (size_t i = 0; i < SIZE_TABLE; i++) {
+        size_t pick = bench_rng_range(&rng, 0, total_weight - 1), band = 0;
+        while (pick >= bands - band) {
+            pick -= bands - band;
+            band++;
+        }
+        size_t lo = (size_t)MIN_SIZE << band;
+        size_t hi = 2 * lo - 1 < cfg.max_size ? 2 * lo - 1 : cfg.max_size;
+        size_table[i] = bench_rng_range(&rng, lo, hi);
+    }
+}
+
+int main(int argc, char **argv)
+{
+    parse_args(argc, argv);
+    fill_size_table();
+
+    workers = calloc(cfg.threads, sizeof *workers);
+    if (workers == NULL)
+        bench_oom("rptest", cfg.threads * sizeof *workers);
+    pthread_barrier_init(&start_line, NULL, (unsigned)cfg.threads + 1);
+    atomic_store(&running, cfg.threads);
+    for (size_t t = 0; t < cfg.threads; t++) {
+        workers[t].index = t;
+        pthread_mutex_init(&workers[t].inbox_lock, NULL);
+    }
+    for (size_t t = 0; t < cfg.threads; t++) {
+        int err = pthread_create(&workers[t].tid, NULL, worker_main, &workers[t]);
+        if (err != 0) {
+            fprintf(stderr, "rptest: pthread_create: %s\n", strerror(err));
+            return 1;
+        }
+    }
+    pthread_barrier_wait(&start_line);
+    double start = bench_now();
+    for (size_t t = 0; t < cfg.threads; t++)
+        pthread_join(workers[t].tid, NULL);
+    /* The threads drained everything before they exited; this is a safety net. */
+    for (size_t t = 0; t < cfg.threads; t++)
+        drain_inbox(&workers[t]);
+    double elapsed = bench_now() - start;
+
+    uint64_t mallocs = 0, frees = 0, checksum = 0, handed_off = 0, stalls = 0;
+    for (size_t t = 0; t < cfg.threads; t++) {
+        handed_off += workers[t].handed_off;
+        stalls += workers[t].stalls;
+        mallocs += workers[t].mallocs;
+        frees += workers[t].frees;
+        checksum += workers[t].checksum;
+        pthread_mutex_destroy(&workers[t].inbox_lock);
+    }
+    pthread_barrier_destroy(&start_line);
+    free(workers);
+    if (mallocs != frees) {
+        fprintf(stderr, "rptest: %llu mallocs but %llu frees\n", (unsigned long long)mallocs,
+                (unsigned long long)frees);
+        return 1;
+    }
+
+    printf("workload=rptest threads=%zu steps=%llu slots=%zu sizes=16..%zu handoff=%llu "
+           "batch=%zu seed=%llu\n",
+           cfg.threads, (unsigned long long)cfg.steps, cfg.slots, cfg.max_size,
+           (unsigned long long)cfg.handoff, cfg.batch, (unsigned long long)cfg.seed);
+    printf("handed_off=%llu stalls=%llu\n", (unsigned long long)handed_off,
+           (unsigned long long)stalls);
+    printf("elapsed_s=%.3f mallocs=%llu checksum=%016llx peak_rss_kib=%lu\n", elapsed,
+           (unsigned long long)mallocs, (unsigned long long)checksum, bench_peak_rss_kib());
+    printf("ops_per_sec=%.0f\n", elapsed > 0 ? (double)(mallocs + frees) / elapsed : 0.0);
+    return 0;
+}
