@@ -556,6 +556,8 @@ def cpu_model() -> str:
 
 
 def package_version(allocator: Allocator, build: str) -> str:
+    if allocator.package is None and allocator.name != "brisk":
+        return "given with --lib"
     if allocator.package is None:
         try:
             rev = subprocess.run(["git", "-C", HERE, "rev-parse", "--short", "HEAD"],
@@ -996,6 +998,10 @@ def main() -> int:
                              "malloc by size, minus its baseline loop)")
     parser.add_argument("--out", default=os.path.join(HERE, "results"),
                         help="output directory (default: bench/results)")
+    parser.add_argument("--lib", action="append", default=[], metavar="NAME=PATH",
+                        help="also measure the allocator in shared library PATH under NAME "
+                             "(e.g. an older brisk build: --lib brisk-before=/tmp/old/libbrisk.so); "
+                             "repeatable")
     parser.add_argument("--smoke", action="store_true",
                         help="CI: each workload once at quick size under brisk; no report")
     args = parser.parse_args()
@@ -1035,6 +1041,11 @@ def main() -> int:
     notes: List[str] = []
     allocators = find_allocators(parse_list(args.alloc, ALLOCATOR_NAMES, "allocator"),
                                  args.build, notes)
+    for spec in args.lib:
+        name, sep, path = spec.partition("=")
+        if not sep or not name or not os.path.exists(path):
+            sys.exit(f"run.py: --lib wants NAME=PATH of an existing library, got '{spec}'")
+        allocators.append(Allocator(name, os.path.abspath(path), None))
     for note in notes:
         print(f"note: {note}", file=sys.stderr)
     if not allocators:
