@@ -14,21 +14,21 @@
  *       owner is this heap:    _brisk_page_free_block          (page.c)
  *       another heap's block:  outbox_push, below
  *
- * Remote batching. A block freed by a thread that does not own its page goes
- * into the freeing heap's outbox, to the slot of its owner heap (a small
- * direct-mapped table), as the new head of that slot's chain: a store into
- * the block and three into the slot, no atomic. When the slot holds
- * BRISK_OUTBOX_BATCH blocks it is posted to the owner's remote queue with one
- * atomic exchange (_brisk_heap_post_remote, heap.c); when the outbox holds
- * BRISK_OUTBOX_MAX_BYTES, every slot is. A block whose slot belongs to
- * another owner posts that slot first. The owner thread returns the blocks
- * to their pages when it next takes malloc's slow path. The same heap's
- * thread flushes its outbox in malloc's slow path, when a local free empties
- * a page, at exit and on brisk_collect (heap.c), so batches never wait on a
- * thread that has stopped freeing for longer than its next allocator call
- * that leaves the fast paths. A thread that has no heap yet (its first call
- * is a free) posts each block alone: the static empty heap has no outbox
- * of its own to fill.
+ * Remote batching. A block freed by a thread that does not own its page is
+ * recorded in the freeing heap's outbox: the open batch of its owner heap (a
+ * slot of a small direct-mapped table) gets the block's address, with no
+ * atomic and no write to the block itself. A batch that holds
+ * BRISK_OUTBOX_BATCH blocks is posted to the owner's remote queue with one
+ * atomic exchange (_brisk_heap_post_remote, heap.c), and every open batch is
+ * when the outbox holds BRISK_OUTBOX_MAX_BYTES; a slot needed by another
+ * owner posts its batch first. The owner returns the blocks to their pages
+ * in its slow path and gives the batch back to its home heap. The freeing
+ * heap also posts its open batches in housekeeping, when a local free
+ * empties a page, at exit and on brisk_collect (heap.c, page.c). A heap with
+ * no batch free (all BRISK_HEAP_BATCHES posted and not yet given back) posts
+ * the block alone, linked through its first word; so does a thread that has
+ * no heap yet (its first call is a free): the static empty heap's batches
+ * are not its own.
  *
  * A block in an outbox still counts as used on its page, so the owner can
  * neither retire the page nor hand the block out again before it arrives.
@@ -38,56 +38,80 @@
 
 /* The outbox slot of an owner heap. Heaps are page-aligned mappings, so the
  * bits above the page offset are hashed (Fibonacci hashing). */
-static brisk_outbox_slot_t *outbox_slot(brisk_heap_t *heap, const brisk_heap_t *owner) {
+static brisk_remote_batch_t **outbox_slot(brisk_heap_t *heap, const brisk_heap_t *owner) {
   uint64_t key = (uint64_t)(uintptr_t)owner >> 12;
   size_t index = (size_t)((key * 0x9E3779B97F4A7C15ull) >> 60);
   _Static_assert(BRISK_OUTBOX_SLOTS == 16, "the hash above yields 4 bits");
   return &heap->outbox[index];
 }
 
-static void outbox_post_slot(brisk_heap_t *heap, brisk_outbox_slot_t *slot) {
-  heap->outbox_bytes -= slot->bytes;
-  heap->counters.remote_chains_posted++;
-  brisk_heap_t *owner = slot->owner;
-  brisk_remote_node_t *first = slot->first;
-  brisk_remote_node_t *last = slot->last;
-  slot->owner = NULL;
-  slot->first = slot->last = NULL;
-  slot->count = slot->bytes = 0;
-  _brisk_heap_post_remote(owner, first, last);
+/* A batch of the heap's own to fill: its free stack, else every batch the
+ * owners have given back since, else one never used; NULL when all are out. */
+static brisk_remote_batch_t *batch_take(brisk_heap_t *heap) {
+  brisk_remote_batch_t *batch = heap->free_batches;
+  if (batch == NULL) {
+    /* acquire: pairs with the release of batch_give_back, so the emptying
+     * heap's reads of blocks[] come before we write them again. */
+    batch = atomic_exchange_explicit(&heap->returned_batches, NULL, memory_order_acquire);
+    if (batch == NULL) {
+      if (heap->batches_carved == BRISK_HEAP_BATCHES) return NULL;
+      batch = &heap->batches[heap->batches_carved++];
+      batch->home = heap;
+      batch->next_free = NULL;
+    }
+  }
+  heap->free_batches = batch->next_free;
+  return batch;
+}
+
+static void outbox_post(brisk_heap_t *heap, brisk_remote_batch_t **slot) {
+  brisk_remote_batch_t *batch = *slot;
+  *slot = NULL;
+  heap->outbox_bytes -= batch->bytes;
+  heap->counters.remote_batches_posted++;
+  _brisk_heap_post_remote(batch->owner, &batch->node, BRISK_REMOTE_BATCH_TAG);
 }
 
 void _brisk_heap_flush_outbox(brisk_heap_t *heap) {
   if (heap->outbox_bytes == 0) return;
   for (size_t i = 0; i < BRISK_OUTBOX_SLOTS; i++) {
-    if (heap->outbox[i].count != 0) outbox_post_slot(heap, &heap->outbox[i]);
+    if (heap->outbox[i] != NULL) outbox_post(heap, &heap->outbox[i]);
   }
+}
+
+/* Open a batch for owner in its slot (posting the slot's batch of another
+ * owner first); NULL when the block must be posted alone. */
+static BRISK_NOINLINE brisk_remote_batch_t *outbox_open(brisk_heap_t *heap,
+                                                        brisk_remote_batch_t **slot,
+                                                        brisk_heap_t *owner) {
+  if (heap->is_empty_heap) return NULL;
+  if (*slot != NULL) outbox_post(heap, slot);
+  brisk_remote_batch_t *batch = batch_take(heap);
+  if (batch == NULL) return NULL;
+  batch->owner = owner;
+  batch->count = 0;
+  batch->bytes = 0;
+  *slot = batch;
+  return batch;
 }
 
 static void outbox_push(brisk_heap_t *heap, brisk_heap_t *owner, brisk_block_t *block,
                         size_t block_size) {
-  brisk_remote_node_t *node = (brisk_remote_node_t *)block;
   heap->counters.remote_frees_sent++;
-  if (BRISK_UNLIKELY(heap->is_empty_heap)) {
-    atomic_store_explicit(&node->next, NULL, memory_order_relaxed);
-    _brisk_heap_post_remote(owner, node, node);
-    return;
+  brisk_remote_batch_t **slot = outbox_slot(heap, owner);
+  brisk_remote_batch_t *batch = *slot;
+  if (BRISK_UNLIKELY(batch == NULL || batch->owner != owner)) {
+    batch = outbox_open(heap, slot, owner);
+    if (batch == NULL) {
+      _brisk_heap_post_remote(owner, (brisk_remote_node_t *)block, 0);
+      return;
+    }
   }
-  brisk_outbox_slot_t *slot = outbox_slot(heap, owner);
-  if (slot->owner != owner) {
-    if (slot->count != 0) outbox_post_slot(heap, slot);
-    slot->owner = owner;
-  }
-  /* Relaxed: the chain's links are published by the release store that
-   * posting makes after them (heap.c). */
-  atomic_store_explicit(&node->next, slot->first, memory_order_relaxed);
-  if (slot->first == NULL) slot->last = node;
-  slot->first = node;
-  slot->count++;
-  slot->bytes += (uint32_t)block_size;
+  batch->blocks[batch->count++] = block;
+  batch->bytes += (uint32_t)block_size;
   heap->outbox_bytes += block_size;
-  if (slot->count >= BRISK_OUTBOX_BATCH) {
-    outbox_post_slot(heap, slot);
+  if (batch->count == BRISK_OUTBOX_BATCH) {
+    outbox_post(heap, slot);
   } else if (heap->outbox_bytes >= BRISK_OUTBOX_MAX_BYTES) {
     _brisk_heap_flush_outbox(heap);
   }

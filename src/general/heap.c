@@ -53,56 +53,92 @@ static pthread_key_t heap_key;
 
 /* ---- the remote queue ---- */
 
-/* Append first .. last (already linked, last->next NULL) to the queue. */
-static void remote_push(brisk_heap_t *heap, brisk_remote_node_t *first, brisk_remote_node_t *last) {
+static brisk_remote_node_t *link_node(uintptr_t link) {
+  return (brisk_remote_node_t *)(link & ~BRISK_REMOTE_BATCH_TAG);
+}
+
+/* Append node (its link already 0) to the queue; tag says what it is. */
+static void remote_push(brisk_heap_t *heap, brisk_remote_node_t *node, uintptr_t tag) {
   /* The exchange orders us after the previous producer's exchange (acq_rel
    * would do for that). seq_cst because the abandoned-heap handshake below
    * needs a single order of this exchange, the `abandoned` flag and the
    * drain_lock; on x86 an exchange is a full barrier anyway. */
   brisk_remote_node_t *previous =
-      atomic_exchange_explicit(&heap->remote_tail, last, memory_order_seq_cst);
-  /* release: the consumer that follows this link sees the whole chain, its
-   * links (stored relaxed before) and last->next == NULL included. */
-  atomic_store_explicit(&previous->next, first, memory_order_release);
+      atomic_exchange_explicit(&heap->remote_tail, node, memory_order_seq_cst);
+  /* release: the consumer that follows this link sees the node's contents
+   * (a batch's array, a block's zeroed link). */
+  atomic_store_explicit(&previous->next, (uintptr_t)node | tag, memory_order_release);
 }
 
-/* Consumer side; returns NULL when empty or when the next node's producer
- * has not linked it yet. */
-static brisk_remote_node_t *remote_pop(brisk_heap_t *heap) {
+/* Consumer side: the link to the next node, its tag telling a batch from a
+ * block; 0 when the queue is empty or the next node's producer has not
+ * linked it yet. */
+static uintptr_t remote_pop(brisk_heap_t *heap) {
   brisk_remote_node_t *stub = &heap->remote_stub;
-  brisk_remote_node_t *head = heap->remote_head;
-  brisk_remote_node_t *next = atomic_load_explicit(&head->next, memory_order_acquire);
+  uintptr_t head_link = heap->remote_head;
+  brisk_remote_node_t *head = link_node(head_link);
+  uintptr_t next = atomic_load_explicit(&head->next, memory_order_acquire);
   if (head == stub) {
-    if (next == NULL) return NULL;
-    heap->remote_head = next;
-    head = next;
+    if (next == 0) return 0;
+    heap->remote_head = head_link = next;
+    head = link_node(next);
     next = atomic_load_explicit(&head->next, memory_order_acquire);
   }
-  if (next != NULL) {
+  if (next != 0) {
     heap->remote_head = next;
-    return head;
+    return head_link;
   }
-  if (atomic_load_explicit(&heap->remote_tail, memory_order_acquire) != head) return NULL;
+  if (atomic_load_explicit(&heap->remote_tail, memory_order_acquire) != head) return 0;
   /* head is the last node: put the stub behind it so head can be taken. */
-  atomic_store_explicit(&stub->next, NULL, memory_order_relaxed);
-  remote_push(heap, stub, stub);
+  atomic_store_explicit(&stub->next, 0, memory_order_relaxed);
+  remote_push(heap, stub, 0);
   next = atomic_load_explicit(&head->next, memory_order_acquire);
-  if (next != NULL) {
+  if (next != 0) {
     heap->remote_head = next;
-    return head;
+    return head_link;
   }
-  return NULL;
+  return 0;
+}
+
+static void free_remote_block(brisk_heap_t *heap, void *block) {
+  brisk_page_t *page = brisk_page_of(brisk_segment_of((uintptr_t)block), (uintptr_t)block);
+  _brisk_page_free_block(heap, page, (brisk_block_t *)block);
+}
+
+/* Return a batch's blocks to their pages, then the batch to its home. The
+ * blocks' memory is read by nobody here: each gets one store (its free-list
+ * link), and those stores do not wait on each other as a walk along the
+ * blocks' own links would. */
+static size_t drain_batch(brisk_heap_t *heap, brisk_remote_batch_t *batch) {
+  size_t count = batch->count;
+  enum { PREFETCH_AHEAD = 4 };
+  for (size_t i = 0; i < count; i++) {
+    if (i + PREFETCH_AHEAD < count) __builtin_prefetch(batch->blocks[i + PREFETCH_AHEAD], 1);
+    free_remote_block(heap, batch->blocks[i]);
+  }
+  brisk_heap_t *home = batch->home;
+  brisk_remote_batch_t *top = atomic_load_explicit(&home->returned_batches, memory_order_relaxed);
+  do {
+    batch->next_free = top;
+    /* release: our reads of blocks[] (and this link) come before the home
+     * heap takes the batch and fills it again (batch_take's acquire). */
+  } while (!atomic_compare_exchange_weak_explicit(&home->returned_batches, &top, batch,
+                                                  memory_order_release, memory_order_relaxed));
+  return count;
 }
 
 size_t _brisk_heap_drain_remote(brisk_heap_t *heap) {
-  brisk_remote_node_t *node;
+  uintptr_t link;
   size_t drained = 0;
-  while ((node = remote_pop(heap)) != NULL) {
-    drained++;
-    brisk_page_t *page = brisk_page_of(brisk_segment_of((uintptr_t)node), (uintptr_t)node);
-    heap->counters.remote_frees_received++;
-    _brisk_page_free_block(heap, page, (brisk_block_t *)node);
+  while ((link = remote_pop(heap)) != 0) {
+    if (link & BRISK_REMOTE_BATCH_TAG) {
+      drained += drain_batch(heap, (brisk_remote_batch_t *)link_node(link));
+    } else {
+      free_remote_block(heap, link_node(link));
+      drained++;
+    }
   }
+  heap->counters.remote_frees_received += drained;
   return drained;
 }
 
@@ -169,10 +205,9 @@ static void heap_tidy(brisk_heap_t *heap) {
   _brisk_heap_purge(heap, _brisk_os_now_ms(), BRISK_PURGE_DELAY_MS);
 }
 
-void _brisk_heap_post_remote(brisk_heap_t *owner, brisk_remote_node_t *first,
-                             brisk_remote_node_t *last) {
-  atomic_store_explicit(&last->next, NULL, memory_order_relaxed);
-  remote_push(owner, first, last);
+void _brisk_heap_post_remote(brisk_heap_t *owner, brisk_remote_node_t *node, uintptr_t tag) {
+  atomic_store_explicit(&node->next, 0, memory_order_relaxed);
+  remote_push(owner, node, tag);
   /* seq_cst pairs with the exiting thread's seq_cst store of `abandoned`:
    * either we see the flag, or that thread's drain sees our block. */
   if (BRISK_UNLIKELY(atomic_load_explicit(&owner->abandoned, memory_order_seq_cst))) {
@@ -192,8 +227,8 @@ void _brisk_heap_housekeeping(brisk_heap_t *heap) {
 
 static void heap_init_fields(brisk_heap_t *heap) {
   for (size_t i = 0; i < BRISK_DIRECT_COUNT; i++) heap->direct[i] = &_brisk_page_empty;
-  heap->remote_head = &heap->remote_stub;
-  atomic_store_explicit(&heap->remote_stub.next, NULL, memory_order_relaxed);
+  heap->remote_head = (uintptr_t)&heap->remote_stub;
+  atomic_store_explicit(&heap->remote_stub.next, 0, memory_order_relaxed);
   atomic_store_explicit(&heap->remote_tail, &heap->remote_stub, memory_order_relaxed);
 }
 
@@ -258,9 +293,11 @@ static void fork_child(void) {
    * we can reach (the unlinked blocks are lost to the child, not corrupted). */
   brisk_heap_t *heap = _brisk_tls_heap;
   if (!heap->is_empty_heap) {
-    brisk_remote_node_t *last = heap->remote_head;
-    brisk_remote_node_t *next;
-    while ((next = atomic_load_explicit(&last->next, memory_order_relaxed)) != NULL) last = next;
+    brisk_remote_node_t *last = link_node(heap->remote_head);
+    uintptr_t next;
+    while ((next = atomic_load_explicit(&last->next, memory_order_relaxed)) != 0) {
+      last = link_node(next);
+    }
     atomic_store_explicit(&heap->remote_tail, last, memory_order_relaxed);
   }
 }

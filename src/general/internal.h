@@ -75,11 +75,11 @@ extern BRISK_HIDDEN brisk_page_t _brisk_page_empty;
 /* Give the calling thread a heap (adopting an abandoned one if any). NULL
  * with errno ENOMEM if none can be made. */
 BRISK_HIDDEN brisk_heap_t *_brisk_heap_init_thread(void);
-/* Append a chain of blocks freed by another thread (first .. last, linked
- * through their first words) to owner's remote queue: one atomic exchange. */
-BRISK_HIDDEN void _brisk_heap_post_remote(brisk_heap_t *owner, brisk_remote_node_t *first,
-                                          brisk_remote_node_t *last);
-/* Post every chain waiting in the heap's outbox to its owner. */
+/* Append a node, a batch (tag BRISK_REMOTE_BATCH_TAG) or one block (tag 0),
+ * to owner's remote queue: one atomic exchange. */
+BRISK_HIDDEN void _brisk_heap_post_remote(brisk_heap_t *owner, brisk_remote_node_t *node,
+                                          uintptr_t tag);
+/* Post every open batch of the heap's outbox to its owner (free.c). */
 BRISK_HIDDEN void _brisk_heap_flush_outbox(brisk_heap_t *heap);
 /* Owner side: move every block in the remote queue back to its page;
  * returns how many. */

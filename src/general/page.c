@@ -187,7 +187,7 @@ static brisk_page_t *find_page(brisk_heap_t *heap, size_t class_index) {
 }
 
 static bool remote_queue_maybe_nonempty(const brisk_heap_t *heap) {
-  return heap->remote_head != &heap->remote_stub ||
+  return heap->remote_head != (uintptr_t)&heap->remote_stub ||
          brisk_load_relaxed(&heap->remote_tail) != &heap->remote_stub;
 }
 

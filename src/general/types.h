@@ -28,10 +28,12 @@
  *       any stale value it can see is "not mine", which sends the free down
  *       the remote path, and that path only needs segment->heap).
  *   heap.remote — a multi-producer single-consumer queue: any thread pushes
- *       a chain of blocks with one atomic exchange, the owner drains.
- *   heap.outbox — blocks this heap's thread freed for other heaps, collected
- *       per owner and posted to the owner's remote queue as one chain (owner
- *       thread only; free.c).
+ *       a batch of blocks (or one block) with one atomic exchange, the owner
+ *       drains.
+ *   heap.outbox — batches of blocks this heap's thread freed for other heaps,
+ *       one open batch per owner, posted to the owner's remote queue when
+ *       full (owner thread only; free.c). heap.returned_batches: batches
+ *       given back by the heaps that emptied them (any thread pushes).
  */
 #ifndef BRISK_GENERAL_TYPES_H
 #define BRISK_GENERAL_TYPES_H
@@ -141,29 +143,42 @@ typedef struct brisk_page_queue_s {
   brisk_page_t *tail;
 } brisk_page_queue_t;
 
-/* A free block pushed across threads: the first word as an atomic link. */
+/* A node of a heap's remote-free queue: a free block pushed alone (its first
+ * word as the link), or a batch (below). The link to a batch carries
+ * BRISK_REMOTE_BATCH_TAG in its low bit; blocks are 8-aligned, so a link to
+ * a block never has it. */
 typedef struct brisk_remote_node_s {
-  _Atomic(struct brisk_remote_node_s *) next;
+  _Atomic(uintptr_t) next;
 } brisk_remote_node_t;
 
-/* Remote frees are batched: a thread keeps the blocks it frees for another
- * heap in an outbox slot (direct-mapped by owner heap) and posts a slot to
- * its owner's queue as one chain when it holds BRISK_OUTBOX_BATCH blocks.
- * All slots go when the outbox holds BRISK_OUTBOX_MAX_BYTES, when the thread
- * takes malloc's slow path, frees a page's last block, exits, or collects
- * (brisk_collect), so a thread that stops allocating strands at most that
- * many bytes, and only until it next does one of those. */
+#define BRISK_REMOTE_BATCH_TAG ((uintptr_t)1)
+
+/* Remote frees are batched: a thread records the blocks it frees for another
+ * heap in a batch of that owner (its outbox holds one open batch per slot,
+ * slots direct-mapped by owner heap) and posts the batch to the owner's
+ * queue, one atomic exchange, when it holds BRISK_OUTBOX_BATCH blocks. Every
+ * open batch goes when the outbox holds BRISK_OUTBOX_MAX_BYTES, in the
+ * thread's housekeeping, when it frees a page's last block, at exit, and on
+ * brisk_collect, so a thread that stops allocating strands at most that many
+ * bytes until its next such call. The owner returns the blocks to their pages
+ * from the array (no walk through the blocks themselves, whose lines are in
+ * another core's cache) and gives the batch back to its home heap. */
 #define BRISK_OUTBOX_SLOTS     16
 #define BRISK_OUTBOX_BATCH     64
 #define BRISK_OUTBOX_MAX_BYTES ((size_t)256 * 1024)
+/* Batches a heap owns (posted, open or free); with none free, a remote free
+ * is posted alone, as a one-block node. */
+#define BRISK_HEAP_BATCHES 48
 
-typedef struct brisk_outbox_slot_s {
-  struct brisk_heap_s *owner;    /* NULL: empty */
-  brisk_remote_node_t *first;    /* newest block; the chain runs to `last` */
-  brisk_remote_node_t *last;     /* oldest; its link is set when posted */
+typedef struct brisk_remote_batch_s {
+  brisk_remote_node_t node;                 /* queue link while posted */
+  struct brisk_heap_s *owner;               /* the heap the blocks go back to */
+  struct brisk_heap_s *home;                /* the heap whose pool it belongs to */
+  struct brisk_remote_batch_s *next_free;   /* home's free or returned stack */
   uint32_t count;
   uint32_t bytes;
-} brisk_outbox_slot_t;
+  void *blocks[BRISK_OUTBOX_BATCH];
+} brisk_remote_batch_t;
 
 /* A cached huge mapping, kept committed so that reusing it costs no faults. */
 typedef struct brisk_huge_cache_entry_s {
@@ -185,7 +200,7 @@ typedef struct brisk_heap_counters_s {
   uint64_t huge_cache_hits;
   uint64_t remote_frees_received;
   uint64_t remote_frees_sent;
-  uint64_t remote_chains_posted;
+  uint64_t remote_batches_posted;
   uint64_t bytes_purged;
 } brisk_heap_counters_t;
 
@@ -212,19 +227,29 @@ typedef struct brisk_heap_s {
   struct brisk_heap_s *next_all;
   bool is_empty_heap;              /* the static stand-in of threads with no heap yet */
 
-  /* Consumer side of the remote queue (owner only). */
-  brisk_remote_node_t *remote_head;
+  /* Consumer side of the remote queue (owner only): the link to the node at
+   * its head, batch tag included. */
+  uintptr_t remote_head;
   brisk_remote_node_t remote_stub;
 
-  /* Blocks freed for other heaps, not yet posted (owner only). */
-  brisk_outbox_slot_t outbox[BRISK_OUTBOX_SLOTS];
+  /* Blocks freed for other heaps, not yet posted (owner only): the open
+   * batch of each slot, the bytes they hold, the free batches, and how many
+   * of `batches` have ever been used (the rest are untouched memory). */
+  brisk_remote_batch_t *outbox[BRISK_OUTBOX_SLOTS];
   size_t outbox_bytes;
+  brisk_remote_batch_t *free_batches;
+  uint32_t batches_carved;
 
   /* Shared: on their own cache lines, away from the owner's fields. */
   BRISK_ALIGNED(BRISK_CACHE_LINE) _Atomic(brisk_remote_node_t *) remote_tail;
+  /* Batches the owners of their blocks have emptied, pushed by them (CAS)
+   * and taken all at once by this heap (exchange). */
+  BRISK_ALIGNED(BRISK_CACHE_LINE) _Atomic(brisk_remote_batch_t *) returned_batches;
   BRISK_ALIGNED(BRISK_CACHE_LINE) _Atomic(bool) abandoned;
   _Atomic(bool) drain_lock;        /* held by whoever works on an abandoned heap */
   _Atomic(bool) drain_requested;   /* a block was queued while drain_lock was held */
+
+  BRISK_ALIGNED(BRISK_CACHE_LINE) brisk_remote_batch_t batches[BRISK_HEAP_BATCHES];
 } brisk_heap_t;
 
 #endif /* BRISK_GENERAL_TYPES_H */
