@@ -128,6 +128,51 @@ thread_local ExitAllocator t_exit_allocator;
 
 pthread_key_t g_exit_key;
 
+// An exiting thread leaves its heap warm for the next thread to adopt. When
+// no thread adopts it, another thread's housekeeping must still give its
+// memory back: four threads fill 16 MiB each with small blocks, free them
+// and exit together; then the main thread keeps allocating (which runs its
+// housekeeping) and the RSS must fall back near where it started.
+TEST(BriskThreads, UnadoptedHeapsGiveTheirMemoryBack) {
+  if (kSanitized) GTEST_SKIP() << "shadow memory makes RSS meaningless";
+  constexpr int kThreads = 4;
+  constexpr size_t kBytesPerThread = 16 * kMiB;
+  constexpr size_t kBlock = 256;
+  const size_t rss_before = brisk_test::rss_bytes();
+  std::atomic<int> done{0};
+  std::vector<std::thread> threads;
+  for (int t = 0; t < kThreads; t++) {
+    threads.emplace_back([&done] {
+      std::vector<void *> blocks;
+      for (size_t n = 0; n < kBytesPerThread / kBlock; n++) {
+        void *p = brisk_malloc(kBlock);
+        std::memset(p, 1, kBlock);
+        blocks.push_back(p);
+      }
+      for (void *p : blocks) brisk_free(p);
+      // Exit together, so that none of these heaps is adopted by another.
+      done.fetch_add(1);
+      while (done.load() < kThreads) std::this_thread::yield();
+    });
+  }
+  for (std::thread &t : threads) t.join();
+  const size_t rss_after_exit = brisk_test::rss_bytes();
+  size_t rss_now = rss_after_exit;
+  for (int round = 0; round < 200 && rss_now > rss_before + 16 * kMiB; round++) {
+    // Slow paths of every size class up to 8 KiB: housekeeping runs.
+    std::vector<void *> blocks;
+    for (size_t size = 16; size <= 8192; size += 16) blocks.push_back(brisk_malloc(size));
+    for (void *p : blocks) brisk_free(p);
+    std::this_thread::sleep_for(std::chrono::milliseconds(10));
+    rss_now = brisk_test::rss_bytes();
+  }
+  std::printf("RSS before: %zu KiB; threads exited: %zu KiB; later: %zu KiB\n",
+              rss_before / 1024, rss_after_exit / 1024, rss_now / 1024);
+  EXPECT_GE(rss_after_exit, rss_before + kThreads * kBytesPerThread / 2)
+      << "the threads' freed pages should still be committed when they exit";
+  EXPECT_LE(rss_now, rss_before + 16 * kMiB);
+}
+
 TEST(BriskThreads, AllocationInThreadExitDestructors) {
   brisk_free(brisk_malloc(1));  // make sure brisk has set up whatever it keeps per thread
   ASSERT_EQ(pthread_key_create(&g_exit_key, allocate_at_exit), 0);

@@ -3,9 +3,10 @@
  * thread exit, and fork.
  *
  * A heap serves one thread at a time and is never freed. When its thread
- * exits, the heap is tidied (empty pages retired, memory purged, empty
- * segments released) and put on the abandoned list with its live blocks; the
- * next thread that needs a heap adopts it whole. So 10,000 short threads
+ * exits, the heap goes on the abandoned list as it is, with its live blocks
+ * and its warm memory; the next thread that needs a heap adopts it whole. A
+ * heap left unadopted for a while is tidied (empty pages retired, memory
+ * purged, empty segments released) by another thread. So 10,000 short threads
  * reuse one heap instead of leaking 10,000, and a segment's owner heap never
  * changes.
  *
@@ -26,8 +27,11 @@
  * it, so only one thread at a time works on a heap's pages.
  *
  * Locks: heaps_lock guards the abandoned and all-heaps lists; it is taken
- * when a thread gets its first heap and when it exits, never by malloc or
- * free. pthread_atfork holds it, and every drain_lock, across fork().
+ * when a thread gets its first heap and when it exits, and by the tidy pass
+ * over stale abandoned heaps (at most once per BRISK_PURGE_DELAY_MS in the
+ * whole process, from a slow path), never by malloc's or free's fast paths.
+ * Order: heaps_lock, then drain_locks, which are only ever tried under it.
+ * pthread_atfork holds it, and every drain_lock, across fork().
  */
 #define _GNU_SOURCE
 #include "general/internal.h"
@@ -187,13 +191,11 @@ static void drain_abandoned(brisk_heap_t *heap) {
   }
 }
 
-/* Make an abandoned heap hold as little as possible: return remote frees
- * to their pages, retire empty pages, give back the huge cache and surplus
- * segments. Free pages are purged on the usual delay, not at once: a
- * program that runs short threads one after another (Larson's server does)
- * would otherwise give pages back at every exit and fault them in again in
- * the next thread. The adopter's housekeeping, or a thread freeing into the
- * abandoned heap, purges them later. Called with the drain_lock held and
+/* Make an abandoned heap that nobody adopted hold as little as possible:
+ * return remote frees to their pages, retire empty pages, give back the huge
+ * cache and surplus segments, and decommit every free page at once (the heap
+ * has been idle for ABANDONED_TIDY_DELAY_MS, and no owner will come back to
+ * purge it on the usual delay). Called with the drain_lock held and
  * `abandoned` set, so head pages are unpinned and segments that empty are
  * released at once. */
 static void heap_tidy(brisk_heap_t *heap) {
@@ -202,7 +204,57 @@ static void heap_tidy(brisk_heap_t *heap) {
   _brisk_heap_collect_all(heap);
   _brisk_huge_cache_trim(heap, 0, 0);
   _brisk_heap_release_empty_segments(heap);
-  _brisk_heap_purge(heap, _brisk_os_now_ms(), BRISK_PURGE_DELAY_MS);
+  _brisk_heap_purge(heap, 0, 0);
+  heap->tidied = true;
+}
+
+/*
+ * An exiting thread leaves its heap as it is (pinned heads, empty pages,
+ * spare segments, huge cache), so that the thread that adopts it next, in a
+ * program that runs short threads one after another, starts warm instead of
+ * faulting in again what the last one gave back. A heap that nobody adopts
+ * within ABANDONED_TIDY_DELAY_MS is tidied by another thread's housekeeping
+ * or exit (tidy_stale_abandoned), so its memory still goes back promptly.
+ * `untidied_abandoned` lets every other call of that function return after
+ * one load; `next_tidy_pass_ms` lets one thread at a time make the pass.
+ */
+#define ABANDONED_TIDY_DELAY_MS (2 * BRISK_PURGE_DELAY_MS)
+static _Atomic(size_t) untidied_abandoned;
+static _Atomic(uint64_t) next_tidy_pass_ms;
+
+static void tidy_stale_abandoned(uint64_t now) {
+  if (atomic_load_explicit(&untidied_abandoned, memory_order_relaxed) == 0) return;
+  uint64_t due = atomic_load_explicit(&next_tidy_pass_ms, memory_order_relaxed);
+  if (now < due || !atomic_compare_exchange_strong_explicit(&next_tidy_pass_ms, &due,
+                                                            now + BRISK_PURGE_DELAY_MS,
+                                                            memory_order_relaxed,
+                                                            memory_order_relaxed)) {
+    return;
+  }
+  /* Take the drain_locks of the stale heaps under heaps_lock, tidy them
+   * after it is released: the syscalls of a tidy never hold up thread
+   * creation and exit. An adopter that pops one meanwhile waits for its
+   * drain_lock, as it does for a freeing thread's drain. */
+  enum { MAX_PER_PASS = 8 };
+  brisk_heap_t *stale[MAX_PER_PASS];
+  size_t count = 0;
+  pthread_mutex_lock(&heaps_lock);
+  for (brisk_heap_t *heap = abandoned_heaps; heap != NULL && count < MAX_PER_PASS;
+       heap = heap->next_abandoned) {
+    if (now - heap->abandoned_at_ms < ABANDONED_TIDY_DELAY_MS || !drain_lock_try(heap)) continue;
+    if (heap->tidied) {
+      drain_lock_release(heap);
+      continue;
+    }
+    stale[count++] = heap;
+  }
+  pthread_mutex_unlock(&heaps_lock);
+  for (size_t i = 0; i < count; i++) {
+    heap_tidy(stale[i]);
+    atomic_fetch_sub_explicit(&untidied_abandoned, 1, memory_order_relaxed);
+    drain_lock_release(stale[i]);
+    drain_abandoned(stale[i]); /* frees that failed to take the lock meanwhile */
+  }
 }
 
 void _brisk_heap_post_remote(brisk_heap_t *owner, brisk_remote_node_t *node, uintptr_t tag) {
@@ -219,6 +271,7 @@ void _brisk_heap_housekeeping(brisk_heap_t *heap) {
   _brisk_heap_flush_outbox(heap);
   _brisk_heap_retire_empty_heads(heap);
   uint64_t now = _brisk_os_now_ms();
+  tidy_stale_abandoned(now);
   if (heap->purge_list.head != NULL) _brisk_heap_purge(heap, now, BRISK_PURGE_DELAY_MS);
   if (heap->huge_cache_bytes != 0) _brisk_huge_cache_trim(heap, now, BRISK_HUGE_CACHE_MAX_AGE_MS);
 }
@@ -253,13 +306,21 @@ static void thread_exit(void *value) {
   if (_brisk_tls_heap == heap) _brisk_tls_heap = &_brisk_heap_empty;
   while (!drain_lock_try(heap)) sched_yield();
   atomic_store_explicit(&heap->abandoned, true, memory_order_seq_cst);
-  heap_tidy(heap);
+  _brisk_heap_drain_remote(heap);
+  /* Huge mappings are kept for the thread that frees them, not the heap:
+   * an adopter has no reason to want them, and they are the most memory. */
+  _brisk_huge_cache_trim(heap, 0, 0);
+  uint64_t now = _brisk_os_now_ms();
+  heap->abandoned_at_ms = now;
+  heap->tidied = false;
   drain_lock_release(heap);
   drain_abandoned(heap); /* frees that failed to take the lock while we held it */
   pthread_mutex_lock(&heaps_lock);
   heap->next_abandoned = abandoned_heaps;
   abandoned_heaps = heap;
+  atomic_fetch_add_explicit(&untidied_abandoned, 1, memory_order_relaxed);
   pthread_mutex_unlock(&heaps_lock);
+  tidy_stale_abandoned(now);
 }
 
 /* fork: hold heaps_lock and every drain_lock across fork(), so the child
@@ -318,6 +379,8 @@ brisk_heap_t *_brisk_heap_init_thread(void) {
     while (!drain_lock_try(heap)) sched_yield();
     atomic_store_explicit(&heap->abandoned, false, memory_order_relaxed);
     heap->next_abandoned = NULL;
+    if (!heap->tidied) atomic_fetch_sub_explicit(&untidied_abandoned, 1, memory_order_relaxed);
+    heap->tidied = true; /* nothing left for a tidy pass to do */
     drain_lock_release(heap);
     _brisk_heap_drain_remote(heap);
     _brisk_heap_pin_all(heap);

@@ -224,6 +224,8 @@ typedef struct brisk_heap_s {
   size_t huge_cache_bytes;
   brisk_heap_counters_t counters;
   struct brisk_heap_s *next_abandoned;
+  uint64_t abandoned_at_ms;        /* when its thread exited (heaps_lock) */
+  bool tidied;                     /* abandoned and given back since (drain_lock) */
   struct brisk_heap_s *next_all;
   bool is_empty_heap;              /* the static stand-in of threads with no heap yet */
 
