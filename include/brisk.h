@@ -85,6 +85,17 @@ BRISK_API BRISK_ATTR_MALLOC void *brisk_aligned_alloc(size_t alignment, size_t s
  */
 BRISK_API size_t brisk_usable_size(const void *p);
 
+/*
+ * brisk_collect: give back what the calling thread holds and does not use,
+ * now instead of on the usual delays: blocks it freed for other threads are
+ * sent to them (they are batched, and would otherwise wait for this thread's
+ * next slow path), blocks other threads freed for it are returned to its
+ * pages, its empty pages and free memory are given back to the system, and
+ * so are the heaps of exited threads that no thread has taken over. Call it
+ * from a thread that is about to sit idle, or after a peak. Thread-safe.
+ */
+BRISK_API void brisk_collect(void);
+
 /* ======================================================================
  * Region allocators: memory whose lifetime the program knows. Each one is
  * built on brisk's OS layer, not on malloc. Statistics are per allocator.

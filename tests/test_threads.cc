@@ -10,6 +10,7 @@
 
 #include <array>
 #include <atomic>
+#include <functional>
 #include <cerrno>
 #include <cstdint>
 #include <cstdio>
@@ -21,6 +22,7 @@
 #include "test_util.h"
 
 using brisk_test::block_seed;
+using brisk_test::escape;
 using brisk_test::fill_pattern;
 using brisk_test::kMiB;
 using brisk_test::kSanitized;
@@ -171,6 +173,53 @@ TEST(BriskThreads, UnadoptedHeapsGiveTheirMemoryBack) {
   EXPECT_GE(rss_after_exit, rss_before + kThreads * kBytesPerThread / 2)
       << "the threads' freed pages should still be committed when they exit";
   EXPECT_LE(rss_now, rss_before + 16 * kMiB);
+}
+
+// Remote frees wait in the freeing thread's outbox until a batch fills (64
+// blocks) or that thread reaches a slow path. A thread that frees a few of
+// another thread's blocks and then sits idle must not keep them: its
+// brisk_collect sends them. The probe: once all 50 blocks of a fresh page are
+// back and their owner collects, the page is given back, and asking for the
+// size of one of its blocks aborts as a use of a free block.
+void free_from_idle_thread(const std::vector<void *> &blocks, bool collect,
+                           const std::function<void()> &while_idle) {
+  std::atomic<int> stage{0};
+  std::thread freer([&] {
+    brisk_free(brisk_malloc(1));  // a heap of its own (a heapless thread posts each block alone)
+    for (void *p : blocks) brisk_free(p);
+    if (collect) brisk_collect();
+    stage.store(1);
+    while (stage.load() != 2) std::this_thread::yield();
+  });
+  while (stage.load() != 1) std::this_thread::yield();
+  while_idle();
+  stage.store(2);
+  freer.join();
+}
+
+std::vector<void *> blocks_of_one_page() {
+  std::vector<void *> blocks;
+  for (int i = 0; i < 50; i++) blocks.push_back(brisk_malloc(1000));  // the 1 KiB class
+  return blocks;
+}
+
+TEST(BriskThreadsDeathTest, CollectSendsAnIdleThreadsRemoteFreesHome) {
+  // Without brisk_collect in the freeing thread, the blocks stay in its
+  // outbox while it idles: their page is still in use.
+  std::vector<void *> blocks = blocks_of_one_page();
+  free_from_idle_thread(blocks, false, [&] {
+    brisk_collect();
+    EXPECT_EQ(brisk_usable_size(blocks[0]), 1024u);
+  });
+  EXPECT_DEATH(
+      {
+        std::vector<void *> mine = blocks_of_one_page();
+        free_from_idle_thread(mine, true, [&] {
+          brisk_collect();
+          escape(reinterpret_cast<void *>(brisk_usable_size(mine[0])));
+        });
+      },
+      "already free");
 }
 
 TEST(BriskThreads, AllocationInThreadExitDestructors) {

@@ -84,6 +84,11 @@ void *brisk_aligned_alloc(size_t alignment, size_t size) {
   return _brisk_malloc_aligned(size, alignment, false);
 }
 
+void brisk_collect(void) {
+  brisk_heap_t *heap = _brisk_tls_heap;
+  if (!heap->is_empty_heap) _brisk_heap_collect(heap);
+}
+
 size_t brisk_usable_size(const void *p) {
   if (p == NULL) return 0;
   return _brisk_block_usable_size(_brisk_checked_segment(p, "malloc_usable_size"), p, "malloc_usable_size");

@@ -222,20 +222,21 @@ static void heap_tidy(brisk_heap_t *heap) {
 static _Atomic(size_t) untidied_abandoned;
 static _Atomic(uint64_t) next_tidy_pass_ms;
 
-static void tidy_stale_abandoned(uint64_t now) {
-  if (atomic_load_explicit(&untidied_abandoned, memory_order_relaxed) == 0) return;
+/* Returns how many heaps it tidied (at most MAX_PER_PASS). */
+enum { MAX_PER_PASS = 8 };
+static size_t tidy_stale_abandoned(uint64_t now) {
+  if (atomic_load_explicit(&untidied_abandoned, memory_order_relaxed) == 0) return 0;
   uint64_t due = atomic_load_explicit(&next_tidy_pass_ms, memory_order_relaxed);
   if (now < due || !atomic_compare_exchange_strong_explicit(&next_tidy_pass_ms, &due,
                                                             now + BRISK_PURGE_DELAY_MS,
                                                             memory_order_relaxed,
                                                             memory_order_relaxed)) {
-    return;
+    return 0;
   }
   /* Take the drain_locks of the stale heaps under heaps_lock, tidy them
    * after it is released: the syscalls of a tidy never hold up thread
    * creation and exit. An adopter that pops one meanwhile waits for its
    * drain_lock, as it does for a freeing thread's drain. */
-  enum { MAX_PER_PASS = 8 };
   brisk_heap_t *stale[MAX_PER_PASS];
   size_t count = 0;
   pthread_mutex_lock(&heaps_lock);
@@ -255,6 +256,7 @@ static void tidy_stale_abandoned(uint64_t now) {
     drain_lock_release(stale[i]);
     drain_abandoned(stale[i]); /* frees that failed to take the lock meanwhile */
   }
+  return count;
 }
 
 void _brisk_heap_post_remote(brisk_heap_t *owner, brisk_remote_node_t *node, uintptr_t tag) {
@@ -274,6 +276,22 @@ void _brisk_heap_housekeeping(brisk_heap_t *heap) {
   tidy_stale_abandoned(now);
   if (heap->purge_list.head != NULL) _brisk_heap_purge(heap, now, BRISK_PURGE_DELAY_MS);
   if (heap->huge_cache_bytes != 0) _brisk_huge_cache_trim(heap, now, BRISK_HUGE_CACHE_MAX_AGE_MS);
+}
+
+void _brisk_heap_collect(brisk_heap_t *heap) {
+  _brisk_heap_flush_outbox(heap);
+  _brisk_heap_drain_remote(heap);
+  _brisk_heap_retire_empty_heads(heap);
+  _brisk_heap_retire_empty_heads(heap); /* idle only when seen twice (page.c) */
+  _brisk_heap_collect_all(heap);
+  _brisk_huge_cache_trim(heap, 0, 0);
+  _brisk_heap_purge(heap, 0, 0);
+  _brisk_heap_release_empty_segments(heap);
+  /* Every unadopted heap counts as stale now; passes of MAX_PER_PASS. */
+  uint64_t later = _brisk_os_now_ms() + ABANDONED_TIDY_DELAY_MS;
+  do {
+    atomic_store_explicit(&next_tidy_pass_ms, 0, memory_order_relaxed);
+  } while (tidy_stale_abandoned(later) == MAX_PER_PASS);
 }
 
 /* ---- heap life cycle ---- */
