@@ -366,7 +366,8 @@ static void fork_child(void) {
   for (brisk_heap_t *heap = all_heaps; heap != NULL; heap = heap->next_all) {
     drain_lock_release(heap);
   }
-  pthread_mutex_init(&heaps_lock, NULL);
+  /* The forking thread, the child's only one, took it in fork_prepare. */
+  pthread_mutex_unlock(&heaps_lock);
   /* A thread of the parent may have been between its exchange and its link
    * on our queue: that producer is gone, so end the queue at the last node
    * we can reach (the unlinked blocks are lost to the child, not corrupted). */
