@@ -25,10 +25,11 @@
  * in its slow path and gives the batch back to its home heap. The freeing
  * heap also posts its open batches in housekeeping, when a local free
  * empties a page, at exit and on brisk_collect (heap.c, page.c). A heap with
- * no batch free (all BRISK_HEAP_BATCHES posted and not yet given back) posts
- * the block alone, linked through its first word; so does a thread that has
- * no heap yet (its first call is a free): the static empty heap's batches
- * are not its own.
+ * no batch free and none more to carve (types.h: BRISK_BATCH_CHUNKS) posts
+ * the block alone, linked through its first word. A thread that has no heap
+ * yet (its first calls are frees: a consumer that never allocates) is given
+ * one here, for its outbox; only when none can be had (no memory) does it
+ * post each block alone.
  *
  * A block in an outbox still counts as used on its page, so the owner can
  * neither retire the page nor hand the block out again before it arrives.
@@ -45,6 +46,21 @@ static brisk_remote_batch_t **outbox_slot(brisk_heap_t *heap, const brisk_heap_t
   return &heap->outbox[index];
 }
 
+/* A batch never used before: from the heap itself, else from its current
+ * chunk, else from a new chunk; NULL when the heap has all it may have. */
+static brisk_remote_batch_t *batch_carve(brisk_heap_t *heap) {
+  if (heap->batches_carved < BRISK_HEAP_BATCHES) return &heap->batches[heap->batches_carved++];
+  if (heap->chunk_next == heap->chunk_end) {
+    if (heap->batch_chunks == BRISK_BATCH_CHUNKS) return NULL;
+    uint8_t *chunk = _brisk_os_reserve(BRISK_BATCH_CHUNK_SIZE, _brisk_os_page_size(), 0);
+    if (chunk == NULL) return NULL;
+    heap->batch_chunks++;
+    heap->chunk_next = (brisk_remote_batch_t *)chunk;
+    heap->chunk_end = heap->chunk_next + BRISK_BATCH_CHUNK_SIZE / sizeof(brisk_remote_batch_t);
+  }
+  return heap->chunk_next++;
+}
+
 /* A batch of the heap's own to fill: its free stack, else every batch the
  * owners have given back since, else one never used; NULL when all are out. */
 static brisk_remote_batch_t *batch_take(brisk_heap_t *heap) {
@@ -54,8 +70,8 @@ static brisk_remote_batch_t *batch_take(brisk_heap_t *heap) {
      * heap's reads of blocks[] come before we write them again. */
     batch = atomic_exchange_explicit(&heap->returned_batches, NULL, memory_order_acquire);
     if (batch == NULL) {
-      if (heap->batches_carved == BRISK_HEAP_BATCHES) return NULL;
-      batch = &heap->batches[heap->batches_carved++];
+      batch = batch_carve(heap);
+      if (batch == NULL) return NULL;
       batch->home = heap;
       batch->next_free = NULL;
     }
@@ -84,7 +100,6 @@ void _brisk_heap_flush_outbox(brisk_heap_t *heap) {
 static BRISK_NOINLINE brisk_remote_batch_t *outbox_open(brisk_heap_t *heap,
                                                         brisk_remote_batch_t **slot,
                                                         brisk_heap_t *owner) {
-  if (heap->is_empty_heap) return NULL;
   if (*slot != NULL) outbox_post(heap, slot);
   brisk_remote_batch_t *batch = batch_take(heap);
   if (batch == NULL) return NULL;
@@ -97,6 +112,15 @@ static BRISK_NOINLINE brisk_remote_batch_t *outbox_open(brisk_heap_t *heap,
 
 static void outbox_push(brisk_heap_t *heap, brisk_heap_t *owner, brisk_block_t *block,
                         size_t block_size) {
+  if (BRISK_UNLIKELY(heap->is_empty_heap)) {
+    /* A thread whose first calls are frees of other threads' blocks (a
+     * consumer that never allocates) gets a heap here, for its outbox. */
+    heap = _brisk_heap_init_thread();
+    if (heap == NULL) {
+      _brisk_heap_post_remote(owner, (brisk_remote_node_t *)block, 0);
+      return;
+    }
+  }
   heap->counters.remote_frees_sent++;
   brisk_remote_batch_t **slot = outbox_slot(heap, owner);
   brisk_remote_batch_t *batch = *slot;

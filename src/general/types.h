@@ -166,9 +166,14 @@ typedef struct brisk_remote_node_s {
 #define BRISK_OUTBOX_SLOTS     16
 #define BRISK_OUTBOX_BATCH     64
 #define BRISK_OUTBOX_MAX_BYTES ((size_t)256 * 1024)
-/* Batches a heap owns (posted, open or free); with none free, a remote free
- * is posted alone, as a one-block node. */
-#define BRISK_HEAP_BATCHES 48
+/* Batches a heap starts with (inside the heap); more come in chunks of
+ * BRISK_BATCH_CHUNK_SIZE bytes from the OS, at most BRISK_BATCH_CHUNKS per
+ * heap, kept for the heap's life. A thread whose batches are all posted to
+ * owners that have not run yet (more threads than cores) needs many. With
+ * none to be had, a remote free is posted alone, as a one-block node. */
+#define BRISK_HEAP_BATCHES     48
+#define BRISK_BATCH_CHUNK_SIZE ((size_t)64 * 1024)
+#define BRISK_BATCH_CHUNKS     16
 
 typedef struct brisk_remote_batch_s {
   brisk_remote_node_t node;                 /* queue link while posted */
@@ -240,7 +245,10 @@ typedef struct brisk_heap_s {
   brisk_remote_batch_t *outbox[BRISK_OUTBOX_SLOTS];
   size_t outbox_bytes;
   brisk_remote_batch_t *free_batches;
-  uint32_t batches_carved;
+  uint32_t batches_carved;         /* of `batches` */
+  uint32_t batch_chunks;           /* taken from the OS */
+  brisk_remote_batch_t *chunk_next; /* the current chunk's batches not yet used */
+  brisk_remote_batch_t *chunk_end;
 
   /* Shared: on their own cache lines, away from the owner's fields. */
   BRISK_ALIGNED(BRISK_CACHE_LINE) _Atomic(brisk_remote_node_t *) remote_tail;
