@@ -3,6 +3,7 @@
 // child forked while other threads allocate must be able to allocate.
 #include <brisk.h>
 #include <gtest/gtest.h>
+#include <limits.h>
 #include <pthread.h>
 #include <signal.h>
 #include <sys/wait.h>
@@ -130,37 +131,51 @@ thread_local ExitAllocator t_exit_allocator;
 
 pthread_key_t g_exit_key;
 
-// An exiting thread leaves its heap warm for the next thread to adopt. When
-// no thread adopts it, another thread's housekeeping must still give its
-// memory back: four threads fill 16 MiB each with small blocks, free them
-// and exit together; then the main thread keeps allocating (which runs its
-// housekeeping) and the RSS must fall back near where it started.
-TEST(BriskThreads, UnadoptedHeapsGiveTheirMemoryBack) {
-  if (kSanitized) GTEST_SKIP() << "shadow memory makes RSS meaningless";
+// An exiting thread leaves its heap warm for the next thread to adopt: a
+// pinned head page per size class it used, and at most 2 MiB of its other
+// free pages still backed. Four threads fill 16 MiB each with blocks of every
+// class up to 8 KiB, free them and exit together (so none adopts another's
+// heap); returns the RSS before them. The RSS right after must show the
+// exit's purge.
+size_t exit_four_filled_heaps() {
   constexpr int kThreads = 4;
   constexpr size_t kBytesPerThread = 16 * kMiB;
-  constexpr size_t kBlock = 256;
   const size_t rss_before = brisk_test::rss_bytes();
   std::atomic<int> done{0};
   std::vector<std::thread> threads;
   for (int t = 0; t < kThreads; t++) {
     threads.emplace_back([&done] {
       std::vector<void *> blocks;
-      for (size_t n = 0; n < kBytesPerThread / kBlock; n++) {
-        void *p = brisk_malloc(kBlock);
-        std::memset(p, 1, kBlock);
+      for (size_t n = 0, filled = 0; filled < kBytesPerThread; n++) {
+        const size_t size = 16 + (n % 512) * 16;
+        void *p = brisk_malloc(size);
+        std::memset(p, 1, size);
         blocks.push_back(p);
+        filled += size;
       }
       for (void *p : blocks) brisk_free(p);
-      // Exit together, so that none of these heaps is adopted by another.
       done.fetch_add(1);
       while (done.load() < kThreads) std::this_thread::yield();
     });
   }
   for (std::thread &t : threads) t.join();
   const size_t rss_after_exit = brisk_test::rss_bytes();
-  size_t rss_now = rss_after_exit;
-  for (int round = 0; round < 200 && rss_now > rss_before + 16 * kMiB; round++) {
+  EXPECT_LE(rss_after_exit, rss_before + kThreads * kBytesPerThread / 2)
+      << "an exiting heap keeps at most 2 MiB of free pages and its head pages backed";
+  std::printf("RSS before: %zu KiB; threads exited: %zu KiB\n", rss_before / 1024,
+              rss_after_exit / 1024);
+  return rss_before;
+}
+
+// ... and when no thread adopts those heaps, another thread's slow paths
+// (here the main thread's mallocs) tidy them and give the rest back.
+TEST(BriskThreads, UnadoptedHeapsGiveTheirMemoryBack) {
+  if (kSanitized) GTEST_SKIP() << "shadow memory makes RSS meaningless";
+  const size_t rss_before = exit_four_filled_heaps();
+  size_t rss_now = brisk_test::rss_bytes();
+  // The probe's own pages: a head page for each of its 512 sizes' classes.
+  const size_t probe_pages = 6 * kMiB;
+  for (int round = 0; round < 200 && rss_now > rss_before + probe_pages; round++) {
     // Slow paths of every size class up to 8 KiB: housekeeping runs.
     std::vector<void *> blocks;
     for (size_t size = 16; size <= 8192; size += 16) blocks.push_back(brisk_malloc(size));
@@ -168,11 +183,19 @@ TEST(BriskThreads, UnadoptedHeapsGiveTheirMemoryBack) {
     std::this_thread::sleep_for(std::chrono::milliseconds(10));
     rss_now = brisk_test::rss_bytes();
   }
-  std::printf("RSS before: %zu KiB; threads exited: %zu KiB; later: %zu KiB\n",
-              rss_before / 1024, rss_after_exit / 1024, rss_now / 1024);
-  EXPECT_GE(rss_after_exit, rss_before + kThreads * kBytesPerThread / 2)
-      << "the threads' freed pages should still be committed when they exit";
-  EXPECT_LE(rss_now, rss_before + 16 * kMiB);
+  std::printf("later: %zu KiB\n", rss_now / 1024);
+  EXPECT_LE(rss_now, rss_before + probe_pages);
+}
+
+// brisk_collect tidies them at once, even from a thread that has never
+// allocated (and so has no heap of its own).
+TEST(BriskThreads, CollectFromAThreadWithoutAHeapTidiesUnadoptedHeaps) {
+  if (kSanitized) GTEST_SKIP() << "shadow memory makes RSS meaningless";
+  const size_t rss_before = exit_four_filled_heaps();
+  std::thread(brisk_collect).join();
+  const size_t rss_now = brisk_test::rss_bytes();
+  std::printf("after brisk_collect: %zu KiB\n", rss_now / 1024);
+  EXPECT_LE(rss_now, rss_before + 3 * kMiB);
 }
 
 // Remote frees wait in the freeing thread's outbox until a batch fills (64
@@ -220,6 +243,49 @@ TEST(BriskThreadsDeathTest, CollectSendsAnIdleThreadsRemoteFreesHome) {
         });
       },
       "already free");
+}
+
+size_t mapping_count() {
+  FILE *maps = std::fopen("/proc/self/maps", "r");
+  size_t lines = 0;
+  for (int c; (c = std::fgetc(maps)) != EOF;) lines += c == '\n';
+  std::fclose(maps);
+  return lines;
+}
+
+// glibc frees some of a thread's own memory after every key destructor has
+// run (its dlerror buffer, in __libc_thread_freeres); a key destructor may
+// free in glibc's last round (PTHREAD_DESTRUCTOR_ITERATIONS, 4). A free
+// there must not take a heap again: no later round would abandon it, and
+// each such thread would leak one (a mapping and its segments).
+pthread_key_t late_key;
+thread_local int late_rounds;
+thread_local void *late_block;
+
+void late_free(void *) {
+  if (++late_rounds < PTHREAD_DESTRUCTOR_ITERATIONS) {
+    pthread_setspecific(late_key, reinterpret_cast<void *>(1));  // again next round
+    return;
+  }
+  brisk_free(late_block);
+}
+
+TEST(BriskThreads, FreeAfterTheExitHandlerTakesNoHeap) {
+  brisk_free(brisk_malloc(1));  // brisk's key exists before ours
+  ASSERT_EQ(pthread_key_create(&late_key, late_free), 0);
+  auto body = [] {
+    late_block = brisk_malloc(100);
+    pthread_setspecific(late_key, reinterpret_cast<void *>(1));
+    void *more[64];
+    for (void *&p : more) p = brisk_malloc(3000);
+    for (void *p : more) brisk_free(p);
+  };
+  for (int i = 0; i < 20; i++) std::thread(body).join();
+  const size_t before = mapping_count();
+  for (int i = 0; i < 300; i++) std::thread(body).join();
+  const size_t after = mapping_count();
+  pthread_key_delete(late_key);
+  EXPECT_LE(after, before + 20) << "mappings grew from " << before << " to " << after;
 }
 
 TEST(BriskThreads, AllocationInThreadExitDestructors) {

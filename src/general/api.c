@@ -13,7 +13,7 @@
 
 static brisk_heap_t *current_heap(void) {
   brisk_heap_t *heap = _brisk_tls_heap;
-  if (BRISK_UNLIKELY(heap->is_empty_heap)) heap = _brisk_heap_init_thread();
+  if (BRISK_UNLIKELY(heap->is_empty_heap)) heap = _brisk_heap_init_thread(false);
   return heap;
 }
 
@@ -87,6 +87,7 @@ void *brisk_aligned_alloc(size_t alignment, size_t size) {
 void brisk_collect(void) {
   brisk_heap_t *heap = _brisk_tls_heap;
   if (!heap->is_empty_heap) _brisk_heap_collect(heap);
+  _brisk_heaps_tidy_all();
 }
 
 size_t brisk_usable_size(const void *p) {

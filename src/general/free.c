@@ -28,8 +28,10 @@
  * no batch free and none more to carve (types.h: BRISK_BATCH_CHUNKS) posts
  * the block alone, linked through its first word. A thread that has no heap
  * yet (its first calls are frees: a consumer that never allocates) is given
- * one here, for its outbox; only when none can be had (no memory) does it
- * post each block alone.
+ * a cold one here (a new heap, or an abandoned one already tidied: it may
+ * never run the housekeeping a warm one needs), for its outbox; only when
+ * none can be had (no memory), or after the thread's exit handler ran (frees
+ * in later destructors), does it post each block alone.
  *
  * A block in an outbox still counts as used on its page, so the owner can
  * neither retire the page nor hand the block out again before it arrives.
@@ -86,6 +88,7 @@ static void outbox_post(brisk_heap_t *heap, brisk_remote_batch_t **slot) {
   heap->outbox_bytes -= batch->bytes;
   heap->counters.remote_batches_posted++;
   _brisk_heap_post_remote(batch->owner, &batch->node, BRISK_REMOTE_BATCH_TAG);
+  _brisk_heaps_tidy_stale(0);
 }
 
 void _brisk_heap_flush_outbox(brisk_heap_t *heap) {
@@ -114,8 +117,9 @@ static void outbox_push(brisk_heap_t *heap, brisk_heap_t *owner, brisk_block_t *
                         size_t block_size) {
   if (BRISK_UNLIKELY(heap->is_empty_heap)) {
     /* A thread whose first calls are frees of other threads' blocks (a
-     * consumer that never allocates) gets a heap here, for its outbox. */
-    heap = _brisk_heap_init_thread();
+     * consumer that never allocates) gets a cold heap here, for its outbox;
+     * one that has already exited (a late destructor) does not. */
+    heap = _brisk_thread_exited ? NULL : _brisk_heap_init_thread(true);
     if (heap == NULL) {
       _brisk_heap_post_remote(owner, (brisk_remote_node_t *)block, 0);
       return;

@@ -205,7 +205,7 @@ static void heap_tidy(brisk_heap_t *heap) {
   _brisk_huge_cache_trim(heap, 0, 0);
   _brisk_heap_release_empty_segments(heap);
   _brisk_heap_purge(heap, 0, 0);
-  heap->tidied = true;
+  atomic_store_explicit(&heap->tidied, true, memory_order_relaxed);
 }
 
 /*
@@ -213,12 +213,19 @@ static void heap_tidy(brisk_heap_t *heap) {
  * spare segments, huge cache), so that the thread that adopts it next, in a
  * program that runs short threads one after another, starts warm instead of
  * faulting in again what the last one gave back. A heap that nobody adopts
- * within ABANDONED_TIDY_DELAY_MS is tidied by another thread's housekeeping
- * or exit (tidy_stale_abandoned), so its memory still goes back promptly.
+ * within ABANDONED_TIDY_DELAY_MS is tidied by another thread's slow paths
+ * (malloc's housekeeping, free's batch posts and page retires, thread exit;
+ * tidy_stale_abandoned), so its memory still goes back promptly. At most
+ * WARM_ABANDONED_MAX heaps wait warm, each with at most WARM_FREE_BYTES of
+ * free pages still backed (the oldest beyond are purged at exit): an exiting
+ * thread beyond them tidies its own heap at once. Threads that exit while
+ * the rest of the program sits idle strand at most that much free memory.
  * `untidied_abandoned` lets every other call of that function return after
  * one load; `next_tidy_pass_ms` lets one thread at a time make the pass.
  */
 #define ABANDONED_TIDY_DELAY_MS (2 * BRISK_PURGE_DELAY_MS)
+#define WARM_ABANDONED_MAX 16
+#define WARM_FREE_BYTES    ((size_t)2 << 20)
 static _Atomic(size_t) untidied_abandoned;
 static _Atomic(uint64_t) next_tidy_pass_ms;
 
@@ -242,8 +249,12 @@ static size_t tidy_stale_abandoned(uint64_t now) {
   pthread_mutex_lock(&heaps_lock);
   for (brisk_heap_t *heap = abandoned_heaps; heap != NULL && count < MAX_PER_PASS;
        heap = heap->next_abandoned) {
-    if (now - heap->abandoned_at_ms < ABANDONED_TIDY_DELAY_MS || !drain_lock_try(heap)) continue;
-    if (heap->tidied) {
+    /* abandoned_at_ms may be later than `now`, read before that exit. */
+    if (heap->abandoned_at_ms > now || now - heap->abandoned_at_ms < ABANDONED_TIDY_DELAY_MS ||
+        !drain_lock_try(heap)) {
+      continue;
+    }
+    if (atomic_load_explicit(&heap->tidied, memory_order_relaxed)) {
       drain_lock_release(heap);
       continue;
     }
@@ -287,6 +298,9 @@ void _brisk_heap_collect(brisk_heap_t *heap) {
   _brisk_huge_cache_trim(heap, 0, 0);
   _brisk_heap_purge(heap, 0, 0);
   _brisk_heap_release_empty_segments(heap);
+}
+
+void _brisk_heaps_tidy_all(void) {
   /* Every unadopted heap counts as stale now; passes of MAX_PER_PASS. */
   uint64_t later = _brisk_os_now_ms() + ABANDONED_TIDY_DELAY_MS;
   do {
@@ -315,9 +329,12 @@ static brisk_heap_t *heap_create(void) {
   return heap;
 }
 
+BRISK_TLS bool _brisk_thread_exited;
+
 static void thread_exit(void *value) {
   brisk_heap_t *heap = value;
   if (heap == NULL || heap->is_empty_heap) return;
+  _brisk_thread_exited = true;
   /* Blocks this thread freed for other heaps go to them now: nobody else
    * would post them before an adopter's housekeeping. */
   _brisk_heap_flush_outbox(heap);
@@ -330,15 +347,26 @@ static void thread_exit(void *value) {
   _brisk_huge_cache_trim(heap, 0, 0);
   uint64_t now = _brisk_os_now_ms();
   heap->abandoned_at_ms = now;
-  heap->tidied = false;
+  bool warm = atomic_load_explicit(&untidied_abandoned, memory_order_relaxed) < WARM_ABANDONED_MAX;
+  if (warm) {
+    atomic_store_explicit(&heap->tidied, false, memory_order_relaxed);
+    _brisk_heap_purge_down_to(heap, WARM_FREE_BYTES);
+  } else {
+    heap_tidy(heap);
+  }
   drain_lock_release(heap);
   drain_abandoned(heap); /* frees that failed to take the lock while we held it */
   pthread_mutex_lock(&heaps_lock);
   heap->next_abandoned = abandoned_heaps;
   abandoned_heaps = heap;
-  atomic_fetch_add_explicit(&untidied_abandoned, 1, memory_order_relaxed);
+  if (warm) atomic_fetch_add_explicit(&untidied_abandoned, 1, memory_order_relaxed);
   pthread_mutex_unlock(&heaps_lock);
   tidy_stale_abandoned(now);
+}
+
+void _brisk_heaps_tidy_stale(uint64_t now_ms) {
+  if (atomic_load_explicit(&untidied_abandoned, memory_order_relaxed) == 0) return;
+  tidy_stale_abandoned(now_ms != 0 ? now_ms : _brisk_os_now_ms());
 }
 
 /* fork: hold heaps_lock and every drain_lock across fork(), so the child
@@ -387,10 +415,14 @@ static void process_init(void) {
   pthread_atfork(fork_prepare, fork_parent, fork_child);
 }
 
-brisk_heap_t *_brisk_heap_init_thread(void) {
+brisk_heap_t *_brisk_heap_init_thread(bool cold) {
   pthread_mutex_lock(&heaps_lock);
-  brisk_heap_t *heap = abandoned_heaps;
-  if (heap != NULL) abandoned_heaps = heap->next_abandoned;
+  brisk_heap_t **link = &abandoned_heaps;
+  while (cold && *link != NULL && !atomic_load_explicit(&(*link)->tidied, memory_order_relaxed)) {
+    link = &(*link)->next_abandoned;
+  }
+  brisk_heap_t *heap = *link;
+  if (heap != NULL) *link = heap->next_abandoned;
   pthread_mutex_unlock(&heaps_lock);
 
   if (heap != NULL) {
@@ -398,8 +430,11 @@ brisk_heap_t *_brisk_heap_init_thread(void) {
     while (!drain_lock_try(heap)) sched_yield();
     atomic_store_explicit(&heap->abandoned, false, memory_order_relaxed);
     heap->next_abandoned = NULL;
-    if (!heap->tidied) atomic_fetch_sub_explicit(&untidied_abandoned, 1, memory_order_relaxed);
-    heap->tidied = true; /* nothing left for a tidy pass to do */
+    if (!atomic_load_explicit(&heap->tidied, memory_order_relaxed)) {
+      atomic_fetch_sub_explicit(&untidied_abandoned, 1, memory_order_relaxed);
+    }
+    /* Owned again: nothing for a tidy pass to do. */
+    atomic_store_explicit(&heap->tidied, true, memory_order_relaxed);
     drain_lock_release(heap);
     _brisk_heap_drain_remote(heap);
     _brisk_heap_pin_all(heap);

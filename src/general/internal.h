@@ -72,9 +72,20 @@ extern BRISK_HIDDEN BRISK_TLS brisk_heap_t *_brisk_tls_heap;
 extern BRISK_HIDDEN brisk_heap_t _brisk_heap_empty;
 extern BRISK_HIDDEN brisk_page_t _brisk_page_empty;
 
-/* Give the calling thread a heap (adopting an abandoned one if any). NULL
- * with errno ENOMEM if none can be made. */
-BRISK_HIDDEN brisk_heap_t *_brisk_heap_init_thread(void);
+/* Give the calling thread a heap (adopting an abandoned one if any; with
+ * cold, only one already tidied, for a thread that may never allocate and so
+ * never run the housekeeping a warm heap needs). NULL with errno ENOMEM if
+ * none can be made. */
+BRISK_HIDDEN brisk_heap_t *_brisk_heap_init_thread(bool cold);
+/* True once the calling thread's heap was abandoned at its exit: frees from
+ * later destructors (glibc's own, after brisk's) must not adopt a heap. */
+extern BRISK_HIDDEN BRISK_TLS bool _brisk_thread_exited;
+/* Tidy the abandoned heaps nobody adopted in time (heap.c); one load when
+ * there are none. Called from slow paths of malloc and of free, so threads
+ * that only free keep it going. */
+BRISK_HIDDEN void _brisk_heaps_tidy_stale(uint64_t now_ms);
+/* Tidy every abandoned heap not yet tidied (brisk_collect). */
+BRISK_HIDDEN void _brisk_heaps_tidy_all(void);
 /* Append a node, a batch (tag BRISK_REMOTE_BATCH_TAG) or one block (tag 0),
  * to owner's remote queue: one atomic exchange. */
 BRISK_HIDDEN void _brisk_heap_post_remote(brisk_heap_t *owner, brisk_remote_node_t *node,
@@ -96,6 +107,9 @@ BRISK_HIDDEN brisk_page_t *_brisk_segment_page_alloc(brisk_heap_t *heap, brisk_s
 BRISK_HIDDEN void _brisk_segment_page_free(brisk_heap_t *heap, brisk_page_t *page);
 /* Decommit free pages freed at least delay_ms ago (all of them if 0). */
 BRISK_HIDDEN void _brisk_heap_purge(brisk_heap_t *heap, uint64_t now_ms, uint64_t delay_ms);
+/* Decommit the oldest free pages until at most max_bytes of free pages
+ * stay backed. */
+BRISK_HIDDEN void _brisk_heap_purge_down_to(brisk_heap_t *heap, size_t max_bytes);
 /* Release the heap's empty segments but one spare per kind (purged if the
  * heap is abandoned). */
 BRISK_HIDDEN void _brisk_heap_release_empty_segments(brisk_heap_t *heap);

@@ -212,7 +212,7 @@ void *_brisk_malloc_generic(size_t size, brisk_heap_t *heap, bool zero) {
 
 static void *malloc_slow(brisk_heap_t *heap, size_t size, bool zero) {
   if (BRISK_UNLIKELY(heap->is_empty_heap)) {
-    heap = _brisk_heap_init_thread();
+    heap = _brisk_heap_init_thread(false);
     if (heap == NULL) {
       errno = ENOMEM;
       return NULL;

@@ -237,6 +237,7 @@ void _brisk_segment_page_free(brisk_heap_t *heap, brisk_page_t *page) {
       segment_purge_all(heap, segment);
     }
   }
+  _brisk_heaps_tidy_stale(now_ms);
   /* Purge here too, not only in malloc's slow path: a thread that only
    * frees (or sits on fast paths) must still give memory back. Past the
    * byte limit the oldest pages go at once, down to half the limit, so a
@@ -247,6 +248,10 @@ void _brisk_segment_page_free(brisk_heap_t *heap, brisk_page_t *page) {
       purge_page(heap, heap->purge_list.head);
     }
   }
+}
+
+void _brisk_heap_purge_down_to(brisk_heap_t *heap, size_t max_bytes) {
+  while (heap->purge_list_bytes > max_bytes) purge_page(heap, heap->purge_list.head);
 }
 
 void _brisk_heap_purge(brisk_heap_t *heap, uint64_t now_ms, uint64_t delay_ms) {

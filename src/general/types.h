@@ -230,7 +230,9 @@ typedef struct brisk_heap_s {
   brisk_heap_counters_t counters;
   struct brisk_heap_s *next_abandoned;
   uint64_t abandoned_at_ms;        /* when its thread exited (heaps_lock) */
-  bool tidied;                     /* abandoned and given back since (drain_lock) */
+  /* Abandoned and given back since (written under drain_lock; read under
+   * heaps_lock by a thread looking for a cold heap, hence atomic). */
+  _Atomic(bool) tidied;
   struct brisk_heap_s *next_all;
   bool is_empty_heap;              /* the static stand-in of threads with no heap yet */
 

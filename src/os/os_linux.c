@@ -57,8 +57,12 @@ static void *reserve_at_hint(size_t size, size_t align) {
   if (hint + size > HINT_AREA_END || hint + size < hint) return NULL;
   void *p = mmap((void *)hint, size, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
   if (p == (void *)hint) return p;
-  if (p != MAP_FAILED) munmap(p, size);
-  atomic_fetch_add_explicit(&hint_misses, 1, memory_order_relaxed);
+  /* Only a mapping placed elsewhere is a miss; a refusal (no memory for
+   * that size) says nothing about the hints. */
+  if (p != MAP_FAILED) {
+    munmap(p, size);
+    atomic_fetch_add_explicit(&hint_misses, 1, memory_order_relaxed);
+  }
   return NULL;
 }
 
@@ -69,7 +73,9 @@ void *_brisk_os_reserve(size_t size, size_t align, size_t align_offset) {
     errno = ENOMEM;
     return NULL;
   }
-  if (align_offset == 0 && align > page && size <= ((size_t)1 << 40)) {
+  /* Hints for the sizes the allocator maps every day: a huge request that
+   * fails must not use up the hint area. */
+  if (align_offset == 0 && align > page && size <= ((size_t)1 << 30)) {
     void *p = reserve_at_hint(size, align);
     if (p != NULL) return p;
   }
