@@ -89,6 +89,9 @@ static void outbox_post(brisk_heap_t *heap, brisk_remote_batch_t **slot) {
   heap->counters.remote_batches_posted++;
   _brisk_heap_post_remote(batch->owner, &batch->node, BRISK_REMOTE_BATCH_TAG);
   _brisk_heaps_tidy_stale(0);
+  /* A thread that only frees never takes malloc's slow path: its own queue
+   * and purge list are looked after here, every 64 posts. */
+  if ((++heap->generic_calls & 63) == 0) _brisk_heap_free_only_chores(heap);
 }
 
 void _brisk_heap_flush_outbox(brisk_heap_t *heap) {

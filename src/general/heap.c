@@ -198,13 +198,17 @@ static void drain_abandoned(brisk_heap_t *heap) {
  * purge it on the usual delay). Called with the drain_lock held and
  * `abandoned` set, so head pages are unpinned and segments that empty are
  * released at once. */
-static void heap_tidy(brisk_heap_t *heap) {
+static void heap_tidy(brisk_heap_t *heap, bool purge_now) {
   _brisk_heap_drain_remote(heap);
   _brisk_heap_unpin_all(heap);
   _brisk_heap_collect_all(heap);
   _brisk_huge_cache_trim(heap, 0, 0);
   _brisk_heap_release_empty_segments(heap);
-  _brisk_heap_purge(heap, 0, 0);
+  if (purge_now) {
+    _brisk_heap_purge(heap, 0, 0);
+  } else {
+    _brisk_heap_purge(heap, _brisk_os_now_ms(), BRISK_PURGE_DELAY_MS);
+  }
   atomic_store_explicit(&heap->tidied, true, memory_order_relaxed);
 }
 
@@ -262,7 +266,7 @@ static size_t tidy_stale_abandoned(uint64_t now) {
   }
   pthread_mutex_unlock(&heaps_lock);
   for (size_t i = 0; i < count; i++) {
-    heap_tidy(stale[i]);
+    heap_tidy(stale[i], true);
     atomic_fetch_sub_explicit(&untidied_abandoned, 1, memory_order_relaxed);
     drain_lock_release(stale[i]);
     drain_abandoned(stale[i]); /* frees that failed to take the lock meanwhile */
@@ -352,7 +356,7 @@ static void thread_exit(void *value) {
     atomic_store_explicit(&heap->tidied, false, memory_order_relaxed);
     _brisk_heap_purge_down_to(heap, WARM_FREE_BYTES);
   } else {
-    heap_tidy(heap);
+    heap_tidy(heap, true);
   }
   drain_lock_release(heap);
   drain_abandoned(heap); /* frees that failed to take the lock while we held it */
@@ -362,6 +366,13 @@ static void thread_exit(void *value) {
   if (warm) atomic_fetch_add_explicit(&untidied_abandoned, 1, memory_order_relaxed);
   pthread_mutex_unlock(&heaps_lock);
   tidy_stale_abandoned(now);
+}
+
+void _brisk_heap_free_only_chores(brisk_heap_t *heap) {
+  _brisk_heap_drain_remote(heap);
+  if (heap->purge_list.head != NULL) {
+    _brisk_heap_purge(heap, _brisk_os_now_ms(), BRISK_PURGE_DELAY_MS);
+  }
 }
 
 void _brisk_heaps_tidy_stale(uint64_t now_ms) {
@@ -421,6 +432,7 @@ brisk_heap_t *_brisk_heap_init_thread(bool cold) {
   while (cold && *link != NULL && !atomic_load_explicit(&(*link)->tidied, memory_order_relaxed)) {
     link = &(*link)->next_abandoned;
   }
+  if (*link == NULL) link = &abandoned_heaps; /* none tidied: a warm one, tidied below */
   brisk_heap_t *heap = *link;
   if (heap != NULL) *link = heap->next_abandoned;
   pthread_mutex_unlock(&heaps_lock);
@@ -428,6 +440,14 @@ brisk_heap_t *_brisk_heap_init_thread(bool cold) {
   if (heap != NULL) {
     /* A freeing thread may be tidying it right now; that work is short. */
     while (!drain_lock_try(heap)) sched_yield();
+    if (cold && !atomic_load_explicit(&heap->tidied, memory_order_relaxed)) {
+      /* Only warm heaps are left: tidy it (still `abandoned`, so it unpins
+       * and releases as for any), purging on the usual delay: larson-like
+       * programs, whose new threads start by freeing their predecessor's
+       * blocks, would otherwise refault what it held. */
+      heap_tidy(heap, false);
+      atomic_fetch_sub_explicit(&untidied_abandoned, 1, memory_order_relaxed);
+    }
     atomic_store_explicit(&heap->abandoned, false, memory_order_relaxed);
     heap->next_abandoned = NULL;
     if (!atomic_load_explicit(&heap->tidied, memory_order_relaxed)) {

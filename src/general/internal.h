@@ -84,6 +84,9 @@ extern BRISK_HIDDEN BRISK_TLS bool _brisk_thread_exited;
  * there are none. Called from slow paths of malloc and of free, so threads
  * that only free keep it going. */
 BRISK_HIDDEN void _brisk_heaps_tidy_stale(uint64_t now_ms);
+/* Drain the heap's remote queue and purge its free pages that waited long
+ * enough: a thread that only frees does this from free's slow path. */
+BRISK_HIDDEN void _brisk_heap_free_only_chores(brisk_heap_t *heap);
 /* Tidy every abandoned heap not yet tidied (brisk_collect). */
 BRISK_HIDDEN void _brisk_heaps_tidy_all(void);
 /* Append a node, a batch (tag BRISK_REMOTE_BATCH_TAG) or one block (tag 0),
