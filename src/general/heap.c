@@ -11,13 +11,14 @@
  * changes.
  *
  * Remote frees: blocks freed by a thread that does not own their page are
- * collected in that thread's outbox (free.c) and posted to the owner heap's
- * queue as a chain, an intrusive multi-producer single-consumer queue after
- * Vyukov: a producer does one atomic exchange on the tail, whatever the
- * chain's length, and then links the previous tail to its chain. There is no
- * CAS retry loop however many threads free at once. The owner drains the
- * queue in its slow path. A chain whose producer has exchanged but not yet
- * linked is left for the next drain; nobody waits for it.
+ * recorded in batches in that thread's outbox (free.c), and a batch (or,
+ * with none to be had, a lone block) is posted to the owner heap's queue as
+ * one node: an intrusive multi-producer single-consumer queue after Vyukov,
+ * where a producer does one atomic exchange on the tail and then links the
+ * previous tail to its node. There is no CAS retry loop however many threads
+ * free at once. The owner drains the queue in its slow path and gives each
+ * batch back to the heap it came from. A node whose producer has exchanged
+ * but not yet linked is left for the next drain; nobody waits for it.
  *
  * Abandoned heaps: nobody drains their queue, so a producer that sees the
  * `abandoned` flag after pushing tries to take the heap's drain_lock (never
@@ -191,13 +192,13 @@ static void drain_abandoned(brisk_heap_t *heap) {
   }
 }
 
-/* Make an abandoned heap that nobody adopted hold as little as possible:
- * return remote frees to their pages, retire empty pages, give back the huge
- * cache and surplus segments, and decommit every free page at once (the heap
- * has been idle for ABANDONED_TIDY_DELAY_MS, and no owner will come back to
- * purge it on the usual delay). Called with the drain_lock held and
- * `abandoned` set, so head pages are unpinned and segments that empty are
- * released at once. */
+/* Make an abandoned heap hold as little as possible: return remote frees to
+ * their pages, retire empty pages, give back the huge cache and surplus
+ * segments, and decommit its free pages: at once (purge_now) for a heap
+ * nobody adopted in time, which no owner will come back to purge; on the
+ * usual delay for one a thread is about to adopt, whose housekeeping will.
+ * Called with the drain_lock held and `abandoned` set, so head pages are
+ * unpinned and segments that empty are released at once. */
 static void heap_tidy(brisk_heap_t *heap, bool purge_now) {
   _brisk_heap_drain_remote(heap);
   _brisk_heap_unpin_all(heap);
