@@ -68,8 +68,9 @@ static brisk_remote_batch_t *batch_carve(brisk_heap_t *heap) {
 static brisk_remote_batch_t *batch_take(brisk_heap_t *heap) {
   brisk_remote_batch_t *batch = heap->free_batches;
   if (batch == NULL) {
-    /* acquire: pairs with the release of batch_give_back, so the emptying
-     * heap's reads of blocks[] come before we write them again. */
+    /* acquire: pairs with the release CAS that gives a batch back
+     * (drain_batch, heap.c), so the emptying heap's reads of blocks[] come
+     * before we write them again. */
     batch = atomic_exchange_explicit(&heap->returned_batches, NULL, memory_order_acquire);
     if (batch == NULL) {
       batch = batch_carve(heap);

@@ -101,7 +101,7 @@ BRISK_HIDDEN size_t _brisk_heap_drain_remote(brisk_heap_t *heap);
 /* Periodic work of the slow path: remote frees, delayed purge, huge cache. */
 BRISK_HIDDEN void _brisk_heap_housekeeping(brisk_heap_t *heap);
 /* brisk_collect for the calling thread's heap: everything housekeeping does,
- * without the delays, and every unadopted abandoned heap tidied. */
+ * without the delays (the abandoned heaps are _brisk_heaps_tidy_all's). */
 BRISK_HIDDEN void _brisk_heap_collect(brisk_heap_t *heap);
 
 /* ---- segment.c: segments, the segment map, pages of segments, purging ---- */

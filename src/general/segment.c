@@ -244,9 +244,7 @@ void _brisk_segment_page_free(brisk_heap_t *heap, brisk_page_t *page) {
    * workload cycling just over the limit does not refault everything. */
   _brisk_heap_purge(heap, now_ms, BRISK_PURGE_DELAY_MS);
   if (heap->purge_list_bytes > PURGE_LIST_MAX_BYTES) {
-    while (heap->purge_list_bytes > PURGE_LIST_MAX_BYTES / 2) {
-      purge_page(heap, heap->purge_list.head);
-    }
+    _brisk_heap_purge_down_to(heap, PURGE_LIST_MAX_BYTES / 2);
   }
 }
 
