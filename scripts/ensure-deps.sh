@@ -13,7 +13,7 @@ required="cmake make gcc g++"
 optional=""
 case "$group" in
   build) ;;
-  test) required="$required libgtest-dev python3 valgrind" ;;
+  test) required="$required libgtest-dev python3 python3-matplotlib valgrind" ;;
   bench) required="$required python3 valgrind"
          optional="python3-matplotlib libmimalloc2.0 libjemalloc2 libtcmalloc-minimal4 libtbbmalloc2" ;;
   *) echo "ensure-deps.sh: unknown group '$group'" >&2; exit 2 ;;
