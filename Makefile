@@ -4,13 +4,18 @@
 #   make bench       release build + the benchmark comparison against the peer allocators
 #                    (QUICK=1 for a short run, ONLY=larson,xmalloc, ALLOC=brisk,mimalloc,
 #                     CALLGRIND=1 for instruction counts)
+#   make install     release build, installed under PREFIX (default /usr/local): libbrisk.so
+#                    (SONAME libbrisk.so.MAJOR), libbrisk.a, include/brisk.h,
+#                    lib/pkgconfig/brisk.pc, lib/cmake/brisk/ (DESTDIR=... stages it)
 #   make clean
 JOBS ?= $(shell nproc 2>/dev/null || echo 2)
 # Debian's interpreter first: the packages ensure-deps installs (matplotlib) are its.
 PYTHON ?= $(shell test -x /usr/bin/python3 && echo /usr/bin/python3 || echo python3)
 CMAKE_FLAGS ?=
+PREFIX ?= /usr/local
 
-.PHONY: all build test test-release test-asan test-tsan bench clean deps-build deps-test deps-bench
+.PHONY: all build test test-release test-asan test-tsan bench install clean deps-build \
+        deps-test deps-bench
 
 all: build
 
@@ -59,6 +64,10 @@ endif
 
 bench: deps-bench build
 	$(PYTHON) bench/run.py --build build $(BENCH_ARGS)
+
+# cmake --install reads DESTDIR from the environment, where make puts it.
+install: build
+	cmake --install build --prefix "$(PREFIX)"
 
 clean:
 	rm -rf build build-asan build-tsan
