@@ -7,6 +7,7 @@
 #   make install     release build, installed under PREFIX (default /usr/local): libbrisk.so
 #                    (SONAME libbrisk.so.MAJOR), libbrisk.a, include/brisk.h,
 #                    lib/pkgconfig/brisk.pc, lib/cmake/brisk/ (DESTDIR=... stages it)
+#   make deb         release build + a Debian package, build/package/brisk_VERSION_ARCH.deb
 #   make clean
 JOBS ?= $(shell nproc 2>/dev/null || echo 2)
 # Debian's interpreter first: the packages ensure-deps installs (matplotlib) are its.
@@ -14,8 +15,8 @@ PYTHON ?= $(shell test -x /usr/bin/python3 && echo /usr/bin/python3 || echo pyth
 CMAKE_FLAGS ?=
 PREFIX ?= /usr/local
 
-.PHONY: all build test test-release test-asan test-tsan bench install clean deps-build \
-        deps-test deps-bench
+.PHONY: all build test test-release test-asan test-tsan bench install deb clean deps-build \
+        deps-test deps-bench deps-deb
 
 all: build
 
@@ -25,6 +26,8 @@ deps-test:
 	@sh scripts/ensure-deps.sh test
 deps-bench:
 	@sh scripts/ensure-deps.sh bench
+deps-deb:
+	@sh scripts/ensure-deps.sh deb
 
 build: deps-build
 	cmake -S . -B build -DCMAKE_BUILD_TYPE=Release $(CMAKE_FLAGS)
@@ -68,6 +71,9 @@ bench: deps-bench build
 # cmake --install reads DESTDIR from the environment, where make puts it.
 install: build
 	cmake --install build --prefix "$(PREFIX)"
+
+deb: deps-deb build
+	cd build && cpack -G DEB
 
 clean:
 	rm -rf build build-asan build-tsan

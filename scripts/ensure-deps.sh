@@ -1,7 +1,8 @@
 #!/bin/sh
 # ensure-deps.sh GROUP — make sure the Debian packages GROUP needs are present.
 #   build: what `make` needs; test: + GoogleTest, python3 and valgrind (its
-#   client-request header); bench: + valgrind,
+#   client-request header); deb: + dpkg-dev (dpkg-shlibdeps) and file;
+#   bench: + valgrind,
 #   matplotlib and the peer allocators (those are optional: missing peers are
 #   skipped by the benchmark, with a note).
 # As root it installs what is missing with apt-get; otherwise it prints the
@@ -14,6 +15,7 @@ optional=""
 case "$group" in
   build) ;;
   test) required="$required libgtest-dev python3 python3-matplotlib valgrind" ;;
+  deb) required="$required dpkg-dev file" ;;
   bench) required="$required python3 valgrind"
          optional="python3-matplotlib libmimalloc2.0 libjemalloc2 libtcmalloc-minimal4 libtbbmalloc2" ;;
   *) echo "ensure-deps.sh: unknown group '$group'" >&2; exit 2 ;;
