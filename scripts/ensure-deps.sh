@@ -1,7 +1,8 @@
 #!/bin/sh
 # ensure-deps.sh GROUP — make sure the Debian packages GROUP needs are present.
-#   build: what `make` needs; test: + GoogleTest, python3 and valgrind (its
-#   client-request header); deb: + dpkg-dev (dpkg-shlibdeps) and file;
+#   build: what `make` needs; test: + GoogleTest, python3, valgrind (its
+#   client-request header), and pkg-config, dpkg-dev and file for the
+#   package tests; deb: + dpkg-dev (dpkg-shlibdeps) and file;
 #   bench: + valgrind,
 #   matplotlib and the peer allocators (those are optional: missing peers are
 #   skipped by the benchmark, with a note).
@@ -14,7 +15,7 @@ required="cmake make gcc g++"
 optional=""
 case "$group" in
   build) ;;
-  test) required="$required libgtest-dev python3 python3-matplotlib valgrind" ;;
+  test) required="$required libgtest-dev python3 python3-matplotlib valgrind pkg-config dpkg-dev file" ;;
   deb) required="$required dpkg-dev file" ;;
   bench) required="$required python3 valgrind"
          optional="python3-matplotlib libmimalloc2.0 libjemalloc2 libtcmalloc-minimal4 libtbbmalloc2" ;;
