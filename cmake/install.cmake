@@ -6,8 +6,9 @@
 #   include/brisk.h
 #   lib/pkgconfig/brisk.pc       pkg-config --cflags --libs brisk (--static for libbrisk.a)
 #   lib/cmake/brisk/             find_package(brisk CONFIG): brisk::brisk, brisk::brisk_static
-# (lib/ is GNUInstallDirs' CMAKE_INSTALL_LIBDIR.) Every file finds the rest
-# relative to its own place, so `cmake --install --prefix P` may pick any P.
+# (lib/ is GNUInstallDirs' CMAKE_INSTALL_LIBDIR.) brisk.pc and the CMake
+# package find the library and header relative to their own place, so
+# `cmake --install --prefix P` may pick any P.
 include(CMakePackageConfigHelpers)
 
 set(BRISK_CMAKE_INSTALL_DIR ${CMAKE_INSTALL_LIBDIR}/cmake/brisk)
