@@ -324,7 +324,7 @@ static void heap_init_fields(brisk_heap_t *heap) {
 
 static brisk_heap_t *heap_create(void) {
   size_t size = brisk_align_up(sizeof(brisk_heap_t), _brisk_os_page_size());
-  brisk_heap_t *heap = _brisk_os_reserve(size, _brisk_os_page_size(), 0);
+  brisk_heap_t *heap = _brisk_os_reserve(size, _brisk_os_page_size(), 0, NULL);
   if (heap == NULL) return NULL;
   heap_init_fields(heap); /* fresh memory is zero: the rest starts empty */
   pthread_mutex_lock(&heaps_lock);

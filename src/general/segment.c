@@ -55,8 +55,8 @@ static _Atomic(uint8_t) *map_slot(const brisk_segment_t *segment) {
 
 brisk_segment_t *_brisk_segment_reserve(size_t mapped_size, size_t block_align, size_t page_shift) {
   brisk_segment_t *segment =
-      block_align == 0 ? _brisk_os_reserve(mapped_size, BRISK_SEGMENT_SIZE, 0)
-                       : _brisk_os_reserve(mapped_size, block_align, BRISK_SEGMENT_SIZE);
+      block_align == 0 ? _brisk_os_reserve(mapped_size, BRISK_SEGMENT_SIZE, 0, NULL)
+                       : _brisk_os_reserve(mapped_size, block_align, BRISK_SEGMENT_SIZE, NULL);
   if (segment == NULL) return NULL;
   segment->mapped_size = mapped_size;
   segment->page_shift = (uint8_t)page_shift;
@@ -68,29 +68,29 @@ brisk_segment_t *_brisk_segment_reserve(size_t mapped_size, size_t block_align, 
 
 void _brisk_segment_unmap(brisk_segment_t *segment) {
   brisk_store_relaxed(map_slot(segment), 0);
-  _brisk_os_release(segment, segment->mapped_size);
+  _brisk_os_release(segment, segment->mapped_size, NULL);
 }
 
 brisk_segment_t *_brisk_segment_resize(brisk_segment_t *segment, size_t new_size) {
   size_t old_size = segment->mapped_size;
   if (new_size <= old_size) {
-    _brisk_os_release((uint8_t *)segment + new_size, old_size - new_size);
+    _brisk_os_release((uint8_t *)segment + new_size, old_size - new_size, NULL);
     segment->mapped_size = new_size;
     return segment;
   }
-  if (_brisk_os_resize(segment, old_size, new_size)) {
+  if (_brisk_os_resize(segment, old_size, new_size, NULL)) {
     segment->mapped_size = new_size;
     return segment;
   }
-  brisk_segment_t *moved = _brisk_os_reserve(new_size, BRISK_SEGMENT_SIZE, 0);
+  brisk_segment_t *moved = _brisk_os_reserve(new_size, BRISK_SEGMENT_SIZE, 0, NULL);
   if (moved == NULL) return NULL;
   /* Clear the old slot before the move frees the old range: once it is
    * free, another thread may map a segment there and set the same slot. */
   uint8_t page_shift = segment->page_shift;
   brisk_store_relaxed(map_slot(segment), 0);
-  if (!_brisk_os_move(segment, old_size, moved, new_size)) {
+  if (!_brisk_os_move(segment, old_size, moved, new_size, NULL)) {
     brisk_store_relaxed(map_slot(segment), page_shift);
-    _brisk_os_release(moved, new_size);
+    _brisk_os_release(moved, new_size, NULL);
     return NULL;
   }
   brisk_store_relaxed(map_slot(moved), page_shift);
@@ -178,7 +178,7 @@ static void segment_purge_all(brisk_heap_t *heap, brisk_segment_t *segment) {
       page->is_committed = 0;
       heap->counters.bytes_purged += size;
     } else if (run_start != NULL) {
-      _brisk_os_decommit(run_start, run_size);
+      _brisk_os_decommit(run_start, run_size, NULL);
       run_start = NULL;
       run_size = 0;
     }
@@ -208,7 +208,7 @@ static void purge_page(brisk_heap_t *heap, brisk_page_t *page) {
   size_t size;
   uint8_t *start = page_area(brisk_segment_of((uintptr_t)page), page, &size);
   purge_list_remove(heap, page);
-  _brisk_os_decommit(start, size);
+  _brisk_os_decommit(start, size, NULL);
   page->is_committed = 0;
   heap->counters.bytes_purged += size;
 }

@@ -9,6 +9,16 @@
  *   decommit  — give the physical pages back (RSS falls); the range stays
  *               reserved and reads back as zero when touched again.
  *   release   — return the address space itself.
+ *
+ * Counting: every function below that may make a system call takes a last
+ * argument `calls`. Unless it is NULL, the function adds to *calls how
+ * many system calls it made, refused ones included: a reservation makes
+ * one to five (an mmap at a hint, and an munmap when the kernel placed it
+ * elsewhere; failing that, an over-sized mmap and up to two trimming
+ * munmaps), an uncommit two (madvise and mprotect), the others one, and
+ * none for size 0. The region allocators keep their own count of system
+ * calls this way (brisk_region_stats_t.system_requests); the general
+ * allocator passes NULL.
  */
 #ifndef BRISK_OS_H
 #define BRISK_OS_H
@@ -24,44 +34,46 @@ BRISK_HIDDEN size_t _brisk_os_page_size(void);
  * least the page size; align_offset < align, a multiple of the page size).
  * Fresh memory reads as zero. NULL with errno ENOMEM when the kernel refuses.
  */
-BRISK_HIDDEN void *_brisk_os_reserve(size_t size, size_t align, size_t align_offset);
+BRISK_HIDDEN void *_brisk_os_reserve(size_t size, size_t align, size_t align_offset,
+                                    size_t *calls);
 
 /*
  * Reserve address space only: no access, no memory, not counted against
  * the system's commit limit, so 64 GiB is fine to ask for. Pages become
  * usable through _brisk_os_commit. NULL/ENOMEM when the kernel refuses.
  */
-BRISK_HIDDEN void *_brisk_os_reserve_address_space(size_t size, size_t align);
+BRISK_HIDDEN void *_brisk_os_reserve_address_space(size_t size, size_t align, size_t *calls);
 
 /* Make a page-aligned range of such a reservation read-write (zeroed on
  * first touch). false when the kernel refuses (the commit limit). */
-BRISK_HIDDEN bool _brisk_os_commit(void *p, size_t size);
+BRISK_HIDDEN bool _brisk_os_commit(void *p, size_t size, size_t *calls);
 
 /* Drop a committed range's pages and make it inaccessible again. */
-BRISK_HIDDEN void _brisk_os_uncommit(void *p, size_t size);
+BRISK_HIDDEN void _brisk_os_uncommit(void *p, size_t size, size_t *calls);
 
 /* Fault in every page of a committed range now (MADV_POPULATE_WRITE, or a
  * write per page on kernels without it), so later use takes no page fault. */
-BRISK_HIDDEN bool _brisk_os_prefault(void *p, size_t size);
+BRISK_HIDDEN bool _brisk_os_prefault(void *p, size_t size, size_t *calls);
 
 /* Lock a committed range into RAM (mlock); false with errno set when the
  * limit (RLIMIT_MEMLOCK) refuses. */
-BRISK_HIDDEN bool _brisk_os_lock(void *p, size_t size);
+BRISK_HIDDEN bool _brisk_os_lock(void *p, size_t size, size_t *calls);
 
 /* Return a range from _brisk_os_reserve (or a page-aligned part of it). */
-BRISK_HIDDEN void _brisk_os_release(void *p, size_t size);
+BRISK_HIDDEN void _brisk_os_release(void *p, size_t size, size_t *calls);
 
 /* Drop the physical pages of a page-aligned range; it stays usable. */
-BRISK_HIDDEN void _brisk_os_decommit(void *p, size_t size);
+BRISK_HIDDEN void _brisk_os_decommit(void *p, size_t size, size_t *calls);
 
 /* Grow or shrink a reservation where it stands; false when the address
  * space after it is taken. */
-BRISK_HIDDEN bool _brisk_os_resize(void *p, size_t old_size, size_t new_size);
+BRISK_HIDDEN bool _brisk_os_resize(void *p, size_t old_size, size_t new_size, size_t *calls);
 
 /* Move a reservation's pages to new_base (a reservation of new_size bytes
  * that it replaces), growing it to new_size: the pages travel, nothing is
  * copied or faulted again. False (and nothing changed) when it cannot. */
-BRISK_HIDDEN bool _brisk_os_move(void *p, size_t old_size, void *new_base, size_t new_size);
+BRISK_HIDDEN bool _brisk_os_move(void *p, size_t old_size, void *new_base, size_t new_size,
+                                  size_t *calls);
 
 /* A monotonic clock in milliseconds, cheap enough for slow paths (vDSO). */
 BRISK_HIDDEN uint64_t _brisk_os_now_ms(void);

@@ -152,10 +152,10 @@ brisk_arena_t *brisk_arena_create(size_t reserve) {
   }
   size_t page = _brisk_os_page_size();
   size_t total = page + brisk_align_up(reserve, page);
-  uint8_t *base = _brisk_os_reserve_address_space(total, page);
+  uint8_t *base = _brisk_os_reserve_address_space(total, page, NULL);
   if (base == NULL) return NULL;
-  if (!_brisk_os_commit(base, page)) {
-    _brisk_os_release(base, total);
+  if (!_brisk_os_commit(base, page, NULL)) {
+    _brisk_os_release(base, total, NULL);
     errno = ENOMEM;
     return NULL;
   }
@@ -181,7 +181,7 @@ void brisk_arena_destroy(brisk_arena_t *arena) {
   /* Clear our poisoning, so whatever is mapped here next starts clean. */
   brisk_annotate_internal(arena->data, arena->poisoned_end);
   pool_destroy(arena);
-  _brisk_os_release(arena->base, arena->reservation_size);
+  _brisk_os_release(arena->base, arena->reservation_size, NULL);
 }
 
 /* The chunk to commit beyond `committed` bytes: grows with the arena. */
@@ -204,7 +204,7 @@ static bool ensure_committed(brisk_arena_t *arena, size_t end) {
   target = brisk_align_up(target, arena->page);
   size_t data_pages = arena->reservation_size - arena->page;
   if (target > data_pages) target = data_pages;
-  if (!_brisk_os_commit(arena->data + cur, target - cur)) return false;
+  if (!_brisk_os_commit(arena->data + cur, target - cur, NULL)) return false;
   atomic_fetch_add_explicit(&arena->commit_calls, 1, memory_order_relaxed);
   /* CAS-max: publish the new frontier unless someone published a larger
    * one. Our own mprotect already covers [cur, target), so whatever the
@@ -287,7 +287,7 @@ void brisk_arena_reset(brisk_arena_t *arena, int keep_committed) {
   brisk_annotate_no_access(arena->data, committed);
   if (committed > arena->poisoned_end) arena->poisoned_end = committed;
   if (!keep_committed && committed != 0) {
-    _brisk_os_uncommit(arena->data, brisk_align_up(committed, arena->page));
+    _brisk_os_uncommit(arena->data, brisk_align_up(committed, arena->page), NULL);
     atomic_store_explicit(&arena->committed, 0, memory_order_relaxed);
   }
   atomic_store_explicit(&arena->offset, 0, memory_order_relaxed);

@@ -608,10 +608,10 @@ static void place_slots(brisk_buddy_t *b) {
 
 /* PREFAULT / LOCK: fault in (and lock) a range now, counting the calls. */
 static bool make_resident(brisk_buddy_t *b, void *p, size_t size, unsigned flags) {
-  if (!_brisk_os_prefault(p, size)) return false;
+  if (!_brisk_os_prefault(p, size, NULL)) return false;
   b->system_requests++;
   if ((flags & BRISK_REGION_LOCK) != 0) {
-    if (!_brisk_os_lock(p, size)) return false;
+    if (!_brisk_os_lock(p, size, NULL)) return false;
     b->system_requests++;
   }
   return true;
@@ -652,11 +652,11 @@ brisk_buddy_t *brisk_buddy_create_ex(size_t total, size_t min_block, size_t max_
   size_t meta_size = brisk_align_up(header + nodes_bytes + units, page);
   size_t region_size = brisk_align_up(total, page);
 
-  uint8_t *meta = _brisk_os_reserve(meta_size, page, 0);
+  uint8_t *meta = _brisk_os_reserve(meta_size, page, 0, NULL);
   if (meta == NULL) return NULL;
-  uint8_t *base = _brisk_os_reserve(region_size, max, 0);
+  uint8_t *base = _brisk_os_reserve(region_size, max, 0, NULL);
   if (base == NULL) {
-    _brisk_os_release(meta, meta_size);
+    _brisk_os_release(meta, meta_size, NULL);
     errno = ENOMEM;
     return NULL;
   }
@@ -688,8 +688,8 @@ brisk_buddy_t *brisk_buddy_create_ex(size_t total, size_t min_block, size_t max_
       (!make_resident(b, meta, meta_size, flags) ||
        !make_resident(b, base, region_size, flags))) {
     int saved = errno;
-    _brisk_os_release(base, region_size);
-    _brisk_os_release(meta, meta_size);
+    _brisk_os_release(base, region_size, NULL);
+    _brisk_os_release(meta, meta_size, NULL);
     errno = saved != 0 ? saved : ENOMEM;
     return NULL;
   }
@@ -701,8 +701,8 @@ void brisk_buddy_destroy(brisk_buddy_t *b) {
   if (b == NULL) return;
   /* Clear our poisoning, so whatever is mapped here next starts clean. */
   brisk_annotate_internal(b->base, b->region_size);
-  _brisk_os_release(b->base, b->region_size);
-  _brisk_os_release(b, b->meta_size);
+  _brisk_os_release(b->base, b->region_size, NULL);
+  _brisk_os_release(b, b->meta_size, NULL);
 }
 
 /* ---- Statistics ---- */

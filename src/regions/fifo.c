@@ -273,7 +273,7 @@ BRISK_INLINE void write_header(block_t *block, size_t page_offs, size_t span) {
 /* ---- pages ---- */
 
 static page_t *page_map(brisk_fifo_t *fifo, size_t map_size, bool big) {
-  char *base = _brisk_os_reserve(map_size, ~fifo->window_mask + 1, 0);
+  char *base = _brisk_os_reserve(map_size, ~fifo->window_mask + 1, 0, NULL);
   if (base == NULL) return NULL;
   page_t *page = page_of(fifo, base);
   uint32_t color = (uint32_t)((char *)page - base);
@@ -294,7 +294,7 @@ static void page_release(brisk_fifo_t *fifo, page_t *page) {
   fifo->bytes_held -= page->map_size;
   char *base = (char *)page - page->color;
   asan_open(base, page->map_size);
-  _brisk_os_release(base, page->map_size);
+  _brisk_os_release(base, page->map_size, NULL);
 }
 
 /* An empty page back in service: its used part zeroed, used_size 0. */
@@ -326,7 +326,7 @@ static void page_drop(brisk_fifo_t *fifo, page_t *page) {
 }
 
 /* The control page goes last: after destroy, once no page is left. */
-static void fifo_release(brisk_fifo_t *fifo) { _brisk_os_release((char *)fifo - FIFO_COLOR, OS_PAGE); }
+static void fifo_release(brisk_fifo_t *fifo) { _brisk_os_release((char *)fifo - FIFO_COLOR, OS_PAGE, NULL); }
 
 /* ---- alloc ---- */
 
@@ -471,7 +471,7 @@ static void zero_dropped(char *p, size_t n) {
     char *inner = (char *)brisk_align_up((uintptr_t)p, OS_PAGE);
     char *inner_end = (char *)((uintptr_t)(p + n) & ~(uintptr_t)(OS_PAGE - 1));
     memset(p, 0, (size_t)(inner - p));
-    _brisk_os_decommit(inner, (size_t)(inner_end - inner));
+    _brisk_os_decommit(inner, (size_t)(inner_end - inner), NULL);
     memset(inner_end, 0, (size_t)(p + n - inner_end));
   } else {
     memset(p, 0, n);
@@ -528,7 +528,7 @@ brisk_fifo_t *brisk_fifo_create(size_t page_size) {
   if (page_size == 0) page_size = DEFAULT_PAGE_SIZE;
   if (page_size > MAX_PAGE_SIZE) page_size = MAX_PAGE_SIZE;
   page_size = brisk_align_up(page_size, OS_PAGE);
-  char *control = _brisk_os_reserve(OS_PAGE, OS_PAGE, 0);
+  char *control = _brisk_os_reserve(OS_PAGE, OS_PAGE, 0, NULL);
   if (control == NULL) return NULL;
   brisk_fifo_t *fifo = (brisk_fifo_t *)(control + FIFO_COLOR);
   _Static_assert(FIFO_COLOR + sizeof(brisk_fifo_t) <= OS_PAGE, "the control block fits its page");

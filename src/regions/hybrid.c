@@ -162,7 +162,7 @@ brisk_hybrid_t *brisk_hybrid_create(const brisk_hybrid_config_t *config) {
     return NULL;
   }
   size_t mapping_size = brisk_align_up(sizeof(brisk_hybrid_t), _brisk_os_page_size());
-  brisk_hybrid_t *h = _brisk_os_reserve(mapping_size, 0, 0);
+  brisk_hybrid_t *h = _brisk_os_reserve(mapping_size, 0, 0, NULL);
   if (h == NULL) return NULL;
   /* Fresh pages are zero: every pointer NULL, every counter 0. */
   h->mapping_size = mapping_size;
@@ -213,7 +213,7 @@ fail:;
    * cleanup. */
   int saved_errno = errno;
   destroy_sections(h);
-  _brisk_os_release(h, mapping_size);
+  _brisk_os_release(h, mapping_size, NULL);
   errno = saved_errno ? saved_errno : ENOMEM;
   return NULL;
 }
@@ -221,7 +221,7 @@ fail:;
 void brisk_hybrid_destroy(brisk_hybrid_t *h) {
   if (h == NULL) return;
   destroy_sections(h);
-  _brisk_os_release(h, h->mapping_size);
+  _brisk_os_release(h, h->mapping_size, NULL);
 }
 
 static BRISK_NOINLINE void *alloc_from_regions(brisk_hybrid_t *h, size_t size, size_t align) {

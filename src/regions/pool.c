@@ -430,11 +430,11 @@ static size_t bitmap_bytes_for(const brisk_pool_t *pool, size_t objects) {
 /* Commit (and with PREFAULT/LOCK, fault in and lock) a page-aligned range. */
 static bool commit_range(brisk_pool_t *pool, uint8_t *p, size_t size) {
   if (size == 0) return true;
-  if (!_brisk_os_commit(p, size)) return false;
+  if (!_brisk_os_commit(p, size, NULL)) return false;
   atomic_fetch_add_explicit(&pool->commit_calls, 1, memory_order_relaxed);
-  if ((pool->flags & (BRISK_REGION_PREFAULT | BRISK_REGION_LOCK)) && !_brisk_os_prefault(p, size))
+  if ((pool->flags & (BRISK_REGION_PREFAULT | BRISK_REGION_LOCK)) && !_brisk_os_prefault(p, size, NULL))
     return false;
-  if ((pool->flags & BRISK_REGION_LOCK) && !_brisk_os_lock(p, size)) return false;
+  if ((pool->flags & BRISK_REGION_LOCK) && !_brisk_os_lock(p, size, NULL)) return false;
   return true;
 }
 
@@ -853,15 +853,15 @@ brisk_pool_t *brisk_pool_create_ex(size_t obj_size, size_t align, size_t capacit
     bitmap_size = BRISK_DEBUG ? brisk_align_up((max_objects + 63) / 64 * 8, page) : 0;
     object_bytes = brisk_align_up(max_objects * stride, page);
     total = header_size + bitmap_size + object_bytes;
-    base = _brisk_os_reserve_address_space(total, page);
+    base = _brisk_os_reserve_address_space(total, page, NULL);
     if (base != NULL) break;
     /* Capacity 0: a smaller reservation where the address space is
      * limited (ulimit -v, or Valgrind, which refuses 64 GiB). */
     if (capacity != 0 || object_bytes <= MIN_UNBOUNDED_BYTES || max_objects < 4) return NULL;
     max_objects /= 4;
   }
-  if (!_brisk_os_commit(base, header_size)) {
-    _brisk_os_release(base, total);
+  if (!_brisk_os_commit(base, header_size, NULL)) {
+    _brisk_os_release(base, total, NULL);
     errno = ENOMEM;
     return NULL;
   }
@@ -903,8 +903,8 @@ brisk_pool_t *brisk_pool_create_ex(size_t obj_size, size_t align, size_t capacit
   bool pin = (flags & (BRISK_REGION_PREFAULT | BRISK_REGION_LOCK)) != 0;
   int error = ENOMEM;
   errno = 0;
-  if (pin && (!_brisk_os_prefault(base, header_size) ||
-              ((flags & BRISK_REGION_LOCK) && !_brisk_os_lock(base, header_size))))
+  if (pin && (!_brisk_os_prefault(base, header_size, NULL) ||
+              ((flags & BRISK_REGION_LOCK) && !_brisk_os_lock(base, header_size, NULL))))
     goto failed;
   /* A bounded pool commits everything now (faulted in and locked too with
    * PREFAULT/LOCK), so its alloc and free never call the OS. */
@@ -916,7 +916,7 @@ brisk_pool_t *brisk_pool_create_ex(size_t obj_size, size_t align, size_t capacit
   return pool;
 failed:
   if (errno != 0) error = errno;
-  _brisk_os_release(base, total);
+  _brisk_os_release(base, total, NULL);
   errno = error;
   return NULL;
 }
@@ -932,7 +932,7 @@ void brisk_pool_destroy(brisk_pool_t *pool) {
   brisk_annotate_internal(pool->objects, atomic_load_explicit(&pool->committed, memory_order_relaxed));
 #endif
   tools_pool_destroy(pool);
-  _brisk_os_release(pool->base, pool->reservation_size);
+  _brisk_os_release(pool->base, pool->reservation_size, NULL);
 }
 
 void _brisk_pool_range(const brisk_pool_t *pool, uintptr_t *lo, uintptr_t *hi) {

@@ -225,7 +225,7 @@ static block_t *block_create(brisk_stack_t *stack, size_t take, size_t align) {
   size_t need = sizeof(block_t) + pad + take;
   if (want < need) want = need;
   size_t size = brisk_align_up(want, page);
-  block_t *blk = _brisk_os_reserve(size, page, 0);
+  block_t *blk = _brisk_os_reserve(size, page, 0, NULL);
   if (blk == NULL) return NULL;
   brisk_annotate_internal(blk, sizeof *blk);
   blk->prev = blk->next = NULL;
@@ -244,7 +244,7 @@ static void block_destroy(brisk_stack_t *stack, block_t *blk) {
   stack->held -= blk->size;
   size_t size = blk->size;
   brisk_annotate_internal(blk, size);
-  _brisk_os_release(blk, size);
+  _brisk_os_release(blk, size, NULL);
 }
 
 /*
@@ -444,10 +444,10 @@ BRISK_INLINE void save_frame(brisk_stack_t *stack) {
 static BRISK_NOINLINE void push_slow(brisk_stack_t *stack) {
   size_t used = stack->hot.capacity * sizeof(frame_t);
   size_t bytes = brisk_align_up(2 * used, _brisk_os_page_size());
-  frame_t *bigger = _brisk_os_reserve(bytes, _brisk_os_page_size(), 0);
+  frame_t *bigger = _brisk_os_reserve(bytes, _brisk_os_page_size(), 0, NULL);
   if (bigger == NULL) stack_fatal("brisk_stack_push", "out of memory for frame records");
   memcpy(bigger, stack->hot.frames, used);
-  if (stack->hot.frames != stack->inline_frames) _brisk_os_release(stack->hot.frames, stack->frames_bytes);
+  if (stack->hot.frames != stack->inline_frames) _brisk_os_release(stack->hot.frames, stack->frames_bytes, NULL);
   stack->hot.frames = bigger;
   stack->frames_bytes = bytes;
   stack->hot.capacity = bytes / sizeof(frame_t);
@@ -518,7 +518,7 @@ brisk_stack_t *brisk_stack_create(size_t first_block) {
     errno = ENOMEM;
     return NULL;
   }
-  brisk_stack_t *stack = _brisk_os_reserve(page, page, 0);
+  brisk_stack_t *stack = _brisk_os_reserve(page, page, 0, NULL);
   if (stack == NULL) return NULL;
   memset(stack, 0, sizeof *stack);
   stack->head.prev = stack->head.next = &stack->head;
@@ -528,7 +528,7 @@ brisk_stack_t *brisk_stack_create(size_t first_block) {
 
   block_t *blk = block_create(stack, stack->min_block - sizeof(block_t), STACK_DEFAULT_ALIGN);
   if (blk == NULL) {
-    _brisk_os_release(stack, page);
+    _brisk_os_release(stack, page, NULL);
     return NULL;
   }
   list_insert_after(&stack->head, blk);
@@ -545,8 +545,8 @@ void brisk_stack_destroy(brisk_stack_t *stack) {
   if (stack == NULL) return;
   while (stack->head.next != &stack->head) block_destroy(stack, stack->head.next);
   if (stack->hot.frames != stack->inline_frames)
-    _brisk_os_release(stack->hot.frames, stack->frames_bytes);
-  _brisk_os_release(stack, _brisk_os_page_size());
+    _brisk_os_release(stack->hot.frames, stack->frames_bytes, NULL);
+  _brisk_os_release(stack, _brisk_os_page_size(), NULL);
 }
 
 void brisk_stack_stats(const brisk_stack_t *stack, brisk_region_stats_t *out) {
