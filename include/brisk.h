@@ -137,6 +137,12 @@ BRISK_API void *brisk_arena_alloc(brisk_arena_t *arena, size_t size, size_t alig
 BRISK_API void brisk_arena_reset(brisk_arena_t *arena, int keep_committed);
 /* Bytes handed out since creation or the last reset (padding included). */
 BRISK_API size_t brisk_arena_used(const brisk_arena_t *arena);
+/*
+ * allocations and bytes_requested: successful brisk_arena_alloc calls and
+ * the sizes they asked for, ever (resets included; a cursor's chunk is one
+ * allocation of the chunk's size). bytes_in_use: brisk_arena_used.
+ * bytes_held: the header and the committed pages. Any thread, any time.
+ */
 BRISK_API void brisk_arena_stats(const brisk_arena_t *arena, brisk_region_stats_t *out);
 
 /*

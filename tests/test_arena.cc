@@ -1,8 +1,9 @@
 // The lock-free arena: concurrent allocations never overlap and keep their
 // alignment, exhaustion is exact (alone and under a race), bad arguments
 // fail with the right errno, a 64 GiB reservation commits only what is
-// used, reset keeps or returns committed memory, and under ASan a use after
-// reset is caught.
+// used, reset keeps or returns committed memory, the statistics count
+// what was asked and every OS call (against the OS layer's own count), and
+// under ASan a use after reset is caught.
 #include <brisk.h>
 #include <errno.h>
 #include <gtest/gtest.h>
@@ -14,6 +15,7 @@
 #include <thread>
 #include <vector>
 
+#include "os_calls.h"
 #include "test_util.h"
 
 using brisk_test::block_seed;
@@ -133,6 +135,9 @@ TEST(Arena, ConcurrentAllocationsNeverOverlap) {
   EXPECT_EQ(all.size(), size_t(kThreads) * per_thread);
   check_blocks(all, reserve);
   brisk_region_stats_t s = stats_of(arena);
+  // Counted in each thread's own slot, summed: exact once the threads are done.
+  EXPECT_EQ(s.allocations, size_t(kThreads) * per_thread);
+  EXPECT_EQ(s.bytes_requested, sum);
   EXPECT_GE(s.bytes_in_use, sum);
   EXPECT_EQ(s.bytes_in_use, brisk_arena_used(arena));
   EXPECT_GE(s.bytes_held, s.bytes_in_use);
@@ -429,7 +434,7 @@ TEST(Arena, Reserve64GiBCommitsLazily) {
   brisk_arena_t *arena = brisk_arena_create(reserve);
   ASSERT_NE(arena, nullptr);
   brisk_region_stats_t s = stats_of(arena);
-  EXPECT_LE(s.bytes_held, size_t{4096});
+  EXPECT_LE(s.bytes_held, size_t{16} << 10);  // the header pages
   EXPECT_EQ(s.bytes_in_use, 0u);
   const size_t block = 64 * 1024;
   for (int i = 0; i < 64; i++) {  // 4 MiB
@@ -461,6 +466,7 @@ TEST(Arena, ResetKeepsOrReturnsCommittedMemory) {
     if (i == 0) first = p;
     fill_pattern(p, 64 * 1024, uint64_t(i));
   }
+  const size_t header = size_t{16} << 10;  // at most
   brisk_region_stats_t before = stats_of(arena);
   EXPECT_GE(before.bytes_held, 8 * kMiB);
 
@@ -476,11 +482,56 @@ TEST(Arena, ResetKeepsOrReturnsCommittedMemory) {
   brisk_arena_reset(arena, 0);
   brisk_region_stats_t returned = stats_of(arena);
   EXPECT_EQ(returned.bytes_in_use, 0u);
-  EXPECT_LE(returned.bytes_held, size_t{4096});  // the header page only
+  EXPECT_LE(returned.bytes_held, header);  // the header pages only
   void *p = brisk_arena_alloc(arena, 1000, 0);
   ASSERT_NE(p, nullptr);
   EXPECT_EQ(p, first);
-  EXPECT_GT(stats_of(arena).bytes_held, size_t{4096});
+  EXPECT_GT(stats_of(arena).bytes_held, header);
+  brisk_arena_destroy(arena);
+}
+
+// Every count against an independent one, over creation, lazy commits, a
+// reset that uncommits and one that keeps, failed calls, aligned blocks and
+// a cursor: system_requests against the OS layer's count of the same
+// window (one thread; nothing else in it calls brisk), bytes_requested and
+// allocations against the test's own sums (sizes as asked: no rounding to
+// 16, no alignment padding, failures not counted).
+TEST(Arena, StatsCountWhatWasAskedAndEveryOsCall) {
+  static const size_t kSizes[] = {0, 1, 15, 17, 100, 4000, 70000, 3 << 20};
+  static const size_t kAligns[] = {0, 8, 64, 4096};
+  size_t asked = 0, allocations = 0;
+  bool all_served = true;
+  const uint64_t os_before = brisk_test_os_calls();
+  brisk_arena_t *arena = brisk_arena_create(kGiB);
+  if (arena == nullptr) GTEST_FAIL() << "create";
+  for (int round = 0; round < 3; round++) {
+    for (size_t size : kSizes) {
+      for (size_t align : kAligns) {
+        all_served &= brisk_arena_alloc(arena, size, align) != nullptr;
+        asked += size;
+        allocations++;
+      }
+    }
+    brisk_arena_reset(arena, round == 1);  // uncommit, keep, uncommit
+  }
+  all_served &= brisk_arena_alloc(arena, 10, 3) == nullptr;        // EINVAL: not counted
+  all_served &= brisk_arena_alloc(arena, 2 * kGiB, 0) == nullptr;  // ENOMEM: not counted
+  brisk_arena_cursor_t cursor;
+  brisk_arena_cursor_init(&cursor, arena, 64 << 10);
+  for (int i = 0; i < 100; i++) all_served &= brisk_arena_cursor_alloc(&cursor, 100, 0) != nullptr;
+  asked += 64 << 10;  // the cursor asks for one chunk; its blocks are its own
+  allocations++;
+  brisk_region_stats_t s = stats_of(arena);
+  const uint64_t os_calls = brisk_test_os_calls() - os_before;
+
+  ASSERT_TRUE(all_served);
+  EXPECT_EQ(s.system_requests, os_calls);
+  // At least: reserve and commit the header; commit in rounds 0 and 1 and
+  // for the cursor, each after an uncommit of two calls.
+  EXPECT_GE(s.system_requests, 2u + 3 * (1u + 2u));
+  EXPECT_EQ(s.bytes_requested, asked);
+  EXPECT_EQ(s.allocations, allocations);
+  EXPECT_EQ(s.bytes_in_use, brisk_arena_used(arena));
   brisk_arena_destroy(arena);
 }
 

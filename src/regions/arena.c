@@ -4,22 +4,24 @@
  *
  * Layout of a reservation (one _brisk_os_reserve_address_space call):
  *
- *   [ header page: brisk_arena_t ][ data: limit bytes, committed lazily ... ]
- *   base                          base + page
+ *   [ header pages: brisk_arena_t ][ data: limit bytes, committed lazily ... ]
+ *   base                           base + header_size
  *
- * The header page is committed at creation; data pages are committed in
+ * The header pages are committed at creation; data pages are committed in
  * chunks (1 MiB, growing to a quarter of what is committed, at most 64 MiB)
  * when an allocation crosses the committed frontier. No malloc anywhere.
  *
  * Call tree:
- *   brisk_arena_create   reserve, commit the header page
+ *   brisk_arena_create   reserve, commit the header pages, register
  *   brisk_arena_alloc    check size/align; fetch_add(offset); fast return
  *                        when the block ends below `committed`
  *     alloc_slow         (cold) the block ends past the frontier:
  *       exhausted          past the limit: clamp offset, ENOMEM
  *       ensure_committed   commit up to the block's end, CAS-max `committed`
+ *     hand_out           count it in the thread's slot; ASan/Valgrind
  *   brisk_arena_reset    poison what was used, offset = 0, maybe uncommit
- *   brisk_arena_used / brisk_arena_stats / brisk_arena_destroy
+ *   brisk_arena_used / brisk_arena_stats / brisk_arena_destroy (unregister
+ *                        first, then release)
  *
  * Who touches which field, and with what memory order:
  *   offset         every allocating thread: fetch_add, relaxed. It only
@@ -39,20 +41,33 @@
  *                  need themselves (mprotect of a range already read-write
  *                  is harmless and keeps its contents), so nobody waits for
  *                  anybody: lock-free, not even a spin.
- *   commit_calls   slow path only, relaxed fetch_add (a statistic).
- *   data, limit, base, reservation_size: written at creation, read-only
- *                  after; they share the read-mostly line with `committed`.
- *   requested_before_reset, poisoned_end: reset, destroy and stats only,
- *                  which never run concurrently with reset (documented).
+ *   system_requests  OS calls made for the arena: set at creation, then
+ *                  relaxed fetch_adds by the commit path and by reset.
+ *   slots[i]       per-thread counts of allocations and requested bytes
+ *                  (thread_slot.h): only slot i's holder writes entry i, a
+ *                  relaxed load + store (brisk_owner_add, no RMW); threads
+ *                  without a slot share slots[BRISK_THREAD_SLOTS] with
+ *                  fetch_add. Stats sum them with relaxed loads.
+ *   data, limit, base, reservation_size, header_size: written at creation,
+ *                  read-only after; they share the read-mostly line with
+ *                  `committed`.
+ *   poisoned_end   reset and destroy only, never concurrent with reset
+ *                  (documented).
+ *   entry          the registry's (registry.h), under its lock.
  *
  * Claims are multiples of 16 and the data starts page-aligned, so every
  * block starts 16-aligned; a larger alignment A claims A - 16 more bytes and
  * aligns the pointer inside its claim, so one fetch_add serves any A.
  *
- * Statistics cost the hot path nothing: bytes_in_use is the offset,
- * bytes_requested is derived from it (claims, i.e. sizes rounded up to 16
- * plus alignment padding, summed over resets) rather than counted, since an
- * exact sum would need a second shared atomic per allocation.
+ * Statistics: bytes_in_use is the offset (claims: sizes rounded up to 16,
+ * alignment padding included), bytes_held the header and the committed
+ * data pages, system_requests every OS call made for the arena (each call
+ * of a reservation's, two per uncommit). allocations and bytes_requested
+ * (the sizes asked, not rounded) are counted per thread, in the calling
+ * thread's slot, so the hot path gains no shared atomic: one TLS load and
+ * two unlocked adds to a line only this thread writes. A cursor is one
+ * caller: the arena counts each chunk it claims as one allocation of the
+ * chunk's size, not the blocks carved from it inline.
  *
  * Tools: every block is unpoisoned as it is handed out; reset poisons
  * everything committed, so a use after reset (or past the end of a block
@@ -64,6 +79,8 @@
 #include "base/annotate.h"
 #include "base/base.h"
 #include "os/os.h"
+#include "regions/registry.h"
+#include "regions/thread_slot.h"
 
 #include <brisk.h>
 #include <errno.h>
@@ -76,28 +93,36 @@
 /* brisk.h's inline cursor path rounds to 16 and keeps positions 16-aligned. */
 _Static_assert(CLAIM_ALIGN == 16, "brisk_arena_cursor_alloc assumes 16-byte claims");
 
+/* One thread's counts (see thread_slot.h), a cache line of its own. */
+typedef struct arena_slot_s {
+  _Atomic size_t allocations; /* successful allocations */
+  _Atomic size_t requested;   /* the sizes they asked for */
+} BRISK_ALIGNED(BRISK_CACHE_LINE) arena_slot_t;
+
 struct brisk_arena_s {
   /* Read by every allocation, written rarely. */
   uint8_t *data;
   size_t limit; /* bytes usable at data: what was asked at creation */
   _Atomic size_t committed; /* data bytes accessible, <= limit */
-  uint8_t *base;            /* the reservation (header page first) */
+  uint8_t *base;            /* the reservation (header pages first) */
   size_t reservation_size;
+  size_t header_size;       /* pages of this struct, committed at creation */
   size_t page;
   bool announce; /* hand each block to ASan/Valgrind (see below) */
   /* Resets so far. Cursors compare it with the count they claimed their
    * chunk under; reset (never concurrent with allocation) is its only
    * writer, so plain loads and stores do. */
   size_t resets;
-  /* Single-threaded (reset, destroy, stats). */
-  size_t requested_before_reset;
+  /* Single-threaded (reset, destroy). */
   size_t poisoned_end; /* ASan shadow poisoned over data[0, poisoned_end) */
+  brisk_region_entry_t entry;
   /* The one contended word. */
   BRISK_ALIGNED(BRISK_CACHE_LINE) _Atomic size_t offset;
-  BRISK_ALIGNED(BRISK_CACHE_LINE) _Atomic size_t commit_calls;
+  BRISK_ALIGNED(BRISK_CACHE_LINE) _Atomic size_t system_requests;
+  arena_slot_t slots[BRISK_THREAD_SLOTS + 1]; /* the last: threads without a slot */
 };
 
-_Static_assert(sizeof(struct brisk_arena_s) <= 4096, "the header fits in one page");
+_Static_assert(sizeof(arena_slot_t) == BRISK_CACHE_LINE, "slot entries are one cache line");
 
 /* ---- Tools: ASan through annotate.h, Valgrind as a memory pool ----
  *
@@ -139,6 +164,44 @@ static inline void announce_block(brisk_arena_t *arena, void *p, size_t size) {
   (void)arena;
 }
 
+/* ---- Counting ---- */
+
+/* The thread's entry had no slot behind it: take one now, or count in the
+ * shared entry of threads without one. */
+static BRISK_NOINLINE void count_alloc_no_slot(brisk_arena_t *arena, size_t size) {
+  uint32_t slot = brisk_thread_slot();
+  arena_slot_t *e = &arena->slots[slot];
+  if (slot != BRISK_NO_THREAD_SLOT) {
+    brisk_owner_add(&e->allocations, 1);
+    brisk_owner_add(&e->requested, size);
+    return;
+  }
+  atomic_fetch_add_explicit(&e->allocations, 1, memory_order_relaxed);
+  atomic_fetch_add_explicit(&e->requested, size, memory_order_relaxed);
+}
+
+/* A successful allocation of `size` bytes (as asked), in the calling
+ * thread's own entry: found from one TLS word, no atomic RMW. */
+BRISK_INLINE void count_alloc(brisk_arena_t *arena, size_t size) {
+  uint32_t line = _brisk_thread_slot_line;
+  if (BRISK_UNLIKELY(line == 0)) {
+    count_alloc_no_slot(arena, size);
+    return;
+  }
+  arena_slot_t *e = (arena_slot_t *)((char *)arena->slots + line) - 1;
+  brisk_owner_add(&e->allocations, 1);
+  brisk_owner_add(&e->requested, size);
+}
+
+static void count_calls(brisk_arena_t *arena, size_t calls) {
+  atomic_fetch_add_explicit(&arena->system_requests, calls, memory_order_relaxed);
+}
+
+static void registry_stats(const brisk_region_entry_t *entry, brisk_region_stats_t *out) {
+  brisk_arena_stats((const brisk_arena_t *)((const char *)entry - offsetof(brisk_arena_t, entry)),
+                    out);
+}
+
 /* ---- The arena ---- */
 
 brisk_arena_t *brisk_arena_create(size_t reserve) {
@@ -151,33 +214,38 @@ brisk_arena_t *brisk_arena_create(size_t reserve) {
     return NULL;
   }
   size_t page = _brisk_os_page_size();
-  size_t total = page + brisk_align_up(reserve, page);
-  uint8_t *base = _brisk_os_reserve_address_space(total, page, NULL);
+  size_t header_size = brisk_align_up(sizeof(brisk_arena_t), page);
+  size_t total = header_size + brisk_align_up(reserve, page);
+  size_t calls = 0;
+  uint8_t *base = _brisk_os_reserve_address_space(total, page, &calls);
   if (base == NULL) return NULL;
-  if (!_brisk_os_commit(base, page, NULL)) {
+  if (!_brisk_os_commit(base, header_size, &calls)) {
     _brisk_os_release(base, total, NULL);
     errno = ENOMEM;
     return NULL;
   }
+  /* Fresh pages read as zero: the slots' counts start at 0. */
   brisk_arena_t *arena = (brisk_arena_t *)base;
-  arena->data = base + page;
+  arena->data = base + header_size;
   arena->limit = reserve;
   atomic_init(&arena->committed, 0);
   arena->base = base;
   arena->reservation_size = total;
+  arena->header_size = header_size;
   arena->page = page;
   arena->announce = brisk_tools_watch_blocks();
   pool_create(arena);
-  arena->requested_before_reset = 0;
   arena->poisoned_end = 0;
   arena->resets = 0;
   atomic_init(&arena->offset, 0);
-  atomic_init(&arena->commit_calls, 0);
+  atomic_init(&arena->system_requests, calls);
+  _brisk_region_register(&arena->entry, BRISK_REGION_ARENA, registry_stats);
   return arena;
 }
 
 void brisk_arena_destroy(brisk_arena_t *arena) {
   if (arena == NULL) return;
+  _brisk_region_unregister(&arena->entry);
   /* Clear our poisoning, so whatever is mapped here next starts clean. */
   brisk_annotate_internal(arena->data, arena->poisoned_end);
   pool_destroy(arena);
@@ -202,10 +270,12 @@ static bool ensure_committed(brisk_arena_t *arena, size_t end) {
   size_t target = cur + chunk_size(cur);
   if (target < end) target = end;
   target = brisk_align_up(target, arena->page);
-  size_t data_pages = arena->reservation_size - arena->page;
+  size_t data_pages = arena->reservation_size - arena->header_size;
   if (target > data_pages) target = data_pages;
-  if (!_brisk_os_commit(arena->data + cur, target - cur, NULL)) return false;
-  atomic_fetch_add_explicit(&arena->commit_calls, 1, memory_order_relaxed);
+  size_t calls = 0;
+  bool ok = _brisk_os_commit(arena->data + cur, target - cur, &calls);
+  count_calls(arena, calls);
+  if (!ok) return false;
   /* CAS-max: publish the new frontier unless someone published a larger
    * one. Our own mprotect already covers [cur, target), so whatever the
    * outcome our block is accessible. */
@@ -232,6 +302,7 @@ static void *exhausted(brisk_arena_t *arena) {
 
 static inline void *hand_out(brisk_arena_t *arena, size_t start, size_t size, size_t align) {
   uint8_t *p = arena->data + start;
+  count_alloc(arena, size);
   if (align > CLAIM_ALIGN) p = (uint8_t *)brisk_align_up((uintptr_t)p, align);
   if (BRISK_ASAN || BRISK_UNLIKELY(arena->announce)) announce_block(arena, p, size);
   return p;
@@ -277,17 +348,17 @@ void *brisk_arena_alloc(brisk_arena_t *arena, size_t size, size_t align) {
 }
 
 void brisk_arena_reset(brisk_arena_t *arena, int keep_committed) {
-  size_t used = brisk_arena_used(arena);
   size_t committed = atomic_load_explicit(&arena->committed, memory_order_relaxed);
-  arena->requested_before_reset += used;
-  /* Everything committed becomes no-access for the tools until handed out
-   * again; `used` <= committed. */
+  /* Everything committed (all that was used, and more) becomes no-access
+   * for the tools until handed out again. */
   pool_destroy(arena); /* every block at once */
   pool_create(arena);
   brisk_annotate_no_access(arena->data, committed);
   if (committed > arena->poisoned_end) arena->poisoned_end = committed;
   if (!keep_committed && committed != 0) {
-    _brisk_os_uncommit(arena->data, brisk_align_up(committed, arena->page), NULL);
+    size_t calls = 0;
+    _brisk_os_uncommit(arena->data, brisk_align_up(committed, arena->page), &calls);
+    count_calls(arena, calls);
     atomic_store_explicit(&arena->committed, 0, memory_order_relaxed);
   }
   atomic_store_explicit(&arena->offset, 0, memory_order_relaxed);
@@ -349,13 +420,20 @@ size_t brisk_arena_used(const brisk_arena_t *arena) {
   return offset < arena->limit ? offset : arena->limit;
 }
 
+/* Any thread, at any time: the per-thread counts are summed with relaxed
+ * loads, so a count is exact once the allocations it covers have returned
+ * (and are visible to the caller), and never counts one twice. */
 void brisk_arena_stats(const brisk_arena_t *arena, brisk_region_stats_t *out) {
   brisk_arena_t *a = (brisk_arena_t *)arena;
-  size_t used = brisk_arena_used(arena);
+  size_t allocations = 0, requested = 0;
+  for (uint32_t i = 0; i <= BRISK_THREAD_SLOTS; i++) {
+    allocations += atomic_load_explicit(&a->slots[i].allocations, memory_order_relaxed);
+    requested += atomic_load_explicit(&a->slots[i].requested, memory_order_relaxed);
+  }
   size_t committed = atomic_load_explicit(&a->committed, memory_order_relaxed);
-  out->bytes_requested = a->requested_before_reset + used;
-  out->bytes_in_use = used;
-  out->bytes_held = a->page + brisk_align_up(committed, a->page);
-  /* One reservation, the header page's commit, then each data commit. */
-  out->system_requests = 2 + atomic_load_explicit(&a->commit_calls, memory_order_relaxed);
+  out->bytes_requested = requested;
+  out->bytes_in_use = brisk_arena_used(arena);
+  out->bytes_held = a->header_size + brisk_align_up(committed, a->page);
+  out->system_requests = atomic_load_explicit(&a->system_requests, memory_order_relaxed);
+  out->allocations = allocations;
 }
