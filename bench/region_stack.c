@@ -202,7 +202,7 @@ int main(int argc, char **argv) {
          depth, ALLOCS_BEFORE, ALLOCS_AFTER, stack_med, malloc_med, ratio);
   printf("| recursive, harness alone: calls and writes, no allocator (ns/alloc) | %.2f | %.2f | - | - |\n",
          floor_med, floor_med);
-  printf("| worst_case(%d): bytes mapped in total | %.2f MiB (%zu maps) | - | - | <= 7.5 MiB |\n",
+  printf("| worst_case(%d): bytes mapped in total | %.2f MiB (%zu system calls) | - | - | <= 7.5 MiB |\n",
          wc_depth, wc_mib, wc_maps);
   printf("| worst_case(%d): time (ms) | %.2f | - | - | - |\n\n", wc_depth, wc_med);
 

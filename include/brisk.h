@@ -221,6 +221,14 @@ BRISK_API void *brisk_stack_realloc(brisk_stack_t *stack, void *p, size_t old_si
                                     size_t new_size, size_t align);
 /* The calling thread's own default stack, created on first use. */
 BRISK_API brisk_stack_t *brisk_stack_tls(void);
+/*
+ * allocations and bytes_requested: successful alloc and realloc calls
+ * (a realloc is one allocation of its new size) and the sizes asked.
+ * bytes_in_use: the bytes asked in live frames (nothing is rounded).
+ * bytes_held: blocks, the stack's own page and its frame records. Exact in
+ * the owner's thread; from another thread, a racy read of the owner's
+ * counters (each a value it wrote, the set a moment apart).
+ */
 BRISK_API void brisk_stack_stats(const brisk_stack_t *stack, brisk_region_stats_t *out);
 
 /*

@@ -16,6 +16,7 @@
 #include <vector>
 
 #include "../src/regions/stack.h"
+#include "os_calls.h"
 #include "test_util.h"
 
 using brisk_test::block_seed;
@@ -110,14 +111,18 @@ void nested_level(brisk_stack_t *s, int level, int max_level, std::vector<Block>
 }
 
 TEST(BriskStack, CreateAndDestroy) {
+  const uint64_t os_before = brisk_test_os_calls();
   brisk_stack_t *s = brisk_stack_create(0);
-  ASSERT_NE(s, nullptr);
   brisk_region_stats_t st;
-  brisk_stack_stats(s, &st);
+  if (s != nullptr) brisk_stack_stats(s, &st);
+  const uint64_t os_calls = brisk_test_os_calls() - os_before;
+  ASSERT_NE(s, nullptr);
   EXPECT_EQ(st.bytes_requested, 0u);
+  EXPECT_EQ(st.allocations, 0u);
   EXPECT_EQ(st.bytes_in_use, 0u);
-  EXPECT_GE(st.bytes_held, 64u * 1024);
-  EXPECT_EQ(st.system_requests, 1u);
+  EXPECT_GE(st.bytes_held, 64u * 1024 + 4096);
+  EXPECT_EQ(st.system_requests, os_calls);  // its page and its first block
+  EXPECT_GE(st.system_requests, 2u);
   brisk_stack_destroy(s);
   brisk_stack_destroy(nullptr);
 
@@ -491,28 +496,109 @@ TEST(BriskStack, StatsAreSane) {
   brisk_stack_t *s = brisk_stack_create(0);
   ASSERT_NE(s, nullptr);
   brisk_region_stats_t st;
+  brisk_stack_stats(s, &st);
+  const size_t created_requests = st.system_requests;
   ASSERT_NE(brisk_stack_alloc(s, 10, 0), nullptr);
   brisk_stack_push(s);
   ASSERT_NE(brisk_stack_alloc(s, 100, 0), nullptr);
   ASSERT_NE(brisk_stack_alloc(s, 1000, 0), nullptr);
   brisk_stack_stats(s, &st);
   EXPECT_EQ(st.bytes_requested, 1110u);
+  EXPECT_EQ(st.allocations, 3u);
   EXPECT_EQ(st.bytes_in_use, 1110u);
+  EXPECT_EQ(st.system_requests, created_requests);  // room in the first block
   brisk_stack_push(s);
   ASSERT_NE(brisk_stack_alloc(s, 200 * 1024, 0), nullptr);
   brisk_stack_stats(s, &st);
   EXPECT_EQ(st.bytes_in_use, 1110u + 200 * 1024);
   EXPECT_GE(st.bytes_held, 64u * 1024 + 200 * 1024);
-  EXPECT_EQ(st.system_requests, 2u);
+  EXPECT_GT(st.system_requests, created_requests);  // a second block
   brisk_stack_pop(s);
   brisk_stack_stats(s, &st);
   EXPECT_EQ(st.bytes_in_use, 1110u);
   EXPECT_EQ(st.bytes_requested, 1110u + 200 * 1024);
+  EXPECT_EQ(st.allocations, 4u);
   brisk_stack_pop(s);
   brisk_stack_stats(s, &st);
   EXPECT_EQ(st.bytes_in_use, 10u);
   EXPECT_EQ(st.bytes_held % 4096, 0u);
-  EXPECT_EQ(_brisk_stack_mapped_total(s), st.bytes_held);
+  EXPECT_EQ(_brisk_stack_mapped_total(s) + 4096, st.bytes_held);  // the blocks and its page
+  brisk_stack_destroy(s);
+}
+
+// Every count against an independent one, over a sequence that maps and
+// reuses blocks, gives surplus blocks back to the OS, grows the frame
+// records past the stack's page, reallocs every way and decays the mean
+// (more than 65,535 allocations): system_requests against the OS layer's
+// count of the same window (one thread; nothing else in it calls brisk),
+// bytes_requested and allocations against the test's own sums (a realloc is
+// one allocation of its new size; a failed call counts nothing).
+TEST(BriskStack, StatsCountWhatWasAskedAndEveryOsCall) {
+  static const size_t kSizes[] = {0, 1, 7, 100, 4000, 70000, 200000};
+  static const size_t kAligns[] = {0, 1, 64};
+  const size_t spike = 8 * kMiB;
+  size_t asked = 0, allocations = 0;
+  bool ok = true;
+  const uint64_t os_before = brisk_test_os_calls();
+  brisk_stack_t *s = brisk_stack_create(0);
+  if (s == nullptr) GTEST_FAIL() << "create";
+  auto alloc = [&](size_t size, size_t align) {
+    void *p = brisk_stack_alloc(s, size, align);
+    ok &= p != nullptr;
+    asked += size;
+    allocations++;
+    return p;
+  };
+  auto realloc = [&](void *p, size_t old_size, size_t new_size) {
+    void *q = brisk_stack_realloc(s, p, old_size, new_size, 0);
+    ok &= q != nullptr;
+    asked += new_size;
+    allocations++;
+    return q;
+  };
+  brisk_stack_push(s);
+  for (size_t size : kSizes)
+    for (size_t align : kAligns) alloc(size, align);
+  void *p = alloc(100, 0);
+  p = realloc(p, 100, 500);  // in place, growing
+  p = realloc(p, 500, 50);   // in place, shrinking
+  alloc(10, 0);
+  p = realloc(p, 50, 20);    // not the last allocation: shrinks where it is
+  p = realloc(p, 20, 5000);  // copied
+  realloc(nullptr, 0, 30);   // an allocation
+  ok &= brisk_stack_alloc(s, 10, 3) == nullptr;  // EINVAL: not counted
+  brisk_stack_pop(s);
+  // Deep frames: the records outgrow the stack's page, twice over.
+  for (int i = 0; i < 1000; i++) {
+    brisk_stack_push(s);
+    alloc(8, 0);
+  }
+  for (int i = 0; i < 1000; i++) brisk_stack_pop(s);
+  // The seed's mean decays every 65,535 allocations.
+  brisk_stack_push(s);
+  for (int i = 0; i < 70000; i++) alloc(8, 1);
+  brisk_stack_pop(s);
+  // A spike of big blocks, then frames that cross blocks until the kept
+  // blocks shrink back and the surplus is given back to the OS.
+  brisk_stack_push(s);
+  for (size_t got = 0; got < spike; got += kMiB) alloc(kMiB, 0);
+  brisk_stack_pop(s);
+  for (int i = 0; i < 1200; i++) {
+    brisk_stack_push(s);
+    alloc(40000, 0);
+    alloc(40000, 0);
+    brisk_stack_pop(s);
+  }
+  brisk_region_stats_t st;
+  brisk_stack_stats(s, &st);
+  const uint64_t os_calls = brisk_test_os_calls() - os_before;
+
+  ASSERT_TRUE(ok);
+  EXPECT_EQ(st.system_requests, os_calls);
+  EXPECT_LT(st.bytes_held, spike) << "no block went back to the OS: releases untested";
+  EXPECT_EQ(st.bytes_requested, asked);
+  EXPECT_EQ(st.allocations, allocations);
+  EXPECT_EQ(st.bytes_in_use, 0u);
   brisk_stack_destroy(s);
 }
 
@@ -568,6 +654,51 @@ TEST(BriskStack, FreeBlocksAreBounded) {
   brisk_stack_stats(s, &st);
   EXPECT_LE(st.bytes_held, 4 * kMiB) << st.bytes_held / kMiB << " MiB still held";
   brisk_stack_destroy(s);
+}
+
+// A process-wide snapshot (the registry) reads a stack's and a fifo's
+// counters from another thread while their owner works: ThreadSanitizer
+// reports nothing (the reads are racy by design, documented at
+// brisk_stack_stats), every count read is one the owner wrote (the counts
+// of calls never go back, bytes in use never wrap), though the counts of
+// one snapshot may be a moment apart.
+TEST(BriskStack, SnapshotFromAnotherThreadWhileTheOwnerWorks) {
+  std::atomic<bool> done{false};
+  int insane = 0;
+  std::thread owner([&] {
+    brisk_stack_t *s = brisk_stack_create(0);
+    brisk_fifo_t *f = brisk_fifo_create(0);
+    for (int i = 0; i < static_cast<int>(scaled(20000, 2000)); i++) {
+      brisk_stack_push(s);
+      for (int k = 0; k < 20; k++) escape(brisk_stack_alloc(s, 100 + 997 * static_cast<size_t>(k), 0));
+      brisk_stack_pop(s);
+      brisk_fifo_free(f, brisk_fifo_alloc(f, 100 + static_cast<size_t>(i % 5000)));
+    }
+    brisk_fifo_destroy(f);
+    brisk_stack_destroy(s);
+    done.store(true);
+  });
+  int snapshots = 0;
+  brisk_region_kind_stats_t before[BRISK_REGION_KINDS];
+  brisk_test_regions_stats(before);
+  while (!done.load() || snapshots == 0) {
+    brisk_region_kind_stats_t now[BRISK_REGION_KINDS];
+    brisk_test_regions_stats(now);
+    for (int kind : {BRISK_REGION_STACK, BRISK_REGION_FIFO}) {
+      const brisk_region_stats_t &a = before[kind].totals, &b = now[kind].totals;
+      if (b.bytes_in_use > (size_t{1} << 40)) insane++;
+      // The same allocators live in both snapshots: their counts only grow.
+      if (before[kind].created == now[kind].created && before[kind].live == now[kind].live &&
+          (b.allocations < a.allocations || b.bytes_requested < a.bytes_requested ||
+           b.system_requests < a.system_requests))
+        insane++;
+    }
+    std::memcpy(before, now, sizeof now);
+    snapshots++;
+  }
+  owner.join();
+  EXPECT_EQ(insane, 0);
+  EXPECT_GT(snapshots, 0);
 }
 
 TEST(BriskStack, ThreadStacksAreDistinct) {

@@ -71,11 +71,20 @@
  *     rounded (a 1-byte object takes 1 byte). Size 0 takes 1 byte, so its
  *     pointer is unique.
  *
- * Statistics: bytes_requested is the sum of the sizes asked (realloc in
- * place adds its growth, a copying realloc its new size); bytes_in_use the
- * bytes asked in live frames (a copying realloc keeps the old copy until
- * pop); bytes_held the block bytes mapped now; system_requests the block
- * mappings made so far.
+ * Statistics: allocations counts the successful alloc and realloc calls,
+ * bytes_requested sums the sizes they asked for (a realloc counts as one
+ * allocation of its new size, in place or not); bytes_in_use is the bytes
+ * asked in live frames (the stack rounds nothing; a copying realloc keeps
+ * the old copy until pop); bytes_held the bytes mapped now (blocks, the
+ * stack's page, frame records beyond it); system_requests every OS call
+ * made for the stack (its page, blocks and frame records mapped and
+ * released; each call of a reservation's). The fast path's own counts
+ * serve: `requested` (whose sum the mean also follows) and average_nb,
+ * whose decay hands what it takes to allocations_decayed, so every
+ * allocation is counted once without another add on the fast path; realloc
+ * adds what its in-place paths leave out (realloc_calls, realloc_asked).
+ * brisk_stack_stats may run in another thread (a process-wide snapshot):
+ * it reads the owner's words without synchronising, see there.
  *
  * Sanitizers and Valgrind (hot.annotated: an ASan build, or a build that
  * has <valgrind/memcheck.h> running under Valgrind): a block's area is
@@ -99,6 +108,7 @@
 #include "base/base.h"
 #include "brisk.h"
 #include "os/os.h"
+#include "regions/registry.h"
 #include "regions/stack.h"
 
 #define STACK_DEFAULT_BLOCK  ((size_t)64 << 10)
@@ -147,8 +157,13 @@ struct brisk_stack_s {
   size_t peak;        /* most block bytes in use at once (decaying) */
   size_t recent;      /* most block bytes in use since the last decay */
   size_t mapped_total;
-  size_t maps;
+  size_t system_requests;     /* OS calls made for this stack so far */
+  size_t allocations_decayed; /* allocations the mean's decay took from average_nb */
+  size_t decay_seq;           /* odd while a decay moves counts (brisk_stack_stats) */
+  size_t realloc_calls;       /* reallocs that kept their block (not via stack_alloc) */
+  size_t realloc_asked;       /* what those asked beyond what they added to `requested` */
   unsigned decay_clock;
+  brisk_region_entry_t entry;
   frame_t inline_frames[];  /* up to the end of the stack's page */
 };
 
@@ -171,10 +186,23 @@ BRISK_INLINE size_t average_sum(const brisk_stack_t *stack) {
   return stack->hot.average_sum + (stack->hot.requested - stack->hot.average_mark);
 }
 
+/*
+ * The count of allocations is allocations_decayed + average_nb, so the
+ * decay hands over what it takes from average_nb. A snapshot in another
+ * thread (brisk_stack_stats) reads the two words between two reads of
+ * decay_seq, which is odd while they change (a sequence lock: stores
+ * ordered by the release fence and store, its loads by acquire), so it
+ * never sums an old word and a new one.
+ */
 static BRISK_NOINLINE void average_decay_slow(brisk_stack_t *stack) {
+  size_t seq = stack->decay_seq;
+  __atomic_store_n(&stack->decay_seq, seq + 1, __ATOMIC_RELAXED);
+  __atomic_thread_fence(__ATOMIC_RELEASE);
+  stack->allocations_decayed += stack->hot.average_nb - stack->hot.average_nb / 4;
   stack->hot.average_sum = average_sum(stack) / 4;
   stack->hot.average_mark = stack->hot.requested;
   stack->hot.average_nb /= 4;
+  __atomic_store_n(&stack->decay_seq, seq + 2, __ATOMIC_RELEASE);
 }
 
 BRISK_INLINE void average_update(brisk_stack_t *stack, size_t request) {
@@ -225,7 +253,7 @@ static block_t *block_create(brisk_stack_t *stack, size_t take, size_t align) {
   size_t need = sizeof(block_t) + pad + take;
   if (want < need) want = need;
   size_t size = brisk_align_up(want, page);
-  block_t *blk = _brisk_os_reserve(size, page, 0, NULL);
+  block_t *blk = _brisk_os_reserve(size, page, 0, &stack->system_requests);
   if (blk == NULL) return NULL;
   brisk_annotate_internal(blk, sizeof *blk);
   blk->prev = blk->next = NULL;
@@ -235,7 +263,6 @@ static block_t *block_create(brisk_stack_t *stack, size_t take, size_t align) {
   brisk_annotate_no_access(block_area(blk), size - sizeof *blk);
   stack->held += size;
   stack->mapped_total += size;
-  stack->maps++;
   return blk;
 }
 
@@ -244,7 +271,7 @@ static void block_destroy(brisk_stack_t *stack, block_t *blk) {
   stack->held -= blk->size;
   size_t size = blk->size;
   brisk_annotate_internal(blk, size);
-  _brisk_os_release(blk, size, NULL);
+  _brisk_os_release(blk, size, &stack->system_requests);
 }
 
 /*
@@ -410,16 +437,21 @@ void *brisk_stack_realloc(brisk_stack_t *stack, void *p, size_t old_size, size_t
   if (old == stack->hot.last && aligned && take <= (size_t)(stack->hot.blk->end - old)) {
     if (stack->hot.annotated && old + take > stack->hot.end) open_to(stack, old + take);
     stack->hot.pos = old + take;
+    stack->realloc_calls++;
     if (new_size >= old_size) {
       stack->hot.requested += new_size - old_size;
+      stack->realloc_asked += old_size;
     } else {
       stack->hot.released += old_size - new_size;
+      stack->realloc_asked += new_size;
       if (stack->hot.annotated) close_from(stack, stack->hot.pos); /* reopened on the next allocation */
     }
     return old;
   }
   if (new_size <= old_size && aligned) {
     if (old_size > take) brisk_annotate_no_access(old + take, old_size - take);
+    stack->realloc_calls++;
+    stack->realloc_asked += new_size;
     return old;
   }
   void *q = stack_alloc(stack, new_size, align);
@@ -444,10 +476,11 @@ BRISK_INLINE void save_frame(brisk_stack_t *stack) {
 static BRISK_NOINLINE void push_slow(brisk_stack_t *stack) {
   size_t used = stack->hot.capacity * sizeof(frame_t);
   size_t bytes = brisk_align_up(2 * used, _brisk_os_page_size());
-  frame_t *bigger = _brisk_os_reserve(bytes, _brisk_os_page_size(), 0, NULL);
+  frame_t *bigger = _brisk_os_reserve(bytes, _brisk_os_page_size(), 0, &stack->system_requests);
   if (bigger == NULL) stack_fatal("brisk_stack_push", "out of memory for frame records");
   memcpy(bigger, stack->hot.frames, used);
-  if (stack->hot.frames != stack->inline_frames) _brisk_os_release(stack->hot.frames, stack->frames_bytes, NULL);
+  if (stack->hot.frames != stack->inline_frames)
+    _brisk_os_release(stack->hot.frames, stack->frames_bytes, &stack->system_requests);
   stack->hot.frames = bigger;
   stack->frames_bytes = bytes;
   stack->hot.capacity = bytes / sizeof(frame_t);
@@ -511,6 +544,11 @@ void brisk_stack_pop_slow_(brisk_stack_t *stack) { stack_pop(stack); }
 
 /* ---- Life cycle --------------------------------------------------------- */
 
+static void registry_stats(const brisk_region_entry_t *entry, brisk_region_stats_t *out) {
+  brisk_stack_stats((const brisk_stack_t *)((const char *)entry - offsetof(brisk_stack_t, entry)),
+                    out);
+}
+
 brisk_stack_t *brisk_stack_create(size_t first_block) {
   size_t page = _brisk_os_page_size();
   if (first_block == 0) first_block = STACK_DEFAULT_BLOCK;
@@ -518,9 +556,11 @@ brisk_stack_t *brisk_stack_create(size_t first_block) {
     errno = ENOMEM;
     return NULL;
   }
-  brisk_stack_t *stack = _brisk_os_reserve(page, page, 0, NULL);
+  size_t calls = 0;
+  brisk_stack_t *stack = _brisk_os_reserve(page, page, 0, &calls);
   if (stack == NULL) return NULL;
   memset(stack, 0, sizeof *stack);
+  stack->system_requests = calls;
   stack->head.prev = stack->head.next = &stack->head;
   stack->min_block = brisk_align_up(first_block, page);
   stack->hot.frames = stack->inline_frames;
@@ -538,22 +578,54 @@ brisk_stack_t *brisk_stack_create(size_t first_block) {
   stack->hot.pos = block_area(blk);
   stack->hot.annotated = brisk_tools_watch_blocks();
   stack->hot.end = stack->hot.annotated ? stack->hot.pos : blk->end;
+  _brisk_region_register(&stack->entry, BRISK_REGION_STACK, registry_stats);
   return stack;
 }
 
 void brisk_stack_destroy(brisk_stack_t *stack) {
   if (stack == NULL) return;
+  _brisk_region_unregister(&stack->entry);
   while (stack->head.next != &stack->head) block_destroy(stack, stack->head.next);
   if (stack->hot.frames != stack->inline_frames)
     _brisk_os_release(stack->hot.frames, stack->frames_bytes, NULL);
   _brisk_os_release(stack, _brisk_os_page_size(), NULL);
 }
 
-void brisk_stack_stats(const brisk_stack_t *stack, brisk_region_stats_t *out) {
-  out->bytes_requested = stack->hot.requested;
-  out->bytes_in_use = stack->hot.requested - stack->hot.released;
-  out->bytes_held = stack->held;
-  out->system_requests = stack->maps;
+/* One of the owner's words, read from any thread (see brisk_stack_stats). */
+#define OWNER_WORD(field) __atomic_load_n(&(field), __ATOMIC_RELAXED)
+
+/*
+ * The owner's thread gets exact numbers. Another thread (a process-wide
+ * snapshot, through the registry) reads the owner's words while it may be
+ * writing them with plain stores: a racy read by design, kept from
+ * ThreadSanitizer as pool.c's racy_link is. Each word is read whole (an
+ * aligned word load), so each count is one the owner wrote, but the counts
+ * may be a few operations apart (bytes_in_use a moment ahead of
+ * bytes_held, say); the stack itself is never written.
+ */
+BRISK_NO_TSAN void brisk_stack_stats(const brisk_stack_t *stack, brisk_region_stats_t *out) {
+  /* released before requested: requested only grows and released never
+   * passes it, so the difference read this way does not wrap. */
+  size_t released = OWNER_WORD(stack->hot.released);
+  size_t requested = OWNER_WORD(stack->hot.requested);
+  out->bytes_requested = requested + OWNER_WORD(stack->realloc_asked);
+  out->bytes_in_use = requested >= released ? requested - released : 0;
+  /* The blocks, the stack's own page, and its frame records if mapped. */
+  const frame_t *frames = OWNER_WORD(stack->hot.frames);
+  size_t frames_held = frames != stack->inline_frames ? OWNER_WORD(stack->frames_bytes) : 0;
+  out->bytes_held = OWNER_WORD(stack->held) + _brisk_os_page_size() + frames_held;
+  out->system_requests = OWNER_WORD(stack->system_requests);
+  /* The two words a decay moves, read under its sequence count (see
+   * average_decay_slow); the owner never waits. */
+  size_t seq, counted;
+  for (;;) {
+    seq = __atomic_load_n(&stack->decay_seq, __ATOMIC_ACQUIRE);
+    counted = OWNER_WORD(stack->allocations_decayed) + OWNER_WORD(stack->hot.average_nb);
+    __atomic_thread_fence(__ATOMIC_ACQUIRE);
+    if ((seq & 1) == 0 && __atomic_load_n(&stack->decay_seq, __ATOMIC_RELAXED) == seq) break;
+    brisk_cpu_relax();
+  }
+  out->allocations = counted + OWNER_WORD(stack->realloc_calls);
 }
 
 size_t _brisk_stack_mapped_total(const brisk_stack_t *stack) { return stack->mapped_total; }
