@@ -367,6 +367,13 @@ BRISK_API void brisk_fifo_free(brisk_fifo_t *fifo, void *p);
  * last of them is freed with brisk_fifo_free (then everything goes).
  */
 BRISK_API void brisk_fifo_destroy(brisk_fifo_t *fifo);
+/*
+ * allocations and bytes_requested: successful alloc and realloc calls
+ * (a realloc is one allocation of its new size) and the sizes asked.
+ * bytes_in_use: the live blocks with their 8-byte headers, rounded to 16.
+ * bytes_held: the pages mapped (kept ones too) and the control page. Exact
+ * in the owner's thread; from another thread, as brisk_stack_stats.
+ */
 BRISK_API void brisk_fifo_stats(const brisk_fifo_t *fifo, brisk_region_stats_t *out);
 
 /* ======================================================================
