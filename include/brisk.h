@@ -28,8 +28,10 @@
 #ifndef BRISK_H
 #define BRISK_H
 
+#include <stdbool.h>
 #include <stddef.h>
 #include <stdint.h>
+#include <stdio.h>
 
 #ifdef __cplusplus
 extern "C" {
@@ -86,28 +88,148 @@ BRISK_API BRISK_ATTR_MALLOC void *brisk_aligned_alloc(size_t alignment, size_t s
 BRISK_API size_t brisk_usable_size(const void *p);
 
 /*
- * brisk_collect: give back what the calling thread holds and does not use,
- * now instead of on the usual delays: blocks it freed for other threads are
- * sent to them (they are batched, and would otherwise wait for this thread's
- * next slow path), blocks other threads freed for it are returned to its
- * pages, its empty pages and free memory are given back to the system, and
- * so are the heaps of exited threads that no thread has taken over. Call it
- * from a thread that is about to sit idle, or after a peak. Thread-safe.
+ * brisk_collect: give back what is held and not used, now instead of on the
+ * usual delays. Thread-safe; call it from a thread about to sit idle, or
+ * after a peak. It always does this for the calling thread: blocks it freed
+ * for other threads are sent to them (they are batched, and would otherwise
+ * wait for this thread's next slow path), blocks other threads freed for it
+ * are returned to its pages, and its empty pages and cached huge mappings
+ * go back to the system; so do the heaps of exited threads that no thread
+ * has taken over. With force, the free pages and cached huge mappings of
+ * every other thread's heap go back too, including those of threads that
+ * are blocked or idle and will not call malloc again (what malloc_trim
+ * does). Returns true when memory went back to the system.
  */
-BRISK_API void brisk_collect(void);
+BRISK_API bool brisk_collect(bool force);
+
+/* ======================================================================
+ * Statistics: the general allocator, the OS calls, and the region
+ * allocators by kind, in one snapshot. Counting costs malloc's fast path two
+ * plain per-thread adds (its count by size, its requested bytes) and free's
+ * nothing; the rest is counted on slow paths and merged on demand.
+ *
+ * How current a snapshot is: the calling thread's counts are exact, and so
+ * are those of exited threads. Another running thread's are as of its last
+ * fold: its pages' live blocks are folded into its heap when a page fills
+ * or empties, and everything at its first housekeeping (every 64 slow-path
+ * mallocs) after a snapshot was asked for; an idle thread's wait until it
+ * runs. Frees per class are allocations minus live blocks, so until such a
+ * fold another thread's frees lag its allocations.
+ * ====================================================================== */
+
+#define BRISK_STATS_VERSION 1
+/* Size classes of the general allocator; classes[0] is unused. */
+#define BRISK_STATS_CLASSES 106
+
+/* One size class of the general allocator. */
+typedef struct brisk_class_stats_s {
+  size_t block_size;        /* bytes per block */
+  uint64_t allocations;     /* blocks handed out */
+  uint64_t frees;           /* blocks given back (by any thread) */
+  uint64_t remote_frees;    /* ... of which by a thread other than the owner */
+  size_t blocks_in_use;     /* allocations - frees, since the start */
+  size_t pages;             /* pages serving the class now */
+} brisk_class_stats_t;
+
+typedef struct brisk_general_stats_s {
+  uint64_t allocations;     /* every block handed out: classes and huge */
+  uint64_t frees;
+  uint64_t remote_frees;    /* frees by a thread that does not own the block */
+  uint64_t bytes_requested; /* sum of the sizes asked for, ever */
+  size_t bytes_in_use;      /* live blocks, by block size (class or huge mapping) */
+  size_t bytes_in_use_peak; /* most bytes_in_use at once, to within 256 KiB per
+                               thread (threads publish their changes in steps) */
+  size_t huge_blocks;       /* live blocks above 512 KiB, each its own mapping */
+  size_t huge_bytes;        /* their mapped bytes */
+  uint64_t huge_allocations;
+  size_t huge_cached_bytes; /* freed huge mappings kept for reuse */
+  size_t pages_in_use;      /* pages serving a size class */
+  size_t pages_committed;   /* free pages still backed, waiting to be purged */
+  size_t bytes_held;        /* memory held from the system now: pages in use
+                               and free pages not yet purged, segment headers,
+                               huge mappings and the huge cache */
+  size_t segments;          /* segments (32 MiB reservations) held now */
+  size_t bytes_reserved;    /* address space of those segments and huge blocks */
+  uint64_t bytes_purged;    /* free pages given back to the system, ever */
+  uint64_t slow_mallocs;    /* mallocs that took the slow path */
+  uint64_t slow_frees;      /* frees that took a slow path (remote, huge, page events) */
+  uint64_t heaps_created;   /* thread heaps made (one per concurrent thread, at most) */
+  uint64_t heaps_abandoned; /* ... left by an exiting thread */
+  uint64_t heaps_adopted;   /* ... taken over by a new thread */
+  size_t heaps_live;        /* heaps owned by a running thread now */
+} brisk_general_stats_t;
+
+/* System calls of the OS layer, by every part of brisk, counted one by one. */
+typedef struct brisk_os_stats_s {
+  uint64_t map_calls, map_bytes;           /* mmap */
+  uint64_t unmap_calls, unmap_bytes;       /* munmap */
+  uint64_t commit_calls, commit_bytes;     /* mprotect making reserved memory usable */
+  uint64_t decommit_calls, decommit_bytes; /* madvise(MADV_DONTNEED) and uncommits */
+  uint64_t remap_calls, remap_bytes;       /* mremap (huge blocks resized or moved) */
+  uint64_t other_calls, other_bytes;       /* prefault, mlock, huge-page advice */
+  uint64_t failed_calls;                   /* calls the kernel refused */
+  size_t bytes_mapped;                     /* address space mapped now */
+} brisk_os_stats_t;
+
+typedef enum brisk_region_kind_e {
+  BRISK_REGION_ARENA,
+  BRISK_REGION_STACK,
+  BRISK_REGION_FIFO,
+  BRISK_REGION_POOL,
+  BRISK_REGION_BUDDY,
+  BRISK_REGION_HYBRID,
+  BRISK_REGION_KINDS
+} brisk_region_kind_t;
+
+/* What a region allocator has asked of the program and of the system. The
+ * words mean the same in every allocator. */
+typedef struct brisk_region_stats_s {
+  size_t bytes_requested;   /* sum of the sizes callers asked for, ever */
+  size_t bytes_in_use;      /* bytes handed out and not yet given back */
+  size_t bytes_held;        /* bytes currently taken from the system */
+  size_t system_requests;   /* OS calls made so far, each one counted */
+  size_t allocations;       /* successful allocation calls, counted */
+} brisk_region_stats_t;
+
+/* The live allocators of one kind, summed. A hybrid's pools and buddies are
+ * counted under the hybrid only. */
+typedef struct brisk_region_kind_stats_s {
+  size_t live;              /* created and not yet destroyed */
+  uint64_t created;         /* ever */
+  brisk_region_stats_t totals;
+} brisk_region_kind_stats_t;
+
+typedef struct brisk_stats_s {
+  uint32_t version;         /* BRISK_STATS_VERSION of the library that filled it */
+  uint32_t size;            /* set by the caller to sizeof(brisk_stats_t) */
+  uint64_t time_ms;         /* milliseconds since brisk started (monotonic) */
+  brisk_general_stats_t general;
+  brisk_class_stats_t classes[BRISK_STATS_CLASSES];
+  brisk_os_stats_t os;
+  brisk_region_kind_stats_t regions[BRISK_REGION_KINDS];
+} brisk_stats_t;
+
+/*
+ * brisk_stats_get: a snapshot into *out, whose `size` the caller sets to
+ * sizeof(brisk_stats_t) first (a program built against an older, smaller
+ * struct gets the fields it knows). Returns 0, or -1 with errno EINVAL for
+ * NULL or a size too small for the version and size fields. Allocates
+ * nothing; thread-safe.
+ */
+BRISK_API int brisk_stats_get(brisk_stats_t *out);
+/* A human-readable table with units (what BRISK_STATS=1 prints at exit). */
+BRISK_API void brisk_stats_print(FILE *out);
+/* The same snapshot as one JSON object on one line, ending in a newline. */
+BRISK_API void brisk_stats_json(FILE *out);
+/* Start the counters again: every count and peak reads from now on as if
+ * the program started now (gauges such as bytes in use are not touched). */
+BRISK_API void brisk_stats_reset(void);
 
 /* ======================================================================
  * Region allocators: memory whose lifetime the program knows. Each one is
  * built on brisk's OS layer, not on malloc. Statistics are per allocator.
  * ====================================================================== */
 
-/* What a region allocator has asked of the program and of the system. */
-typedef struct brisk_region_stats_s {
-  size_t bytes_requested;   /* sum of the sizes the program asked for (live + freed) */
-  size_t bytes_in_use;      /* bytes handed out and not yet given back */
-  size_t bytes_held;        /* bytes currently taken from the system */
-  size_t system_requests;   /* reserve/commit/map calls made to the OS so far */
-} brisk_region_stats_t;
 
 /* ---- Arena: a lock-free bump allocator over reserved virtual memory ----
  *
@@ -367,13 +489,6 @@ BRISK_API void brisk_fifo_free(brisk_fifo_t *fifo, void *p);
  * last of them is freed with brisk_fifo_free (then everything goes).
  */
 BRISK_API void brisk_fifo_destroy(brisk_fifo_t *fifo);
-/*
- * allocations and bytes_requested: successful alloc and realloc calls
- * (a realloc is one allocation of its new size) and the sizes asked.
- * bytes_in_use: the live blocks with their 8-byte headers, rounded to 16.
- * bytes_held: the pages mapped (kept ones too) and the control page. Exact
- * in the owner's thread; from another thread, as brisk_stack_stats.
- */
 BRISK_API void brisk_fifo_stats(const brisk_fifo_t *fifo, brisk_region_stats_t *out);
 
 /* ======================================================================

@@ -192,7 +192,7 @@ TEST(BriskThreads, UnadoptedHeapsGiveTheirMemoryBack) {
 TEST(BriskThreads, CollectFromAThreadWithoutAHeapTidiesUnadoptedHeaps) {
   if (kSanitized) GTEST_SKIP() << "shadow memory makes RSS meaningless";
   const size_t rss_before = exit_four_filled_heaps();
-  std::thread(brisk_collect).join();
+  std::thread([] { brisk_collect(false); }).join();
   const size_t rss_now = brisk_test::rss_bytes();
   std::printf("after brisk_collect: %zu KiB\n", rss_now / 1024);
   EXPECT_LE(rss_now, rss_before + 3 * kMiB);
@@ -210,7 +210,7 @@ void free_from_idle_thread(const std::vector<void *> &blocks, bool collect,
   std::thread freer([&] {
     brisk_free(brisk_malloc(1));  // a heap of its own (a heapless thread posts each block alone)
     for (void *p : blocks) brisk_free(p);
-    if (collect) brisk_collect();
+    if (collect) brisk_collect(false);
     stage.store(1);
     while (stage.load() != 2) std::this_thread::yield();
   });
@@ -231,14 +231,14 @@ TEST(BriskThreadsDeathTest, CollectSendsAnIdleThreadsRemoteFreesHome) {
   // outbox while it idles: their page is still in use.
   std::vector<void *> blocks = blocks_of_one_page();
   free_from_idle_thread(blocks, false, [&] {
-    brisk_collect();
+    brisk_collect(false);
     EXPECT_EQ(brisk_usable_size(blocks[0]), 1024u);
   });
   EXPECT_DEATH(
       {
         std::vector<void *> mine = blocks_of_one_page();
         free_from_idle_thread(mine, true, [&] {
-          brisk_collect();
+          brisk_collect(false);
           escape(reinterpret_cast<void *>(brisk_usable_size(mine[0])));
         });
       },

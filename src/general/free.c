@@ -87,7 +87,6 @@ static void outbox_post(brisk_heap_t *heap, brisk_remote_batch_t **slot) {
   brisk_remote_batch_t *batch = *slot;
   *slot = NULL;
   heap->outbox_bytes -= batch->bytes;
-  heap->counters.remote_batches_posted++;
   _brisk_heap_post_remote(batch->owner, &batch->node, BRISK_REMOTE_BATCH_TAG);
   _brisk_heaps_tidy_stale(0);
   /* A thread that only frees never takes malloc's slow path: its own queue
@@ -129,7 +128,6 @@ static void outbox_push(brisk_heap_t *heap, brisk_heap_t *owner, brisk_block_t *
       return;
     }
   }
-  heap->counters.remote_frees_sent++;
   brisk_remote_batch_t **slot = outbox_slot(heap, owner);
   brisk_remote_batch_t *batch = *slot;
   if (BRISK_UNLIKELY(batch == NULL || batch->owner != owner)) {
@@ -169,6 +167,7 @@ uint8_t *_brisk_page_block_start(const brisk_page_t *page, const void *p) {
 
 void _brisk_free_not_local(brisk_segment_t *segment, brisk_page_t *page, void *p) {
   brisk_heap_t *heap = _brisk_tls_heap;
+  if (!heap->is_empty_heap) heap->slow_frees_unfolded++;
   if (segment->kind == BRISK_KIND_HUGE) {
     if ((uint8_t *)p != _brisk_huge_block(segment)) {
       brisk_fatal_pointer("free", p, "not the start of a block");

@@ -107,6 +107,7 @@ static uintptr_t remote_pop(brisk_heap_t *heap) {
 
 static void free_remote_block(brisk_heap_t *heap, void *block) {
   brisk_page_t *page = brisk_page_of(brisk_segment_of((uintptr_t)block), (uintptr_t)block);
+  brisk_stat_add(&heap->stats.remote_frees[page->class_index], 1);
   _brisk_page_free_block(heap, page, (brisk_block_t *)block);
 }
 
@@ -143,8 +144,20 @@ size_t _brisk_heap_drain_remote(brisk_heap_t *heap) {
       drained++;
     }
   }
-  heap->counters.remote_frees_received += drained;
   return drained;
+}
+
+void _brisk_heap_lock_memory(brisk_heap_t *heap) {
+  /* acquire/release: whoever takes the lock next sees the lists as the
+   * holder left them. Held for short work (a page, a purge, a cache entry),
+   * so a waiter yields rather than sleeps. */
+  while (atomic_exchange_explicit(&heap->memory_lock, true, memory_order_acquire)) {
+    while (atomic_load_explicit(&heap->memory_lock, memory_order_relaxed)) sched_yield();
+  }
+}
+
+void _brisk_heap_unlock_memory(brisk_heap_t *heap) {
+  atomic_store_explicit(&heap->memory_lock, false, memory_order_release);
 }
 
 static bool drain_lock_try(brisk_heap_t *heap) {
@@ -210,6 +223,7 @@ static void heap_tidy(brisk_heap_t *heap, bool purge_now) {
   } else {
     _brisk_heap_purge(heap, _brisk_os_now_ms(), BRISK_PURGE_DELAY_MS);
   }
+  _brisk_heap_fold_stats(heap);
   atomic_store_explicit(&heap->tidied, true, memory_order_relaxed);
 }
 
@@ -288,10 +302,13 @@ void _brisk_heap_post_remote(brisk_heap_t *owner, brisk_remote_node_t *node, uin
 void _brisk_heap_housekeeping(brisk_heap_t *heap) {
   _brisk_heap_flush_outbox(heap);
   _brisk_heap_retire_empty_heads(heap);
+  _brisk_heap_stats_housekeeping(heap);
   uint64_t now = _brisk_os_now_ms();
   tidy_stale_abandoned(now);
-  if (heap->purge_list.head != NULL) _brisk_heap_purge(heap, now, BRISK_PURGE_DELAY_MS);
-  if (heap->huge_cache_bytes != 0) _brisk_huge_cache_trim(heap, now, BRISK_HUGE_CACHE_MAX_AGE_MS);
+  /* Both lists may be emptied by brisk_collect(true) from another thread:
+   * looked at under the memory lock only. */
+  _brisk_heap_purge(heap, now, BRISK_PURGE_DELAY_MS);
+  _brisk_huge_cache_trim(heap, now, BRISK_HUGE_CACHE_MAX_AGE_MS);
 }
 
 void _brisk_heap_collect(brisk_heap_t *heap) {
@@ -303,6 +320,24 @@ void _brisk_heap_collect(brisk_heap_t *heap) {
   _brisk_huge_cache_trim(heap, 0, 0);
   _brisk_heap_purge(heap, 0, 0);
   _brisk_heap_release_empty_segments(heap);
+}
+
+void _brisk_heaps_trim_others(brisk_heap_t *self) {
+  /* heaps_lock keeps fork() out while a memory_lock is held here; heaps are
+   * never freed, so the list may be walked from its head. */
+  pthread_mutex_lock(&heaps_lock);
+  for (brisk_heap_t *heap = all_heaps; heap != NULL; heap = heap->next_all) {
+    if (heap == self) continue;
+    _brisk_heap_purge(heap, 0, 0);
+    _brisk_huge_cache_trim(heap, 0, 0);
+  }
+  pthread_mutex_unlock(&heaps_lock);
+}
+
+void _brisk_heaps_for_each(void (*fn)(brisk_heap_t *heap, void *context), void *context) {
+  pthread_mutex_lock(&heaps_lock);
+  for (brisk_heap_t *heap = all_heaps; heap != NULL; heap = heap->next_all) fn(heap, context);
+  pthread_mutex_unlock(&heaps_lock);
 }
 
 void _brisk_heaps_tidy_all(void) {
@@ -331,6 +366,7 @@ static brisk_heap_t *heap_create(void) {
   heap->next_all = all_heaps;
   all_heaps = heap;
   pthread_mutex_unlock(&heaps_lock);
+  brisk_global_stat_add(BRISK_STAT_HEAPS_CREATED, 1);
   return heap;
 }
 
@@ -347,6 +383,8 @@ static void thread_exit(void *value) {
   while (!drain_lock_try(heap)) sched_yield();
   atomic_store_explicit(&heap->abandoned, true, memory_order_seq_cst);
   _brisk_heap_drain_remote(heap);
+  _brisk_heap_fold_stats(heap);
+  brisk_global_stat_add(BRISK_STAT_HEAPS_ABANDONED, 1);
   /* Huge mappings are kept for the thread that frees them, not the heap:
    * an adopter has no reason to want them, and they are the most memory. */
   _brisk_huge_cache_trim(heap, 0, 0);
@@ -371,9 +409,7 @@ static void thread_exit(void *value) {
 
 void _brisk_heap_free_only_chores(brisk_heap_t *heap) {
   _brisk_heap_drain_remote(heap);
-  if (heap->purge_list.head != NULL) {
-    _brisk_heap_purge(heap, _brisk_os_now_ms(), BRISK_PURGE_DELAY_MS);
-  }
+  _brisk_heap_purge(heap, _brisk_os_now_ms(), BRISK_PURGE_DELAY_MS);
 }
 
 void _brisk_heaps_tidy_stale(uint64_t now_ms) {
@@ -405,6 +441,8 @@ static void fork_parent(void) {
 static void fork_child(void) {
   for (brisk_heap_t *heap = all_heaps; heap != NULL; heap = heap->next_all) {
     drain_lock_release(heap);
+    /* A thread of the parent may have held it; that thread is gone. */
+    _brisk_heap_unlock_memory(heap);
   }
   /* The forking thread, the child's only one, took it in fork_prepare. */
   pthread_mutex_unlock(&heaps_lock);
@@ -451,6 +489,7 @@ brisk_heap_t *_brisk_heap_init_thread(bool cold) {
     }
     atomic_store_explicit(&heap->abandoned, false, memory_order_relaxed);
     heap->next_abandoned = NULL;
+    brisk_global_stat_add(BRISK_STAT_HEAPS_ADOPTED, 1);
     if (!atomic_load_explicit(&heap->tidied, memory_order_relaxed)) {
       atomic_fetch_sub_explicit(&untidied_abandoned, 1, memory_order_relaxed);
     }

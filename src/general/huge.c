@@ -25,7 +25,7 @@
 #include <errno.h>
 #include <string.h>
 
-#define HUGE_CACHE_MAX_BYTES ((size_t)128 << 20)
+#define HUGE_CACHE_MAX_BYTES (_brisk_options.huge_cache_bytes)
 /* Where the block starts in its mapping when it needs no special alignment. */
 #define HUGE_BLOCK_OFFSET ((size_t)256)
 
@@ -55,10 +55,19 @@ static void huge_init(brisk_segment_t *segment, size_t block_offset) {
   brisk_store_relaxed(&page->owner, 0);
 }
 
+/* Statistics: a huge block made live (+1) or freed (-1), with its mapping. */
+static void huge_counted(const brisk_segment_t *segment, int change) {
+  _brisk_stats_huge_in_use(change, change * (int64_t)segment->mapped_size);
+  brisk_global_stat_add(change > 0 ? BRISK_STAT_HUGE_ALLOCATIONS : BRISK_STAT_HUGE_FREES, 1);
+}
+
 static void cache_remove(brisk_heap_t *heap, size_t index) {
   heap->huge_cache_bytes -= heap->huge_cache[index].size;
+  brisk_global_stat_add(BRISK_STAT_HUGE_CACHED_BYTES, -(int64_t)heap->huge_cache[index].size);
   heap->huge_cache[index] = heap->huge_cache[--heap->huge_cache_count];
 }
+
+static void cache_trim(brisk_heap_t *heap, uint64_t now_ms, uint64_t max_age_ms);
 
 /* The cached mapping closest in size to `needed`, made to fit: a smaller
  * one grows (its touched pages come along, so only the new part faults). */
@@ -95,7 +104,12 @@ void *_brisk_huge_alloc(brisk_heap_t *heap, size_t size, size_t align, bool zero
   if (align < BRISK_SEGMENT_SIZE) {
     size_t offset = brisk_align_up(HUGE_BLOCK_OFFSET, align < 16 ? 16 : align);
     size_t needed = brisk_align_up(offset + size, _brisk_os_page_size());
-    brisk_segment_t *segment = heap->is_empty_heap ? NULL : cache_take(heap, needed);
+    brisk_segment_t *segment = NULL;
+    if (!heap->is_empty_heap) {
+      _brisk_heap_lock_memory(heap);
+      segment = cache_take(heap, needed);
+      _brisk_heap_unlock_memory(heap);
+    }
     bool fresh = segment == NULL;
     if (fresh) {
       size_t mapped = round_mapping_size(needed);
@@ -105,10 +119,8 @@ void *_brisk_huge_alloc(brisk_heap_t *heap, size_t size, size_t align, bool zero
         errno = ENOMEM;
         return NULL;
       }
-    } else {
-      heap->counters.huge_cache_hits++;
     }
-    heap->counters.huge_allocations++;
+    huge_counted(segment, 1);
     huge_init(segment, offset);
     uint8_t *block = segment->pages[0].start;
     if (zero && !fresh) memset(block, 0, size);
@@ -121,7 +133,7 @@ void *_brisk_huge_alloc(brisk_heap_t *heap, size_t size, size_t align, bool zero
     errno = ENOMEM;
     return NULL;
   }
-  heap->counters.huge_allocations++;
+  huge_counted(segment, 1);
   huge_init(segment, BRISK_SEGMENT_SIZE);
   return segment->pages[0].start;
 }
@@ -130,12 +142,14 @@ void _brisk_huge_free(brisk_heap_t *heap, brisk_segment_t *segment) {
   /* A cached mapping is marked unused: _brisk_checked_segment then catches a
    * second free instead of caching (and later handing out) it twice. */
   segment->pages[0].used = 0;
+  huge_counted(segment, -1);
   bool cacheable = !heap->is_empty_heap && _brisk_huge_block(segment) - (uint8_t *)segment <
                                                (ptrdiff_t)BRISK_SEGMENT_SIZE;
   if (!cacheable || segment->mapped_size > HUGE_CACHE_MAX_BYTES / 2) {
     _brisk_segment_unmap(segment);
     return;
   }
+  _brisk_heap_lock_memory(heap);
   /* Make room: drop the oldest entries until this one fits. */
   while (heap->huge_cache_count == BRISK_HUGE_CACHE_ENTRIES ||
          (heap->huge_cache_count != 0 &&
@@ -151,15 +165,17 @@ void _brisk_huge_free(brisk_heap_t *heap, brisk_segment_t *segment) {
   uint64_t now_ms = _brisk_os_now_ms();
   /* Entries idle past their age go now too: a thread that frees its huge
    * blocks and then stays on the fast paths would otherwise keep them. */
-  _brisk_huge_cache_trim(heap, now_ms, BRISK_HUGE_CACHE_MAX_AGE_MS);
+  cache_trim(heap, now_ms, BRISK_HUGE_CACHE_MAX_AGE_MS);
   brisk_huge_cache_entry_t *entry = &heap->huge_cache[heap->huge_cache_count++];
   entry->segment = segment;
   entry->size = segment->mapped_size;
   entry->freed_at_ms = now_ms;
   heap->huge_cache_bytes += segment->mapped_size;
+  brisk_global_stat_add(BRISK_STAT_HUGE_CACHED_BYTES, (int64_t)segment->mapped_size);
+  _brisk_heap_unlock_memory(heap);
 }
 
-void _brisk_huge_cache_trim(brisk_heap_t *heap, uint64_t now_ms, uint64_t max_age_ms) {
+static void cache_trim(brisk_heap_t *heap, uint64_t now_ms, uint64_t max_age_ms) {
   size_t i = 0;
   while (i < heap->huge_cache_count) {
     brisk_huge_cache_entry_t *entry = &heap->huge_cache[i];
@@ -173,12 +189,21 @@ void _brisk_huge_cache_trim(brisk_heap_t *heap, uint64_t now_ms, uint64_t max_ag
   }
 }
 
+void _brisk_huge_cache_trim(brisk_heap_t *heap, uint64_t now_ms, uint64_t max_age_ms) {
+  _brisk_heap_lock_memory(heap);
+  cache_trim(heap, now_ms, max_age_ms);
+  _brisk_heap_unlock_memory(heap);
+}
+
 void *_brisk_huge_realloc(brisk_segment_t *segment, void *p, size_t new_size) {
   size_t offset = (size_t)((uint8_t *)p - (uint8_t *)segment);
   size_t available = segment->mapped_size - offset;
   if (new_size <= available && new_size >= available / 2) return p;
   if (new_size > PTRDIFF_MAX - 2 * BRISK_SEGMENT_SIZE || offset >= BRISK_SEGMENT_SIZE) return NULL;
   size_t wanted = round_mapping_size(brisk_align_up(offset + new_size, _brisk_os_page_size()));
+  size_t old_size = segment->mapped_size;
   brisk_segment_t *resized = _brisk_segment_resize(segment, wanted);
-  return resized == NULL ? NULL : (uint8_t *)resized + offset;
+  if (resized == NULL) return NULL;
+  _brisk_stats_huge_in_use(0, (int64_t)resized->mapped_size - (int64_t)old_size);
+  return (uint8_t *)resized + offset;
 }

@@ -116,6 +116,8 @@ BRISK_HIDDEN void _brisk_heap_purge_down_to(brisk_heap_t *heap, size_t max_bytes
 /* Release the heap's empty segments but one spare per kind (purged if the
  * heap is abandoned). */
 BRISK_HIDDEN void _brisk_heap_release_empty_segments(brisk_heap_t *heap);
+/* Free page bytes a heap keeps backed before it decommits at once. */
+BRISK_HIDDEN void _brisk_set_purge_max_bytes(size_t bytes);
 /* Reserve a segment-aligned mapping and enter it in the segment map with its
  * page shift. With block_align (> BRISK_SEGMENT_SIZE) the address one segment
  * above the base is aligned to it instead: the home of an over-aligned huge
@@ -175,6 +177,70 @@ BRISK_HIDDEN size_t _brisk_block_usable_size(const brisk_segment_t *segment, con
 /* "brisk: caller(0x...): invalid pointer: why", then abort. */
 #define brisk_fatal_pointer(caller, p, why) \
   _brisk_os_fatal_pointer((caller), (p), "invalid pointer: " why)
+
+/* ---- stats.c: statistics ---- */
+
+/* Process-wide counts and gauges that change on slow paths only (segments,
+ * pages, huge blocks, heaps): relaxed atomic adds, a few per page or
+ * mapping, next to work that costs far more. */
+typedef enum brisk_global_stat_e {
+  BRISK_STAT_PAGES_IN_USE,          /* pages serving a size class */
+  BRISK_STAT_PAGE_BYTES_IN_USE,
+  BRISK_STAT_FREE_PAGES_COMMITTED,  /* on a purge list, still backed */
+  BRISK_STAT_FREE_PAGE_BYTES_COMMITTED,
+  BRISK_STAT_SEGMENTS,              /* paged segments held */
+  BRISK_STAT_SEGMENT_BYTES,
+  BRISK_STAT_BYTES_PURGED,
+  BRISK_STAT_HUGE_BLOCKS,           /* live huge blocks */
+  BRISK_STAT_HUGE_BYTES,            /* their mappings' bytes */
+  BRISK_STAT_HUGE_ALLOCATIONS,
+  BRISK_STAT_HUGE_FREES,
+  BRISK_STAT_HUGE_CACHED_BYTES,
+  BRISK_STAT_HEAPS_CREATED,
+  BRISK_STAT_HEAPS_ABANDONED,
+  BRISK_STAT_HEAPS_ADOPTED,
+  BRISK_STAT_IN_USE_BYTES,          /* live block bytes, as published by heaps */
+  BRISK_STAT_IN_USE_PEAK,
+  BRISK_STAT_COUNT
+} brisk_global_stat_t;
+
+extern BRISK_HIDDEN _Atomic(int64_t) _brisk_global_stats[BRISK_STAT_COUNT];
+/* Pages serving each class now. */
+extern BRISK_HIDDEN _Atomic(int64_t) _brisk_class_pages[BRISK_CLASS_COUNT];
+
+BRISK_INLINE void brisk_global_stat_add(brisk_global_stat_t which, int64_t n) {
+  atomic_fetch_add_explicit(&_brisk_global_stats[which], n, memory_order_relaxed);
+}
+
+/* Fold a page's counts since its last fold into its heap's statistics
+ * (owner or drain_lock holder; the page is in use). */
+BRISK_HIDDEN void _brisk_page_fold_stats(brisk_heap_t *heap, brisk_page_t *page);
+/* Fold the counts malloc's paths keep in plain fields (every 4096 slow
+ * mallocs, before a 32-bit count can wrap: see types.h). */
+BRISK_HIDDEN void _brisk_heap_fold_counts(brisk_heap_t *heap);
+/* Fold every page of the heap, and the fast path's requested bytes. */
+BRISK_HIDDEN void _brisk_heap_fold_stats(brisk_heap_t *heap);
+/* Housekeeping: fold everything if a snapshot was asked for since the last
+ * fold, so that other threads' counts in snapshots stay current. */
+BRISK_HIDDEN void _brisk_heap_stats_housekeeping(brisk_heap_t *heap);
+/* Change the heap's live bytes; published to the process total (and peak)
+ * in steps of BRISK_STATS_PUBLISH_BYTES. */
+BRISK_HIDDEN void _brisk_heap_stats_in_use(brisk_heap_t *heap, int64_t bytes);
+/* Huge blocks, counted process-wide (their threads may have no heap). */
+BRISK_HIDDEN void _brisk_stats_huge_in_use(int64_t blocks, int64_t bytes);
+/* Start the interval writer and the at-exit report the options ask for. */
+BRISK_HIDDEN void _brisk_stats_start(void);
+
+/* heap.c: the heap's memory_lock (types.h); never held across another
+ * heap's. */
+BRISK_HIDDEN void _brisk_heap_lock_memory(brisk_heap_t *heap);
+BRISK_HIDDEN void _brisk_heap_unlock_memory(brisk_heap_t *heap);
+/* heap.c: call fn for every heap ever made (under heaps_lock). */
+BRISK_HIDDEN void _brisk_heaps_for_each(void (*fn)(brisk_heap_t *heap, void *context),
+                                        void *context);
+/* heap.c: decommit the free pages and release the huge caches of every heap
+ * but `self`, live threads' heaps included (brisk_collect(true)). */
+BRISK_HIDDEN void _brisk_heaps_trim_others(brisk_heap_t *self);
 
 /* ---- api.c ---- */
 

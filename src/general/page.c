@@ -41,7 +41,8 @@ static void retire_page(brisk_heap_t *heap, brisk_page_t *page) {
   brisk_page_queue_t *queue = &heap->queues[class_index];
   bool was_head = queue->head == page;
   brisk_page_queue_remove(queue, page);
-  heap->counters.pages_retired++;
+  _brisk_page_fold_stats(heap, page);
+  atomic_fetch_sub_explicit(&_brisk_class_pages[class_index], 1, memory_order_relaxed);
   _brisk_segment_page_free(heap, page); /* may unmap the page's segment */
   if (was_head) queue_head_changed(heap, class_index);
 }
@@ -139,8 +140,9 @@ static void page_init(brisk_heap_t *heap, brisk_page_t *page, size_t class_index
   page->free = NULL;
   page->local_free = NULL;
   page->is_committed = 1;
+  page->live_at_fold = 0;
   brisk_store_relaxed(&page->owner, (uintptr_t)heap);
-  heap->counters.pages_initialized++;
+  atomic_fetch_add_explicit(&_brisk_class_pages[class_index], 1, memory_order_relaxed);
   page_extend(page);
 }
 
@@ -166,6 +168,9 @@ static brisk_page_t *find_page(brisk_heap_t *heap, size_t class_index) {
       page_extend(page);
     }
     if (page->free != NULL) break;
+    /* Full: its heap learns its live blocks now, so that the process's
+     * bytes in use (and peak) follow a growing heap. */
+    _brisk_page_fold_stats(heap, page);
     brisk_page_queue_remove(queue, page);
     page->used |= BRISK_PAGE_FULL_FLAG;
     page->in_full_list = 1;
@@ -203,6 +208,8 @@ void *_brisk_malloc_generic(size_t size, brisk_heap_t *heap, bool zero) {
       brisk_block_t *block = page->free;
       page->free = block->next;
       page->used++;
+      heap->class_allocations_unfolded[page->class_index]++;
+      heap->bytes_requested_unfolded += size;
       if (zero) memset(block, 0, size);
       return block;
     }
@@ -218,9 +225,11 @@ static void *malloc_slow(brisk_heap_t *heap, size_t size, bool zero) {
       return NULL;
     }
   }
+  if ((++heap->slow_mallocs_unfolded & 4095) == 0) _brisk_heap_fold_counts(heap);
   if (remote_queue_maybe_nonempty(heap)) _brisk_heap_drain_remote(heap);
   if ((++heap->generic_calls & 63) == 0) _brisk_heap_housekeeping(heap);
 
+  heap->bytes_requested_unfolded += size;
   if (size > BRISK_LARGE_MAX) return _brisk_huge_alloc(heap, size, 0, zero);
 
   size_t class_index = brisk_size_to_class(size);
@@ -235,12 +244,14 @@ static void *malloc_slow(brisk_heap_t *heap, size_t size, bool zero) {
   brisk_block_t *block = page->free;
   page->free = block->next;
   page->used++;
+  heap->class_allocations_unfolded[class_index]++;
   if (zero) memset(block, 0, size);
   return block;
 }
 
 void _brisk_page_free_slow(brisk_heap_t *heap, brisk_page_t *page) {
   size_t class_index = page->class_index;
+  heap->slow_frees_unfolded++;
   brisk_page_queue_t *queue = &heap->queues[class_index];
   if (page->used & BRISK_PAGE_FULL_FLAG) {
     /* A count that went below zero also shows the flag: more frees than

@@ -23,8 +23,14 @@
 
 _Atomic(uint8_t) _brisk_segment_map[BRISK_SEGMENT_MAP_SIZE];
 
-/* Free pages beyond this many bytes per heap are decommitted at once. */
-#define PURGE_LIST_MAX_BYTES ((size_t)32 << 20)
+/* Free pages beyond this many bytes per heap are decommitted at once (32 MiB;
+ * mallopt(M_TRIM_THRESHOLD) sets it; relaxed: any recent value will do). */
+static _Atomic(size_t) purge_list_max_bytes = (size_t)32 << 20;
+#define PURGE_LIST_MAX_BYTES atomic_load_explicit(&purge_list_max_bytes, memory_order_relaxed)
+
+void _brisk_set_purge_max_bytes(size_t bytes) {
+  atomic_store_explicit(&purge_list_max_bytes, bytes, memory_order_relaxed);
+}
 
 static const uint8_t page_shift_of_kind[BRISK_KIND_COUNT_PAGED] = {
     BRISK_SMALL_PAGE_SHIFT, BRISK_MEDIUM_PAGE_SHIFT, BRISK_LARGE_PAGE_SHIFT};
@@ -118,16 +124,22 @@ static void available_remove(brisk_heap_t *heap, brisk_segment_t *segment) {
 }
 
 static void purge_list_remove(brisk_heap_t *heap, brisk_page_t *page) {
+  size_t size = brisk_page_size(brisk_segment_of((uintptr_t)page));
   brisk_page_queue_remove(&heap->purge_list, page);
   page->in_purge_list = 0;
-  heap->purge_list_bytes -= brisk_page_size(brisk_segment_of((uintptr_t)page));
+  heap->purge_list_bytes -= size;
+  brisk_global_stat_add(BRISK_STAT_FREE_PAGES_COMMITTED, -1);
+  brisk_global_stat_add(BRISK_STAT_FREE_PAGE_BYTES_COMMITTED, -(int64_t)size);
 }
 
 static void purge_list_append(brisk_heap_t *heap, brisk_page_t *page, uint64_t now_ms) {
   page->freed_at_ms = now_ms;
   brisk_page_queue_push_back(&heap->purge_list, page);
   page->in_purge_list = 1;
-  heap->purge_list_bytes += brisk_page_size(brisk_segment_of((uintptr_t)page));
+  size_t size = brisk_page_size(brisk_segment_of((uintptr_t)page));
+  heap->purge_list_bytes += size;
+  brisk_global_stat_add(BRISK_STAT_FREE_PAGES_COMMITTED, 1);
+  brisk_global_stat_add(BRISK_STAT_FREE_PAGE_BYTES_COMMITTED, (int64_t)size);
 }
 
 static brisk_segment_t *segment_new(brisk_heap_t *heap, brisk_segment_kind_t kind) {
@@ -138,6 +150,7 @@ static brisk_segment_t *segment_new(brisk_heap_t *heap, brisk_segment_kind_t kin
   segment->page_count = (uint16_t)page_count;
   segment->used_pages = 0;
   segment->heap = heap;
+  if (_brisk_options.huge_pages) _brisk_os_advise_huge_pages(segment, BRISK_SEGMENT_SIZE, NULL);
   /* Fresh memory is zero, so page descriptors start free and uncommitted.
    * Page 0 holds the header and is never handed out: its owner stays 0, so
    * a free() of an address in the header takes the slow path and aborts. */
@@ -147,7 +160,8 @@ static brisk_segment_t *segment_new(brisk_heap_t *heap, brisk_segment_kind_t kin
   }
   segment->free_pages[0] &= ~(uint64_t)1;
   heap->empty_segments[kind]++;
-  heap->counters.segments_reserved++;
+  brisk_global_stat_add(BRISK_STAT_SEGMENTS, 1);
+  brisk_global_stat_add(BRISK_STAT_SEGMENT_BYTES, (int64_t)segment->mapped_size);
   available_push(heap, segment);
   return segment;
 }
@@ -158,7 +172,8 @@ static void segment_release(brisk_heap_t *heap, brisk_segment_t *segment) {
   }
   if (segment->in_available_list) available_remove(heap, segment);
   heap->empty_segments[segment->kind]--;
-  heap->counters.segments_released++;
+  brisk_global_stat_add(BRISK_STAT_SEGMENTS, -1);
+  brisk_global_stat_add(BRISK_STAT_SEGMENT_BYTES, -(int64_t)segment->mapped_size);
   _brisk_segment_unmap(segment);
 }
 
@@ -176,7 +191,7 @@ static void segment_purge_all(brisk_heap_t *heap, brisk_segment_t *segment) {
       run_size += size;
       purge_list_remove(heap, page);
       page->is_committed = 0;
-      heap->counters.bytes_purged += size;
+      brisk_global_stat_add(BRISK_STAT_BYTES_PURGED, (int64_t)size);
     } else if (run_start != NULL) {
       _brisk_os_decommit(run_start, run_size, NULL);
       run_start = NULL;
@@ -185,7 +200,7 @@ static void segment_purge_all(brisk_heap_t *heap, brisk_segment_t *segment) {
   }
 }
 
-brisk_page_t *_brisk_segment_page_alloc(brisk_heap_t *heap, brisk_segment_kind_t kind) {
+static brisk_page_t *page_alloc(brisk_heap_t *heap, brisk_segment_kind_t kind) {
   brisk_segment_t *segment = heap->available[kind];
   if (segment == NULL) {
     segment = segment_new(heap, kind);
@@ -201,6 +216,15 @@ brisk_page_t *_brisk_segment_page_alloc(brisk_heap_t *heap, brisk_segment_kind_t
   brisk_page_t *page = &segment->pages[index];
   if (page->in_purge_list) purge_list_remove(heap, page);
   page->in_use = 1;
+  brisk_global_stat_add(BRISK_STAT_PAGES_IN_USE, 1);
+  brisk_global_stat_add(BRISK_STAT_PAGE_BYTES_IN_USE, (int64_t)brisk_page_size(segment));
+  return page;
+}
+
+brisk_page_t *_brisk_segment_page_alloc(brisk_heap_t *heap, brisk_segment_kind_t kind) {
+  _brisk_heap_lock_memory(heap);
+  brisk_page_t *page = page_alloc(heap, kind);
+  _brisk_heap_unlock_memory(heap);
   return page;
 }
 
@@ -210,15 +234,21 @@ static void purge_page(brisk_heap_t *heap, brisk_page_t *page) {
   purge_list_remove(heap, page);
   _brisk_os_decommit(start, size, NULL);
   page->is_committed = 0;
-  heap->counters.bytes_purged += size;
+  brisk_global_stat_add(BRISK_STAT_BYTES_PURGED, (int64_t)size);
 }
 
+static void purge_due(brisk_heap_t *heap, uint64_t now_ms, uint64_t delay_ms);
+static void purge_down_to(brisk_heap_t *heap, size_t max_bytes);
+
 void _brisk_segment_page_free(brisk_heap_t *heap, brisk_page_t *page) {
+  _brisk_heap_lock_memory(heap);
   brisk_segment_t *segment = brisk_segment_of((uintptr_t)page);
   size_t index = page_index(segment, page);
   uint64_t now_ms = _brisk_os_now_ms();
   brisk_store_relaxed(&page->owner, 0);
   page->in_use = 0;
+  brisk_global_stat_add(BRISK_STAT_PAGES_IN_USE, -1);
+  brisk_global_stat_add(BRISK_STAT_PAGE_BYTES_IN_USE, -(int64_t)brisk_page_size(segment));
   page->free = NULL;
   page->local_free = NULL;
   segment->free_pages[index / 64] |= (uint64_t)1 << (index % 64);
@@ -237,22 +267,27 @@ void _brisk_segment_page_free(brisk_heap_t *heap, brisk_page_t *page) {
       segment_purge_all(heap, segment);
     }
   }
-  _brisk_heaps_tidy_stale(now_ms);
   /* Purge here too, not only in malloc's slow path: a thread that only
    * frees (or sits on fast paths) must still give memory back. Past the
    * byte limit the oldest pages go at once, down to half the limit, so a
    * workload cycling just over the limit does not refault everything. */
-  _brisk_heap_purge(heap, now_ms, BRISK_PURGE_DELAY_MS);
-  if (heap->purge_list_bytes > PURGE_LIST_MAX_BYTES) {
-    _brisk_heap_purge_down_to(heap, PURGE_LIST_MAX_BYTES / 2);
-  }
+  purge_due(heap, now_ms, BRISK_PURGE_DELAY_MS);
+  if (heap->purge_list_bytes > PURGE_LIST_MAX_BYTES) purge_down_to(heap, PURGE_LIST_MAX_BYTES / 2);
+  _brisk_heap_unlock_memory(heap);
+  _brisk_heaps_tidy_stale(now_ms);
 }
 
-void _brisk_heap_purge_down_to(brisk_heap_t *heap, size_t max_bytes) {
+static void purge_down_to(brisk_heap_t *heap, size_t max_bytes) {
   while (heap->purge_list_bytes > max_bytes) purge_page(heap, heap->purge_list.head);
 }
 
-void _brisk_heap_purge(brisk_heap_t *heap, uint64_t now_ms, uint64_t delay_ms) {
+void _brisk_heap_purge_down_to(brisk_heap_t *heap, size_t max_bytes) {
+  _brisk_heap_lock_memory(heap);
+  purge_down_to(heap, max_bytes);
+  _brisk_heap_unlock_memory(heap);
+}
+
+static void purge_due(brisk_heap_t *heap, uint64_t now_ms, uint64_t delay_ms) {
   brisk_page_t *page;
   while ((page = heap->purge_list.head) != NULL) {
     if (delay_ms == 0) {
@@ -264,7 +299,14 @@ void _brisk_heap_purge(brisk_heap_t *heap, uint64_t now_ms, uint64_t delay_ms) {
   }
 }
 
+void _brisk_heap_purge(brisk_heap_t *heap, uint64_t now_ms, uint64_t delay_ms) {
+  _brisk_heap_lock_memory(heap);
+  purge_due(heap, now_ms, delay_ms);
+  _brisk_heap_unlock_memory(heap);
+}
+
 void _brisk_heap_release_empty_segments(brisk_heap_t *heap) {
+  _brisk_heap_lock_memory(heap);
   for (int kind = 0; kind < BRISK_KIND_COUNT_PAGED; kind++) {
     brisk_segment_t *segment = heap->available[kind];
     bool kept_spare = false;
@@ -281,4 +323,5 @@ void _brisk_heap_release_empty_segments(brisk_heap_t *heap) {
       segment = next;
     }
   }
+  _brisk_heap_unlock_memory(heap);
 }

@@ -39,6 +39,7 @@
 #define BRISK_GENERAL_TYPES_H
 
 #include "base/base.h"
+#include "general/options.h"
 
 #define BRISK_SEGMENT_SHIFT 25 /* 32 MiB */
 #define BRISK_SEGMENT_SIZE  ((size_t)1 << BRISK_SEGMENT_SHIFT)
@@ -78,10 +79,10 @@
  * `used` lets free()'s fast path test "empty or full" with one compare. */
 #define BRISK_PAGE_FULL_FLAG 0x80000000u
 
-/* Free pages are decommitted after waiting this long unused. */
-#define BRISK_PURGE_DELAY_MS 50
-/* Cached huge mappings are released after waiting this long unused. */
-#define BRISK_HUGE_CACHE_MAX_AGE_MS 1000
+/* How long free pages and cached huge mappings wait before they go back to
+ * the system: runtime options (options.h). */
+#define BRISK_PURGE_DELAY_MS (_brisk_options.purge_delay_ms)
+#define BRISK_HUGE_CACHE_MAX_AGE_MS (_brisk_options.huge_cache_ms)
 
 /* page.owner's low bit: the page holds blocks handed out at an interior,
  * aligned address, so free() must find the block start first. */
@@ -119,10 +120,15 @@ typedef struct brisk_page_s {
   uint8_t in_purge_list : 1;     /* free but still backed by memory */
   uint8_t is_committed : 1;      /* its memory has been touched since the last decommit */
   uint8_t in_full_list : 1;      /* on heap->full_pages (BRISK_PAGE_FULL_FLAG set) */
+  /* Statistics (owner only): the live blocks when the page last told its
+   * heap (_brisk_page_fold_stats). In the padding: the descriptor stays 64 B. */
+  uint16_t live_at_fold;
   uint8_t *start;                /* first block */
   struct brisk_page_s *next;     /* class queue, full list, or purge list */
   struct brisk_page_s *prev;
 } brisk_page_t;
+
+_Static_assert(sizeof(brisk_page_t) == 64, "free() finds a page descriptor with one shift");
 
 typedef struct brisk_segment_s {
   uint8_t kind;
@@ -194,24 +200,41 @@ typedef struct brisk_huge_cache_entry_s {
 
 #define BRISK_HUGE_CACHE_ENTRIES 8
 
-/* Per-thread counters (a later stats API merges them on demand); only slow
- * paths touch them. */
-typedef struct brisk_heap_counters_s {
-  uint64_t pages_initialized;
-  uint64_t pages_retired;
-  uint64_t segments_reserved;
-  uint64_t segments_released;
-  uint64_t huge_allocations;
-  uint64_t huge_cache_hits;
-  uint64_t remote_frees_received;
-  uint64_t remote_frees_sent;
-  uint64_t remote_batches_posted;
-  uint64_t bytes_purged;
-} brisk_heap_counters_t;
+/* Per-heap statistics, merged by brisk_stats_get over every heap. Written
+ * only by whoever works on the heap (its thread, or the drain_lock holder
+ * of an abandoned heap), with relaxed loads and stores (no read-modify-
+ * write), and read by any thread: atomics only so that those reads are not
+ * data races. Allocations per class come from malloc's counts by size
+ * (folded in by _brisk_heap_fold_stats) and the slow paths; live blocks per
+ * class from the pages' `used` (folded in on page events); frees are the
+ * difference. */
+typedef struct brisk_heap_stats_s {
+  _Atomic(uint64_t) allocations[BRISK_CLASS_COUNT];
+  _Atomic(int64_t) live_blocks[BRISK_CLASS_COUNT];
+  _Atomic(uint64_t) remote_frees[BRISK_CLASS_COUNT];
+  _Atomic(uint64_t) bytes_requested;
+  _Atomic(uint64_t) slow_mallocs;
+  _Atomic(uint64_t) slow_frees;
+  _Atomic(uint64_t) stats_epoch;   /* the snapshot request last folded for */
+} brisk_heap_stats_t;
+
+/* Add to a counter only one thread writes at a time. */
+#define brisk_stat_add(counter, n) \
+  atomic_store_explicit((counter), atomic_load_explicit((counter), memory_order_relaxed) + (n), \
+                        memory_order_relaxed)
 
 typedef struct brisk_heap_s {
   /* Hot: read by malloc's fast path. */
   brisk_page_t *direct[BRISK_DIRECT_COUNT];
+  /* Statistics counted by malloc's fast path (owner only, folded into
+   * `stats`): blocks handed out per entry of `direct`, requested bytes. The
+   * counts are 32-bit (a 64-bit array would share `direct`'s index scale,
+   * and the compiler then spends an instruction on a common address). They
+   * are folded every 4096 slow mallocs, and a class's page list runs dry,
+   * sending malloc to its slow path, at least once per 65536 blocks: under
+   * 2^28 between folds. */
+  uint32_t small_allocations_unfolded[BRISK_DIRECT_COUNT];
+  uint64_t bytes_requested_unfolded;
   brisk_page_queue_t queues[BRISK_CLASS_COUNT];
   /* The head page of each class queue holds one phantom count in `used`,
    * so freeing its last block never takes free()'s slow path. */
@@ -227,7 +250,13 @@ typedef struct brisk_heap_s {
   brisk_huge_cache_entry_t huge_cache[BRISK_HUGE_CACHE_ENTRIES]; /* [0, count) filled */
   size_t huge_cache_count;
   size_t huge_cache_bytes;
-  brisk_heap_counters_t counters;
+  /* Statistics kept by the owner's slow paths with plain adds, folded into
+   * `stats` with the rest; live bytes not yet published to the process. */
+  uint64_t class_allocations_unfolded[BRISK_CLASS_COUNT];
+  uint64_t slow_mallocs_unfolded;
+  uint64_t slow_frees_unfolded;
+  int64_t in_use_unpublished;
+  brisk_heap_stats_t stats;
   struct brisk_heap_s *next_abandoned;
   uint64_t abandoned_at_ms;        /* when its thread exited (heaps_lock) */
   /* Abandoned and given back since (written under drain_lock; read under
@@ -259,6 +288,10 @@ typedef struct brisk_heap_s {
   BRISK_ALIGNED(BRISK_CACHE_LINE) _Atomic(brisk_remote_batch_t *) returned_batches;
   BRISK_ALIGNED(BRISK_CACHE_LINE) _Atomic(bool) abandoned;
   _Atomic(bool) drain_lock;        /* held by whoever works on an abandoned heap */
+  /* Held around every change of the purge list, the segments' page maps and
+   * the huge cache, by whoever works on the heap, and by brisk_collect(true)
+   * from another thread to decommit a live heap's free pages. */
+  _Atomic(bool) memory_lock;
   _Atomic(bool) drain_requested;   /* a block was queued while drain_lock was held */
 
   BRISK_ALIGNED(BRISK_CACHE_LINE) brisk_remote_batch_t batches[BRISK_HEAP_BATCHES];

@@ -75,6 +75,31 @@ BRISK_HIDDEN bool _brisk_os_resize(void *p, size_t old_size, size_t new_size, si
 BRISK_HIDDEN bool _brisk_os_move(void *p, size_t old_size, void *new_base, size_t new_size,
                                   size_t *calls);
 
+/* Ask for transparent huge pages on a range (madvise MADV_HUGEPAGE); a
+ * hint the kernel may ignore, so nothing is reported. */
+BRISK_HIDDEN void _brisk_os_advise_huge_pages(void *p, size_t size, size_t *calls);
+
+/* System calls by kind, each counted once, for statistics and for tests
+ * that check a caller's own count of its OS calls against this one. */
+typedef enum brisk_os_call_kind_e {
+  BRISK_OS_MAP,       /* mmap */
+  BRISK_OS_UNMAP,     /* munmap */
+  BRISK_OS_COMMIT,    /* mprotect to read-write */
+  BRISK_OS_DECOMMIT,  /* madvise(MADV_DONTNEED), and mprotect back to no access */
+  BRISK_OS_REMAP,     /* mremap */
+  BRISK_OS_OTHER,     /* prefault, mlock, huge-page advice */
+  BRISK_OS_CALL_KINDS
+} brisk_os_call_kind_t;
+
+typedef struct brisk_os_counts_s {
+  uint64_t calls[BRISK_OS_CALL_KINDS];
+  uint64_t bytes[BRISK_OS_CALL_KINDS];
+  uint64_t failed_calls;   /* refused by the kernel (not in calls[]) */
+  size_t bytes_mapped;     /* address space mapped now */
+} brisk_os_counts_t;
+
+BRISK_HIDDEN void _brisk_os_counts(brisk_os_counts_t *out);
+
 /* A monotonic clock in milliseconds, cheap enough for slow paths (vDSO). */
 BRISK_HIDDEN uint64_t _brisk_os_now_ms(void);
 

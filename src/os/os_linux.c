@@ -20,10 +20,66 @@ static inline void add_calls(size_t *calls, size_t n) {
   if (calls != NULL) *calls += n;
 }
 
+/* ---- counting every system call that maps or advises memory ----
+ * Relaxed atomics: the counts are statistics read on demand, and every one
+ * of these calls costs a system call, next to which an atomic add is free. */
+static _Atomic(uint64_t) call_counts[BRISK_OS_CALL_KINDS];
+static _Atomic(uint64_t) call_bytes[BRISK_OS_CALL_KINDS];
+static _Atomic(uint64_t) failed_calls;
+static _Atomic(int64_t) bytes_mapped;
+
+static void count_call(brisk_os_call_kind_t kind, size_t size, bool ok) {
+  if (!ok) {
+    atomic_fetch_add_explicit(&failed_calls, 1, memory_order_relaxed);
+    return;
+  }
+  atomic_fetch_add_explicit(&call_counts[kind], 1, memory_order_relaxed);
+  atomic_fetch_add_explicit(&call_bytes[kind], size, memory_order_relaxed);
+}
+
+static void count_mapped(int64_t change) {
+  atomic_fetch_add_explicit(&bytes_mapped, change, memory_order_relaxed);
+}
+
+void _brisk_os_counts(brisk_os_counts_t *out) {
+  for (int kind = 0; kind < BRISK_OS_CALL_KINDS; kind++) {
+    out->calls[kind] = atomic_load_explicit(&call_counts[kind], memory_order_relaxed);
+    out->bytes[kind] = atomic_load_explicit(&call_bytes[kind], memory_order_relaxed);
+  }
+  out->failed_calls = atomic_load_explicit(&failed_calls, memory_order_relaxed);
+  int64_t mapped = atomic_load_explicit(&bytes_mapped, memory_order_relaxed);
+  out->bytes_mapped = mapped > 0 ? (size_t)mapped : 0;
+}
+
+static void *counted_mmap(void *hint, size_t size, int protection, int flags) {
+  void *p = mmap(hint, size, protection, flags, -1, 0);
+  count_call(BRISK_OS_MAP, size, p != MAP_FAILED);
+  if (p != MAP_FAILED) count_mapped((int64_t)size);
+  return p;
+}
+
+static void counted_munmap(void *p, size_t size) {
+  bool ok = munmap(p, size) == 0;
+  count_call(BRISK_OS_UNMAP, size, ok);
+  if (ok) count_mapped(-(int64_t)size);
+}
+
+static bool counted_madvise(brisk_os_call_kind_t kind, void *p, size_t size, int advice) {
+  bool ok = madvise(p, size, advice) == 0;
+  count_call(kind, size, ok);
+  return ok;
+}
+
+static bool counted_mprotect(brisk_os_call_kind_t kind, void *p, size_t size, int protection) {
+  bool ok = mprotect(p, size, protection) == 0;
+  count_call(kind, size, ok);
+  return ok;
+}
+
 static void *map_anonymous(size_t size, size_t *calls) {
   /* No MAP_NORESERVE: the kernel's overcommit heuristic then refuses sizes
    * that can never be backed (64 TiB), which is how malloc must fail. */
-  void *p = mmap(NULL, size, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
+  void *p = counted_mmap(NULL, size, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS);
   add_calls(calls, 1);
   if (p == MAP_FAILED) {
     errno = ENOMEM;
@@ -61,13 +117,13 @@ static void *reserve_at_hint(size_t size, size_t align, size_t *calls) {
   uintptr_t claimed = atomic_fetch_add_explicit(&next_hint, size + align, memory_order_relaxed);
   uintptr_t hint = (claimed + align - 1) & ~(uintptr_t)(align - 1);
   if (hint + size > HINT_AREA_END || hint + size < hint) return NULL;
-  void *p = mmap((void *)hint, size, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
+  void *p = counted_mmap((void *)hint, size, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS);
   add_calls(calls, 1);
   if (p == (void *)hint) return p;
   /* Only a mapping placed elsewhere is a miss; a refusal (no memory for
    * that size) says nothing about the hints. */
   if (p != MAP_FAILED) {
-    munmap(p, size);
+    counted_munmap(p, size);
     add_calls(calls, 1);
     atomic_fetch_add_explicit(&hint_misses, 1, memory_order_relaxed);
   }
@@ -98,8 +154,8 @@ void *_brisk_os_reserve(size_t size, size_t align, size_t align_offset, size_t *
   size_t head = (size_t)(base - raw);
   size_t tail = padded - head - size;
   add_calls(calls, (head != 0) + (tail != 0));
-  if (head != 0) munmap(raw, head);
-  if (tail != 0) munmap(base + size, tail);
+  if (head != 0) counted_munmap(raw, head);
+  if (tail != 0) counted_munmap(base + size, tail);
   return base;
 }
 
@@ -111,7 +167,7 @@ void *_brisk_os_reserve_address_space(size_t size, size_t align, size_t *calls) 
     return NULL;
   }
   size_t padded = size + align;
-  uint8_t *raw = mmap(NULL, padded, PROT_NONE, MAP_PRIVATE | MAP_ANONYMOUS | MAP_NORESERVE, -1, 0);
+  uint8_t *raw = counted_mmap(NULL, padded, PROT_NONE, MAP_PRIVATE | MAP_ANONYMOUS | MAP_NORESERVE);
   add_calls(calls, 1);
   if (raw == MAP_FAILED) {
     errno = ENOMEM;
@@ -121,29 +177,29 @@ void *_brisk_os_reserve_address_space(size_t size, size_t align, size_t *calls) 
   size_t head = (size_t)(base - raw);
   size_t tail = padded - head - size;
   add_calls(calls, (head != 0) + (tail != 0));
-  if (head != 0) munmap(raw, head);
-  if (tail != 0) munmap(base + size, tail);
+  if (head != 0) counted_munmap(raw, head);
+  if (tail != 0) counted_munmap(base + size, tail);
   return base;
 }
 
 bool _brisk_os_commit(void *p, size_t size, size_t *calls) {
   if (size == 0) return true;
   add_calls(calls, 1);
-  return mprotect(p, size, PROT_READ | PROT_WRITE) == 0;
+  return counted_mprotect(BRISK_OS_COMMIT, p, size, PROT_READ | PROT_WRITE);
 }
 
 void _brisk_os_uncommit(void *p, size_t size, size_t *calls) {
   if (size == 0) return;
   add_calls(calls, 2);
-  madvise(p, size, MADV_DONTNEED);
-  mprotect(p, size, PROT_NONE);
+  counted_madvise(BRISK_OS_DECOMMIT, p, size, MADV_DONTNEED);
+  counted_mprotect(BRISK_OS_DECOMMIT, p, size, PROT_NONE);
 }
 
 bool _brisk_os_prefault(void *p, size_t size, size_t *calls) {
   if (size == 0) return true;
 #ifdef MADV_POPULATE_WRITE
   add_calls(calls, 1);
-  if (madvise(p, size, MADV_POPULATE_WRITE) == 0) return true;
+  if (counted_madvise(BRISK_OS_OTHER, p, size, MADV_POPULATE_WRITE)) return true;
 #endif
   /* Older kernels (EINVAL): one write per page. The range is committed and
    * either fresh (zero) or the caller's own, so writing a byte back as it
@@ -157,13 +213,15 @@ bool _brisk_os_prefault(void *p, size_t size, size_t *calls) {
 bool _brisk_os_lock(void *p, size_t size, size_t *calls) {
   if (size == 0) return true;
   add_calls(calls, 1);
-  return mlock(p, size) == 0;
+  bool ok = mlock(p, size) == 0;
+  count_call(BRISK_OS_OTHER, size, ok);
+  return ok;
 }
 
 void _brisk_os_release(void *p, size_t size, size_t *calls) {
   if (p == NULL || size == 0) return;
   add_calls(calls, 1);
-  munmap(p, size);
+  counted_munmap(p, size);
 }
 
 void _brisk_os_decommit(void *p, size_t size, size_t *calls) {
@@ -171,17 +229,24 @@ void _brisk_os_decommit(void *p, size_t size, size_t *calls) {
    * back as zero, which calloc relies on for fresh pages. */
   if (size == 0) return;
   add_calls(calls, 1);
-  madvise(p, size, MADV_DONTNEED);
+  counted_madvise(BRISK_OS_DECOMMIT, p, size, MADV_DONTNEED);
 }
 
 bool _brisk_os_resize(void *p, size_t old_size, size_t new_size, size_t *calls) {
   add_calls(calls, 1);
-  return mremap(p, old_size, new_size, 0) != MAP_FAILED;
+  bool ok = mremap(p, old_size, new_size, 0) != MAP_FAILED;
+  count_call(BRISK_OS_REMAP, new_size, ok);
+  if (ok) count_mapped((int64_t)new_size - (int64_t)old_size);
+  return ok;
 }
 
 bool _brisk_os_move(void *p, size_t old_size, void *new_base, size_t new_size, size_t *calls) {
   add_calls(calls, 1);
-  return mremap(p, old_size, new_size, MREMAP_MAYMOVE | MREMAP_FIXED, new_base) != MAP_FAILED;
+  bool ok = mremap(p, old_size, new_size, MREMAP_MAYMOVE | MREMAP_FIXED, new_base) != MAP_FAILED;
+  count_call(BRISK_OS_REMAP, new_size, ok);
+  /* new_base's reservation was counted when it was made; p's range is gone. */
+  if (ok) count_mapped(-(int64_t)old_size);
+  return ok;
 }
 
 uint64_t _brisk_os_now_ms(void) {
@@ -227,4 +292,15 @@ void _brisk_os_fatal_pointer(const char *caller, const void *p, const char *why)
   _brisk_os_write_error(why);
   _brisk_os_write_error("\n");
   abort();
+}
+
+void _brisk_os_advise_huge_pages(void *p, size_t size, size_t *calls) {
+  if (size == 0) return;
+#ifdef MADV_HUGEPAGE
+  counted_madvise(BRISK_OS_OTHER, p, size, MADV_HUGEPAGE);
+  add_calls(calls, 1);
+#else
+  (void)p;
+  (void)calls;
+#endif
 }

@@ -13,7 +13,10 @@
 #include "os/os.h"
 
 #include <errno.h>
+#include <limits.h>
 #include <malloc.h>
+#include <pthread.h>
+#include <stdio.h>
 #include <stdlib.h>
 
 #define BRISK_EXPORT __attribute__((visibility("default")))
@@ -84,3 +87,151 @@ BRISK_EXPORT void *pvalloc(size_t size) {
 /* Obsolete SunOS name some old programs still call. */
 BRISK_EXPORT void cfree(void *p);
 BRISK_EXPORT void cfree(void *p) { brisk_free_inline(p); }
+
+/* ---- glibc's aliases: code that calls __libc_malloc and hands the block
+ * to free() (or the reverse) must meet one allocator. ---- */
+
+/* glibc declares none of these in a public header. */
+void *__libc_malloc(size_t size);
+void __libc_free(void *p);
+void *__libc_calloc(size_t count, size_t size);
+void *__libc_realloc(void *p, size_t size);
+void *__libc_memalign(size_t alignment, size_t size);
+void *__libc_valloc(size_t size);
+void *__libc_pvalloc(size_t size);
+
+BRISK_EXPORT void *__libc_malloc(size_t size) { return brisk_malloc_inline(size); }
+BRISK_EXPORT void __libc_free(void *p) { brisk_free_inline(p); }
+BRISK_EXPORT void *__libc_calloc(size_t count, size_t size) { return brisk_calloc(count, size); }
+BRISK_EXPORT void *__libc_realloc(void *p, size_t size) { return brisk_realloc(p, size); }
+BRISK_EXPORT void *__libc_memalign(size_t alignment, size_t size) { return memalign(alignment, size); }
+BRISK_EXPORT void *__libc_valloc(size_t size) { return valloc(size); }
+BRISK_EXPORT void *__libc_pvalloc(size_t size) { return pvalloc(size); }
+
+/* ---- C23: free with the size (and alignment) the block was asked with.
+ * The size is a promise brisk does not need; a debug build checks it. ---- */
+
+static void check_freed_size(void *p, size_t size) {
+#ifdef BRISK_DEBUG
+  if (p != NULL && brisk_usable_size(p) < size) {
+    _brisk_os_fatal_pointer("free_sized", p, "size larger than the block");
+  }
+#else
+  (void)p;
+  (void)size;
+#endif
+}
+
+BRISK_EXPORT void free_sized(void *p, size_t size);
+BRISK_EXPORT void free_sized(void *p, size_t size) {
+  check_freed_size(p, size);
+  brisk_free_inline(p);
+}
+
+BRISK_EXPORT void free_aligned_sized(void *p, size_t alignment, size_t size);
+BRISK_EXPORT void free_aligned_sized(void *p, size_t alignment, size_t size) {
+#ifdef BRISK_DEBUG
+  if (p != NULL && ((uintptr_t)p & (alignment - 1)) != 0) {
+    _brisk_os_fatal_pointer("free_aligned_sized", p, "not aligned as stated");
+  }
+#else
+  (void)alignment;
+#endif
+  check_freed_size(p, size);
+  brisk_free_inline(p);
+}
+
+/* ---- glibc's introspection, answered from brisk's statistics ---- */
+
+static void stats_now(brisk_stats_t *stats) {
+  stats->size = sizeof *stats;
+  brisk_stats_get(stats);
+}
+
+BRISK_EXPORT struct mallinfo2 mallinfo2(void) {
+  static brisk_stats_t stats; /* large; mallinfo is not a hot call */
+  static pthread_mutex_t lock = PTHREAD_MUTEX_INITIALIZER;
+  pthread_mutex_lock(&lock);
+  stats_now(&stats);
+  const brisk_general_stats_t *g = &stats.general;
+  struct mallinfo2 info = {0};
+  info.arena = g->bytes_held;            /* everything held from the system */
+  info.hblks = g->huge_blocks;           /* blocks in their own mappings */
+  info.hblkhd = g->huge_bytes;
+  info.uordblks = g->bytes_in_use;       /* in live blocks */
+  info.fordblks = g->bytes_held > g->bytes_in_use ? g->bytes_held - g->bytes_in_use : 0;
+  info.usmblks = g->bytes_in_use_peak;   /* glibc leaves it 0; the peak is what it meant */
+  pthread_mutex_unlock(&lock);
+  return info;
+}
+
+/* The old int fields, clamped rather than wrapped. */
+static int clamp_int(size_t value) { return value > INT_MAX ? INT_MAX : (int)value; }
+
+BRISK_EXPORT struct mallinfo mallinfo(void) {
+  struct mallinfo2 wide = mallinfo2();
+  struct mallinfo info = {0};
+  info.arena = clamp_int(wide.arena);
+  info.hblks = clamp_int(wide.hblks);
+  info.hblkhd = clamp_int(wide.hblkhd);
+  info.uordblks = clamp_int(wide.uordblks);
+  info.fordblks = clamp_int(wide.fordblks);
+  info.usmblks = clamp_int(wide.usmblks);
+  return info;
+}
+
+BRISK_EXPORT void malloc_stats(void) { brisk_stats_print(stderr); }
+
+/* glibc's outer form: <malloc version="1"> with sizes, totals and system
+ * memory; brisk has one heap section for the whole process. */
+BRISK_EXPORT int malloc_info(int options, FILE *out) {
+  if (options != 0 || out == NULL) {
+    errno = EINVAL;
+    return -1;
+  }
+  static brisk_stats_t stats;
+  static pthread_mutex_t lock = PTHREAD_MUTEX_INITIALIZER;
+  pthread_mutex_lock(&lock);
+  stats_now(&stats);
+  const brisk_general_stats_t *g = &stats.general;
+  fprintf(out, "<malloc version=\"1\">\n<heap nr=\"0\">\n<sizes>\n");
+  for (size_t c = 1; c < BRISK_STATS_CLASSES; c++) {
+    const brisk_class_stats_t *cls = &stats.classes[c];
+    if (cls->blocks_in_use == 0) continue;
+    size_t from = c == 1 ? 1 : stats.classes[c - 1].block_size + 1;
+    if (stats.classes[c - 1].block_size == 0) from = 1;
+    fprintf(out, "  <size from=\"%zu\" to=\"%zu\" total=\"%zu\" count=\"%zu\"/>\n", from,
+            cls->block_size, cls->blocks_in_use * cls->block_size, cls->blocks_in_use);
+  }
+  fprintf(out, "</sizes>\n");
+  fprintf(out, "<total type=\"mmap\" count=\"%zu\" size=\"%zu\"/>\n", g->huge_blocks, g->huge_bytes);
+  fprintf(out, "<system type=\"current\" size=\"%zu\"/>\n", g->bytes_held);
+  fprintf(out, "<system type=\"max\" size=\"%zu\"/>\n", g->bytes_in_use_peak);
+  fprintf(out, "<aspace type=\"total\" size=\"%zu\"/>\n", g->bytes_reserved);
+  fprintf(out, "<aspace type=\"mprotect\" size=\"%zu\"/>\n", g->bytes_reserved);
+  fprintf(out, "</heap>\n");
+  fprintf(out, "<total type=\"fast\" count=\"0\" size=\"0\"/>\n");
+  fprintf(out, "<total type=\"rest\" count=\"%zu\" size=\"%zu\"/>\n", g->pages_committed,
+          g->bytes_held > g->bytes_in_use ? g->bytes_held - g->bytes_in_use : 0);
+  fprintf(out, "<system type=\"current\" size=\"%zu\"/>\n", g->bytes_held);
+  fprintf(out, "<system type=\"max\" size=\"%zu\"/>\n", g->bytes_in_use_peak);
+  fprintf(out, "<aspace type=\"total\" size=\"%zu\"/>\n", g->bytes_reserved);
+  fprintf(out, "<aspace type=\"mprotect\" size=\"%zu\"/>\n", g->bytes_reserved);
+  fprintf(out, "</malloc>\n");
+  pthread_mutex_unlock(&lock);
+  return 0;
+}
+
+/* pad is glibc's slack to keep at the top of its heap; brisk has no top:
+ * every heap's free pages go back, idle threads' included. */
+BRISK_EXPORT int malloc_trim(size_t pad) {
+  (void)pad;
+  return brisk_collect(true) ? 1 : 0;
+}
+
+/* Options with a meaning in brisk are applied; the rest are accepted and
+ * ignored, as glibc does for options it has dropped. */
+BRISK_EXPORT int mallopt(int option, int value) {
+  if (option == M_TRIM_THRESHOLD && value >= 0) _brisk_set_purge_max_bytes((size_t)value);
+  return 1;
+}

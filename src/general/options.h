@@ -1,0 +1,28 @@
+/*
+ * options.h — the runtime options, read once from the environment when the
+ * library is loaded (options.c), before any slow path can want them. Slow
+ * paths read the fields below; no fast path reads an option, and nothing
+ * calls getenv after start-up.
+ */
+#ifndef BRISK_GENERAL_OPTIONS_H
+#define BRISK_GENERAL_OPTIONS_H
+
+#include "base/base.h"
+
+typedef struct brisk_options_s {
+  bool stats;                  /* BRISK_STATS: print the statistics table to stderr at exit */
+  const char *stats_file;      /* BRISK_STATS_FILE: append JSON lines here (NULL: none) */
+  uint64_t stats_interval_ms;  /* BRISK_STATS_INTERVAL_MS: one line per this many ms */
+  uint64_t purge_delay_ms;     /* BRISK_PURGE_DELAY_MS: free pages go back after this; 0 = at once */
+  bool verbose;                /* BRISK_VERBOSE: print the options in effect at start */
+  size_t huge_cache_bytes;     /* BRISK_HUGE_CACHE_MB: freed huge mappings kept per thread */
+  uint64_t huge_cache_ms;      /* BRISK_HUGE_CACHE_MS: how long they are kept */
+  bool huge_pages;             /* BRISK_THP: ask for transparent huge pages on segments */
+} brisk_options_t;
+
+extern BRISK_HIDDEN brisk_options_t _brisk_options;
+
+/* Read the environment (the library's constructor; idempotent). */
+BRISK_HIDDEN void _brisk_options_init(void);
+
+#endif /* BRISK_GENERAL_OPTIONS_H */

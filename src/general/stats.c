@@ -1,0 +1,631 @@
+/*
+ * stats.c — statistics of the general allocator, the OS layer and the
+ * region allocators: the snapshot (brisk_stats_get), its table and JSON
+ * forms, the reset, the interval writer (BRISK_STATS_FILE) and the report
+ * at exit (BRISK_STATS).
+ *
+ * Where the counts come from:
+ *   - malloc's fast path adds one to its heap's count for the direct-table
+ *     entry it used, and the size to the heap's requested bytes (owner-only
+ *     plain fields: the two instructions statistics cost the fast paths;
+ *     free's fast path counts nothing); malloc's slow paths count
+ *     allocations per class;
+ *   - a fold (_brisk_page_fold_stats, on a page's slow-path events) tells
+ *     the heap how many blocks of the page's class are live now, from the
+ *     page's `used`; frees are allocations minus live blocks;
+ *   - segments, pages, huge blocks and heaps are counted process-wide on the
+ *     slow paths that make and drop them (_brisk_global_stats).
+ * A snapshot sums every heap's counts (heaps are never freed), after asking
+ * each heap to fold everything at its next housekeeping; the caller's own
+ * heap folds at once.
+ */
+#define _GNU_SOURCE
+#include "brisk.h"
+#include "general/internal.h"
+#include "general/options.h"
+#include "general/size_class.h"
+#include "os/os.h"
+#include "regions/registry.h"
+
+#include <errno.h>
+#include <fcntl.h>
+#include <inttypes.h>
+#include <pthread.h>
+#include <stdarg.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+#include <unistd.h>
+
+_Static_assert(BRISK_STATS_CLASSES == BRISK_CLASS_COUNT, "brisk.h's class count is the allocator's");
+
+_Atomic(int64_t) _brisk_global_stats[BRISK_STAT_COUNT];
+_Atomic(int64_t) _brisk_class_pages[BRISK_CLASS_COUNT];
+
+/* Live bytes a heap keeps to itself before adding them to the process total:
+ * the total (and its peak) is then right to within this much per heap, and
+ * the shared counter is touched once per this many bytes of change. */
+#define BRISK_STATS_PUBLISH_BYTES ((int64_t)256 * 1024)
+
+/* Bumped by every snapshot; a heap whose stats_epoch differs folds all its
+ * pages at its next housekeeping. */
+static _Atomic(uint64_t) snapshot_epoch;
+
+static uint64_t start_ms;
+
+/* ---- folding ---- */
+
+static uint32_t page_live_blocks(const brisk_heap_t *heap, const brisk_page_t *page) {
+  uint32_t used = page->used & ~BRISK_PAGE_FULL_FLAG;
+  /* The head page of a class queue holds one phantom count (page.c). */
+  if (heap->pinned[page->class_index] == page && used != 0) used--;
+  return used;
+}
+
+void _brisk_page_fold_stats(brisk_heap_t *heap, brisk_page_t *page) {
+  uint32_t live = page_live_blocks(heap, page);
+  int64_t live_change = (int64_t)live - (int64_t)page->live_at_fold;
+  if (live_change == 0) return;
+  brisk_stat_add(&heap->stats.live_blocks[page->class_index], live_change);
+  page->live_at_fold = (uint16_t)live; /* a page holds at most 65535 blocks */
+  _brisk_heap_stats_in_use(heap, live_change * (int64_t)page->block_size);
+}
+
+void _brisk_heap_stats_in_use(brisk_heap_t *heap, int64_t bytes) {
+  heap->in_use_unpublished += bytes;
+  if (heap->in_use_unpublished < BRISK_STATS_PUBLISH_BYTES &&
+      heap->in_use_unpublished > -BRISK_STATS_PUBLISH_BYTES) {
+    return;
+  }
+  int64_t change = heap->in_use_unpublished;
+  heap->in_use_unpublished = 0;
+  int64_t total = atomic_fetch_add_explicit(&_brisk_global_stats[BRISK_STAT_IN_USE_BYTES], change,
+                                            memory_order_relaxed) + change;
+  int64_t peak = atomic_load_explicit(&_brisk_global_stats[BRISK_STAT_IN_USE_PEAK], memory_order_relaxed);
+  while (total > peak && !atomic_compare_exchange_weak_explicit(
+                             &_brisk_global_stats[BRISK_STAT_IN_USE_PEAK], &peak, total,
+                             memory_order_relaxed, memory_order_relaxed)) {
+  }
+}
+
+void _brisk_stats_huge_in_use(int64_t blocks, int64_t bytes) {
+  brisk_global_stat_add(BRISK_STAT_HUGE_BLOCKS, blocks);
+  brisk_global_stat_add(BRISK_STAT_HUGE_BYTES, bytes);
+}
+
+static void fold_queue(brisk_heap_t *heap, brisk_page_t *page) {
+  for (; page != NULL; page = page->next) _brisk_page_fold_stats(heap, page);
+}
+
+/* The owner's plain counts into `stats`. */
+void _brisk_heap_fold_counts(brisk_heap_t *heap) {
+  for (size_t word = 0; word < BRISK_DIRECT_COUNT; word++) {
+    uint64_t count = heap->small_allocations_unfolded[word];
+    if (count == 0) continue;
+    /* Class sizes are multiples of 8: the class of word * 8 is the class of
+     * every size that reads this word of the direct table. */
+    size_t class_index = brisk_size_to_class(word == 0 ? 1 : word * 8);
+    brisk_stat_add(&heap->stats.allocations[class_index], count);
+    heap->small_allocations_unfolded[word] = 0;
+  }
+  for (size_t class_index = 1; class_index < BRISK_CLASS_COUNT; class_index++) {
+    uint64_t count = heap->class_allocations_unfolded[class_index];
+    if (count == 0) continue;
+    brisk_stat_add(&heap->stats.allocations[class_index], count);
+    heap->class_allocations_unfolded[class_index] = 0;
+  }
+  brisk_stat_add(&heap->stats.slow_mallocs, heap->slow_mallocs_unfolded);
+  brisk_stat_add(&heap->stats.slow_frees, heap->slow_frees_unfolded);
+  heap->slow_mallocs_unfolded = heap->slow_frees_unfolded = 0;
+  brisk_stat_add(&heap->stats.bytes_requested, heap->bytes_requested_unfolded);
+  heap->bytes_requested_unfolded = 0;
+}
+
+void _brisk_heap_fold_stats(brisk_heap_t *heap) {
+  if (heap->is_empty_heap) return;
+  for (size_t class_index = 1; class_index < BRISK_CLASS_COUNT; class_index++) {
+    fold_queue(heap, heap->queues[class_index].head);
+  }
+  fold_queue(heap, heap->full_pages.head);
+  _brisk_heap_fold_counts(heap);
+  atomic_store_explicit(&heap->stats.stats_epoch,
+                        atomic_load_explicit(&snapshot_epoch, memory_order_relaxed),
+                        memory_order_relaxed);
+}
+
+void _brisk_heap_stats_housekeeping(brisk_heap_t *heap) {
+  if (atomic_load_explicit(&heap->stats.stats_epoch, memory_order_relaxed) !=
+      atomic_load_explicit(&snapshot_epoch, memory_order_relaxed)) {
+    _brisk_heap_fold_stats(heap);
+  }
+}
+
+/* ---- the snapshot ---- */
+
+/* brisk_stats_reset's baseline: counts read from here on are the raw ones
+ * minus these. Gauges have none. */
+static pthread_mutex_t baseline_lock = PTHREAD_MUTEX_INITIALIZER;
+static brisk_stats_t baseline;
+static bool have_baseline;
+
+static void add_heap(brisk_heap_t *heap, void *context) {
+  brisk_stats_t *out = context;
+  for (size_t c = 1; c < BRISK_CLASS_COUNT; c++) {
+    out->classes[c].allocations += atomic_load_explicit(&heap->stats.allocations[c], memory_order_relaxed);
+    /* frees holds live blocks until the sum is complete (raw_snapshot). */
+    out->classes[c].frees +=
+        (uint64_t)atomic_load_explicit(&heap->stats.live_blocks[c], memory_order_relaxed);
+    out->classes[c].remote_frees += atomic_load_explicit(&heap->stats.remote_frees[c], memory_order_relaxed);
+  }
+  out->general.bytes_requested += atomic_load_explicit(&heap->stats.bytes_requested, memory_order_relaxed);
+  out->general.slow_mallocs += atomic_load_explicit(&heap->stats.slow_mallocs, memory_order_relaxed);
+  out->general.slow_frees += atomic_load_explicit(&heap->stats.slow_frees, memory_order_relaxed);
+}
+
+static int64_t global_stat(brisk_global_stat_t which) {
+  return atomic_load_explicit(&_brisk_global_stats[which], memory_order_relaxed);
+}
+
+static size_t gauge(brisk_global_stat_t which) {
+  int64_t value = global_stat(which);
+  return value > 0 ? (size_t)value : 0; /* counts race with each other by a little */
+}
+
+static void os_stats(brisk_os_stats_t *out) {
+  brisk_os_counts_t counts;
+  _brisk_os_counts(&counts);
+  out->map_calls = counts.calls[BRISK_OS_MAP];
+  out->map_bytes = counts.bytes[BRISK_OS_MAP];
+  out->unmap_calls = counts.calls[BRISK_OS_UNMAP];
+  out->unmap_bytes = counts.bytes[BRISK_OS_UNMAP];
+  out->commit_calls = counts.calls[BRISK_OS_COMMIT];
+  out->commit_bytes = counts.bytes[BRISK_OS_COMMIT];
+  out->decommit_calls = counts.calls[BRISK_OS_DECOMMIT];
+  out->decommit_bytes = counts.bytes[BRISK_OS_DECOMMIT];
+  out->remap_calls = counts.calls[BRISK_OS_REMAP];
+  out->remap_bytes = counts.bytes[BRISK_OS_REMAP];
+  out->other_calls = counts.calls[BRISK_OS_OTHER];
+  out->other_bytes = counts.bytes[BRISK_OS_OTHER];
+  out->failed_calls = counts.failed_calls;
+  out->bytes_mapped = counts.bytes_mapped;
+}
+
+static void raw_snapshot(brisk_stats_t *out) {
+  memset(out, 0, sizeof *out);
+  out->version = BRISK_STATS_VERSION;
+  out->size = sizeof *out;
+  out->time_ms = _brisk_os_now_ms() - start_ms;
+  atomic_fetch_add_explicit(&snapshot_epoch, 1, memory_order_relaxed);
+  brisk_heap_t *self = _brisk_tls_heap;
+  if (!self->is_empty_heap) _brisk_heap_fold_stats(self);
+  _brisk_heaps_for_each(add_heap, out);
+
+  brisk_general_stats_t *general = &out->general;
+  for (size_t c = 1; c < BRISK_CLASS_COUNT; c++) {
+    brisk_class_stats_t *cls = &out->classes[c];
+    cls->block_size = brisk_class_to_size(c);
+    /* Another running thread's counts are folded at different moments, so
+     * its live blocks can run ahead of its allocations for a while. */
+    int64_t live = (int64_t)cls->frees;
+    if (live < 0) live = 0;
+    if ((uint64_t)live > cls->allocations) live = (int64_t)cls->allocations;
+    cls->blocks_in_use = (size_t)live;
+    cls->frees = cls->allocations - (uint64_t)live;
+    int64_t pages = atomic_load_explicit(&_brisk_class_pages[c], memory_order_relaxed);
+    cls->pages = pages > 0 ? (size_t)pages : 0;
+    general->allocations += cls->allocations;
+    general->frees += cls->frees;
+    general->remote_frees += cls->remote_frees;
+    general->bytes_in_use += cls->blocks_in_use * cls->block_size;
+  }
+  general->huge_blocks = gauge(BRISK_STAT_HUGE_BLOCKS);
+  general->huge_bytes = gauge(BRISK_STAT_HUGE_BYTES);
+  general->huge_allocations = (uint64_t)global_stat(BRISK_STAT_HUGE_ALLOCATIONS);
+  general->allocations += general->huge_allocations;
+  general->frees += (uint64_t)global_stat(BRISK_STAT_HUGE_FREES);
+  general->bytes_in_use += general->huge_bytes;
+  general->huge_cached_bytes = gauge(BRISK_STAT_HUGE_CACHED_BYTES);
+  general->pages_in_use = gauge(BRISK_STAT_PAGES_IN_USE);
+  general->pages_committed = gauge(BRISK_STAT_FREE_PAGES_COMMITTED);
+  general->segments = gauge(BRISK_STAT_SEGMENTS);
+  general->bytes_reserved = gauge(BRISK_STAT_SEGMENT_BYTES) + general->huge_bytes +
+                            general->huge_cached_bytes;
+  /* Each segment's header page (page 0) is held as long as the segment. */
+  general->bytes_held = gauge(BRISK_STAT_PAGE_BYTES_IN_USE) +
+                        gauge(BRISK_STAT_FREE_PAGE_BYTES_COMMITTED) +
+                        general->segments * ((size_t)1 << BRISK_SMALL_PAGE_SHIFT) +
+                        general->huge_bytes + general->huge_cached_bytes;
+  general->bytes_purged = (uint64_t)global_stat(BRISK_STAT_BYTES_PURGED);
+  /* The published total lags each heap by up to BRISK_STATS_PUBLISH_BYTES;
+   * the peak is at least what this snapshot counted. */
+  size_t peak = gauge(BRISK_STAT_IN_USE_PEAK) + general->huge_bytes;
+  general->bytes_in_use_peak = peak > general->bytes_in_use ? peak : general->bytes_in_use;
+  general->heaps_created = (uint64_t)global_stat(BRISK_STAT_HEAPS_CREATED);
+  general->heaps_abandoned = (uint64_t)global_stat(BRISK_STAT_HEAPS_ABANDONED);
+  general->heaps_adopted = (uint64_t)global_stat(BRISK_STAT_HEAPS_ADOPTED);
+  int64_t live = (int64_t)(general->heaps_created + general->heaps_adopted - general->heaps_abandoned);
+  general->heaps_live = live > 0 ? (size_t)live : 0;
+
+  os_stats(&out->os);
+  _brisk_regions_stats(out->regions);
+}
+
+#define SUBTRACT(field) out->field -= baseline.field
+
+static void subtract_baseline(brisk_stats_t *out) {
+  for (size_t c = 1; c < BRISK_CLASS_COUNT; c++) {
+    SUBTRACT(classes[c].allocations);
+    SUBTRACT(classes[c].frees);
+    SUBTRACT(classes[c].remote_frees);
+  }
+  SUBTRACT(general.allocations);
+  SUBTRACT(general.frees);
+  SUBTRACT(general.remote_frees);
+  SUBTRACT(general.bytes_requested);
+  SUBTRACT(general.huge_allocations);
+  SUBTRACT(general.bytes_purged);
+  SUBTRACT(general.slow_mallocs);
+  SUBTRACT(general.slow_frees);
+  SUBTRACT(general.heaps_created);
+  SUBTRACT(general.heaps_abandoned);
+  SUBTRACT(general.heaps_adopted);
+  SUBTRACT(os.map_calls);
+  SUBTRACT(os.map_bytes);
+  SUBTRACT(os.unmap_calls);
+  SUBTRACT(os.unmap_bytes);
+  SUBTRACT(os.commit_calls);
+  SUBTRACT(os.commit_bytes);
+  SUBTRACT(os.decommit_calls);
+  SUBTRACT(os.decommit_bytes);
+  SUBTRACT(os.remap_calls);
+  SUBTRACT(os.remap_bytes);
+  SUBTRACT(os.other_calls);
+  SUBTRACT(os.other_bytes);
+  SUBTRACT(os.failed_calls);
+  for (size_t k = 0; k < BRISK_REGION_KINDS; k++) {
+    SUBTRACT(regions[k].created);
+    /* bytes_requested, allocations and system_requests of live allocators
+     * only: one destroyed since the reset takes its counts away with it. */
+    SUBTRACT(regions[k].totals.bytes_requested);
+    SUBTRACT(regions[k].totals.allocations);
+    SUBTRACT(regions[k].totals.system_requests);
+  }
+}
+
+#undef SUBTRACT
+
+static void snapshot(brisk_stats_t *out) {
+  raw_snapshot(out);
+  pthread_mutex_lock(&baseline_lock);
+  if (have_baseline) subtract_baseline(out); /* the peak restarted at the reset itself */
+  pthread_mutex_unlock(&baseline_lock);
+}
+
+int brisk_stats_get(brisk_stats_t *out) {
+  if (out == NULL || out->size < offsetof(brisk_stats_t, time_ms)) {
+    errno = EINVAL;
+    return -1;
+  }
+  uint32_t caller_size = out->size;
+  if (caller_size >= sizeof(brisk_stats_t)) {
+    snapshot(out);
+    return 0;
+  }
+  brisk_stats_t whole;
+  snapshot(&whole);
+  memcpy(out, &whole, caller_size);
+  out->size = caller_size;
+  return 0;
+}
+
+void brisk_stats_reset(void) {
+  brisk_stats_t now;
+  raw_snapshot(&now);
+  pthread_mutex_lock(&baseline_lock);
+  baseline = now;
+  have_baseline = true;
+  pthread_mutex_unlock(&baseline_lock);
+  /* The peak starts again from what is in use now. */
+  atomic_store_explicit(&_brisk_global_stats[BRISK_STAT_IN_USE_PEAK],
+                        global_stat(BRISK_STAT_IN_USE_BYTES), memory_order_relaxed);
+}
+
+/* ---- text forms, written into a caller's buffer (nothing allocated) ---- */
+
+typedef struct text_s {
+  char *buffer;
+  size_t capacity;
+  size_t length;
+} text_t;
+
+static void __attribute__((format(printf, 2, 3))) text_add(text_t *text, const char *format, ...) {
+  if (text->length >= text->capacity) return;
+  va_list args;
+  va_start(args, format);
+  int n = vsnprintf(text->buffer + text->length, text->capacity - text->length, format, args);
+  va_end(args);
+  if (n > 0) text->length += (size_t)n;
+  if (text->length > text->capacity) text->length = text->capacity;
+}
+
+static const char *const region_names[BRISK_REGION_KINDS] = {"arena", "stack", "fifo",
+                                                             "pool",  "buddy", "hybrid"};
+
+static void format_json(text_t *t, const brisk_stats_t *s, bool with_classes) {
+  const brisk_general_stats_t *g = &s->general;
+  text_add(t, "{\"version\":%u,\"time_ms\":%" PRIu64 ",\"pid\":%d,", s->version, s->time_ms,
+           (int)getpid());
+  text_add(t,
+           "\"general\":{\"bytes_in_use\":%zu,\"bytes_in_use_peak\":%zu,\"bytes_held\":%zu,"
+           "\"bytes_reserved\":%zu,\"allocations\":%" PRIu64 ",\"frees\":%" PRIu64
+           ",\"remote_frees\":%" PRIu64 ",\"bytes_requested\":%" PRIu64
+           ",\"huge_blocks\":%zu,\"huge_bytes\":%zu,\"huge_allocations\":%" PRIu64
+           ",\"huge_cached_bytes\":%zu,\"pages_held\":%zu,\"pages_committed\":%zu,"
+           "\"segments_held\":%zu,\"bytes_purged\":%" PRIu64 ",\"slow_mallocs\":%" PRIu64
+           ",\"slow_frees\":%" PRIu64 ",\"heaps_created\":%" PRIu64 ",\"heaps_abandoned\":%" PRIu64
+           ",\"heaps_adopted\":%" PRIu64 ",\"heaps_live\":%zu}",
+           g->bytes_in_use, g->bytes_in_use_peak, g->bytes_held, g->bytes_reserved, g->allocations,
+           g->frees, g->remote_frees, g->bytes_requested, g->huge_blocks, g->huge_bytes,
+           g->huge_allocations, g->huge_cached_bytes, g->pages_in_use, g->pages_committed,
+           g->segments, g->bytes_purged, g->slow_mallocs, g->slow_frees, g->heaps_created,
+           g->heaps_abandoned, g->heaps_adopted, g->heaps_live);
+  const brisk_os_stats_t *o = &s->os;
+  text_add(t,
+           ",\"os\":{\"map_calls\":%" PRIu64 ",\"map_bytes\":%" PRIu64 ",\"unmap_calls\":%" PRIu64
+           ",\"unmap_bytes\":%" PRIu64 ",\"commit_calls\":%" PRIu64 ",\"commit_bytes\":%" PRIu64
+           ",\"decommit_calls\":%" PRIu64 ",\"decommit_bytes\":%" PRIu64 ",\"remap_calls\":%" PRIu64
+           ",\"remap_bytes\":%" PRIu64 ",\"other_calls\":%" PRIu64 ",\"other_bytes\":%" PRIu64
+           ",\"failed_calls\":%" PRIu64 ",\"bytes_mapped\":%zu}",
+           o->map_calls, o->map_bytes, o->unmap_calls, o->unmap_bytes, o->commit_calls,
+           o->commit_bytes, o->decommit_calls, o->decommit_bytes, o->remap_calls, o->remap_bytes,
+           o->other_calls, o->other_bytes, o->failed_calls, o->bytes_mapped);
+  text_add(t, ",\"regions\":{");
+  bool first = true;
+  for (size_t k = 0; k < BRISK_REGION_KINDS; k++) {
+    const brisk_region_kind_stats_t *r = &s->regions[k];
+    if (r->created == 0 && r->live == 0) continue;
+    text_add(t,
+             "%s\"%s\":{\"live\":%zu,\"created\":%" PRIu64 ",\"bytes_in_use\":%zu,"
+             "\"bytes_held\":%zu,\"bytes_requested\":%zu,\"allocations\":%zu,"
+             "\"system_requests\":%zu}",
+             first ? "" : ",", region_names[k], r->live, r->created, r->totals.bytes_in_use,
+             r->totals.bytes_held, r->totals.bytes_requested, r->totals.allocations,
+             r->totals.system_requests);
+    first = false;
+  }
+  text_add(t, "}");
+  if (with_classes) {
+    text_add(t, ",\"classes\":[");
+    first = true;
+    for (size_t c = 1; c < BRISK_CLASS_COUNT; c++) {
+      const brisk_class_stats_t *cls = &s->classes[c];
+      if (cls->allocations == 0 && cls->pages == 0) continue;
+      text_add(t,
+               "%s{\"block_size\":%zu,\"allocations\":%" PRIu64 ",\"frees\":%" PRIu64
+               ",\"remote_frees\":%" PRIu64 ",\"blocks_in_use\":%zu,\"pages\":%zu}",
+               first ? "" : ",", cls->block_size, cls->allocations, cls->frees, cls->remote_frees,
+               cls->blocks_in_use, cls->pages);
+      first = false;
+    }
+    text_add(t, "]");
+  }
+  text_add(t, "}\n");
+}
+
+/* "12.3 MiB" and the like, into buffer. */
+static const char *bytes_text(char *buffer, size_t size, uint64_t bytes) {
+  static const char *const units[] = {"B", "KiB", "MiB", "GiB", "TiB"};
+  double value = (double)bytes;
+  size_t unit = 0;
+  while (value >= 1024 && unit + 1 < sizeof units / sizeof units[0]) {
+    value /= 1024;
+    unit++;
+  }
+  if (unit == 0) snprintf(buffer, size, "%" PRIu64 " B", bytes);
+  else snprintf(buffer, size, "%.1f %s", value, units[unit]);
+  return buffer;
+}
+
+static void format_table(text_t *t, const brisk_stats_t *s) {
+  const brisk_general_stats_t *g = &s->general;
+  char a[32], b[32], c[32], d[32];
+  text_add(t, "brisk statistics at %.3f s (pid %d)\n", (double)s->time_ms / 1000, (int)getpid());
+  text_add(t, "general heap\n");
+  text_add(t, "  in use     %12s   peak %s   requested (ever) %s\n",
+           bytes_text(a, sizeof a, g->bytes_in_use), bytes_text(b, sizeof b, g->bytes_in_use_peak),
+           bytes_text(c, sizeof c, g->bytes_requested));
+  text_add(t, "  held       %12s   reserved %s   purged (ever) %s\n",
+           bytes_text(a, sizeof a, g->bytes_held), bytes_text(b, sizeof b, g->bytes_reserved),
+           bytes_text(c, sizeof c, g->bytes_purged));
+  text_add(t, "  calls      %12" PRIu64 " allocations, %" PRIu64 " frees (%" PRIu64
+           " remote); slow paths: %" PRIu64 " mallocs, %" PRIu64 " frees\n",
+           g->allocations, g->frees, g->remote_frees, g->slow_mallocs, g->slow_frees);
+  text_add(t, "  pages      %12zu in use, %zu free and backed; %zu segments\n", g->pages_in_use,
+           g->pages_committed, g->segments);
+  text_add(t, "  huge       %12zu blocks (%s), %" PRIu64 " allocated (ever), cache %s\n",
+           g->huge_blocks, bytes_text(a, sizeof a, g->huge_bytes), g->huge_allocations,
+           bytes_text(b, sizeof b, g->huge_cached_bytes));
+  text_add(t, "  heaps      %12zu live; %" PRIu64 " created, %" PRIu64 " abandoned, %" PRIu64
+           " adopted\n", g->heaps_live, g->heaps_created, g->heaps_abandoned, g->heaps_adopted);
+  text_add(t, "  %10s %14s %14s %14s %12s %12s %6s\n", "block", "allocations", "frees",
+           "remote frees", "live blocks", "live bytes", "pages");
+  for (size_t i = 1; i < BRISK_CLASS_COUNT; i++) {
+    const brisk_class_stats_t *cls = &s->classes[i];
+    if (cls->allocations == 0 && cls->pages == 0) continue;
+    text_add(t, "  %10s %14" PRIu64 " %14" PRIu64 " %14" PRIu64 " %12zu %12s %6zu\n",
+             bytes_text(a, sizeof a, cls->block_size), cls->allocations, cls->frees,
+             cls->remote_frees, cls->blocks_in_use,
+             bytes_text(b, sizeof b, (uint64_t)cls->blocks_in_use * cls->block_size), cls->pages);
+  }
+  const brisk_os_stats_t *o = &s->os;
+  text_add(t, "system calls (%s mapped now; %" PRIu64 " refused)\n",
+           bytes_text(a, sizeof a, o->bytes_mapped), o->failed_calls);
+  text_add(t, "  map %" PRIu64 " (%s), unmap %" PRIu64 " (%s), commit %" PRIu64 " (%s),\n",
+           o->map_calls, bytes_text(a, sizeof a, o->map_bytes), o->unmap_calls,
+           bytes_text(b, sizeof b, o->unmap_bytes), o->commit_calls,
+           bytes_text(c, sizeof c, o->commit_bytes));
+  text_add(t, "  decommit %" PRIu64 " (%s), remap %" PRIu64 " (%s), other %" PRIu64 " (%s)\n",
+           o->decommit_calls, bytes_text(a, sizeof a, o->decommit_bytes), o->remap_calls,
+           bytes_text(b, sizeof b, o->remap_bytes), o->other_calls,
+           bytes_text(d, sizeof d, o->other_bytes));
+  for (size_t k = 0; k < BRISK_REGION_KINDS; k++) {
+    const brisk_region_kind_stats_t *r = &s->regions[k];
+    if (r->created == 0 && r->live == 0) continue;
+    text_add(t, "%-6s %zu live (%" PRIu64 " created): in use %s, held %s, requested %s, "
+             "%zu allocations, %zu system calls\n",
+             region_names[k], r->live, r->created, bytes_text(a, sizeof a, r->totals.bytes_in_use),
+             bytes_text(b, sizeof b, r->totals.bytes_held),
+             bytes_text(c, sizeof c, r->totals.bytes_requested), r->totals.allocations,
+             r->totals.system_requests);
+  }
+}
+
+/* The snapshot and a text buffer are large: kept off small thread stacks. */
+enum { TEXT_CAPACITY = 24 * 1024 };
+
+static void write_all(int fd, const char *bytes, size_t length) {
+  while (length > 0) {
+    ssize_t n = write(fd, bytes, length);
+    if (n < 0 && errno == EINTR) continue;
+    if (n <= 0) return;
+    bytes += n;
+    length -= (size_t)n;
+  }
+}
+
+void brisk_stats_print(FILE *out) {
+  static pthread_mutex_t lock = PTHREAD_MUTEX_INITIALIZER;
+  static brisk_stats_t s;
+  static char buffer[TEXT_CAPACITY];
+  pthread_mutex_lock(&lock);
+  snapshot(&s);
+  text_t t = {buffer, sizeof buffer, 0};
+  format_table(&t, &s);
+  fwrite(buffer, 1, t.length, out);
+  fflush(out);
+  pthread_mutex_unlock(&lock);
+}
+
+void brisk_stats_json(FILE *out) {
+  static pthread_mutex_t lock = PTHREAD_MUTEX_INITIALIZER;
+  static brisk_stats_t s;
+  static char buffer[TEXT_CAPACITY];
+  pthread_mutex_lock(&lock);
+  snapshot(&s);
+  text_t t = {buffer, sizeof buffer, 0};
+  format_json(&t, &s, true);
+  fwrite(buffer, 1, t.length, out);
+  fflush(out);
+  pthread_mutex_unlock(&lock);
+}
+
+/* ---- BRISK_STATS_FILE: the interval writer ----
+ * A thread that sleeps on a condition variable (so exit can wake it), takes
+ * a snapshot and appends one line with write(2): it calls no malloc, so it
+ * never gets a heap of its own. After fork, the child starts its own writer
+ * (its lines carry its pid); at exit the writer is stopped and joined, and
+ * one last line is written. */
+
+static pthread_mutex_t writer_lock = PTHREAD_MUTEX_INITIALIZER;
+static pthread_cond_t writer_wake;
+static pthread_t writer_thread;
+static bool writer_running;
+static bool writer_stop;
+static int writer_fd = -1;
+
+static void write_line(void) {
+  static brisk_stats_t s;
+  static char buffer[TEXT_CAPACITY];
+  snapshot(&s);
+  text_t t = {buffer, sizeof buffer, 0};
+  format_json(&t, &s, false);
+  write_all(writer_fd, buffer, t.length);
+}
+
+static void *writer_main(void *unused) {
+  (void)unused;
+  pthread_mutex_lock(&writer_lock);
+  while (!writer_stop) {
+    struct timespec until;
+    clock_gettime(CLOCK_MONOTONIC, &until);
+    uint64_t interval = _brisk_options.stats_interval_ms;
+    until.tv_sec += (time_t)(interval / 1000);
+    until.tv_nsec += (long)(interval % 1000) * 1000000L;
+    if (until.tv_nsec >= 1000000000L) {
+      until.tv_sec++;
+      until.tv_nsec -= 1000000000L;
+    }
+    while (!writer_stop && pthread_cond_timedwait(&writer_wake, &writer_lock, &until) == 0) {
+    }
+    if (writer_stop) break;
+    write_line();
+  }
+  pthread_mutex_unlock(&writer_lock);
+  return NULL;
+}
+
+static void writer_start(void) {
+  pthread_condattr_t attributes;
+  pthread_condattr_init(&attributes);
+  pthread_condattr_setclock(&attributes, CLOCK_MONOTONIC);
+  pthread_cond_init(&writer_wake, &attributes);
+  pthread_condattr_destroy(&attributes);
+  writer_stop = false;
+  writer_running = pthread_create(&writer_thread, NULL, writer_main, NULL) == 0;
+  if (!writer_running) _brisk_os_write_error("brisk: BRISK_STATS_FILE: cannot start the writer thread\n");
+}
+
+static void writer_fork_prepare(void) { pthread_mutex_lock(&writer_lock); }
+static void writer_fork_parent(void) { pthread_mutex_unlock(&writer_lock); }
+static void writer_fork_child(void) {
+  pthread_mutex_unlock(&writer_lock);
+  if (writer_running) writer_start();
+}
+
+static void stats_at_exit(void) {
+  if (writer_fd >= 0) {
+    pthread_mutex_lock(&writer_lock);
+    bool running = writer_running;
+    writer_stop = true;
+    writer_running = false;
+    pthread_cond_signal(&writer_wake);
+    pthread_mutex_unlock(&writer_lock);
+    if (running) pthread_join(writer_thread, NULL);
+    pthread_mutex_lock(&writer_lock);
+    write_line();
+    pthread_mutex_unlock(&writer_lock);
+  }
+  if (_brisk_options.stats) {
+    static brisk_stats_t s;
+    static char buffer[TEXT_CAPACITY];
+    snapshot(&s);
+    text_t t = {buffer, sizeof buffer, 0};
+    format_table(&t, &s);
+    write_all(STDERR_FILENO, buffer, t.length);
+  }
+}
+
+void _brisk_stats_start(void) {
+  start_ms = _brisk_os_now_ms();
+  if (_brisk_options.stats_file != NULL) {
+    writer_fd = open(_brisk_options.stats_file, O_WRONLY | O_APPEND | O_CREAT | O_CLOEXEC, 0644);
+    if (writer_fd < 0) {
+      char message[512];
+      snprintf(message, sizeof message, "brisk: BRISK_STATS_FILE=%.400s: %s; no statistics file\n",
+               _brisk_options.stats_file, strerror(errno));
+      _brisk_os_write_error(message);
+    } else {
+      pthread_atfork(writer_fork_prepare, writer_fork_parent, writer_fork_child);
+      writer_start();
+    }
+  }
+  if (_brisk_options.stats || writer_fd >= 0) atexit(stats_at_exit);
+}
+
+/* Options first, then what they ask for, when the library is loaded.
+ * Mallocs that come earlier (other libraries' constructors) see defaults. */
+static void __attribute__((constructor(101))) brisk_start(void) {
+  _brisk_options_init();
+  _brisk_stats_start();
+}

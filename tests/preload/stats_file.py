@@ -1,0 +1,79 @@
+#!/usr/bin/env python3
+"""stats_file.py LIBBRISK PROGRAM PLOT_TOOL PLOT_PYTHON: the statistics options, end to end.
+
+Runs PROGRAM (tests/preload/stats_program.c) with brisk preloaded and
+BRISK_STATS=1, BRISK_STATS_FILE, BRISK_STATS_INTERVAL_MS=10 and a bad
+BRISK_PURGE_DELAY_MS, then checks: one warning naming the bad option and its
+value; the table on stderr at exit; every line of the file one JSON object;
+lines from the parent at the interval and from the forked child under its
+own pid; times that never go back; a last line written at exit; and that the
+interval writer never took a heap (heaps_created stays at the program's
+three threads). Finally tools/brisk-plot draws the file."""
+import json
+import os
+import subprocess
+import sys
+import tempfile
+
+
+def fail(message):
+    print("FAIL: " + message)
+    sys.exit(1)
+
+
+def main():
+    lib, program, plot_tool, plot_python = sys.argv[1:5]
+    with tempfile.TemporaryDirectory() as scratch:
+        path = os.path.join(scratch, "stats.jsonl")
+        env = dict(os.environ, LD_PRELOAD=lib, BRISK_STATS="1", BRISK_STATS_FILE=path,
+                   BRISK_STATS_INTERVAL_MS="10", BRISK_PURGE_DELAY_MS="banana")
+        run = subprocess.run([program], env=env, capture_output=True, text=True, timeout=60)
+        if run.returncode != 0:
+            fail(f"program exited {run.returncode}: {run.stdout} {run.stderr}")
+        child = int(run.stdout.split("child=")[1])
+        warnings = [l for l in run.stderr.splitlines() if "BRISK_PURGE_DELAY_MS=banana" in l]
+        if len(warnings) != 1 or not warnings[0].startswith("brisk: "):
+            fail(f"expected one warning about BRISK_PURGE_DELAY_MS=banana, stderr: {run.stderr}")
+        if "brisk statistics" not in run.stderr:
+            fail(f"no statistics table at exit on stderr: {run.stderr}")
+        lines = {}
+        with open(path) as f:
+            raw = f.read()
+        if not raw.endswith("\n"):
+            fail("the file does not end with a newline")
+        for number, line in enumerate(raw.splitlines(), 1):
+            try:
+                record = json.loads(line)
+            except ValueError as error:
+                fail(f"line {number} is not JSON ({error}): {line[:200]}")
+            lines.setdefault(record["pid"], []).append(record)
+        parent = [pid for pid in lines if pid != child]
+        if len(parent) != 1 or child not in lines:
+            fail(f"pids in the file: {sorted(lines)}, child {child}")
+        mine = lines[parent[0]]
+        if len(mine) < 10:
+            fail(f"only {len(mine)} lines from the parent in about 0.3 s at 10 ms")
+        for records in lines.values():
+            times = [r["time_ms"] for r in records]
+            if times != sorted(times):
+                fail(f"time_ms goes back: {times}")
+        last = mine[-1]
+        general = last["general"]
+        if general["heaps_created"] != 3:
+            fail(f"heaps_created {general['heaps_created']}: the writer thread took a heap?")
+        if general["allocations"] < 1000 or general["frees"] > general["allocations"]:
+            fail(f"counts at exit: {general}")
+        if max(r["general"]["bytes_held"] for r in mine) < 1 << 20:
+            fail("bytes_held never reached 1 MiB")
+        png = os.path.join(scratch, "stats.png")
+        plot = subprocess.run([plot_python, plot_tool, path, "-o", png],
+                              capture_output=True, text=True, timeout=120)
+        # The file holds the child's lines too: the tool plots the first pid
+        # and says so.
+        if plot.returncode != 0 or not os.path.getsize(png):
+            fail(f"brisk-plot: {plot.returncode} {plot.stderr}")
+        print(f"ok: {len(mine)} parent lines, {len(lines[child])} child lines, table and "
+              f"warning on stderr, plot drawn")
+
+
+main()

@@ -1,0 +1,341 @@
+// Statistics of the general allocator: each count is checked against what
+// the test itself did (allocations, frees, remote frees, requested bytes,
+// huge blocks), across threads, and through the reset; the JSON and table
+// forms are checked for their shape. Runs in every build: the test's own
+// mallocs (GoogleTest's) are never brisk's here, only brisk_* calls are.
+#include <brisk.h>
+
+#include <gtest/gtest.h>
+
+#include <cerrno>
+#include <cstdio>
+#include <cstdlib>
+#include <cstring>
+#include <string>
+#include <thread>
+#include <vector>
+
+#include "test_util.h"
+
+namespace {
+
+brisk_stats_t Snapshot() {
+  brisk_stats_t stats;
+  std::memset(&stats, 0, sizeof stats);
+  stats.size = sizeof stats;
+  EXPECT_EQ(brisk_stats_get(&stats), 0);
+  return stats;
+}
+
+// The size class of a size, found through the statistics themselves: the
+// first class whose block holds it.
+size_t ClassOf(const brisk_stats_t &stats, size_t size) {
+  for (size_t c = 1; c < BRISK_STATS_CLASSES; c++) {
+    if (stats.classes[c].block_size >= size) return c;
+  }
+  return 0;
+}
+
+TEST(Stats, GetRejectsNullAndTooSmallSizes) {
+  errno = 0;
+  EXPECT_EQ(brisk_stats_get(nullptr), -1);
+  EXPECT_EQ(errno, EINVAL);
+  brisk_stats_t stats;
+  stats.size = 4;
+  errno = 0;
+  EXPECT_EQ(brisk_stats_get(&stats), -1);
+  EXPECT_EQ(errno, EINVAL);
+}
+
+TEST(Stats, AnOlderSmallerStructGetsTheFieldsItKnows) {
+  brisk_stats_t whole = Snapshot();
+  struct {
+    brisk_stats_t stats;
+    unsigned char guard[64];
+  } small;
+  std::memset(&small, 0xAB, sizeof small);
+  small.stats.size = offsetof(brisk_stats_t, classes);
+  ASSERT_EQ(brisk_stats_get(&small.stats), 0);
+  EXPECT_EQ(small.stats.size, offsetof(brisk_stats_t, classes));
+  EXPECT_EQ(small.stats.version, (uint32_t)BRISK_STATS_VERSION);
+  EXPECT_GE(small.stats.general.segments, 0u);
+  EXPECT_GE(small.stats.time_ms, whole.time_ms);
+  // Nothing written past the size the caller gave.
+  const unsigned char *past = reinterpret_cast<const unsigned char *>(&small.stats) +
+                              offsetof(brisk_stats_t, classes);
+  EXPECT_EQ(past[0], 0xAB);
+  EXPECT_EQ(past[100], 0xAB);
+}
+
+TEST(Stats, CountsTheCallingThreadsAllocationsAndFreesExactly) {
+  // Run on a fresh thread: its heap starts with nothing folded or pending.
+  std::thread([] {
+    const size_t kCount = 1000, kSize = 40;
+    brisk_stats_t before = Snapshot();
+    size_t c = ClassOf(before, kSize);
+    ASSERT_NE(c, 0u);
+    std::vector<void *> blocks(kCount);
+    for (auto &p : blocks) p = brisk_malloc(kSize);
+    brisk_stats_t during = Snapshot();
+    EXPECT_EQ(during.classes[c].allocations - before.classes[c].allocations, kCount);
+    EXPECT_EQ(during.classes[c].frees - before.classes[c].frees, 0u);
+    EXPECT_EQ(during.classes[c].blocks_in_use - before.classes[c].blocks_in_use, kCount);
+    EXPECT_EQ(during.general.bytes_requested - before.general.bytes_requested, kCount * kSize);
+    EXPECT_GE(during.general.bytes_in_use - before.general.bytes_in_use,
+              kCount * during.classes[c].block_size);
+    EXPECT_GE(during.classes[c].pages, 1u);
+    for (void *p : blocks) brisk_free(p);
+    brisk_stats_t after = Snapshot();
+    EXPECT_EQ(after.classes[c].allocations - before.classes[c].allocations, kCount);
+    EXPECT_EQ(after.classes[c].frees - before.classes[c].frees, kCount);
+    EXPECT_EQ(after.classes[c].blocks_in_use, before.classes[c].blocks_in_use);
+    EXPECT_EQ(after.classes[c].remote_frees, before.classes[c].remote_frees);
+    EXPECT_EQ(after.general.allocations - before.general.allocations, kCount);
+  }).join();
+}
+
+TEST(Stats, MallocFreeLoopsOnOnePageAreCounted) {
+  // A malloc/free loop of one block never leaves the fast paths (the head
+  // page is pinned): the snapshot must still see every call.
+  std::thread([] {
+    brisk_stats_t before = Snapshot();
+    const size_t kLoops = 100000;
+    for (size_t i = 0; i < kLoops; i++) {
+      void *p = brisk_malloc(24);
+      brisk_free(p);
+    }
+    brisk_stats_t after = Snapshot();
+    size_t c = ClassOf(before, 24);
+    EXPECT_EQ(after.classes[c].allocations - before.classes[c].allocations, kLoops);
+    EXPECT_EQ(after.classes[c].frees - before.classes[c].frees, kLoops);
+  }).join();
+}
+
+TEST(Stats, RemoteFreesAreCountedOnceAtTheOwner) {
+  const size_t kCount = 640, kSize = 100;
+  std::vector<void *> blocks(kCount);
+  brisk_stats_t before, after;
+  std::atomic<int> stage{0};
+  // The owner stays alive while another thread frees its blocks (an exited
+  // owner's heap would be adopted by the freeing thread, making the frees
+  // local), then takes them back with brisk_collect.
+  std::thread owner([&] {
+    before = Snapshot();
+    for (auto &p : blocks) p = brisk_malloc(kSize);
+    stage = 1;
+    while (stage.load() != 2) std::this_thread::yield();
+    brisk_collect(false);
+    after = Snapshot();
+  });
+  while (stage.load() != 1) std::this_thread::yield();
+  // The freeing thread's exit posts its batches.
+  std::thread([&] {
+    for (void *p : blocks) brisk_free(p);
+  }).join();
+  stage = 2;
+  owner.join();
+  size_t c = ClassOf(before, kSize);
+  EXPECT_EQ(after.classes[c].allocations - before.classes[c].allocations, kCount);
+  EXPECT_EQ(after.classes[c].frees - before.classes[c].frees, kCount);
+  EXPECT_EQ(after.classes[c].remote_frees - before.classes[c].remote_frees, kCount);
+  EXPECT_EQ(after.general.remote_frees - before.general.remote_frees, kCount);
+}
+
+TEST(Stats, ThreadsThatExitedAreCountedExactly) {
+  // More threads than cores, on purpose.
+  const int kThreads = 8;
+  const size_t kPerThread = brisk_test::scaled(20000, 2000);
+  brisk_stats_t before = Snapshot();
+  std::vector<std::thread> threads;
+  for (int t = 0; t < kThreads; t++) {
+    threads.emplace_back([&, t] {
+      std::vector<void *> live;
+      for (size_t i = 0; i < kPerThread; i++) {
+        live.push_back(brisk_malloc(16 + (i * 7 + t) % 2000));
+        if (live.size() > 100) {
+          brisk_free(live.front());
+          live.erase(live.begin());
+        }
+      }
+      for (void *p : live) brisk_free(p);
+    });
+  }
+  for (auto &t : threads) t.join();
+  brisk_stats_t after = Snapshot();
+  EXPECT_EQ(after.general.allocations - before.general.allocations, kThreads * kPerThread);
+  EXPECT_EQ(after.general.frees - before.general.frees, kThreads * kPerThread);
+  EXPECT_GE(after.general.heaps_abandoned - before.general.heaps_abandoned, (uint64_t)kThreads);
+  EXPECT_EQ(after.general.heaps_live, before.general.heaps_live);
+}
+
+TEST(Stats, HugeBlocksAreCountedWithTheirMappings) {
+  std::thread([] {
+    brisk_stats_t before = Snapshot();
+    const size_t kSize = size_t(6) << 20;
+    void *p = brisk_malloc(kSize);
+    ASSERT_NE(p, nullptr);
+    brisk_stats_t during = Snapshot();
+    EXPECT_EQ(during.general.huge_blocks - before.general.huge_blocks, 1u);
+    EXPECT_GE(during.general.huge_bytes - before.general.huge_bytes, kSize);
+    EXPECT_EQ(during.general.huge_allocations - before.general.huge_allocations, 1u);
+    EXPECT_GE(during.general.bytes_in_use - before.general.bytes_in_use, kSize);
+    EXPECT_GE(during.general.bytes_held, during.general.bytes_in_use);
+    EXPECT_EQ(during.general.bytes_requested - before.general.bytes_requested, kSize);
+    brisk_free(p);
+    brisk_stats_t after = Snapshot();
+    EXPECT_EQ(after.general.huge_blocks, before.general.huge_blocks);
+    EXPECT_EQ(after.general.frees - before.general.frees, 1u);
+    brisk_collect(false);  // the cached mapping goes back
+    brisk_stats_t collected = Snapshot();
+    EXPECT_EQ(collected.general.huge_cached_bytes, before.general.huge_cached_bytes);
+    EXPECT_GT(collected.os.unmap_calls, before.os.unmap_calls);
+  }).join();
+}
+
+TEST(Stats, ResetStartsTheCountsAgain) {
+  std::thread([] {
+    void *keep = brisk_malloc(64);  // a live block: a gauge the reset leaves alone
+    brisk_stats_reset();
+    brisk_stats_t zero = Snapshot();
+    EXPECT_EQ(zero.general.allocations, 0u);
+    EXPECT_EQ(zero.general.frees, 0u);
+    EXPECT_EQ(zero.os.map_calls, 0u);
+    EXPECT_GE(zero.general.bytes_in_use, 64u);
+    for (int i = 0; i < 10; i++) brisk_free(brisk_malloc(300));
+    brisk_stats_t ten = Snapshot();
+    EXPECT_EQ(ten.general.allocations, 10u);
+    EXPECT_EQ(ten.general.frees, 10u);
+    brisk_free(keep);
+  }).join();
+}
+
+TEST(Stats, PeakCoversWhatWasInUse) {
+  std::thread([] {
+    brisk_stats_reset();
+    const size_t kBytes = size_t(16) << 20;
+    std::vector<void *> blocks;
+    for (size_t used = 0; used < kBytes; used += 4096) blocks.push_back(brisk_malloc(4000));
+    for (void *p : blocks) brisk_free(p);
+    brisk_stats_t after = Snapshot();
+    // Published in steps of at most 256 KiB per heap.
+    EXPECT_GE(after.general.bytes_in_use_peak + (size_t(256) << 10), kBytes);
+  }).join();
+}
+
+std::string Capture(void (*print)(FILE *)) {
+  FILE *file = std::tmpfile();
+  print(file);
+  std::rewind(file);
+  std::string text;
+  char buffer[4096];
+  size_t n;
+  while ((n = std::fread(buffer, 1, sizeof buffer, file)) > 0) text.append(buffer, n);
+  std::fclose(file);
+  return text;
+}
+
+TEST(Stats, JsonIsOneObjectOnOneLine) {
+  std::thread([] {
+    void *p = brisk_malloc(200);
+    std::string json = Capture(brisk_stats_json);
+    brisk_free(p);
+    ASSERT_GE(json.size(), 2u);
+    EXPECT_EQ(json.front(), '{');
+    EXPECT_EQ(json.substr(json.size() - 2), "}\n");
+    EXPECT_EQ(json.find('\n'), json.size() - 1);
+    int depth = 0;
+    for (char ch : json) {
+      depth += ch == '{' || ch == '[';
+      depth -= ch == '}' || ch == ']';
+      ASSERT_GE(depth, 0);
+    }
+    EXPECT_EQ(depth, 0);
+    for (const char *key : {"\"general\":", "\"os\":", "\"regions\":", "\"classes\":",
+                            "\"bytes_in_use\":", "\"bytes_held\":", "\"time_ms\":"}) {
+      EXPECT_NE(json.find(key), std::string::npos) << key;
+    }
+  }).join();
+}
+
+TEST(Stats, TableHasUnitsAndTheClassesInUse) {
+  std::thread([] {
+    void *p = brisk_malloc(3000);
+    std::string table = Capture(brisk_stats_print);
+    brisk_free(p);
+    EXPECT_NE(table.find("brisk statistics"), std::string::npos);
+    EXPECT_NE(table.find("in use"), std::string::npos);
+    EXPECT_NE(table.find("KiB"), std::string::npos);
+    EXPECT_NE(table.find("system calls"), std::string::npos);
+  }).join();
+}
+
+TEST(Stats, CollectWithForceGivesBackAnIdleThreadsFreePages) {
+  // A thread frees 8 MiB of pages and then waits, alive, never calling
+  // malloc again: its free pages wait on the purge delay for a slow path it
+  // will not take. brisk_collect(true) from this thread decommits them.
+  std::atomic<int> stage{0};
+  std::thread idle([&] {
+    std::vector<void *> blocks;
+    for (int i = 0; i < 2048; i++) blocks.push_back(brisk_malloc(4000));
+    for (void *p : blocks) brisk_free(p);
+    stage = 1;
+    while (stage.load() != 2) std::this_thread::sleep_for(std::chrono::milliseconds(1));
+  });
+  while (stage.load() != 1) std::this_thread::sleep_for(std::chrono::milliseconds(1));
+  std::this_thread::sleep_for(std::chrono::milliseconds(120));  // past the purge delay
+  brisk_stats_t before = Snapshot();
+  EXPECT_GE(before.general.pages_committed, 8u) << "the idle thread's pages were purged already";
+  EXPECT_TRUE(brisk_collect(true));
+  brisk_stats_t after = Snapshot();
+  EXPECT_LT(after.general.pages_committed, before.general.pages_committed);
+  EXPECT_GE(after.general.bytes_purged - before.general.bytes_purged, size_t(4) << 20);
+  stage = 2;
+  idle.join();
+}
+
+}  // namespace
+
+namespace {
+
+// brisk_collect(true) decommits other threads' free pages and drops their
+// huge caches while those threads take pages and huge mappings from the
+// same lists. Threads (more than cores) keep blocks filled with a pattern
+// while one thread collects in a loop: a page decommitted while in use, or
+// a cached mapping handed out twice, shows as a broken pattern.
+TEST(Stats, CollectWithForceRacesSafelyWithBusyThreads) {
+  const int kWorkers = 3;
+  const long kRounds = brisk_test::scaled(300, 40);
+  std::atomic<bool> done{false};
+  std::atomic<long> broken{0};
+  std::vector<std::thread> workers;
+  for (int t = 0; t < kWorkers; t++) {
+    workers.emplace_back([&, t] {
+      for (long round = 0; round < kRounds; round++) {
+        std::vector<std::pair<unsigned char *, size_t>> blocks;
+        for (int i = 0; i < 64; i++) {
+          // Page-sized blocks retire pages often; every 16th is huge.
+          size_t size = i % 16 == 0 ? (size_t(1) << 20) + 4096 * t : 3000 + 64 * i;
+          auto *p = static_cast<unsigned char *>(brisk_malloc(size));
+          brisk_test::fill_pattern(p, size, brisk_test::block_seed(p, size, round));
+          blocks.push_back({p, size});
+        }
+        for (auto &[p, size] : blocks) {
+          if (!brisk_test::pattern_intact(p, size, brisk_test::block_seed(p, size, round))) broken++;
+          brisk_free(p);
+        }
+      }
+    });
+  }
+  std::thread collector([&] {
+    while (!done.load()) {
+      brisk_collect(true);
+      std::this_thread::yield();
+    }
+  });
+  for (auto &w : workers) w.join();
+  done = true;
+  collector.join();
+  EXPECT_EQ(broken.load(), 0);
+}
+
+}  // namespace
