@@ -275,7 +275,7 @@ int main(int argc, char **argv)
            "ring of %zu blocks, %zu operations per loop; medians of %zu runs, ns per "
            "alloc+free pair; speedup: median of the per-run ratios malloc/fifo.\n\n",
            c.page ? c.page : (size_t)65536, c.min, c.max, c.ring, c.ops, c.reps);
-    printf("| loop | fifo ns/op | malloc ns/op | speedup | fifo page maps |\n");
+    printf("| loop | fifo ns/op | malloc ns/op | speedup | fifo system calls |\n");
     printf("| --- | ---: | ---: | ---: | ---: |\n");
     for (int loop = 0; loop < LOOPS; loop++)
         printf("| %s | %.2f | %.2f | %.2fx | %zu |\n", loop_names[loop], fifo_med[loop],
@@ -287,7 +287,7 @@ int main(int argc, char **argv)
         printf("fifo_loop%d_ns=%.2f\n", loop + 1, fifo_med[loop]);
         printf("malloc_loop%d_ns=%.2f\n", loop + 1, libc_med[loop]);
         printf("fifo_vs_malloc_loop%d=%.2f\n", loop + 1, speedup[loop]);
-        printf("fifo_page_maps_loop%d=%zu\n", loop + 1, pages[loop]);
+        printf("fifo_system_requests_loop%d=%zu\n", loop + 1, pages[loop]);
         printf("fifo_bytes_held_end_loop%d=%zu\n", loop + 1, held[loop]);
         if (loop > 0) {
             printf("fifo_peak_held_loop%d=%zu\n", loop + 1, peak_held[loop]);

@@ -3,7 +3,9 @@
 // with and without the per-thread cache, and the spinlocked twin), an
 // unbounded one grows over many slabs, no object is ever handed out twice
 // under an ABA storm (4 objects, 16 threads on 2 cores), objects passed
-// between threads keep their contents, and misuse aborts with a message.
+// between threads keep their contents, misuse aborts with a message, the
+// statistics count what was asked and every OS call (against the OS
+// layer's own count), and the registry sums every live arena and pool.
 #include <brisk.h>
 #include <errno.h>
 #include <gtest/gtest.h>
@@ -12,9 +14,11 @@
 #include <atomic>
 #include <cstdint>
 #include <set>
+#include <string>
 #include <thread>
 #include <vector>
 
+#include "os_calls.h"
 #include "test_util.h"
 
 using brisk_test::block_seed;
@@ -191,8 +195,9 @@ TEST(Pool, UnboundedPoolGrowsOverManySlabs) {
       objects.push_back(p);
     }
     brisk_region_stats_t s = stats_of(pool);
-    EXPECT_EQ(s.bytes_in_use, count * size);
+    EXPECT_EQ(s.bytes_in_use, count * 1008);  // each takes its stride: 1000 rounded to 16
     EXPECT_EQ(s.bytes_requested, count * size);
+    EXPECT_EQ(s.allocations, count);
     EXPECT_GE(s.bytes_held, held_before + count * size);
     EXPECT_LE(s.bytes_held, held_before + count * size * 2 + (size_t{64} << 20));
     EXPECT_GE(s.system_requests, 6u) << "several slabs committed";
@@ -295,6 +300,7 @@ void contents_travel(unsigned flags) {
   std::atomic<uintptr_t> mailbox[kMailboxes];
   for (auto &m : mailbox) m.store(0);
   std::atomic<long> broken{0};
+  std::atomic<size_t> allocations{0};
   auto check_and_free = [&](void *p) {
     uint64_t serial;
     std::memcpy(&serial, p, 8);
@@ -317,6 +323,7 @@ void contents_travel(unsigned flags) {
             broken.fetch_add(1);
             continue;
           }
+          allocations.fetch_add(1, std::memory_order_relaxed);
           serial++;
           std::memcpy(p, &serial, 8);
           fill_pattern(static_cast<char *>(p) + 8, kSize - 8, block_seed(p, kSize, serial));
@@ -342,7 +349,11 @@ void contents_travel(unsigned flags) {
     if (p != 0) check_and_free(reinterpret_cast<void *>(p));
   }
   EXPECT_EQ(broken.load(), 0);
-  EXPECT_EQ(stats_of(pool).bytes_in_use, 0u);
+  brisk_region_stats_t s = stats_of(pool);
+  EXPECT_EQ(s.bytes_in_use, 0u);
+  // Counted in each thread's slot (or the shared one), whoever freed them.
+  EXPECT_EQ(s.allocations, allocations.load());
+  EXPECT_EQ(s.bytes_requested, allocations.load() * kSize);
   brisk_pool_destroy(pool);
 }
 
@@ -449,7 +460,123 @@ TEST(PoolThreads, ConcurrentFillStopsAtCapacity) {
   for (auto &v : got) total += v.size();
   EXPECT_EQ(total, capacity);
   EXPECT_EQ(all.size(), capacity);
+  EXPECT_EQ(stats_of(pool).allocations, capacity);  // the failures are not counted
   brisk_pool_destroy(pool);
+}
+
+// Every count against an independent one, in every mode, bounded (all
+// committed at creation, exhausted on purpose) and unbounded (commits slab
+// by slab): system_requests against the OS layer's count of the same
+// window (one thread; nothing else in it calls brisk), allocations against
+// the test's own count (failures not counted), bytes_requested obj_size per
+// allocation, bytes_in_use the stride of each live object.
+TEST(Pool, StatsCountWhatWasAskedAndEveryOsCall) {
+  const size_t kSize = 40, kStride = 48;  // 40 rounded up to the default 16
+  const size_t n = static_cast<size_t>(scaled(30000, 6000));
+  for (const Mode &mode : kModes) {
+    for (size_t capacity : {size_t{0}, n / 2}) {
+      SCOPED_TRACE(std::string(mode.name) + (capacity ? ", bounded" : ", unbounded"));
+      std::vector<void *> objects(n, nullptr);
+      size_t allocations = 0, live = 0;
+      const uint64_t os_before = brisk_test_os_calls();
+      brisk_pool_t *pool = brisk_pool_create_ex(kSize, 0, capacity, mode.flags);
+      if (pool == nullptr) GTEST_FAIL() << "create";
+      for (int round = 0; round < 2; round++) {
+        for (size_t i = 0; i < n; i++) {
+          if (objects[i] == nullptr && (objects[i] = brisk_pool_alloc(pool)) != nullptr) {
+            allocations++;
+            live++;
+          }
+        }
+        for (size_t i = 0; i < n; i += 2) {  // every other one back
+          if (objects[i] != nullptr) live--;
+          brisk_pool_free(pool, objects[i]);
+          objects[i] = nullptr;
+        }
+      }
+      brisk_region_stats_t s = stats_of(pool);
+      const uint64_t os_calls = brisk_test_os_calls() - os_before;
+
+      EXPECT_EQ(s.system_requests, os_calls);
+      EXPECT_GE(s.system_requests, 3u);  // a reservation, the header, the objects
+      EXPECT_EQ(s.allocations, allocations);
+      EXPECT_EQ(s.bytes_requested, allocations * kSize);
+      EXPECT_EQ(s.bytes_in_use, live * kStride);
+      if (capacity != 0) EXPECT_LT(allocations, 2 * n) << "the bound was never met";
+      for (void *p : objects) brisk_pool_free(pool, p);
+      EXPECT_EQ(stats_of(pool).bytes_in_use, 0u);
+      brisk_pool_destroy(pool);
+    }
+  }
+}
+
+// The registry (registry.h) behind brisk_stats_get's regions[]: every live
+// arena and pool under its kind, with totals equal to the sum of their own
+// statistics; a destroy takes each out again. Compared with what was live
+// before, so allocators of other tests (none should be left) do not count.
+TEST(Registry, SumsEveryLiveArenaAndPool) {
+  brisk_region_kind_stats_t before[BRISK_REGION_KINDS], during[BRISK_REGION_KINDS],
+      after[BRISK_REGION_KINDS];
+  brisk_test_regions_stats(before);
+  brisk_arena_t *arenas[3];
+  brisk_pool_t *pools[2];
+  for (int i = 0; i < 3; i++) {
+    arenas[i] = brisk_arena_create(size_t{64} << 20);
+    ASSERT_NE(arenas[i], nullptr);
+    for (int k = 0; k <= i * 10; k++)
+      ASSERT_NE(brisk_arena_alloc(arenas[i], 100 + 1000 * static_cast<size_t>(k), 0), nullptr);
+  }
+  for (int i = 0; i < 2; i++) {
+    pools[i] = i == 0 ? brisk_pool_create(24, 0, 0)
+                      : brisk_pool_create_ex(64, 0, 1000, BRISK_REGION_THREAD_CACHE);
+    ASSERT_NE(pools[i], nullptr);
+    for (int k = 0; k < 100 + 50 * i; k++) ASSERT_NE(brisk_pool_alloc(pools[i]), nullptr);
+  }
+  brisk_region_stats_t sum[2] = {};
+  auto add = [](brisk_region_stats_t &total, const brisk_region_stats_t &s) {
+    total.bytes_requested += s.bytes_requested;
+    total.bytes_in_use += s.bytes_in_use;
+    total.bytes_held += s.bytes_held;
+    total.system_requests += s.system_requests;
+    total.allocations += s.allocations;
+  };
+  for (brisk_arena_t *a : arenas) {
+    brisk_region_stats_t s;
+    brisk_arena_stats(a, &s);
+    add(sum[0], s);
+  }
+  for (brisk_pool_t *p : pools) add(sum[1], stats_of(p));
+  brisk_test_regions_stats(during);
+
+  const brisk_region_kind_t kinds[2] = {BRISK_REGION_ARENA, BRISK_REGION_POOL};
+  const size_t counts[2] = {3, 2};
+  for (int j = 0; j < 2; j++) {
+    SCOPED_TRACE(j == 0 ? "arenas" : "pools");
+    const brisk_region_kind_stats_t &b = before[kinds[j]], &d = during[kinds[j]];
+    EXPECT_EQ(d.live, b.live + counts[j]);
+    EXPECT_EQ(d.created, b.created + counts[j]);
+    EXPECT_EQ(d.totals.bytes_requested, b.totals.bytes_requested + sum[j].bytes_requested);
+    EXPECT_EQ(d.totals.bytes_in_use, b.totals.bytes_in_use + sum[j].bytes_in_use);
+    EXPECT_EQ(d.totals.bytes_held, b.totals.bytes_held + sum[j].bytes_held);
+    EXPECT_EQ(d.totals.system_requests, b.totals.system_requests + sum[j].system_requests);
+    EXPECT_EQ(d.totals.allocations, b.totals.allocations + sum[j].allocations);
+    EXPECT_GT(sum[j].allocations, 0u);
+  }
+  for (int k = 0; k < BRISK_REGION_KINDS; k++) {
+    if (k == BRISK_REGION_ARENA || k == BRISK_REGION_POOL) continue;
+    EXPECT_EQ(during[k].live, before[k].live) << "kind " << k;
+  }
+
+  for (brisk_arena_t *a : arenas) brisk_arena_destroy(a);
+  for (brisk_pool_t *p : pools) brisk_pool_destroy(p);
+  brisk_test_regions_stats(after);
+  for (int j = 0; j < 2; j++) {
+    const brisk_region_kind_stats_t &b = before[kinds[j]], &a = after[kinds[j]];
+    EXPECT_EQ(a.live, b.live);
+    EXPECT_EQ(a.created, b.created + counts[j]);
+    EXPECT_EQ(a.totals.bytes_held, b.totals.bytes_held);
+    EXPECT_EQ(a.totals.allocations, b.totals.allocations);
+  }
 }
 
 // Misuse that must abort with a message. "threadsafe" death tests

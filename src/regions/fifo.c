@@ -104,9 +104,15 @@
  * `alive` is off the fast path (see destroy) and the bitfield only added
  * masking (10.6 vs 9.9 ns), so in_use is a plain word.
  *
- * Statistics: bytes_in_use counts spans (headers and padding included);
- * bytes_held counts every page mapped and not released, cached ones too,
- * not the control page; system_requests counts page mappings.
+ * Statistics: allocations counts the successful alloc and realloc calls
+ * and bytes_requested the sizes they asked for (a realloc is one
+ * allocation of its new size, in place or not); bytes_in_use counts spans
+ * (headers and padding included); bytes_held every page mapped and not
+ * released, cached ones too, and the control page; system_requests every
+ * OS call made for the fifo (each of a reservation's, page releases, a
+ * big shrink's decommit). brisk_fifo_stats may run in another thread (a
+ * process-wide snapshot): it reads the owner's words without
+ * synchronising, see there.
  *
  * Destroy with live blocks: alive = 0 and current points at a static page
  * with no room, so alloc's fast path fails and its slow path aborts; each
@@ -121,6 +127,7 @@
 #include "base/annotate.h"
 #include "base/base.h"
 #include "os/os.h"
+#include "regions/registry.h"
 
 #include <errno.h>
 #include <string.h>
@@ -187,12 +194,14 @@ _Static_assert(sizeof(page_t) % 16 == 8, "block data must start 16-aligned");
 struct brisk_fifo_s {
   /* hot: the fast paths. in_use and bytes_requested are kept apart: side
    * by side, GCC adds to both with one 16-byte load, which stalls on the
-   * 8-byte store to in_use of the free just before (store forwarding). */
+   * 8-byte store to in_use of the free just before (store forwarding).
+   * allocations may sit beside bytes_requested: only alloc writes either. */
   page_t *current;
   size_t in_use;          /* spans of live blocks (headers included) */
   uintptr_t window_mask;  /* ~(window - 1): a block's address to its page's mapping;
                            * the window is a power of two >= page_size */
   size_t bytes_requested; /* sizes asked for by alloc and realloc, ever */
+  size_t allocations;     /* successful alloc and realloc calls, ever */
   uint32_t color_shift;   /* address >> color_shift: the window number x 64 */
   uint32_t color_mask;    /* (colors - 1) x 64 (see page_of) */
   /* cold: slow paths and stats */
@@ -203,8 +212,9 @@ struct brisk_fifo_s {
   size_t max_span;        /* the most any normal page holds, whatever its color */
   size_t page_size;       /* bytes mapped per normal page */
   size_t nb_pages;        /* pages mapped and not released, cached ones too */
-  size_t bytes_held;
-  size_t system_requests;
+  size_t bytes_held;      /* pages mapped (the control page not included) */
+  size_t system_requests; /* OS calls made for this fifo so far */
+  brisk_region_entry_t entry;
   page_t *cache[PAGE_CACHE_MAX];
 };
 
@@ -273,7 +283,7 @@ BRISK_INLINE void write_header(block_t *block, size_t page_offs, size_t span) {
 /* ---- pages ---- */
 
 static page_t *page_map(brisk_fifo_t *fifo, size_t map_size, bool big) {
-  char *base = _brisk_os_reserve(map_size, ~fifo->window_mask + 1, 0, NULL);
+  char *base = _brisk_os_reserve(map_size, ~fifo->window_mask + 1, 0, &fifo->system_requests);
   if (base == NULL) return NULL;
   page_t *page = page_of(fifo, base);
   uint32_t color = (uint32_t)((char *)page - base);
@@ -284,7 +294,6 @@ static page_t *page_map(brisk_fifo_t *fifo, size_t map_size, bool big) {
   page->magic = PAGE_MAGIC;
   fifo->nb_pages++;
   fifo->bytes_held += map_size;
-  fifo->system_requests++;
   asan_close(area_of(page), map_size - color - AREA);
   return page;
 }
@@ -294,7 +303,7 @@ static void page_release(brisk_fifo_t *fifo, page_t *page) {
   fifo->bytes_held -= page->map_size;
   char *base = (char *)page - page->color;
   asan_open(base, page->map_size);
-  _brisk_os_release(base, page->map_size, NULL);
+  _brisk_os_release(base, page->map_size, &fifo->system_requests);
 }
 
 /* An empty page back in service: its used part zeroed, used_size 0. */
@@ -338,6 +347,7 @@ BRISK_INLINE void *carve(brisk_fifo_t *fifo, page_t *page, size_t span, size_t s
   page->used_blocks++;
   fifo->in_use += span;
   fifo->bytes_requested += size;
+  fifo->allocations++;
   void *p = data_of(block);
   brisk_annotate_alloc(p, size, true);
   return p;
@@ -354,6 +364,7 @@ static void *big_alloc(brisk_fifo_t *fifo, size_t size) {
   page->used_blocks = 1;
   fifo->in_use += big_span(page);
   fifo->bytes_requested += size;
+  fifo->allocations++;
   void *p = data_of(block);
   brisk_annotate_alloc(p, size, true);
   return p;
@@ -464,14 +475,14 @@ void brisk_fifo_free(brisk_fifo_t *fifo, void *p) {
 /* ---- realloc ---- */
 
 /* Zero the n bytes at p that a shrink takes from the program. */
-static void zero_dropped(char *p, size_t n) {
+static void zero_dropped(brisk_fifo_t *fifo, char *p, size_t n) {
   brisk_annotate_internal(p, n);
   if (n >= DECOMMIT_THRESHOLD) {
     /* Whole OS pages read back as zero once dropped: RSS falls too. */
     char *inner = (char *)brisk_align_up((uintptr_t)p, OS_PAGE);
     char *inner_end = (char *)((uintptr_t)(p + n) & ~(uintptr_t)(OS_PAGE - 1));
     memset(p, 0, (size_t)(inner - p));
-    _brisk_os_decommit(inner, (size_t)(inner_end - inner), NULL);
+    _brisk_os_decommit(inner, (size_t)(inner_end - inner), &fifo->system_requests);
     memset(inner_end, 0, (size_t)(p + n - inner_end));
   } else {
     memset(p, 0, n);
@@ -503,7 +514,7 @@ void *brisk_fifo_realloc(brisk_fifo_t *fifo, void *p, size_t new_size) {
      * growing again exposes zeros; the last block of its page gives its
      * dropped whole units back to the page, whose free space stays zero. */
     brisk_annotate_free(p, capacity);
-    zero_dropped((char *)p + new_size, capacity - new_size);
+    zero_dropped(fifo, (char *)p + new_size, capacity - new_size);
     if (last) resize_last(fifo, page, block, span, span_of(new_size));
   } else if (last && new_size < MAX_REQUEST && span_of(new_size) - span <= page->size - page->used_size) {
     brisk_annotate_free(p, capacity);
@@ -518,20 +529,27 @@ void *brisk_fifo_realloc(brisk_fifo_t *fifo, void *p, size_t new_size) {
     return q;
   }
   fifo->bytes_requested += new_size;
+  fifo->allocations++;
   brisk_annotate_alloc(p, new_size, true);
   return p;
 }
 
 /* ---- lifetime and stats ---- */
 
+static void registry_stats(const brisk_region_entry_t *entry, brisk_region_stats_t *out) {
+  brisk_fifo_stats((const brisk_fifo_t *)((const char *)entry - offsetof(brisk_fifo_t, entry)), out);
+}
+
 brisk_fifo_t *brisk_fifo_create(size_t page_size) {
   if (page_size == 0) page_size = DEFAULT_PAGE_SIZE;
   if (page_size > MAX_PAGE_SIZE) page_size = MAX_PAGE_SIZE;
   page_size = brisk_align_up(page_size, OS_PAGE);
-  char *control = _brisk_os_reserve(OS_PAGE, OS_PAGE, 0, NULL);
+  size_t calls = 0;
+  char *control = _brisk_os_reserve(OS_PAGE, OS_PAGE, 0, &calls);
   if (control == NULL) return NULL;
   brisk_fifo_t *fifo = (brisk_fifo_t *)(control + FIFO_COLOR);
   _Static_assert(FIFO_COLOR + sizeof(brisk_fifo_t) <= OS_PAGE, "the control block fits its page");
+  fifo->system_requests = calls;
   fifo->page_size = page_size;
   fifo->alive = true;
   size_t cache_max = PAGE_CACHE_BYTES / page_size;
@@ -552,12 +570,14 @@ brisk_fifo_t *brisk_fifo_create(size_t page_size) {
     return NULL;
   }
   fifo->current = page;
+  _brisk_region_register(&fifo->entry, BRISK_REGION_FIFO, registry_stats);
   return fifo;
 }
 
 void brisk_fifo_destroy(brisk_fifo_t *fifo) {
   if (fifo == NULL) return;
   if (BRISK_UNLIKELY(!fifo->alive)) fatal("brisk_fifo_destroy", fifo, "the fifo was destroyed already");
+  _brisk_region_unregister(&fifo->entry);
   fifo->alive = false;
   if (fifo->spare != NULL) page_release(fifo, fifo->spare);
   fifo->spare = NULL;
@@ -567,9 +587,21 @@ void brisk_fifo_destroy(brisk_fifo_t *fifo) {
   if (fifo->nb_pages == 0) fifo_release(fifo);
 }
 
-void brisk_fifo_stats(const brisk_fifo_t *fifo, brisk_region_stats_t *out) {
-  out->bytes_requested = fifo->bytes_requested;
-  out->bytes_in_use = fifo->in_use;
-  out->bytes_held = fifo->bytes_held;
-  out->system_requests = fifo->system_requests;
+/* One of the owner's words, read from any thread (see brisk_fifo_stats). */
+#define OWNER_WORD(field) __atomic_load_n(&(field), __ATOMIC_RELAXED)
+
+/*
+ * The owner's thread gets exact numbers. Another thread (a process-wide
+ * snapshot, through the registry) reads the owner's words while it may be
+ * writing them with plain stores: a racy read by design, kept from
+ * ThreadSanitizer as pool.c's racy_link is. Each word is read whole (an
+ * aligned word load), so each count is one the owner wrote, but the counts
+ * may be a few operations apart; the fifo itself is never written.
+ */
+BRISK_NO_TSAN void brisk_fifo_stats(const brisk_fifo_t *fifo, brisk_region_stats_t *out) {
+  out->bytes_requested = OWNER_WORD(fifo->bytes_requested);
+  out->bytes_in_use = OWNER_WORD(fifo->in_use);
+  out->bytes_held = OWNER_WORD(fifo->bytes_held) + OS_PAGE;
+  out->system_requests = OWNER_WORD(fifo->system_requests);
+  out->allocations = OWNER_WORD(fifo->allocations);
 }

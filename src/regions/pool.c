@@ -36,7 +36,9 @@
  * Call tree:
  *   brisk_pool_create(_ex)  check arguments, reserve, commit the header
  *                           (bounded + PREFAULT/LOCK: commit, prefault and
- *                           lock everything)
+ *                           lock everything), register (registry.h; a
+ *                           hybrid's buckets, made by _brisk_pool_create,
+ *                           do not)
  *   brisk_pool_alloc        one branch on the mode, then:
  *     shards (default)      pop the home shard (slot % SHARDS): one CAS
  *       alloc_slow          (noinline) take_shared: other shards through the
@@ -55,7 +57,7 @@
  *   carve                   commit up to the claim, then CAS(carved);
  *     ensure_committed      (cold) commit a slab, CAS-max `committed`
  *   brisk_pool_stats / _brisk_pool_counters: sum the per-slot counters
- *   brisk_pool_destroy      release the reservation
+ *   brisk_pool_destroy      unregister, release the reservation
  *   brisk_pool_local_*      a caller-owned cache popped and pushed inline in
  *                           brisk.h; its slow paths (end of this file) move
  *                           batches through brisk_pool_alloc / _free
@@ -101,7 +103,8 @@
  *                    threads, advanced after the committing thread's own
  *                    mprotect by a CAS-max (acq_rel), as in arena.c. Several
  *                    threads may commit overlapping ranges; nobody waits.
- *   commit_calls     relaxed fetch_add in the commit path (a statistic).
+ *   system_requests  OS calls made for the pool: set at creation, then a
+ *                    relaxed fetch_add per commit (a statistic).
  *   slots[i]         per-thread entry i (thread_slot.h): only the thread
  *                    holding slot i touches it, so the magazine fields are
  *                    plain and the counters are relaxed load + store (atomic
@@ -132,7 +135,9 @@
  * included) 98 lock-free, 63 with THREAD_CACHE, 111 spinlocked, against 57
  * for brisk_malloc/brisk_free. The cache went from 80 to 63 by: magazines
  * of pointers, not indexes (a pop needs no multiply); counting by batch
- * (its alloc counts nothing); the thread's entry found from one TLS word
+ * (its alloc counted nothing then; it now counts each allocation, one
+ * unlocked add to the line it already writes, so that `allocations` is
+ * counted rather than derived); the thread's entry found from one TLS word
  * (_brisk_thread_slot_line) with one zero test; per-thread counters bumped
  * with one unlocked add (brisk_owner_add); and the other modes' free in a
  * function of its own (free_to_shared), so the magazine path computes
@@ -140,8 +145,14 @@
  *
  * Destroy must not run concurrently with alloc or free on the same pool.
  *
- * Statistics cost the hot path no shared atomic: per-slot counters summed
- * when asked. high_water counts carved objects, cached and listed ones too.
+ * Statistics cost the hot path no shared atomic: per-slot counters of
+ * allocations and frees (every mode counts each call), summed when asked;
+ * in use is their difference. A caller asks for obj_size bytes per
+ * allocation, so bytes_requested is allocations x obj_size; an object
+ * takes stride bytes, so bytes_in_use is objects in use x stride.
+ * system_requests counts every OS call made for the pool (each of the
+ * reservation's, commits, prefaults, mlocks). high_water counts carved
+ * objects, cached and listed ones too.
  *
  * Tools: a free object is ASan-poisoned except its first 8 bytes (the link
  * that concurrent pops may read; ASan granules are 8 bytes), and unpoisoned
@@ -155,6 +166,7 @@
 #include "base/annotate.h"
 #include "base/base.h"
 #include "os/os.h"
+#include "regions/registry.h"
 #include "regions/thread_slot.h"
 
 #include <errno.h>
@@ -186,16 +198,11 @@ typedef struct shard_s {
 } BRISK_ALIGNED(BRISK_CACHE_LINE) shard_t;
 
 typedef struct slot_s {
-  _Atomic size_t allocs;    /* not THREAD_CACHE: objects handed out */
-  _Atomic size_t frees;
+  _Atomic size_t allocs;    /* objects handed out by this slot's thread */
+  _Atomic size_t frees;     /* objects it gave back */
   _Atomic size_t failures;
-  /* THREAD_CACHE counts batches instead of allocations, so its alloc path
-   * counts nothing: objects in this slot's hands or magazine = taken -
-   * returned, handed out = that - mag_count (see _brisk_pool_counters). */
-  _Atomic size_t taken;     /* from the shards or carved, by refills */
-  _Atomic size_t returned;  /* to the shards, by flushes (and no-slot frees) */
   uint8_t *mag_head;        /* the magazine's newest object, NULL when empty */
-  _Atomic uint32_t mag_count; /* relaxed load + store by the slot's thread; stats read it */
+  uint32_t mag_count;       /* objects in the magazine (the slot's thread only) */
 } BRISK_ALIGNED(BRISK_CACHE_LINE) slot_t;
 
 struct brisk_pool_s {
@@ -218,10 +225,11 @@ struct brisk_pool_s {
   size_t bitmap_size;   /* bytes reserved for the live bits (0 without BRISK_DEBUG) */
   size_t obj_size;
   size_t page;
+  brisk_region_entry_t entry; /* registry.h; its links NULL when not registered */
   /* Contended words, one line each. */
   BRISK_ALIGNED(BRISK_CACHE_LINE) _Atomic size_t carved;
   BRISK_ALIGNED(BRISK_CACHE_LINE) _Atomic uint64_t nonempty;
-  BRISK_ALIGNED(BRISK_CACHE_LINE) _Atomic size_t commit_calls;
+  BRISK_ALIGNED(BRISK_CACHE_LINE) _Atomic size_t system_requests;
   BRISK_ALIGNED(BRISK_CACHE_LINE) _Atomic uint32_t spin_lock;
   uint32_t spin_head;
   shard_t shards[SHARDS];
@@ -379,23 +387,17 @@ BRISK_INLINE void bump(_Atomic size_t *counter) { brisk_owner_add(counter, 1); }
 
 /* The slow paths' version: the shared entry of threads without a slot
  * needs an atomic RMW. */
-BRISK_INLINE void count_n(_Atomic size_t *counter, size_t n, uint32_t slot) {
+BRISK_INLINE void count(_Atomic size_t *counter, uint32_t slot) {
   if (BRISK_LIKELY(slot != BRISK_NO_THREAD_SLOT)) {
-    brisk_owner_add(counter, n);
+    brisk_owner_add(counter, 1);
   } else {
-    atomic_fetch_add_explicit(counter, n, memory_order_relaxed);
+    atomic_fetch_add_explicit(counter, 1, memory_order_relaxed);
   }
 }
 
-BRISK_INLINE void count(_Atomic size_t *counter, uint32_t slot) { count_n(counter, 1, slot); }
+BRISK_INLINE void set_mag_count(slot_t *entry, uint32_t n) { entry->mag_count = n; }
 
-BRISK_INLINE void set_mag_count(slot_t *entry, uint32_t n) {
-  atomic_store_explicit(&entry->mag_count, n, memory_order_relaxed);
-}
-
-BRISK_INLINE uint32_t get_mag_count(const slot_t *entry) {
-  return atomic_load_explicit(&((slot_t *)entry)->mag_count, memory_order_relaxed);
-}
+BRISK_INLINE uint32_t get_mag_count(const slot_t *entry) { return entry->mag_count; }
 
 /* The object goes to the program (counted by the caller). */
 BRISK_INLINE void *hand_out(brisk_pool_t *pool, uint8_t *p) {
@@ -427,15 +429,17 @@ static size_t bitmap_bytes_for(const brisk_pool_t *pool, size_t objects) {
   return bytes < pool->bitmap_size ? bytes : pool->bitmap_size;
 }
 
-/* Commit (and with PREFAULT/LOCK, fault in and lock) a page-aligned range. */
+/* Commit (and with PREFAULT/LOCK, fault in and lock) a page-aligned range,
+ * counting the system calls. */
 static bool commit_range(brisk_pool_t *pool, uint8_t *p, size_t size) {
   if (size == 0) return true;
-  if (!_brisk_os_commit(p, size, NULL)) return false;
-  atomic_fetch_add_explicit(&pool->commit_calls, 1, memory_order_relaxed);
-  if ((pool->flags & (BRISK_REGION_PREFAULT | BRISK_REGION_LOCK)) && !_brisk_os_prefault(p, size, NULL))
-    return false;
-  if ((pool->flags & BRISK_REGION_LOCK) && !_brisk_os_lock(p, size, NULL)) return false;
-  return true;
+  size_t calls = 0;
+  bool ok = _brisk_os_commit(p, size, &calls) &&
+            (!(pool->flags & (BRISK_REGION_PREFAULT | BRISK_REGION_LOCK)) ||
+             _brisk_os_prefault(p, size, &calls)) &&
+            (!(pool->flags & BRISK_REGION_LOCK) || _brisk_os_lock(p, size, &calls));
+  atomic_fetch_add_explicit(&pool->system_requests, calls, memory_order_relaxed);
+  return ok;
 }
 
 /* Make objects[0, end) accessible (and their live bits). As arena.c: the
@@ -627,8 +631,7 @@ static BRISK_NOINLINE void *cache_refill(brisk_pool_t *pool, slot_t *entry, uint
     }
     mag_link_store(object, NULL);
   }
-  /* taken before mag_count, which stats read first (see _brisk_pool_counters). */
-  count_n(&entry->taken, n, slot);
+  count(&entry->allocs, slot);
   if (n > 1) set_mag_count(entry, n - 1);
   return hand_out(pool, first);
 }
@@ -650,7 +653,6 @@ static BRISK_NOINLINE void cache_flush(brisk_pool_t *pool, slot_t *entry, uint32
   }
   mag_link_store(cut, NULL);
   push_chain(pool, home_shard(slot), (uint32_t)index_of(pool, first) + 1, last);
-  count_n(&entry->returned, count - keep, slot);
   mag_link_store(p, entry->mag_head);
   entry->mag_head = p;
   set_mag_count(entry, keep + 1);
@@ -726,6 +728,7 @@ void *brisk_pool_alloc(brisk_pool_t *pool) {
     if (BRISK_UNLIKELY(p == NULL)) return cache_refill(pool, entry, slot);
     entry->mag_head = mag_link_load(p);
     set_mag_count(entry, get_mag_count(entry) - 1);
+    bump(&entry->allocs);
     return hand_out(pool, p);
   } else {
     if (BRISK_UNLIKELY(mode == MODE_SPIN)) return spin_alloc(pool, entry, slot);
@@ -763,7 +766,6 @@ static BRISK_NOINLINE void free_no_slot(brisk_pool_t *pool, uint8_t *p, size_t i
     return;
   }
   push_chain(pool, home_shard(slot), (uint32_t)index + 1, p);
-  if (pool->mode == MODE_CACHE) count(&pool->slots[slot].returned, slot);
 }
 
 /* Shards and spinlock modes: the free after the checks (a tail call from
@@ -823,7 +825,12 @@ static BRISK_COLD brisk_pool_t *invalid(void) {
   return NULL;
 }
 
-brisk_pool_t *brisk_pool_create_ex(size_t obj_size, size_t align, size_t capacity, unsigned flags) {
+static void registry_stats(const brisk_region_entry_t *entry, brisk_region_stats_t *out) {
+  brisk_pool_stats((const brisk_pool_t *)((const char *)entry - offsetof(brisk_pool_t, entry)), out);
+}
+
+brisk_pool_t *_brisk_pool_create(size_t obj_size, size_t align, size_t capacity, unsigned flags,
+                                 bool registered) {
   const unsigned known = BRISK_REGION_PREFAULT | BRISK_REGION_LOCK | BRISK_REGION_THREAD_CACHE |
                          BRISK_REGION_SPINLOCK;
   if (align == 0) align = DEFAULT_ALIGN;
@@ -848,19 +855,20 @@ brisk_pool_t *brisk_pool_create_ex(size_t obj_size, size_t align, size_t capacit
   size_t page = _brisk_os_page_size();
   size_t header_size = brisk_align_up(sizeof(brisk_pool_t), page);
   size_t bitmap_size, total;
+  size_t calls = 0; /* system calls, refused reservations included */
   uint8_t *base;
   for (;;) {
     bitmap_size = BRISK_DEBUG ? brisk_align_up((max_objects + 63) / 64 * 8, page) : 0;
     object_bytes = brisk_align_up(max_objects * stride, page);
     total = header_size + bitmap_size + object_bytes;
-    base = _brisk_os_reserve_address_space(total, page, NULL);
+    base = _brisk_os_reserve_address_space(total, page, &calls);
     if (base != NULL) break;
     /* Capacity 0: a smaller reservation where the address space is
      * limited (ulimit -v, or Valgrind, which refuses 64 GiB). */
     if (capacity != 0 || object_bytes <= MIN_UNBOUNDED_BYTES || max_objects < 4) return NULL;
     max_objects /= 4;
   }
-  if (!_brisk_os_commit(base, header_size, NULL)) {
+  if (!_brisk_os_commit(base, header_size, &calls)) {
     _brisk_os_release(base, total, NULL);
     errno = ENOMEM;
     return NULL;
@@ -897,15 +905,15 @@ brisk_pool_t *brisk_pool_create_ex(size_t obj_size, size_t align, size_t capacit
   atomic_init(&pool->committed, 0);
   atomic_init(&pool->carved, 0);
   atomic_init(&pool->nonempty, 0);
-  atomic_init(&pool->commit_calls, 0);
   atomic_init(&pool->spin_lock, 0);
   pool->spin_head = 0;
   bool pin = (flags & (BRISK_REGION_PREFAULT | BRISK_REGION_LOCK)) != 0;
   int error = ENOMEM;
   errno = 0;
-  if (pin && (!_brisk_os_prefault(base, header_size, NULL) ||
-              ((flags & BRISK_REGION_LOCK) && !_brisk_os_lock(base, header_size, NULL))))
+  if (pin && (!_brisk_os_prefault(base, header_size, &calls) ||
+              ((flags & BRISK_REGION_LOCK) && !_brisk_os_lock(base, header_size, &calls))))
     goto failed;
+  atomic_init(&pool->system_requests, calls); /* commit_range adds its own */
   /* A bounded pool commits everything now (faulted in and locked too with
    * PREFAULT/LOCK), so its alloc and free never call the OS. */
   if (capacity != 0) {
@@ -913,6 +921,7 @@ brisk_pool_t *brisk_pool_create_ex(size_t obj_size, size_t align, size_t capacit
     atomic_init(&pool->committed, object_bytes);
   }
   tools_pool_create(pool);
+  if (registered) _brisk_region_register(&pool->entry, BRISK_REGION_POOL, registry_stats);
   return pool;
 failed:
   if (errno != 0) error = errno;
@@ -921,12 +930,17 @@ failed:
   return NULL;
 }
 
+brisk_pool_t *brisk_pool_create_ex(size_t obj_size, size_t align, size_t capacity, unsigned flags) {
+  return _brisk_pool_create(obj_size, align, capacity, flags, true);
+}
+
 brisk_pool_t *brisk_pool_create(size_t obj_size, size_t align, size_t capacity) {
-  return brisk_pool_create_ex(obj_size, align, capacity, 0);
+  return _brisk_pool_create(obj_size, align, capacity, 0, true);
 }
 
 void brisk_pool_destroy(brisk_pool_t *pool) {
   if (pool == NULL) return;
+  _brisk_region_unregister(&pool->entry); /* nothing for a hybrid's bucket */
   /* Clear our poisoning, so whatever is mapped here next starts clean. */
 #if BRISK_ASAN
   brisk_annotate_internal(pool->objects, atomic_load_explicit(&pool->committed, memory_order_relaxed));
@@ -944,30 +958,20 @@ size_t _brisk_pool_object_size(const brisk_pool_t *pool) { return pool->stride; 
 
 void _brisk_pool_counters(const brisk_pool_t *pool, brisk_pool_counters_t *out) {
   brisk_pool_t *p = (brisk_pool_t *)pool;
-  size_t frees = 0, failures = 0;
-  /* Signed: a slot's share can be negative (its thread frees what others
-   * allocated), and the relaxed reads of a slot that is mid-refill or
-   * mid-flush can be off by a batch for a moment; only the sum is clamped. */
-  int64_t live = 0;
+  size_t allocations = 0, frees = 0, failures = 0;
   for (uint32_t i = 0; i <= BRISK_THREAD_SLOTS; i++) {
     const slot_t *entry = &p->slots[i];
+    allocations += atomic_load_explicit(&entry->allocs, memory_order_relaxed);
     frees += atomic_load_explicit(&entry->frees, memory_order_relaxed);
     failures += atomic_load_explicit(&entry->failures, memory_order_relaxed);
-    if (p->mode == MODE_CACHE) {
-      /* In this slot's hands: taken - returned, minus its magazine. */
-      live += (int64_t)(atomic_load_explicit(&entry->taken, memory_order_relaxed) -
-                        atomic_load_explicit(&entry->returned, memory_order_relaxed)) -
-              (int64_t)get_mag_count(entry);
-    } else {
-      live += (int64_t)atomic_load_explicit(&entry->allocs, memory_order_relaxed);
-    }
   }
-  if (p->mode != MODE_CACHE) live -= (int64_t)frees;
-  size_t in_use = live > 0 ? (size_t)live : 0;
-  size_t carved = atomic_load_explicit(&p->carved, memory_order_relaxed);
+  /* A slot's frees may exceed its allocations (its thread frees what
+   * others allocated), and a free read before the allocation it undoes can
+   * make the sum dip below zero for a moment: clamped. */
+  size_t in_use = allocations > frees ? allocations - frees : 0;
   out->in_use = in_use;
-  out->high_water = carved;
-  out->allocations = in_use + frees;
+  out->high_water = atomic_load_explicit(&p->carved, memory_order_relaxed);
+  out->allocations = allocations;
   out->failures = failures;
 }
 
@@ -976,11 +980,12 @@ void brisk_pool_stats(const brisk_pool_t *pool, brisk_region_stats_t *out) {
   _brisk_pool_counters(pool, &counters);
   brisk_pool_t *p = (brisk_pool_t *)pool;
   size_t committed = atomic_load_explicit(&p->committed, memory_order_relaxed);
+  /* Every allocation asks for obj_size bytes and takes stride. */
   out->bytes_requested = counters.allocations * p->obj_size;
-  out->bytes_in_use = counters.in_use * p->obj_size;
+  out->bytes_in_use = counters.in_use * p->stride;
   out->bytes_held = p->header_size + bitmap_bytes_for(p, committed / p->stride) + committed;
-  /* The reservation, the header's commit, then each commit since. */
-  out->system_requests = 2 + atomic_load_explicit(&p->commit_calls, memory_order_relaxed);
+  out->system_requests = atomic_load_explicit(&p->system_requests, memory_order_relaxed);
+  out->allocations = counters.allocations;
 }
 
 /* ---- Local caches (brisk.h's brisk_pool_local_*) ----

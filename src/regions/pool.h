@@ -23,6 +23,11 @@ typedef struct brisk_pool_counters_s {
   size_t failures;    /* brisk_pool_alloc calls that returned NULL/ENOMEM */
 } brisk_pool_counters_t;
 
+/* brisk_pool_create_ex, registered with the registry (registry.h) or not:
+ * a hybrid's buckets are counted under the hybrid only. */
+BRISK_HIDDEN brisk_pool_t *_brisk_pool_create(size_t obj_size, size_t align, size_t capacity,
+                                              unsigned flags, bool registered);
+
 /* [*lo, *hi): the address range of every object the pool can ever hand
  * out (its whole reservation for objects). Constant for the pool's life. */
 BRISK_HIDDEN void _brisk_pool_range(const brisk_pool_t *pool, uintptr_t *lo, uintptr_t *hi);
