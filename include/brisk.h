@@ -616,6 +616,13 @@ BRISK_API void *brisk_buddy_alloc(brisk_buddy_t *buddy, size_t size, size_t alig
  * (its start then belongs to the new block). */
 BRISK_API void brisk_buddy_free(brisk_buddy_t *buddy, void *p);
 BRISK_API void brisk_buddy_destroy(brisk_buddy_t *buddy);
+/*
+ * allocations and bytes_requested: successful brisk_buddy_alloc calls and
+ * the sizes they asked for (before rounding), counted per thread.
+ * bytes_in_use: the live blocks' power-of-two sizes. bytes_held: both
+ * reservations. system_requests: all made at creation. Any thread, any
+ * time, as brisk_pool_stats.
+ */
 BRISK_API void brisk_buddy_stats(const brisk_buddy_t *buddy, brisk_region_stats_t *out);
 /*
  * Debug validator. Must not run concurrently with alloc/free. Returns 1 if

@@ -4,7 +4,9 @@
 // cross-thread frees of random sizes never overlap (lock-free, with the
 // thread cache, and spinlocked), validate sees a whole tree again after
 // everything is freed, and misuse (foreign pointer, interior pointer,
-// double free; use after free under ASan) aborts with a message.
+// double free; use after free under ASan) aborts with a message, and the
+// statistics count what was asked and every OS call (against the OS
+// layer's own count).
 #include <brisk.h>
 #include <errno.h>
 #include <gtest/gtest.h>
@@ -16,6 +18,7 @@
 #include <vector>
 
 #include "../src/regions/buddy.h"
+#include "os_calls.h"
 #include "test_util.h"
 
 using brisk_test::block_seed;
@@ -191,8 +194,8 @@ TEST(Buddy, ExhaustionIsExactWithOneThread) {
   brisk_region_stats_t s = stats_of(b);
   EXPECT_EQ(s.bytes_in_use, kMiB);
   EXPECT_EQ(s.bytes_requested, kMiB);
+  EXPECT_EQ(s.allocations, 16384u);  // the failures are not counted
   EXPECT_GE(s.bytes_held, kMiB);
-  EXPECT_EQ(s.system_requests, 2u);  // the region and the metadata
 
   char *freed = blocks[1234];
   brisk_buddy_free(b, freed);
@@ -278,15 +281,56 @@ TEST(Buddy, RandomSizesStayConsistent) {
   brisk_buddy_destroy(b);
 }
 
-TEST(Buddy, PrefaultedRegionCountsItsSystemCalls) {
-  brisk_buddy_t *b = brisk_buddy_create_ex(kMiB, 64, 256 * kKiB, BRISK_REGION_PREFAULT);
-  ASSERT_NE(b, nullptr);
-  EXPECT_EQ(stats_of(b).system_requests, 4u);  // two reservations, two prefaults
-  void *p = brisk_buddy_alloc(b, 1000, 0);
-  ASSERT_NE(p, nullptr);
-  brisk_buddy_free(b, p);
-  EXPECT_EQ(stats_of(b).system_requests, 4u);
-  brisk_buddy_destroy(b);
+// Every count against an independent one, in every mode: system_requests
+// against the OS layer's count of the same window (one thread; nothing else
+// in it calls brisk), made at creation only (two reservations, and with
+// PREFAULT a prefault of each), allocations and bytes_requested against the
+// test's own sums (sizes as asked, before rounding; failures not counted).
+TEST(Buddy, StatsCountWhatWasAskedAndEveryOsCall) {
+  const unsigned kFlags[] = {0, BRISK_REGION_PREFAULT, BRISK_REGION_THREAD_CACHE,
+                             BRISK_REGION_SPINLOCK};
+  for (unsigned flags : kFlags) {
+    SCOPED_TRACE(flags);
+    std::vector<void *> blocks(2000, nullptr);
+    std::vector<size_t> taken(blocks.size(), 0);  // each live block's rounded size
+    size_t asked = 0, allocations = 0, live_bytes = 0;
+    bool ok = true;
+    const uint64_t os_before = brisk_test_os_calls();
+    brisk_buddy_t *b = brisk_buddy_create_ex(4 * kMiB, 64, 256 * kKiB, flags);
+    if (b == nullptr) GTEST_FAIL() << "create";
+    brisk_region_stats_t created = stats_of(b);
+    for (int round = 0; round < 2; round++) {
+      for (size_t i = 0; i < blocks.size(); i++) {
+        if (blocks[i] != nullptr) continue;
+        size_t size = 1 + (i * 7919 + static_cast<size_t>(round)) % 3000;
+        blocks[i] = brisk_buddy_alloc(b, size, i % 5 == 0 ? 256 : 0);
+        if (blocks[i] == nullptr) continue;  // full: not counted
+        asked += size;
+        allocations++;
+        taken[i] = round_up_pow2(std::max(size, i % 5 == 0 ? size_t{256} : size_t{64}));
+        live_bytes += taken[i];
+      }
+      for (size_t i = round; i < blocks.size(); i += 3) {
+        if (blocks[i] == nullptr) continue;
+        live_bytes -= taken[i];
+        brisk_buddy_free(b, blocks[i]);
+        blocks[i] = nullptr;
+      }
+    }
+    ok &= brisk_buddy_alloc(b, 0, 0) == nullptr;            // EINVAL
+    ok &= brisk_buddy_alloc(b, 512 * kKiB, 0) == nullptr;   // above max_block: ENOMEM
+    brisk_region_stats_t s = stats_of(b);
+    const uint64_t os_calls = brisk_test_os_calls() - os_before;
+
+    ASSERT_TRUE(ok);
+    EXPECT_EQ(s.system_requests, os_calls);
+    EXPECT_EQ(s.system_requests, created.system_requests);  // all at creation
+    EXPECT_GE(s.system_requests, flags == BRISK_REGION_PREFAULT ? 4u : 2u);
+    EXPECT_EQ(s.allocations, allocations);
+    EXPECT_EQ(s.bytes_requested, asked);
+    EXPECT_EQ(s.bytes_in_use, live_bytes);
+    brisk_buddy_destroy(b);
+  }
 }
 
 // A cached block stays allocated in the tree: another thread cannot have

@@ -71,7 +71,9 @@
  *   brisk_buddy_create(_ex)  check and round the sizes, reserve the region
  *                            (aligned to max_block) and the metadata, place
  *                            each thread slot's home tree; PREFAULT / LOCK
- *                            fault in and mlock both
+ *                            fault in and mlock both; register (registry.h;
+ *                            a hybrid's regions, made by _brisk_buddy_create,
+ *                            do not)
  *   brisk_buddy_alloc        check size/align → order k; thread cache hit
  *                            (THREAD_CACHE, small orders) → hand_out; else
  *   alloc_generic            (out of line)
@@ -89,6 +91,13 @@
  *   brisk_buddy_validate     (quiescent) recompute the trees, compare with
  *                            the index
  *   brisk_buddy_stats / _brisk_buddy_counters / _brisk_buddy_range
+ *   brisk_buddy_destroy      unregister, release both reservations
+ *
+ * Statistics: allocations and bytes_requested (the sizes asked, before
+ * rounding) are counted per thread slot; bytes_in_use is block sizes;
+ * bytes_held both reservations; system_requests every OS call made at
+ * creation (each of a reservation's, prefaults, mlocks), the only time a
+ * buddy allocator calls the OS.
  *
  * Who touches what, and with what memory order:
  *   node counters  every allocating/freeing thread. Reserve CAS and take
@@ -177,6 +186,7 @@
 #include "base/annotate.h"
 #include "base/base.h"
 #include "os/os.h"
+#include "regions/registry.h"
 #include "regions/thread_slot.h"
 
 #include <brisk.h>
@@ -235,7 +245,8 @@ struct brisk_buddy_s {
   uint32_t depth;         /* D: log2(max_block / min_block) */
   uint32_t cache_orders;  /* 0 without a thread cache */
   bool spin;              /* the spinlocked twin */
-  size_t system_requests;
+  size_t system_requests; /* OS calls made for it (all at creation) */
+  brisk_region_entry_t entry; /* registry.h; its links NULL when not registered */
   /* Written rarely, read by every allocation. */
   BRISK_ALIGNED(BRISK_CACHE_LINE) _Atomic size_t in_use;
   BRISK_ALIGNED(BRISK_CACHE_LINE) _Atomic size_t high_water;
@@ -608,21 +619,26 @@ static void place_slots(brisk_buddy_t *b) {
 
 /* PREFAULT / LOCK: fault in (and lock) a range now, counting the calls. */
 static bool make_resident(brisk_buddy_t *b, void *p, size_t size, unsigned flags) {
-  if (!_brisk_os_prefault(p, size, NULL)) return false;
-  b->system_requests++;
-  if ((flags & BRISK_REGION_LOCK) != 0) {
-    if (!_brisk_os_lock(p, size, NULL)) return false;
-    b->system_requests++;
-  }
-  return true;
+  if (!_brisk_os_prefault(p, size, &b->system_requests)) return false;
+  return (flags & BRISK_REGION_LOCK) == 0 || _brisk_os_lock(p, size, &b->system_requests);
+}
+
+static void registry_stats(const brisk_region_entry_t *entry, brisk_region_stats_t *out) {
+  brisk_buddy_stats((const brisk_buddy_t *)((const char *)entry - offsetof(brisk_buddy_t, entry)),
+                    out);
 }
 
 brisk_buddy_t *brisk_buddy_create(size_t total, size_t min_block) {
-  return brisk_buddy_create_ex(total, min_block, 0, 0);
+  return _brisk_buddy_create(total, min_block, 0, 0, true);
 }
 
 brisk_buddy_t *brisk_buddy_create_ex(size_t total, size_t min_block, size_t max_block,
                                      unsigned flags) {
+  return _brisk_buddy_create(total, min_block, max_block, flags, true);
+}
+
+brisk_buddy_t *_brisk_buddy_create(size_t total, size_t min_block, size_t max_block,
+                                   unsigned flags, bool registered) {
   if (total == 0 || min_block > total || max_block > MAX_TOTAL ||
       (flags & ~KNOWN_FLAGS) != 0) {
     errno = EINVAL;
@@ -652,9 +668,10 @@ brisk_buddy_t *brisk_buddy_create_ex(size_t total, size_t min_block, size_t max_
   size_t meta_size = brisk_align_up(header + nodes_bytes + units, page);
   size_t region_size = brisk_align_up(total, page);
 
-  uint8_t *meta = _brisk_os_reserve(meta_size, page, 0, NULL);
+  size_t calls = 0;
+  uint8_t *meta = _brisk_os_reserve(meta_size, page, 0, &calls);
   if (meta == NULL) return NULL;
-  uint8_t *base = _brisk_os_reserve(region_size, max, 0, NULL);
+  uint8_t *base = _brisk_os_reserve(region_size, max, 0, &calls);
   if (base == NULL) {
     _brisk_os_release(meta, meta_size, NULL);
     errno = ENOMEM;
@@ -679,7 +696,7 @@ brisk_buddy_t *brisk_buddy_create_ex(size_t total, size_t min_block, size_t max_
   b->cache_orders = 0;
   if ((flags & BRISK_REGION_THREAD_CACHE) != 0 && !b->spin)
     b->cache_orders = depth + 1 < CACHE_ORDERS ? depth + 1 : CACHE_ORDERS;
-  b->system_requests = 2;
+  b->system_requests = calls; /* make_resident adds its own */
   atomic_init(&b->in_use, 0);
   atomic_init(&b->high_water, 0);
   atomic_init(&b->lock, 0);
@@ -694,11 +711,13 @@ brisk_buddy_t *brisk_buddy_create_ex(size_t total, size_t min_block, size_t max_
     return NULL;
   }
   brisk_annotate_no_access(base, region_size);
+  if (registered) _brisk_region_register(&b->entry, BRISK_REGION_BUDDY, registry_stats);
   return b;
 }
 
 void brisk_buddy_destroy(brisk_buddy_t *b) {
   if (b == NULL) return;
+  _brisk_region_unregister(&b->entry); /* nothing for a hybrid's region */
   /* Clear our poisoning, so whatever is mapped here next starts clean. */
   brisk_annotate_internal(b->base, b->region_size);
   _brisk_os_release(b->base, b->region_size, NULL);
@@ -737,6 +756,7 @@ void brisk_buddy_stats(const brisk_buddy_t *b, brisk_region_stats_t *out) {
   out->bytes_in_use = bytes_in_use(b);
   out->bytes_held = b->region_size + b->meta_size;
   out->system_requests = b->system_requests;
+  out->allocations = sum_slots(b, offsetof(slot_t, allocations));
 }
 
 void _brisk_buddy_range(const brisk_buddy_t *b, uintptr_t *lo, uintptr_t *hi) {

@@ -7,6 +7,7 @@
 #ifndef BRISK_REGIONS_BUDDY_H
 #define BRISK_REGIONS_BUDDY_H
 
+#include <stdbool.h>
 #include <stddef.h>
 #include <stdint.h>
 
@@ -24,6 +25,14 @@ typedef struct brisk_buddy_counters_s {
   size_t allocations; /* successful brisk_buddy_alloc calls */
   size_t failures;    /* brisk_buddy_alloc calls that found no block (ENOMEM) */
 } brisk_buddy_counters_t;
+
+/* brisk_buddy_create_ex, registered with the registry (registry.h) or
+ * not: a hybrid's regions are counted under the hybrid only. */
+__attribute__((visibility("hidden"))) brisk_buddy_t *_brisk_buddy_create(size_t total,
+                                                                         size_t min_block,
+                                                                         size_t max_block,
+                                                                         unsigned flags,
+                                                                         bool registered);
 
 /* The region's address range [*lo, *hi): every block lies inside it.
  * Fixed at creation, so free's dispatch by address needs no lock. */
