@@ -696,6 +696,15 @@ typedef struct brisk_hybrid_section_stats_s {
 BRISK_API size_t brisk_hybrid_stats(const brisk_hybrid_t *hybrid,
                                     brisk_hybrid_section_stats_t *out, size_t max,
                                     size_t *fallbacks);
+/*
+ * The whole hybrid in the words of every region allocator. allocations and
+ * bytes_requested: successful brisk_hybrid_alloc calls and the sizes they
+ * asked for (fallbacks included), counted per thread. bytes_in_use and
+ * bytes_held: its sections' (a fallback block is the general allocator's),
+ * bytes_held plus the hybrid's own pages. system_requests: the hybrid's
+ * and its sections', all made at creation. Any thread, any time.
+ */
+BRISK_API void brisk_hybrid_totals(const brisk_hybrid_t *hybrid, brisk_region_stats_t *out);
 
 #ifdef __cplusplus
 }

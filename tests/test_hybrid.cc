@@ -1,5 +1,8 @@
 // The hybrid bounded pool (seed 003): buckets in front of buddy regions,
-// frees dispatched by address. Runs in every build, TSan included.
+// frees dispatched by address; its totals count what was asked and every
+// OS call (against the OS layer's own count), and the registry counts it
+// as one hybrid, not as pools and buddies. Runs in every build, TSan
+// included.
 #include <brisk.h>
 #include <errno.h>
 #include <gtest/gtest.h>
@@ -10,6 +13,7 @@
 #include <thread>
 #include <vector>
 
+#include "os_calls.h"
 #include "test_util.h"
 
 using brisk_test::fill_pattern;
@@ -251,6 +255,83 @@ TEST(Hybrid, FallbackToMallocWhenFull) {
   EXPECT_EQ(fallbacks, 400u - 4u - (1u << 12) / 32u + 1u);
   brisk_hybrid_free(h.get(), big);
   for (void *p : blocks) brisk_hybrid_free(h.get(), p);
+}
+
+// Every count of brisk_hybrid_totals against an independent one, in three
+// modes: system_requests against the OS layer's count of the same window
+// (one thread; nothing in it calls brisk_malloc), all made at creation;
+// allocations and bytes_requested against the test's own sums (the sizes
+// asked, not the bucket's object size), fallbacks to brisk_malloc included
+// (counted after the window: their OS calls are the general allocator's);
+// bytes_in_use the sections'. The registry counts the hybrid under its own
+// kind and none of its pools or buddies.
+TEST(Hybrid, TotalsCountWhatWasAskedAndEveryOsCall) {
+  const unsigned kFlags[] = {0, BRISK_REGION_PREFAULT, BRISK_REGION_THREAD_CACHE};
+  for (unsigned flags : kFlags) {
+    SCOPED_TRACE(flags);
+    brisk_hybrid_config_t c{};
+    c.bucket_sizes[0] = 16;
+    c.bucket_counts[0] = 1000;
+    c.bucket_sizes[1] = 48;
+    c.bucket_counts[1] = 1000;
+    c.region_sizes[0] = 4 << 20;  // room for every block below: no fallback yet
+    c.region_max_block = 1 << 16;
+    c.flags = flags;
+    c.fallback_to_malloc = 1;
+    std::vector<void *> blocks(600, nullptr);
+    brisk_region_kind_stats_t before[BRISK_REGION_KINDS], during[BRISK_REGION_KINDS];
+    brisk_test_regions_stats(before);
+    size_t asked = 0, allocations = 0;
+    bool ok = true;
+    const uint64_t os_before = brisk_test_os_calls();
+    brisk_hybrid_t *h = brisk_hybrid_create(&c);
+    if (h == nullptr) GTEST_FAIL() << "create";
+    brisk_region_stats_t created;
+    brisk_hybrid_totals(h, &created);
+    for (size_t i = 0; i < blocks.size(); i++) {
+      size_t size = i % 3 == 0 ? 1 + i % 48 : 49 + i * 37 % 5000;  // buckets, region
+      blocks[i] = brisk_hybrid_alloc(h, size, 0);
+      ok &= blocks[i] != nullptr;
+      asked += size;
+      allocations++;
+    }
+    for (size_t i = 0; i < blocks.size(); i += 2) brisk_hybrid_free(h, blocks[i]);
+    ok &= brisk_hybrid_alloc(h, 0, 0) == nullptr;  // EINVAL: not counted
+    brisk_region_stats_t s;
+    brisk_hybrid_totals(h, &s);
+    const uint64_t os_calls = brisk_test_os_calls() - os_before;
+    brisk_test_regions_stats(during);
+
+    ASSERT_TRUE(ok);
+    EXPECT_EQ(s.system_requests, os_calls);
+    EXPECT_EQ(s.system_requests, created.system_requests);  // all at creation
+    EXPECT_EQ(s.allocations, allocations);
+    EXPECT_EQ(s.bytes_requested, asked);
+    size_t sections_in_use = 0;
+    for (const auto &section : stats_of(h)) sections_in_use += section.in_use;
+    EXPECT_EQ(s.bytes_in_use, sections_in_use);
+    EXPECT_GT(s.bytes_in_use, 0u);
+    EXPECT_EQ(during[BRISK_REGION_HYBRID].live, before[BRISK_REGION_HYBRID].live + 1);
+    EXPECT_EQ(during[BRISK_REGION_POOL].live, before[BRISK_REGION_POOL].live);
+    EXPECT_EQ(during[BRISK_REGION_BUDDY].live, before[BRISK_REGION_BUDDY].live);
+    EXPECT_EQ(during[BRISK_REGION_POOL].created, before[BRISK_REGION_POOL].created);
+
+    // Past every section: brisk_malloc serves, and the hybrid counts it.
+    void *fallback = brisk_hybrid_alloc(h, 1 << 17, 0);
+    ASSERT_NE(fallback, nullptr);
+    size_t fallbacks = 0;
+    stats_of(h, &fallbacks);
+    EXPECT_EQ(fallbacks, 1u);
+    brisk_hybrid_totals(h, &s);
+    EXPECT_EQ(s.allocations, allocations + 1);
+    EXPECT_EQ(s.bytes_requested, asked + (1 << 17));
+    EXPECT_EQ(s.system_requests, created.system_requests);
+    brisk_hybrid_free(h, fallback);
+    for (size_t i = 1; i < blocks.size(); i += 2) brisk_hybrid_free(h, blocks[i]);
+    brisk_hybrid_destroy(h);
+    brisk_test_regions_stats(during);
+    EXPECT_EQ(during[BRISK_REGION_HYBRID].live, before[BRISK_REGION_HYBRID].live);
+  }
 }
 
 #if !defined(BRISK_TEST_SANITIZED)

@@ -3,40 +3,60 @@
  * pools, the seed's SP section) in front of buddy regions (lock-free buddy
  * trees, the GP section), with frees dispatched by address.
  *
- * Layout: the brisk_hybrid_t itself sits in a page of its own from the OS
+ * Layout: the brisk_hybrid_t itself sits in pages of its own from the OS
  * layer. Every bucket is a bounded brisk_pool_t and every region a
  * brisk_buddy_t, each over its own reservation; all of them are created,
  * committed (and with BRISK_REGION_PREFAULT / LOCK faulted in and locked)
  * by brisk_hybrid_create, so alloc and free make no system call afterwards.
  *
  * Call tree:
- *   brisk_hybrid_create   check the config, create the buckets and regions,
- *                         build the size → bucket table and the range table
+ *   brisk_hybrid_create   check the config, create the buckets and regions
+ *                         (not registered: registry.h counts them under
+ *                         the hybrid), build the size → bucket table and
+ *                         the range table, register the hybrid
  *   brisk_hybrid_alloc    size → smallest fitting bucket (one table load)
  *                         → brisk_pool_alloc; on NULL or an alignment the
  *                         bucket can't give, each region in turn
  *                         → brisk_buddy_alloc; then brisk_malloc (if the
- *                         config allows it) or NULL/ENOMEM
+ *                         config allows it) or NULL/ENOMEM; a success is
+ *                         counted in the thread's slot
  *   brisk_hybrid_free     range table → brisk_pool_free / brisk_buddy_free;
  *                         outside every range → brisk_free (fallback on) or
  *                         a message and abort
  *   brisk_hybrid_stats    each section's counters, summed per thread slot
  *                         by the pool and buddy themselves
- *   brisk_hybrid_destroy  destroys every section (no concurrent calls)
+ *   brisk_hybrid_totals   the whole hybrid in brisk_region_stats_t's words
+ *   brisk_hybrid_destroy  unregisters, destroys every section (no
+ *                         concurrent calls)
  *
- * Threads: every field of brisk_hybrid_t except `fallbacks` is written by
- * create and only read afterwards (the seed's "read-only acceleration
- * structure": dispatch needs no synchronisation at all); the hybrid is
- * published to other threads by whatever the program uses to share the
- * pointer. `fallbacks` is a relaxed counter bumped only on the fallback
- * path. All concurrency lives inside the pools and buddies, which are
- * lock-free (or spinlocked twins, with BRISK_REGION_SPINLOCK, for the
- * benchmark that reproduces the seed's comparison).
+ * Threads: every field of brisk_hybrid_t except `fallbacks`, `slots` and
+ * `entry` is written by create and only read afterwards (the seed's
+ * "read-only acceleration structure": dispatch needs no synchronisation at
+ * all); the hybrid is published to other threads by whatever the program
+ * uses to share the pointer. `fallbacks` is a relaxed counter bumped only
+ * on the fallback path. slots[i] counts the allocations of the thread
+ * holding slot i and the sizes they asked for (thread_slot.h): only that
+ * thread writes it, with a relaxed load + store; threads without a slot
+ * share slots[BRISK_THREAD_SLOTS] with fetch_add; totals sum them with
+ * relaxed loads. `entry` is the registry's, under its lock. All other
+ * concurrency lives inside the pools and buddies, which are lock-free (or
+ * spinlocked twins, with BRISK_REGION_SPINLOCK, for the benchmark that
+ * reproduces the seed's comparison).
+ *
+ * Statistics (brisk_hybrid_totals, the registry): allocations and
+ * bytes_requested are the hybrid's own counts of its successful
+ * brisk_hybrid_alloc calls and the sizes they asked for (a bucket's pool
+ * knows only its object size), fallbacks included; bytes_in_use and
+ * bytes_held are the sections' (a fallback block is the general
+ * allocator's), bytes_held plus the hybrid's own pages; system_requests
+ * the OS calls made for the hybrid and its sections, all at creation.
  */
 #include "base/base.h"
 #include "os/os.h"
 #include "regions/buddy.h"
 #include "regions/pool.h"
+#include "regions/registry.h"
+#include "regions/thread_slot.h"
 
 #include <brisk.h>
 #include <errno.h>
@@ -59,6 +79,12 @@ typedef struct section_range_s {
   uint8_t index; /* into buckets[] or regions[] */
 } section_range_t;
 
+/* One thread's counts (see thread_slot.h), a cache line of its own. */
+typedef struct hybrid_slot_s {
+  _Atomic size_t allocations; /* successful brisk_hybrid_alloc calls */
+  _Atomic size_t requested;   /* the sizes they asked for */
+} BRISK_ALIGNED(BRISK_CACHE_LINE) hybrid_slot_t;
+
 struct brisk_hybrid_s {
   /* Read-only after create. */
   size_t bucket_count;
@@ -74,9 +100,14 @@ struct brisk_hybrid_s {
   section_range_t ranges[MAX_SECTIONS]; /* buckets first: small sizes are the common case */
   bool fallback_to_malloc;
   size_t mapping_size;
+  size_t system_requests;  /* the OS calls for this mapping (the sections count theirs) */
+  brisk_region_entry_t entry;
   /* Written on the fallback path only. */
   _Atomic size_t fallbacks;
+  hybrid_slot_t slots[BRISK_THREAD_SLOTS + 1]; /* the last: threads without a slot */
 };
+
+_Static_assert(sizeof(hybrid_slot_t) == BRISK_CACHE_LINE, "slot entries are one cache line");
 
 
 void brisk_hybrid_default_config(brisk_hybrid_config_t *out) {
@@ -143,6 +174,11 @@ static void add_range(brisk_hybrid_t *h, uintptr_t lo, uintptr_t hi, bool is_buc
   r->index = (uint8_t)index;
 }
 
+static void registry_stats(const brisk_region_entry_t *entry, brisk_region_stats_t *out) {
+  const char *hybrid = (const char *)entry - offsetof(brisk_hybrid_t, entry);
+  brisk_hybrid_totals((const brisk_hybrid_t *)hybrid, out);
+}
+
 static void destroy_sections(brisk_hybrid_t *h) {
   for (size_t i = 0; i < BRISK_HYBRID_MAX_BUCKETS; i++)
     if (h->buckets[i] != NULL) brisk_pool_destroy(h->buckets[i]);
@@ -162,10 +198,12 @@ brisk_hybrid_t *brisk_hybrid_create(const brisk_hybrid_config_t *config) {
     return NULL;
   }
   size_t mapping_size = brisk_align_up(sizeof(brisk_hybrid_t), _brisk_os_page_size());
-  brisk_hybrid_t *h = _brisk_os_reserve(mapping_size, 0, 0, NULL);
+  size_t calls = 0;
+  brisk_hybrid_t *h = _brisk_os_reserve(mapping_size, 0, 0, &calls);
   if (h == NULL) return NULL;
   /* Fresh pages are zero: every pointer NULL, every counter 0. */
   h->mapping_size = mapping_size;
+  h->system_requests = calls;
   h->bucket_count = bucket_count;
   h->region_count = region_count;
   h->fallback_to_malloc = config->fallback_to_malloc != 0;
@@ -177,8 +215,8 @@ brisk_hybrid_t *brisk_hybrid_create(const brisk_hybrid_config_t *config) {
     size_t size = config->bucket_sizes[i];
     h->bucket_sizes[i] = size;
     h->bucket_align[i] = natural_align(size);
-    h->buckets[i] = brisk_pool_create_ex(size, h->bucket_align[i], config->bucket_counts[i],
-                                         flags);
+    h->buckets[i] = _brisk_pool_create(size, h->bucket_align[i], config->bucket_counts[i],
+                                       flags, false);
     if (h->buckets[i] == NULL) goto fail;
     uintptr_t lo, hi;
     _brisk_pool_range(h->buckets[i], &lo, &hi);
@@ -200,12 +238,13 @@ brisk_hybrid_t *brisk_hybrid_create(const brisk_hybrid_config_t *config) {
       while (max_block < size) max_block <<= 1;
     }
     if (max_block < min_block) max_block = min_block;
-    h->regions[i] = brisk_buddy_create_ex(size, min_block, max_block, flags);
+    h->regions[i] = _brisk_buddy_create(size, min_block, max_block, flags, false);
     if (h->regions[i] == NULL) goto fail;
     uintptr_t lo, hi;
     _brisk_buddy_range(h->regions[i], &lo, &hi);
     add_range(h, lo, hi, false, i);
   }
+  _brisk_region_register(&h->entry, BRISK_REGION_HYBRID, registry_stats);
   return h;
 
 fail:;
@@ -220,19 +259,47 @@ fail:;
 
 void brisk_hybrid_destroy(brisk_hybrid_t *h) {
   if (h == NULL) return;
+  _brisk_region_unregister(&h->entry);
   destroy_sections(h);
   _brisk_os_release(h, h->mapping_size, NULL);
+}
+
+/* The calling thread had no slot behind its entry: take one now, or count
+ * in the shared entry of threads without one. */
+static BRISK_NOINLINE void *count_alloc_no_slot(brisk_hybrid_t *h, void *p, size_t size) {
+  uint32_t slot = brisk_thread_slot();
+  hybrid_slot_t *e = &h->slots[slot];
+  if (slot != BRISK_NO_THREAD_SLOT) {
+    brisk_owner_add(&e->allocations, 1);
+    brisk_owner_add(&e->requested, size);
+  } else {
+    atomic_fetch_add_explicit(&e->allocations, 1, memory_order_relaxed);
+    atomic_fetch_add_explicit(&e->requested, size, memory_order_relaxed);
+  }
+  return p;
+}
+
+/* p (not NULL) goes to the program for a request of `size` bytes: counted
+ * in the calling thread's own entry (one TLS word, no atomic RMW). */
+BRISK_INLINE void *count_alloc(brisk_hybrid_t *h, void *p, size_t size) {
+  uint32_t line = _brisk_thread_slot_line;
+  if (BRISK_UNLIKELY(line == 0)) return count_alloc_no_slot(h, p, size);
+  hybrid_slot_t *e = (hybrid_slot_t *)((char *)h->slots + line) - 1;
+  brisk_owner_add(&e->allocations, 1);
+  brisk_owner_add(&e->requested, size);
+  return p;
 }
 
 static BRISK_NOINLINE void *alloc_from_regions(brisk_hybrid_t *h, size_t size, size_t align) {
   for (size_t i = 0; i < h->region_count; i++) {
     void *p = brisk_buddy_alloc(h->regions[i], size, align);
-    if (p != NULL) return p;
+    if (p != NULL) return count_alloc(h, p, size);
   }
   if (h->fallback_to_malloc) {
     void *p = align <= natural_align(size) ? brisk_malloc(size) : brisk_aligned_alloc(align, size);
-    if (p != NULL) atomic_fetch_add_explicit(&h->fallbacks, 1, memory_order_relaxed);
-    return p;
+    if (p == NULL) return NULL;
+    atomic_fetch_add_explicit(&h->fallbacks, 1, memory_order_relaxed);
+    return count_alloc(h, p, size);
   }
   errno = ENOMEM;
   return NULL;
@@ -249,7 +316,7 @@ void *brisk_hybrid_alloc(brisk_hybrid_t *h, size_t size, size_t align) {
     size_t need = align != 0 ? align : natural_align(size);
     if (BRISK_LIKELY(need <= h->bucket_align[b])) {
       void *p = brisk_pool_alloc(h->buckets[b]);
-      if (BRISK_LIKELY(p != NULL)) return p;
+      if (BRISK_LIKELY(p != NULL)) return count_alloc(h, p, size);
     }
   }
   return alloc_from_regions(h, size, align != 0 ? align : natural_align(size));
@@ -310,4 +377,30 @@ size_t brisk_hybrid_stats(const brisk_hybrid_t *h, brisk_hybrid_section_stats_t 
   }
   if (fallbacks != NULL) *fallbacks = atomic_load_explicit(&h->fallbacks, memory_order_relaxed);
   return n;
+}
+
+void brisk_hybrid_totals(const brisk_hybrid_t *h, brisk_region_stats_t *out) {
+  brisk_hybrid_t *m = (brisk_hybrid_t *)h;
+  brisk_region_stats_t total = {
+      .bytes_held = h->mapping_size,
+      .system_requests = h->system_requests,
+  };
+  for (uint32_t i = 0; i <= BRISK_THREAD_SLOTS; i++) {
+    total.allocations += atomic_load_explicit(&m->slots[i].allocations, memory_order_relaxed);
+    total.bytes_requested += atomic_load_explicit(&m->slots[i].requested, memory_order_relaxed);
+  }
+  brisk_region_stats_t section;
+  for (size_t i = 0; i < h->bucket_count; i++) {
+    brisk_pool_stats(h->buckets[i], &section);
+    total.bytes_in_use += section.bytes_in_use;
+    total.bytes_held += section.bytes_held;
+    total.system_requests += section.system_requests;
+  }
+  for (size_t i = 0; i < h->region_count; i++) {
+    brisk_buddy_stats(h->regions[i], &section);
+    total.bytes_in_use += section.bytes_in_use;
+    total.bytes_held += section.bytes_held;
+    total.system_requests += section.system_requests;
+  }
+  *out = total;
 }
