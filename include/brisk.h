@@ -489,6 +489,13 @@ BRISK_API void brisk_fifo_free(brisk_fifo_t *fifo, void *p);
  * last of them is freed with brisk_fifo_free (then everything goes).
  */
 BRISK_API void brisk_fifo_destroy(brisk_fifo_t *fifo);
+/*
+ * allocations and bytes_requested: successful alloc and realloc calls
+ * (a realloc is one allocation of its new size) and the sizes asked.
+ * bytes_in_use: the live blocks with their 8-byte headers, rounded to 16.
+ * bytes_held: the pages mapped (kept ones too) and the control page. Exact
+ * in the owner's thread; from another thread, as brisk_stack_stats.
+ */
 BRISK_API void brisk_fifo_stats(const brisk_fifo_t *fifo, brisk_region_stats_t *out);
 
 /* ======================================================================
@@ -531,6 +538,13 @@ BRISK_API void *brisk_pool_alloc(brisk_pool_t *pool);
  * free in debug builds (BRISK_DEBUG). */
 BRISK_API void brisk_pool_free(brisk_pool_t *pool, void *p);
 BRISK_API void brisk_pool_destroy(brisk_pool_t *pool);
+/*
+ * allocations: successful brisk_pool_alloc calls, counted per thread;
+ * bytes_requested: allocations x obj_size (what each call asks for).
+ * bytes_in_use: objects in use x their stride (obj_size rounded up to the
+ * alignment). bytes_held: header and committed objects. Any thread, any
+ * time: per-thread counts summed without stopping their threads.
+ */
 BRISK_API void brisk_pool_stats(const brisk_pool_t *pool, brisk_region_stats_t *out);
 
 /*
