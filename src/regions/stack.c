@@ -190,18 +190,19 @@ BRISK_INLINE size_t average_sum(const brisk_stack_t *stack) {
  * The count of allocations is allocations_decayed + average_nb, so the
  * decay hands over what it takes from average_nb. A snapshot in another
  * thread (brisk_stack_stats) reads the two words between two reads of
- * decay_seq, which is odd while they change (a sequence lock: stores
- * ordered by the release fence and store, its loads by acquire), so it
- * never sums an old word and a new one.
+ * decay_seq, which is odd while they change, so it never sums an old word
+ * and a new one (a sequence lock without fences: the two words are stored
+ * with release after the odd count, and read with acquire before the
+ * count is read again).
  */
 static BRISK_NOINLINE void average_decay_slow(brisk_stack_t *stack) {
-  size_t seq = stack->decay_seq;
+  size_t seq = stack->decay_seq, nb = stack->hot.average_nb;
   __atomic_store_n(&stack->decay_seq, seq + 1, __ATOMIC_RELAXED);
-  __atomic_thread_fence(__ATOMIC_RELEASE);
-  stack->allocations_decayed += stack->hot.average_nb - stack->hot.average_nb / 4;
+  __atomic_store_n(&stack->allocations_decayed, stack->allocations_decayed + nb - nb / 4,
+                   __ATOMIC_RELEASE);
   stack->hot.average_sum = average_sum(stack) / 4;
   stack->hot.average_mark = stack->hot.requested;
-  stack->hot.average_nb /= 4;
+  __atomic_store_n(&stack->hot.average_nb, nb / 4, __ATOMIC_RELEASE);
   __atomic_store_n(&stack->decay_seq, seq + 2, __ATOMIC_RELEASE);
 }
 
@@ -620,8 +621,8 @@ BRISK_NO_TSAN void brisk_stack_stats(const brisk_stack_t *stack, brisk_region_st
   size_t seq, counted;
   for (;;) {
     seq = __atomic_load_n(&stack->decay_seq, __ATOMIC_ACQUIRE);
-    counted = OWNER_WORD(stack->allocations_decayed) + OWNER_WORD(stack->hot.average_nb);
-    __atomic_thread_fence(__ATOMIC_ACQUIRE);
+    counted = __atomic_load_n(&stack->allocations_decayed, __ATOMIC_ACQUIRE) +
+              __atomic_load_n(&stack->hot.average_nb, __ATOMIC_ACQUIRE);
     if ((seq & 1) == 0 && __atomic_load_n(&stack->decay_seq, __ATOMIC_RELAXED) == seq) break;
     brisk_cpu_relax();
   }
