@@ -670,7 +670,7 @@ TEST(BriskStack, SnapshotFromAnotherThreadWhileTheOwnerWorks) {
     brisk_fifo_t *f = brisk_fifo_create(0);
     for (int i = 0; i < static_cast<int>(scaled(20000, 2000)); i++) {
       brisk_stack_push(s);
-      for (int k = 0; k < 20; k++) escape(brisk_stack_alloc(s, 100 + 997 * static_cast<size_t>(k), 0));
+      for (size_t k = 0; k < 20; k++) escape(brisk_stack_alloc(s, 100 + 997 * k, 0));
       brisk_stack_pop(s);
       brisk_fifo_free(f, brisk_fifo_alloc(f, 100 + static_cast<size_t>(i % 5000)));
     }

@@ -335,7 +335,9 @@ static void page_drop(brisk_fifo_t *fifo, page_t *page) {
 }
 
 /* The control page goes last: after destroy, once no page is left. */
-static void fifo_release(brisk_fifo_t *fifo) { _brisk_os_release((char *)fifo - FIFO_COLOR, OS_PAGE, NULL); }
+static void fifo_release(brisk_fifo_t *fifo) {
+  _brisk_os_release((char *)fifo - FIFO_COLOR, OS_PAGE, NULL);
+}
 
 /* ---- alloc ---- */
 
