@@ -221,8 +221,10 @@ BRISK_API int brisk_stats_get(brisk_stats_t *out);
 BRISK_API void brisk_stats_print(FILE *out);
 /* The same snapshot as one JSON object on one line, ending in a newline. */
 BRISK_API void brisk_stats_json(FILE *out);
-/* Start the counters again: every count and peak reads from now on as if
- * the program started now (gauges such as bytes in use are not touched). */
+/* Start the counters again: every count and peak of the general allocator
+ * and the OS layer, and the region kinds' `created`, read from now on as if
+ * the program started now. Gauges (bytes in use, held) are not touched, nor
+ * are the region totals, which are those of the allocators live now. */
 BRISK_API void brisk_stats_reset(void);
 
 /* ======================================================================
