@@ -522,7 +522,9 @@ void brisk_stats_json(FILE *out) {
  * a snapshot and appends one line with write(2): it calls no malloc, so it
  * never gets a heap of its own. After fork, the child starts its own writer
  * (its lines carry its pid); at exit the writer is stopped and joined, and
- * one last line is written. */
+ * one last line is written. writer_lock guards the writer's state only, and
+ * neither lock here is held while a snapshot takes heaps_lock, so fork's
+ * handlers may take them and heap.c's heaps_lock in either order. */
 
 static pthread_mutex_t writer_lock = PTHREAD_MUTEX_INITIALIZER;
 static pthread_cond_t writer_wake;
@@ -556,7 +558,9 @@ static void *writer_main(void *unused) {
     while (!writer_stop && pthread_cond_timedwait(&writer_wake, &writer_lock, &until) == 0) {
     }
     if (writer_stop) break;
-    write_line();
+    pthread_mutex_unlock(&writer_lock);
+    write_line(); /* only this thread writes lines while it runs */
+    pthread_mutex_lock(&writer_lock);
   }
   pthread_mutex_unlock(&writer_lock);
   return NULL;
@@ -573,9 +577,20 @@ static void writer_start(void) {
   if (!writer_running) _brisk_os_write_error("brisk: BRISK_STATS_FILE: cannot start the writer thread\n");
 }
 
-static void writer_fork_prepare(void) { pthread_mutex_lock(&writer_lock); }
-static void writer_fork_parent(void) { pthread_mutex_unlock(&writer_lock); }
-static void writer_fork_child(void) {
+/* fork: no lock of this file may be inherited held by a thread that is
+ * gone in the child. */
+static void stats_fork_prepare(void) {
+  pthread_mutex_lock(&writer_lock);
+  pthread_mutex_lock(&baseline_lock);
+}
+
+static void stats_fork_parent(void) {
+  pthread_mutex_unlock(&baseline_lock);
+  pthread_mutex_unlock(&writer_lock);
+}
+
+static void stats_fork_child(void) {
+  pthread_mutex_unlock(&baseline_lock);
   pthread_mutex_unlock(&writer_lock);
   if (writer_running) writer_start();
 }
@@ -589,9 +604,7 @@ static void stats_at_exit(void) {
     pthread_cond_signal(&writer_wake);
     pthread_mutex_unlock(&writer_lock);
     if (running) pthread_join(writer_thread, NULL);
-    pthread_mutex_lock(&writer_lock);
     write_line();
-    pthread_mutex_unlock(&writer_lock);
   }
   if (_brisk_options.stats) {
     static brisk_stats_t s;
@@ -613,10 +626,10 @@ void _brisk_stats_start(void) {
                _brisk_options.stats_file, strerror(errno));
       _brisk_os_write_error(message);
     } else {
-      pthread_atfork(writer_fork_prepare, writer_fork_parent, writer_fork_child);
       writer_start();
     }
   }
+  pthread_atfork(stats_fork_prepare, stats_fork_parent, stats_fork_child);
   if (_brisk_options.stats || writer_fd >= 0) atexit(stats_at_exit);
 }
 
