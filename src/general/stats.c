@@ -491,40 +491,47 @@ static void write_all(int fd, const char *bytes, size_t length) {
   }
 }
 
-void brisk_stats_print(FILE *out) {
-  static pthread_mutex_t lock = PTHREAD_MUTEX_INITIALIZER;
+typedef enum text_form_e { FORM_TABLE, FORM_JSON, FORM_JSON_LINE } text_form_t;
+
+/* The one snapshot and text buffer every printed form is made in. A forked
+ * child re-initialises the lock (stats_fork_child): a thread of the parent
+ * may have held it across fork(). */
+static pthread_mutex_t text_lock = PTHREAD_MUTEX_INITIALIZER;
+
+/* A snapshot in `form`, to `file` (through stdio) or, with file NULL, to
+ * the descriptor fd with write(2): nothing allocated on that way. The JSON
+ * line of the statistics file leaves out the size classes. */
+static void print_snapshot(text_form_t form, FILE *file, int fd) {
   static brisk_stats_t s;
   static char buffer[TEXT_CAPACITY];
-  pthread_mutex_lock(&lock);
+  pthread_mutex_lock(&text_lock);
   snapshot(&s);
   text_t t = {buffer, sizeof buffer, 0};
-  format_table(&t, &s);
-  fwrite(buffer, 1, t.length, out);
-  fflush(out);
-  pthread_mutex_unlock(&lock);
+  if (form == FORM_TABLE) format_table(&t, &s);
+  else format_json(&t, &s, form == FORM_JSON);
+  if (file != NULL) {
+    fwrite(buffer, 1, t.length, file);
+    fflush(file);
+  } else {
+    write_all(fd, buffer, t.length);
+  }
+  pthread_mutex_unlock(&text_lock);
 }
 
-void brisk_stats_json(FILE *out) {
-  static pthread_mutex_t lock = PTHREAD_MUTEX_INITIALIZER;
-  static brisk_stats_t s;
-  static char buffer[TEXT_CAPACITY];
-  pthread_mutex_lock(&lock);
-  snapshot(&s);
-  text_t t = {buffer, sizeof buffer, 0};
-  format_json(&t, &s, true);
-  fwrite(buffer, 1, t.length, out);
-  fflush(out);
-  pthread_mutex_unlock(&lock);
-}
+void brisk_stats_print(FILE *out) { print_snapshot(FORM_TABLE, out, -1); }
+
+void brisk_stats_json(FILE *out) { print_snapshot(FORM_JSON, out, -1); }
 
 /* ---- BRISK_STATS_FILE: the interval writer ----
  * A thread that sleeps on a condition variable (so exit can wake it), takes
  * a snapshot and appends one line with write(2): it calls no malloc, so it
  * never gets a heap of its own. After fork, the child starts its own writer
  * (its lines carry its pid); at exit the writer is stopped and joined, and
- * one last line is written. writer_lock guards the writer's state only, and
- * neither lock here is held while a snapshot takes heaps_lock, so fork's
- * handlers may take them and heap.c's heaps_lock in either order. */
+ * one last line is written. writer_lock guards the writer's state only;
+ * neither it nor baseline_lock is held while a snapshot takes heaps_lock, so
+ * fork's handlers may take them and heap.c's heaps_lock in either order.
+ * text_lock is held across a snapshot, so fork's handlers leave it alone and
+ * the child initialises it again. */
 
 static pthread_mutex_t writer_lock = PTHREAD_MUTEX_INITIALIZER;
 static pthread_cond_t writer_wake;
@@ -533,14 +540,7 @@ static bool writer_running;
 static bool writer_stop;
 static int writer_fd = -1;
 
-static void write_line(void) {
-  static brisk_stats_t s;
-  static char buffer[TEXT_CAPACITY];
-  snapshot(&s);
-  text_t t = {buffer, sizeof buffer, 0};
-  format_json(&t, &s, false);
-  write_all(writer_fd, buffer, t.length);
-}
+static void write_line(void) { print_snapshot(FORM_JSON_LINE, NULL, writer_fd); }
 
 static void *writer_main(void *unused) {
   (void)unused;
@@ -590,6 +590,7 @@ static void stats_fork_parent(void) {
 }
 
 static void stats_fork_child(void) {
+  pthread_mutex_init(&text_lock, NULL);
   pthread_mutex_unlock(&baseline_lock);
   pthread_mutex_unlock(&writer_lock);
   if (writer_running) writer_start();
@@ -606,14 +607,7 @@ static void stats_at_exit(void) {
     if (running) pthread_join(writer_thread, NULL);
     write_line();
   }
-  if (_brisk_options.stats) {
-    static brisk_stats_t s;
-    static char buffer[TEXT_CAPACITY];
-    snapshot(&s);
-    text_t t = {buffer, sizeof buffer, 0};
-    format_table(&t, &s);
-    write_all(STDERR_FILENO, buffer, t.length);
-  }
+  if (_brisk_options.stats) print_snapshot(FORM_TABLE, NULL, STDERR_FILENO);
 }
 
 void _brisk_stats_start(void) {

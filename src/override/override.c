@@ -143,17 +143,22 @@ BRISK_EXPORT void free_aligned_sized(void *p, size_t alignment, size_t size) {
 
 /* ---- glibc's introspection, answered from brisk's statistics ---- */
 
-static void stats_now(brisk_stats_t *stats) {
-  stats->size = sizeof *stats;
-  brisk_stats_get(stats);
+/* A snapshot in the one static struct both introspection calls share (it
+ * is large, and they are not hot); stats_done releases it. */
+static pthread_mutex_t stats_lock = PTHREAD_MUTEX_INITIALIZER;
+
+static const brisk_stats_t *stats_now(void) {
+  static brisk_stats_t stats;
+  pthread_mutex_lock(&stats_lock);
+  stats.size = sizeof stats;
+  brisk_stats_get(&stats);
+  return &stats;
 }
 
+static void stats_done(void) { pthread_mutex_unlock(&stats_lock); }
+
 BRISK_EXPORT struct mallinfo2 mallinfo2(void) {
-  static brisk_stats_t stats; /* large; mallinfo is not a hot call */
-  static pthread_mutex_t lock = PTHREAD_MUTEX_INITIALIZER;
-  pthread_mutex_lock(&lock);
-  stats_now(&stats);
-  const brisk_general_stats_t *g = &stats.general;
+  const brisk_general_stats_t *g = &stats_now()->general;
   struct mallinfo2 info = {0};
   info.arena = g->bytes_held;            /* everything held from the system */
   info.hblks = g->huge_blocks;           /* blocks in their own mappings */
@@ -161,7 +166,7 @@ BRISK_EXPORT struct mallinfo2 mallinfo2(void) {
   info.uordblks = g->bytes_in_use;       /* in live blocks */
   info.fordblks = g->bytes_held > g->bytes_in_use ? g->bytes_held - g->bytes_in_use : 0;
   info.usmblks = g->bytes_in_use_peak;   /* glibc leaves it 0; the peak is what it meant */
-  pthread_mutex_unlock(&lock);
+  stats_done();
   return info;
 }
 
@@ -189,17 +194,13 @@ BRISK_EXPORT int malloc_info(int options, FILE *out) {
     errno = EINVAL;
     return -1;
   }
-  static brisk_stats_t stats;
-  static pthread_mutex_t lock = PTHREAD_MUTEX_INITIALIZER;
-  pthread_mutex_lock(&lock);
-  stats_now(&stats);
-  const brisk_general_stats_t *g = &stats.general;
+  const brisk_stats_t *stats = stats_now();
+  const brisk_general_stats_t *g = &stats->general;
   fprintf(out, "<malloc version=\"1\">\n<heap nr=\"0\">\n<sizes>\n");
   for (size_t c = 1; c < BRISK_STATS_CLASSES; c++) {
-    const brisk_class_stats_t *cls = &stats.classes[c];
+    const brisk_class_stats_t *cls = &stats->classes[c];
     if (cls->blocks_in_use == 0) continue;
-    size_t from = c == 1 ? 1 : stats.classes[c - 1].block_size + 1;
-    if (stats.classes[c - 1].block_size == 0) from = 1;
+    size_t from = stats->classes[c - 1].block_size + 1; /* classes[0]'s is 0 */
     fprintf(out, "  <size from=\"%zu\" to=\"%zu\" total=\"%zu\" count=\"%zu\"/>\n", from,
             cls->block_size, cls->blocks_in_use * cls->block_size, cls->blocks_in_use);
   }
@@ -218,7 +219,7 @@ BRISK_EXPORT int malloc_info(int options, FILE *out) {
   fprintf(out, "<aspace type=\"total\" size=\"%zu\"/>\n", g->bytes_reserved);
   fprintf(out, "<aspace type=\"mprotect\" size=\"%zu\"/>\n", g->bytes_reserved);
   fprintf(out, "</malloc>\n");
-  pthread_mutex_unlock(&lock);
+  stats_done();
   return 0;
 }
 
