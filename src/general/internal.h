@@ -212,17 +212,18 @@ BRISK_INLINE void brisk_global_stat_add(brisk_global_stat_t which, int64_t n) {
   atomic_fetch_add_explicit(&_brisk_global_stats[which], n, memory_order_relaxed);
 }
 
-/* Fold a page's counts since its last fold into its heap's statistics
- * (owner or drain_lock holder; the page is in use). */
+/* Tell the heap how its page's live blocks changed since the page last did,
+ * for the process's bytes in use and their peak (owner or drain_lock
+ * holder; the page is in use). */
 BRISK_HIDDEN void _brisk_page_fold_stats(brisk_heap_t *heap, brisk_page_t *page);
 /* Fold the counts malloc's paths keep in plain fields (every 4096 slow
  * mallocs, before a 32-bit count can wrap: see types.h). */
 BRISK_HIDDEN void _brisk_heap_fold_counts(brisk_heap_t *heap);
-/* Fold every page of the heap, and the fast path's requested bytes. */
+/* Fold every page of the heap, and the plain counts. */
 BRISK_HIDDEN void _brisk_heap_fold_stats(brisk_heap_t *heap);
-/* Housekeeping: fold everything if a snapshot was asked for since the last
- * fold, so that other threads' counts in snapshots stay current. */
-BRISK_HIDDEN void _brisk_heap_stats_housekeeping(brisk_heap_t *heap);
+/* segment.c: add the blocks live on each page of the heap to live[class]
+ * (any thread; takes the heap's memory_lock). */
+BRISK_HIDDEN void _brisk_heap_count_live_blocks(brisk_heap_t *heap, uint64_t live[BRISK_CLASS_COUNT]);
 /* Change the heap's live bytes; published to the process total (and peak)
  * in steps of BRISK_STATS_PUBLISH_BYTES. */
 BRISK_HIDDEN void _brisk_heap_stats_in_use(brisk_heap_t *heap, int64_t bytes);

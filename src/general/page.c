@@ -141,7 +141,9 @@ static void page_init(brisk_heap_t *heap, brisk_page_t *page, size_t class_index
   page->local_free = NULL;
   page->is_committed = 1;
   page->live_at_fold = 0;
-  brisk_store_relaxed(&page->owner, (uintptr_t)heap);
+  /* release: a statistics snapshot that sees the owner sees the page's
+   * class and size above (_brisk_heap_count_live_blocks). */
+  atomic_store_explicit(&page->owner, (uintptr_t)heap, memory_order_release);
   atomic_fetch_add_explicit(&_brisk_class_pages[class_index], 1, memory_order_relaxed);
   page_extend(page);
 }

@@ -10,10 +10,14 @@
  *     once when the list holds too many bytes. A segment with no page in use
  *     is released to the OS unless it is the heap's one spare of its kind.
  *
+ *   _brisk_heap_count_live_blocks(heap, live)  a statistics snapshot's count
+ *     of the blocks live on every page of the heap's segments.
+ *
  * Everything here runs on the heap's owner thread (or the holder of an
- * abandoned heap's drain_lock). The segment map is the one global written:
- * byte stores (the page shift, or 0) when a segment is reserved, moved or
- * released, read by free().
+ * abandoned heap's drain_lock), under the heap's memory_lock, which other
+ * threads take too: brisk_collect(true) to purge, a snapshot to count. The
+ * segment map is the one global written: byte stores (the page shift, or 0)
+ * when a segment is reserved, moved or released, read by free().
  */
 #include "general/internal.h"
 #include "general/size_class.h"
@@ -163,6 +167,9 @@ static brisk_segment_t *segment_new(brisk_heap_t *heap, brisk_segment_kind_t kin
   brisk_global_stat_add(BRISK_STAT_SEGMENTS, 1);
   brisk_global_stat_add(BRISK_STAT_SEGMENT_BYTES, (int64_t)segment->mapped_size);
   available_push(heap, segment);
+  segment->heap_next = heap->segments;
+  if (heap->segments != NULL) heap->segments->heap_prev = segment;
+  heap->segments = segment;
   return segment;
 }
 
@@ -171,6 +178,9 @@ static void segment_release(brisk_heap_t *heap, brisk_segment_t *segment) {
     if (segment->pages[i].in_purge_list) purge_list_remove(heap, &segment->pages[i]);
   }
   if (segment->in_available_list) available_remove(heap, segment);
+  if (segment->heap_prev != NULL) segment->heap_prev->heap_next = segment->heap_next;
+  else heap->segments = segment->heap_next;
+  if (segment->heap_next != NULL) segment->heap_next->heap_prev = segment->heap_prev;
   heap->empty_segments[segment->kind]--;
   brisk_global_stat_add(BRISK_STAT_SEGMENTS, -1);
   brisk_global_stat_add(BRISK_STAT_SEGMENT_BYTES, -(int64_t)segment->mapped_size);
@@ -321,6 +331,37 @@ void _brisk_heap_release_empty_segments(brisk_heap_t *heap) {
         kept_spare = true;
       }
       segment = next;
+    }
+  }
+  _brisk_heap_unlock_memory(heap);
+}
+
+/* The blocks a page in use holds now. Its owner changes `used` on every
+ * malloc and free with plain stores; a snapshot reads it anyway (an aligned
+ * 32-bit load: a count at most a few operations old), so ThreadSanitizer is
+ * kept from instrumenting this one read, as it is for `pinned`, which the
+ * owner changes when a class queue's head does. */
+static BRISK_NOINLINE BRISK_NO_TSAN uint32_t page_live_blocks_now(const brisk_heap_t *heap,
+                                                                  const brisk_page_t *page) {
+  uint32_t used = *(const volatile uint32_t *)&page->used & ~BRISK_PAGE_FULL_FLAG;
+  /* The head page of a class queue holds one phantom count (page.c). */
+  const brisk_page_t *pinned = *(const brisk_page_t *const volatile *)&heap->pinned[page->class_index];
+  if (pinned == page && used != 0) used--;
+  return used;
+}
+
+void _brisk_heap_count_live_blocks(brisk_heap_t *heap, uint64_t live[BRISK_CLASS_COUNT]) {
+  _brisk_heap_lock_memory(heap);
+  for (brisk_segment_t *segment = heap->segments; segment != NULL; segment = segment->heap_next) {
+    for (size_t i = 1; i < segment->page_count; i++) {
+      if (segment->free_pages[i / 64] & ((uint64_t)1 << (i % 64))) continue;
+      const brisk_page_t *page = &segment->pages[i];
+      /* acquire: pairs with page_init's release store of the owner, so the
+       * page's class is the one it serves now; the memory lock keeps the
+       * page from being freed and set up again while we look. A page just
+       * taken from the segment and not set up yet has no owner. */
+      if (atomic_load_explicit(&page->owner, memory_order_acquire) == 0) continue;
+      live[page->class_index] += page_live_blocks_now(heap, page);
     }
   }
   _brisk_heap_unlock_memory(heap);
