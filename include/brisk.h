@@ -98,7 +98,7 @@ BRISK_API size_t brisk_usable_size(const void *p);
  * has taken over. With force, the free pages and cached huge mappings of
  * every other thread's heap go back too, including those of threads that
  * are blocked or idle and will not call malloc again (what malloc_trim
- * does). Returns true when memory went back to the system.
+ * does). Returns true when this call gave memory back to the system.
  */
 BRISK_API bool brisk_collect(bool force);
 

@@ -86,17 +86,13 @@ void *brisk_aligned_alloc(size_t alignment, size_t size) {
 
 bool brisk_collect(bool force) {
   brisk_heap_t *heap = _brisk_tls_heap;
-  brisk_os_counts_t before, after;
-  _brisk_os_counts(&before);
+  uint64_t releases_before = _brisk_os_thread_releases();
   if (!heap->is_empty_heap) _brisk_heap_collect(heap);
   _brisk_heaps_tidy_all();
   if (force) _brisk_heaps_trim_others(heap);
-  _brisk_os_counts(&after);
-  /* Memory went back when any range was decommitted or unmapped by this call
-   * (other threads' calls in the meantime may count too: a hint, not an
-   * exact account). */
-  return after.calls[BRISK_OS_DECOMMIT] + after.calls[BRISK_OS_UNMAP] + after.calls[BRISK_OS_REMAP] !=
-         before.calls[BRISK_OS_DECOMMIT] + before.calls[BRISK_OS_UNMAP] + before.calls[BRISK_OS_REMAP];
+  /* All of the above runs on this thread: memory went back when it
+   * unmapped or decommitted anything. */
+  return _brisk_os_thread_releases() != releases_before;
 }
 
 size_t brisk_usable_size(const void *p) {

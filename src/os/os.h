@@ -99,6 +99,10 @@ typedef struct brisk_os_counts_s {
 } brisk_os_counts_t;
 
 BRISK_HIDDEN void _brisk_os_counts(brisk_os_counts_t *out);
+/* How many ranges the calling thread has unmapped or decommitted so far: a
+ * caller that compares it before and after its own work learns whether that
+ * work gave memory back, whatever other threads did meanwhile. */
+BRISK_HIDDEN uint64_t _brisk_os_thread_releases(void);
 
 /* A monotonic clock in milliseconds, cheap enough for slow paths (vDSO). */
 BRISK_HIDDEN uint64_t _brisk_os_now_ms(void);

@@ -27,6 +27,8 @@ static _Atomic(uint64_t) call_counts[BRISK_OS_CALL_KINDS];
 static _Atomic(uint64_t) call_bytes[BRISK_OS_CALL_KINDS];
 static _Atomic(uint64_t) failed_calls;
 static _Atomic(int64_t) bytes_mapped;
+/* Unmaps and decommits this thread made (_brisk_os_thread_releases). */
+static BRISK_TLS uint64_t thread_releases;
 
 static void count_call(brisk_os_call_kind_t kind, size_t size, bool ok) {
   if (!ok) {
@@ -35,6 +37,11 @@ static void count_call(brisk_os_call_kind_t kind, size_t size, bool ok) {
   }
   atomic_fetch_add_explicit(&call_counts[kind], 1, memory_order_relaxed);
   atomic_fetch_add_explicit(&call_bytes[kind], size, memory_order_relaxed);
+  if (kind == BRISK_OS_UNMAP || kind == BRISK_OS_DECOMMIT) thread_releases++;
+}
+
+uint64_t _brisk_os_thread_releases(void) {
+  return thread_releases;
 }
 
 static void count_mapped(int64_t change) {
