@@ -150,6 +150,8 @@ void *_brisk_os_reserve(size_t size, size_t align, size_t align_offset, size_t *
     void *p = reserve_at_hint(size, align, calls);
     if (p != NULL) return p;
   }
+  /* mmap's own alignment is enough: one call. */
+  if (align == page && align_offset % page == 0) return map_anonymous(size, calls);
   /* Over-reserve by `align`, then trim both ends: the kernel gives no
    * aligned mmap, and this costs two munmaps only on the slow path. */
   size_t padded = size + align;
@@ -173,7 +175,8 @@ void *_brisk_os_reserve_address_space(size_t size, size_t align, size_t *calls) 
     errno = ENOMEM;
     return NULL;
   }
-  size_t padded = size + align;
+  /* mmap's own alignment is enough when the page is all that is asked. */
+  size_t padded = align == page ? size : size + align;
   uint8_t *raw = counted_mmap(NULL, padded, PROT_NONE, MAP_PRIVATE | MAP_ANONYMOUS | MAP_NORESERVE);
   add_calls(calls, 1);
   if (raw == MAP_FAILED) {
