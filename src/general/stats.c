@@ -573,7 +573,8 @@ void brisk_stats_json(FILE *out) { print_snapshot(FORM_JSON, out, -1); }
  * a snapshot and appends one line with write(2): it calls no malloc, so it
  * never gets a heap of its own. After fork, the child starts its own writer
  * (its lines carry its pid); at exit the writer is stopped and joined, and
- * one last line is written. writer_lock guards the writer's state only;
+ * one last line is written. The writer never keeps a process alive: when
+ * it is the last thread running, it ends (writer_main). writer_lock guards the writer's state only;
  * neither it nor baseline_lock is held while a snapshot takes heaps_lock, so
  * fork's handlers may take them and heap.c's heaps_lock in either order.
  * text_lock is held across a snapshot, so fork's handlers leave it alone and
@@ -588,25 +589,50 @@ static int writer_fd = -1;
 
 static void write_line(void) { print_snapshot(FORM_JSON_LINE, NULL, writer_fd); }
 
+/* How often the writer looks whether the program's own threads have all
+ * ended (a main thread that called pthread_exit, the last thread of a child
+ * forked from a thread returning): the writer then ends too, and the process
+ * exits as it would have without it (glibc calls exit(0) when its last
+ * thread ends, so the report at exit is still written). */
+#define LAST_THREAD_CHECK_MS 50
+
+static void wait_ms(uint64_t milliseconds) {
+  struct timespec until;
+  clock_gettime(CLOCK_MONOTONIC, &until);
+  until.tv_sec += (time_t)(milliseconds / 1000);
+  until.tv_nsec += (long)(milliseconds % 1000) * 1000000L;
+  if (until.tv_nsec >= 1000000000L) {
+    until.tv_sec++;
+    until.tv_nsec -= 1000000000L;
+  }
+  pthread_cond_timedwait(&writer_wake, &writer_lock, &until);
+}
+
 static void *writer_main(void *unused) {
   (void)unused;
+  uint64_t interval = _brisk_options.stats_interval_ms;
+  uint64_t next_line_ms = _brisk_os_now_ms() + interval;
   pthread_mutex_lock(&writer_lock);
   while (!writer_stop) {
-    struct timespec until;
-    clock_gettime(CLOCK_MONOTONIC, &until);
-    uint64_t interval = _brisk_options.stats_interval_ms;
-    until.tv_sec += (time_t)(interval / 1000);
-    until.tv_nsec += (long)(interval % 1000) * 1000000L;
-    if (until.tv_nsec >= 1000000000L) {
-      until.tv_sec++;
-      until.tv_nsec -= 1000000000L;
+    uint64_t now = _brisk_os_now_ms();
+    if (now >= next_line_ms) {
+      pthread_mutex_unlock(&writer_lock);
+      write_line(); /* only this thread writes lines while it runs */
+      pthread_mutex_lock(&writer_lock);
+      next_line_ms = now + interval;
+      continue;
     }
-    while (!writer_stop && pthread_cond_timedwait(&writer_wake, &writer_lock, &until) == 0) {
-    }
+    uint64_t until_line = next_line_ms - now;
+    wait_ms(until_line < LAST_THREAD_CHECK_MS ? until_line : LAST_THREAD_CHECK_MS);
     if (writer_stop) break;
     pthread_mutex_unlock(&writer_lock);
-    write_line(); /* only this thread writes lines while it runs */
+    bool alone = _brisk_os_only_thread_left();
     pthread_mutex_lock(&writer_lock);
+    if (alone) {
+      /* Nobody joins us now; the report at exit runs on this thread. */
+      writer_running = false;
+      writer_stop = true;
+    }
   }
   pthread_mutex_unlock(&writer_lock);
   return NULL;

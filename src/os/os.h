@@ -107,6 +107,12 @@ BRISK_HIDDEN uint64_t _brisk_os_thread_releases(void);
 /* A monotonic clock in milliseconds, cheap enough for slow paths (vDSO). */
 BRISK_HIDDEN uint64_t _brisk_os_now_ms(void);
 
+/* Whether the calling thread is the only one left running in its process
+ * (the main thread may have ended with pthread_exit and be waiting as a
+ * zombie for the rest): read from /proc/self/stat, without allocating.
+ * False when that cannot be read. */
+BRISK_HIDDEN bool _brisk_os_only_thread_left(void);
+
 /* Write a message to stderr without allocating. */
 BRISK_HIDDEN void _brisk_os_write_error(const char *message);
 

@@ -6,6 +6,7 @@
 #include "os/os.h"
 
 #include <errno.h>
+#include <fcntl.h>
 #include <signal.h>
 #include <stdlib.h>
 #include <string.h>
@@ -38,6 +39,31 @@ static void count_call(brisk_os_call_kind_t kind, size_t size, bool ok) {
   atomic_fetch_add_explicit(&call_counts[kind], 1, memory_order_relaxed);
   atomic_fetch_add_explicit(&call_bytes[kind], size, memory_order_relaxed);
   if (kind == BRISK_OS_UNMAP || kind == BRISK_OS_DECOMMIT) thread_releases++;
+}
+
+bool _brisk_os_only_thread_left(void) {
+  char text[1024];
+  int fd = open("/proc/self/stat", O_RDONLY | O_CLOEXEC);
+  if (fd < 0) return false;
+  ssize_t length = read(fd, text, sizeof text - 1);
+  close(fd);
+  if (length <= 0) return false;
+  text[length] = '\0';
+  /* "pid (comm) state ppid ...": comm may hold spaces and parentheses, so
+   * the fields are counted from the last ')'. The state is the leader's;
+   * num_threads is the 18th field after it and counts a zombie leader. */
+  const char *field = strrchr(text, ')');
+  if (field == NULL || field[1] != ' ') return false;
+  field += 2;
+  char leader_state = *field;
+  for (int i = 0; i < 17; i++) {
+    field = strchr(field, ' ');
+    if (field == NULL) return false;
+    field++;
+  }
+  long threads = strtol(field, NULL, 10);
+  bool leader_gone = leader_state == 'Z' || leader_state == 'X';
+  return threads == 1 || (leader_gone && threads == 2);
 }
 
 uint64_t _brisk_os_thread_releases(void) {
