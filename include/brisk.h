@@ -509,7 +509,6 @@ BRISK_API void brisk_fifo_stats(const brisk_fifo_t *fifo, brisk_region_stats_t *
 #define BRISK_REGION_PREFAULT     0x1u /* fault every page in at create */
 #define BRISK_REGION_LOCK         0x2u /* also mlock it (create fails, errno from mlock, if refused) */
 #define BRISK_REGION_THREAD_CACHE 0x4u /* a small per-thread cache in front of the shared lists */
-#define BRISK_REGION_SPINLOCK     0x8u /* the spinlock-guarded twin, for benchmarks */
 
 /* ---- Fixed-size pool ----
  *
@@ -670,7 +669,7 @@ typedef struct brisk_hybrid_config_s {
   size_t region_sizes[BRISK_HYBRID_MAX_REGIONS];   /* buddy regions; 0 ends the list */
   size_t region_min_block;                         /* 0: smallest above the last bucket */
   size_t region_max_block;                         /* 0: 1 MiB */
-  unsigned flags;            /* BRISK_REGION_PREFAULT / LOCK / THREAD_CACHE / SPINLOCK */
+  unsigned flags;            /* BRISK_REGION_PREFAULT / LOCK / THREAD_CACHE */
   int fallback_to_malloc;    /* nonzero: brisk_malloc when every section is full */
 } brisk_hybrid_config_t;
 

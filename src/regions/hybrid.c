@@ -39,9 +39,7 @@
  * thread writes it, with a relaxed load + store; threads without a slot
  * share slots[BRISK_THREAD_SLOTS] with fetch_add; totals sum them with
  * relaxed loads. `entry` is the registry's, under its lock. All other
- * concurrency lives inside the pools and buddies, which are lock-free (or
- * spinlocked twins, with BRISK_REGION_SPINLOCK, for the benchmark that
- * reproduces the seed's comparison).
+ * concurrency lives inside the pools and buddies, which are lock-free.
  *
  * Statistics (brisk_hybrid_totals, the registry): allocations and
  * bytes_requested are the hybrid's own counts of its successful
@@ -149,8 +147,7 @@ static bool config_is_valid(const brisk_hybrid_config_t *c, size_t *bucket_count
   if (c->region_min_block != 0 && c->region_max_block != 0 &&
       c->region_min_block > c->region_max_block)
     return false;
-  const unsigned known = BRISK_REGION_PREFAULT | BRISK_REGION_LOCK | BRISK_REGION_THREAD_CACHE |
-                         BRISK_REGION_SPINLOCK;
+  const unsigned known = BRISK_REGION_PREFAULT | BRISK_REGION_LOCK | BRISK_REGION_THREAD_CACHE;
   if ((c->flags & ~known) != 0) return false;
   *bucket_count = buckets;
   *region_count = regions;
@@ -207,8 +204,7 @@ brisk_hybrid_t *brisk_hybrid_create(const brisk_hybrid_config_t *config) {
   h->bucket_count = bucket_count;
   h->region_count = region_count;
   h->fallback_to_malloc = config->fallback_to_malloc != 0;
-  /* Every section gets the config's flags: PREFAULT, LOCK, THREAD_CACHE,
-   * SPINLOCK. */
+  /* Every section gets the config's flags: PREFAULT, LOCK, THREAD_CACHE. */
   unsigned flags = config->flags;
 
   for (size_t i = 0; i < bucket_count; i++) {

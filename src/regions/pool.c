@@ -47,13 +47,11 @@
  *     THREAD_CACHE          pop the thread's magazine: no atomics
  *       cache_refill        (noinline) take_shared a batch (ONE CAS), else
  *                           carve a batch, else fail
- *     SPINLOCK              spin_alloc (noinline): lock, pop, unlock; carve
  *   brisk_pool_free         index_of (range + object start, O(1), abort if
  *                           bad); [debug] live bit; then by mode:
  *     shards                push onto the home shard (CAS), mark_nonempty
  *     THREAD_CACHE          push onto the magazine; full: cache_flush pushes
  *                           half of it as one chain (ONE CAS)
- *     SPINLOCK              spin_free: lock, push, unlock
  *   carve                   commit up to the claim, then CAS(carved);
  *     ensure_committed      (cold) commit a slab, CAS-max `committed`
  *   brisk_pool_stats / _brisk_pool_counters: sum the per-slot counters
@@ -111,7 +109,6 @@
  *                    only so that stats may read them). slots[NO_SLOT] is
  *                    shared by the threads without a slot: fetch_add on its
  *                    counters, and its magazine is never used.
- *   spin_lock, spin_head: SPINLOCK mode only; spin_head under the lock.
  *   live bits        BRISK_DEBUG only: bit i set while object i is handed
  *                    out; fetch_or on alloc, fetch_and on free (relaxed:
  *                    the bit orders nothing, the RMW alone catches a double
@@ -191,7 +188,7 @@
 #define LINK_GRANULE ((size_t)8)
 #define TAG_ONE ((uint64_t)1 << 32)
 
-enum pool_mode { MODE_SHARDS = 0, MODE_CACHE = 1, MODE_SPIN = 2 };
+enum pool_mode { MODE_SHARDS = 0, MODE_CACHE = 1 };
 
 typedef struct shard_s {
   _Atomic uint64_t head; /* (tag << 32) | (index + 1) */
@@ -230,8 +227,6 @@ struct brisk_pool_s {
   BRISK_ALIGNED(BRISK_CACHE_LINE) _Atomic size_t carved;
   BRISK_ALIGNED(BRISK_CACHE_LINE) _Atomic uint64_t nonempty;
   BRISK_ALIGNED(BRISK_CACHE_LINE) _Atomic size_t system_requests;
-  BRISK_ALIGNED(BRISK_CACHE_LINE) _Atomic uint32_t spin_lock;
-  uint32_t spin_head;
   shard_t shards[SHARDS];
   slot_t slots[BRISK_THREAD_SLOTS + 1];
 };
@@ -658,37 +653,6 @@ static BRISK_NOINLINE void cache_flush(brisk_pool_t *pool, slot_t *entry, uint32
   set_mag_count(entry, keep + 1);
 }
 
-/* ---- SPINLOCK: the spinlocked twin (seed 003's comparison) ---- */
-
-/* Test-and-test-and-set: spin on a plain load, pause in the spin. */
-static inline void spin_acquire(brisk_pool_t *pool) {
-  while (atomic_exchange_explicit(&pool->spin_lock, 1, memory_order_acquire) != 0) {
-    while (atomic_load_explicit(&pool->spin_lock, memory_order_relaxed) != 0) brisk_cpu_relax();
-  }
-}
-
-static inline void spin_release(brisk_pool_t *pool) {
-  atomic_store_explicit(&pool->spin_lock, 0, memory_order_release);
-}
-
-static BRISK_NOINLINE void *spin_alloc(brisk_pool_t *pool, slot_t *entry, uint32_t slot) {
-  spin_acquire(pool);
-  uint32_t index1 = pool->spin_head;
-  if (index1 != 0) pool->spin_head = link_load(object_at(pool, index1));
-  spin_release(pool);
-  if (index1 == 0 && carve(pool, 1, &index1) == 0) return fail(entry, slot);
-  count(&entry->allocs, slot);
-  return hand_out(pool, object_at(pool, index1));
-}
-
-static BRISK_NOINLINE void spin_free(brisk_pool_t *pool, uint32_t index1) {
-  uint8_t *p = object_at(pool, index1);
-  spin_acquire(pool);
-  link_store(p, pool->spin_head);
-  pool->spin_head = index1;
-  spin_release(pool);
-}
-
 /* ---- The API ---- */
 
 /* The calling thread has no slot yet (its first call), or none at all
@@ -698,7 +662,6 @@ static BRISK_NOINLINE void *alloc_no_slot(brisk_pool_t *pool) {
   if (slot != BRISK_NO_THREAD_SLOT) return brisk_pool_alloc(pool);
   slot_t *entry = &pool->slots[slot];
   if (pool->mode == MODE_CACHE) return cache_refill(pool, entry, slot);
-  if (pool->mode == MODE_SPIN) return spin_alloc(pool, entry, slot);
   return alloc_slow(pool, entry, slot);
 }
 
@@ -731,7 +694,6 @@ void *brisk_pool_alloc(brisk_pool_t *pool) {
     bump(&entry->allocs);
     return hand_out(pool, p);
   } else {
-    if (BRISK_UNLIKELY(mode == MODE_SPIN)) return spin_alloc(pool, entry, slot);
     _Atomic uint64_t *head = &pool->shards[home_shard(slot)].head;
     uint64_t old = atomic_load_explicit(head, memory_order_acquire);
     for (;;) {
@@ -761,24 +723,15 @@ static BRISK_NOINLINE void free_no_slot(brisk_pool_t *pool, uint8_t *p, size_t i
   debug_mark_free(pool, index, p);
   announce_free(pool, p);
   count(&pool->slots[slot].frees, slot);
-  if (pool->mode == MODE_SPIN) {
-    spin_free(pool, (uint32_t)index + 1);
-    return;
-  }
   push_chain(pool, home_shard(slot), (uint32_t)index + 1, p);
 }
 
-/* Shards and spinlock modes: the free after the checks (a tail call from
+/* Shards mode: the free after the checks (a tail call from
  * brisk_pool_free, so that the magazine path there computes nothing for
- * these). */
+ * it). */
 static BRISK_NOINLINE void free_to_shared(brisk_pool_t *pool, uint32_t line, uint8_t *p,
                                           size_t index) {
-  uint32_t index1 = (uint32_t)index + 1;
-  if (BRISK_UNLIKELY(pool->mode == MODE_SPIN)) {
-    spin_free(pool, index1);
-    return;
-  }
-  push_chain(pool, home_shard(slot_of(line)), index1, p);
+  push_chain(pool, home_shard(slot_of(line)), (uint32_t)index + 1, p);
 }
 
 void brisk_pool_free(brisk_pool_t *pool, void *ptr) {
@@ -831,8 +784,7 @@ static void registry_stats(const brisk_region_entry_t *entry, brisk_region_stats
 
 brisk_pool_t *_brisk_pool_create(size_t obj_size, size_t align, size_t capacity, unsigned flags,
                                  bool registered) {
-  const unsigned known = BRISK_REGION_PREFAULT | BRISK_REGION_LOCK | BRISK_REGION_THREAD_CACHE |
-                         BRISK_REGION_SPINLOCK;
+  const unsigned known = BRISK_REGION_PREFAULT | BRISK_REGION_LOCK | BRISK_REGION_THREAD_CACHE;
   if (align == 0) align = DEFAULT_ALIGN;
   if (obj_size == 0 || !brisk_is_power_of_two(align) || align > MAX_ALIGN || (flags & ~known) != 0)
     return invalid();
@@ -884,13 +836,7 @@ brisk_pool_t *_brisk_pool_create(size_t obj_size, size_t align, size_t capacity,
   pool->inverse = odd_inverse(stride >> shift);
   pool->max_objects = max_objects;
   pool->flags = flags;
-  if (flags & BRISK_REGION_SPINLOCK) {
-    pool->mode = MODE_SPIN;
-  } else if (flags & BRISK_REGION_THREAD_CACHE) {
-    pool->mode = MODE_CACHE;
-  } else {
-    pool->mode = MODE_SHARDS;
-  }
+  pool->mode = (flags & BRISK_REGION_THREAD_CACHE) ? MODE_CACHE : MODE_SHARDS;
   size_t mag = capacity == 0 ? MAG_MAX : capacity / 8;
   if (mag < 2) mag = 2;
   if (mag > MAG_MAX) mag = MAG_MAX;
@@ -905,8 +851,6 @@ brisk_pool_t *_brisk_pool_create(size_t obj_size, size_t align, size_t capacity,
   atomic_init(&pool->committed, 0);
   atomic_init(&pool->carved, 0);
   atomic_init(&pool->nonempty, 0);
-  atomic_init(&pool->spin_lock, 0);
-  pool->spin_head = 0;
   bool pin = (flags & (BRISK_REGION_PREFAULT | BRISK_REGION_LOCK)) != 0;
   int error = ENOMEM;
   errno = 0;
