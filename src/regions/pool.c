@@ -184,8 +184,6 @@
 #define MAX_SLAB ((size_t)64 << 20)
 #define MAG_MAX 32u
 #define LINK_BYTES ((size_t)4)
-/* What a free object keeps unpoisoned: one ASan granule. */
-#define LINK_GRANULE ((size_t)8)
 #define TAG_ONE ((uint64_t)1 << 32)
 
 enum pool_mode { MODE_SHARDS = 0, MODE_CACHE = 1 };
@@ -294,58 +292,17 @@ BRISK_INLINE size_t index_of(const brisk_pool_t *pool, const void *p) {
   return (size_t)(rotated * pool->inverse);
 }
 
-/* ---- Tools ---- */
-
-static void tools_pool_create(brisk_pool_t *pool) {
-#if BRISK_VALGRIND
-  BRISK_IF_VALGRIND(VALGRIND_CREATE_MEMPOOL(pool, 0, 0));
-#endif
-  (void)pool;
-}
-
-static void tools_pool_destroy(brisk_pool_t *pool) {
-#if BRISK_VALGRIND
-  BRISK_IF_VALGRIND(VALGRIND_DESTROY_MEMPOOL(pool));
-#endif
-  (void)pool;
-}
-
-#if BRISK_VALGRIND
-/* Out of line: a client request's argument block would give the fast
- * paths a stack frame. Returns p, so that hand_out calls it in tail
- * position (no frame there either). */
-static BRISK_NOINLINE void *valgrind_alloc(brisk_pool_t *pool, uint8_t *p) {
-  VALGRIND_MEMPOOL_ALLOC(pool, p, pool->stride);
-  return p;
-}
-
-static BRISK_NOINLINE void valgrind_free(brisk_pool_t *pool, uint8_t *p) {
-  VALGRIND_MEMPOOL_FREE(pool, p);
-  VALGRIND_MAKE_MEM_DEFINED(p, LINK_BYTES);
-}
-#endif
+/* ---- Tools (annotate.h: the pool is a Valgrind mempool) ---- */
 
 /* The object at p goes to the program (all of its stride is usable);
  * returns p. */
 BRISK_INLINE void *announce_alloc(brisk_pool_t *pool, uint8_t *p) {
-#if BRISK_VALGRIND
-  if (BRISK_UNLIKELY(_brisk_under_valgrind)) return valgrind_alloc(pool, p);
-#else
-  brisk_annotate_alloc(p, pool->stride, false);
-#endif
-  (void)pool;
-  return p;
+  return brisk_annotate_mempool_alloc(pool, p, pool->stride);
 }
 
-/* The object at p comes back: no access but its link granule. */
+/* The object at p comes back: no access but its link. */
 BRISK_INLINE void announce_free(brisk_pool_t *pool, uint8_t *p) {
-#if BRISK_VALGRIND
-  BRISK_IF_VALGRIND(valgrind_free(pool, p));
-#elif BRISK_ASAN
-  if (pool->stride > LINK_GRANULE) brisk_annotate_no_access(p + LINK_GRANULE, pool->stride - LINK_GRANULE);
-#endif
-  (void)pool;
-  (void)p;
+  brisk_annotate_mempool_free(pool, p, pool->stride, LINK_BYTES);
 }
 
 /* ---- Debug: the live bitmap (compiles to nothing without BRISK_DEBUG) ---- */
@@ -864,7 +821,7 @@ brisk_pool_t *_brisk_pool_create(size_t obj_size, size_t align, size_t capacity,
     if (!commit_range(pool, base + header_size, bitmap_size + object_bytes)) goto failed;
     atomic_init(&pool->committed, object_bytes);
   }
-  tools_pool_create(pool);
+  brisk_annotate_mempool_create(pool);
   if (registered) _brisk_region_register(&pool->entry, BRISK_REGION_POOL, registry_stats);
   return pool;
 failed:
@@ -889,7 +846,7 @@ void brisk_pool_destroy(brisk_pool_t *pool) {
 #if BRISK_ASAN
   brisk_annotate_internal(pool->objects, atomic_load_explicit(&pool->committed, memory_order_relaxed));
 #endif
-  tools_pool_destroy(pool);
+  brisk_annotate_mempool_destroy(pool);
   _brisk_os_release(pool->base, pool->reservation_size, NULL);
 }
 
