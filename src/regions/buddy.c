@@ -139,31 +139,28 @@
  * different children at the top PREF_LEVELS levels (the bits of
  * slot / ntrees), so they descend into different subtrees; below that, and
  * for a lone thread, the left child first (address-ordered first fit, which
- * keeps fragmentation low). Measured with 8 threads on 2 cores, one 64 MiB
- * tree of 64-B units: 128-B pairs 455 → 212 ns, 1 KiB 214-406 → 152-163 ns
- * (PREF_LEVELS 0 → 3). Many trees help far more: the same load over 64
- * trees of 1 MiB costs 30-50 ns per pair.
+ * keeps fragmentation low). Many trees spread threads far better than the
+ * preferences do (bench/results/published/region-design-measurements.md
+ * has the numbers).
  *
  * Worst case: counts say how much is free below a node, not whether an
  * aligned block of the order is. With every other unit free, a request of
  * two units reserves and gives back through every node above the last two
- * levels of every tree before it fails: 25 µs per 1 MiB tree of 64-B units
- * (1.5 ms for 64 MiB). Marotta's scan of the target level is no better.
+ * levels of every tree before it fails: time linear in the region's size.
+ * Marotta's scan of the target level is no better.
  *
- * Thread cache (BRISK_REGION_THREAD_CACHE): for
- * orders below CACHE_ORDERS (blocks up to 512 × min_block), up to
- * cache_depth(k) freed blocks per order (8 up to 64 × min_block, 2 above)
- * wait in the freeing thread's slot. A cached block stays allocated in its
- * tree (counters unchanged) but its index byte is cleared on free and set
- * again when the cache hands it out, so a double free is still caught. A
- * tree search that fails flushes the calling thread's own cache and
- * retries once; other threads' caches may hold blocks a bounded allocator
- * then lacks (at most cache_depth(k) blocks per cached order per thread)
- * until brisk_buddy_trim. The bigger orders serve the hybrid's region (min_block 128 B: blocks of 16-64 KiB, which
- * otherwise walk 4-6 levels of counters per alloc and per free); on seed
- * 003's experiment the change was within the run-to-run noise (hybrid at 8
- * threads +104-119% over glibc after, +88-107% before). A hit costs no
- * tree walk: 13 ns per alloc+free pair against 55-75 ns (one thread).
+ * Thread cache (BRISK_REGION_THREAD_CACHE): for orders below CACHE_ORDERS
+ * (blocks up to 512 × min_block), up to cache_depth(k) freed blocks per
+ * order (8 up to 64 × min_block, 2 above) wait in the freeing thread's
+ * slot. A cached block stays allocated in its tree (counters unchanged)
+ * but its index byte is cleared on free and set again when the cache hands
+ * it out, so a double free is still caught. A tree search that fails
+ * flushes the calling thread's own cache and retries once; other threads'
+ * caches may hold blocks a bounded allocator then lacks (at most
+ * cache_depth(k) blocks per cached order per thread) until
+ * brisk_buddy_trim. The bigger orders serve the hybrid's region
+ * (min_block 128 B: blocks of 16-64 KiB, which otherwise walk 4-6 levels
+ * of counters per alloc and per free). A hit costs no tree walk.
  *
  * Arguments: create rounds min_block (at least 16) and max_block (0: total)
  * up to powers of two and total up to a multiple of max_block; EINVAL for

@@ -16,22 +16,18 @@
  * Finding the page: address & ~(window - 1) is the mapping, and the bits
  * just above the window's alignment choose the header's color, so free
  * computes the page header's address from the block's address alone (see
- * page_of). It used to take it from the block header's offset, which made
- * the page, its counter and everything after wait on a load that misses
- * the cache when frees come in random order: the random-order ring went
- * from 22 to about 17 ns per op (alloc-then-free 7.6 to 7.5, the FIFO
- * ring 14.0 to 12.3; bench/region_fifo, medians of 21 runs). The block
- * header is still read, to check the block, but nothing waits on it. A
- * bitmap design that dropped the block header (live and end bits per 16
- * bytes, pages found through a hash table) was tried first and lost: its
- * extra instructions made alloc-then-free 11.6 ns.
+ * page_of), not from the block header's offset: when frees come in random
+ * order that load misses the cache, and the page, its counter and
+ * everything after would wait on it. The block header is still read, to
+ * check the block, but nothing waits on it. (The measurements behind this
+ * and the choices below are in
+ * bench/results/published/region-design-measurements.md.)
  *
  * The header sits `color` bytes (0, 64, ..., 960) into its mapping:
  * 4 KiB-aligned headers all fall in one L1 set, which 8 lines fill, and
- * random-order frees then missed L1 on nearly every page header (coloring
- * took the bench's ring loops from 19.9 to 14.6 and 28.1 to 24.8 ns/op).
- * The color is the window number (address / window) Gray-folded, n ^ n/2:
- * the kernel tends to place successive mappings one window apart, or two
+ * random-order frees then missed L1 on nearly every page header. The
+ * color is the window number (address / window) Gray-folded, n ^ n/2: the
+ * kernel tends to place successive mappings one window apart, or two
  * (_brisk_os_reserve over-reserves and trims, which leaves a hole a window
  * wide), and either way 16 successive mappings take 16 different colors
  * (the window number alone gave only the even colors). The control block
@@ -61,13 +57,11 @@
  *   brisk_fifo_destroy  release spare, cache and an empty current; the rest
  *                       goes with the last free, the control page last
  *
- * The page policy (the seed's), with bench/region_fifo.c's numbers
- * (ns per alloc+free pair, median of 10 runs, a 2-core shared machine):
+ * The page policy (the seed's):
  *   - current is never NULL and never let go while the fifo lives. When its
  *     last block is freed nothing happens; when it is found empty and full
  *     at an alloc, it is reset and reused: lazily, as the seed does (a reset
- *     at every emptying, hot in L1 but a memset call per free, took
- *     alloc-then-free from 9.9 to 16.2 ns);
+ *     at every emptying would put a memset call on the free path);
  *   - one spare page is kept for the next time current fills up;
  *   - a page that empties while a spare exists replaces current when current
  *     has less than 1/8 of its area free (current would need a page soon
@@ -80,29 +74,27 @@
  * faster than mmap because malloc keeps freed memory for the next request.
  * brisk may not use malloc here, so a fifo keeps the pages it drops in a
  * small cache of its own (at most 1 MiB: 16 pages of 64 KiB, or one page if
- * pages are larger) and unmaps only past that. Random-order ring, 2M ops:
- * munmap/mmap every time 1553 maps, 61.5 ns; the cache 71 maps, 19.9 ns;
- * the cache with its pages decommitted (madvise) 71 maps, 52.2 ns (every
- * reuse faults its pages back in, which costs more than a memset).
+ * pages are larger) and unmaps only past that. Cached pages stay committed:
+ * decommitting them (madvise) would make every reuse fault its pages back
+ * in, which costs more than the memset that zeroes them.
  *
  * Zeroing: fresh pages are zero. A page is zeroed (its used part only) when
  * it re-enters service as current, so a page's free space is always zero
- * and alloc never clears memory (clearing each block in alloc instead:
- * 13.4 rather than 9.9 ns alloc-then-free, no better on the rings). A live
- * block's bytes past its requested size are zero too (realloc zeroes what a
- * shrink drops), which lets realloc grow a block in place and copy whole
- * spans without clearing. Zeroing is what glibc's malloc does not pay: in
- * the random-order ring, skipping it (wrongly) gave 18 rather than 22 ns
- * before page_of. Other ways of zeroing measured no better: in 4-16 KiB
- * steps just ahead of the carve (about the same), CLZERO or non-temporal
- * stores (25 ns: the lines then come back from memory at the carve).
+ * and alloc never clears memory (clearing each block in alloc instead was
+ * slower, and no better on the rings). A live block's bytes past its
+ * requested size are zero too (realloc zeroes what a shrink drops), which
+ * lets realloc grow a block in place and copy whole spans without
+ * clearing. Zeroing is what glibc's malloc does not pay.
+ * Other ways of zeroing measured no better: in 4-16 KiB steps just ahead
+ * of the carve, CLZERO or non-temporal stores (the lines then come back
+ * from memory at the carve).
  *
  * Packing: the block header is the seed's 8 bytes packed into one word by
  * hand (offset, span in units, state); as C bitfields, GCC read and wrote
  * the state byte apart from the rest. The seed's other trick, a 63-bit
  * `occupied` sharing a word with `alive`, bought a cache line there; here
  * `alive` is off the fast path (see destroy) and the bitfield only added
- * masking (10.6 vs 9.9 ns), so in_use is a plain word.
+ * masking, so in_use is a plain word.
  *
  * Statistics: allocations counts the successful alloc and realloc calls
  * and bytes_requested the sizes they asked for (a realloc is one

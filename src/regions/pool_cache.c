@@ -30,18 +30,12 @@
  * exits: the next thread given the slot uses them. Only the slot's thread
  * touches its magazine (pool_internal.h: slots[i]).
  *
- * Measured (bench/region_pool, 64-byte objects, a 2-core shared machine):
- * single-thread instructions per alloc+free pair (callgrind; the loop
- * included) 98 lock-free, 63 with THREAD_CACHE, 111 spinlocked, against 57
- * for brisk_malloc/brisk_free. The cache went from 80 to 63 by: magazines
- * of pointers, not indexes (a pop needs no multiply); counting by batch
- * (its alloc counted nothing then; it now counts each allocation, one
- * unlocked add to the line it already writes, so that `allocations` is
- * counted rather than derived); the thread's entry found from one TLS word
- * (_brisk_thread_slot_line) with one zero test; per-thread counters bumped
- * with one unlocked add (brisk_owner_add); and the other modes' free in a
- * function of its own (free_to_shared), so the magazine path computes
- * nothing for them.
+ * What keeps a magazine's pop and push short: magazines link objects by
+ * pointer, not index (a pop needs no multiply); the thread's entry is
+ * found from one TLS word (_brisk_thread_slot_line) with one zero test;
+ * its counters are bumped with one unlocked add (brisk_owner_add); and the
+ * shards' free is a function of its own (pool.c's free_to_shared), so the
+ * magazine path computes nothing for it.
  */
 #include "regions/pool_internal.h"
 

@@ -61,7 +61,7 @@
  *   - Free blocks are kept and reused. The search for a block that fits
  *     destroys too-small free blocks only while the free blocks exceed the
  *     bound below, and stops destroying once it has destroyed as many bytes
- *     as it needs (the seed's worst_case() fix: 35 MiB -> 7.5 MiB there).
+ *     as it needs (the seed's worst_case() fix).
  *   - Bound: the free blocks are kept up to max(1 MiB, peak), peak being
  *     the most block bytes in use at once, halved every 256 pops that cross
  *     a block (but never below the most in use since the previous halving).
