@@ -130,12 +130,14 @@
 /* Pages a fifo keeps for reuse after dropping them: at most this many bytes. */
 #define PAGE_CACHE_BYTES  ((size_t)1 << 20)
 #define PAGE_CACHE_MAX    16
-#define OS_PAGE           ((size_t)4096)
 /* Page headers start 0, 64, ..., 960 bytes into their mappings (colors),
- * chosen by the mapping's address (see page_of). */
+ * chosen by the mapping's address (see page_of). Every mapping is aligned
+ * to an OS page at least, so a header's address modulo the smallest page
+ * is its color: PAGE_ALIGN_MASK has the bits no color sets. */
 #define PAGE_COLOR        64u
 #define PAGE_COLORS       16u
-#define PAGE_ALIGN_MASK   ((uintptr_t)(OS_PAGE - 1) & ~(uintptr_t)((PAGE_COLORS - 1) * PAGE_COLOR))
+#define PAGE_ALIGN_MASK   ((uintptr_t)(BRISK_OS_MIN_PAGE_SIZE - 1) & \
+                           ~(uintptr_t)((PAGE_COLORS - 1) * PAGE_COLOR))
 /* The control block sits in the middle of its page, away from the colors. */
 #define FIFO_COLOR        ((size_t)2048)
 #define BLOCK_HEADER      ((size_t)8)
@@ -328,7 +330,7 @@ static void page_drop(brisk_fifo_t *fifo, page_t *page) {
 
 /* The control page goes last: after destroy, once no page is left. */
 static void fifo_release(brisk_fifo_t *fifo) {
-  _brisk_os_release((char *)fifo - FIFO_COLOR, OS_PAGE, NULL);
+  _brisk_os_release((char *)fifo - FIFO_COLOR, _brisk_os_page_size(), NULL);
 }
 
 /* ---- alloc ---- */
@@ -350,7 +352,8 @@ BRISK_INLINE void *carve(brisk_fifo_t *fifo, page_t *page, size_t span, size_t s
 /* A block bigger than a page: a page of its own, sized to fit whatever
  * color its address gives it, never current. */
 static void *big_alloc(brisk_fifo_t *fifo, size_t size) {
-  size_t map_size = brisk_align_up(fifo->color_mask + AREA + span_of(size), OS_PAGE);
+  size_t map_size =
+      brisk_align_up(fifo->color_mask + AREA + span_of(size), _brisk_os_page_size());
   page_t *page = page_map(fifo, map_size, true);
   if (page == NULL) return NULL;
   block_t *block = (block_t *)area_of(page);
@@ -473,8 +476,9 @@ static void zero_dropped(brisk_fifo_t *fifo, char *p, size_t n) {
   brisk_annotate_internal(p, n);
   if (n >= DECOMMIT_THRESHOLD) {
     /* Whole OS pages read back as zero once dropped: RSS falls too. */
-    char *inner = (char *)brisk_align_up((uintptr_t)p, OS_PAGE);
-    char *inner_end = (char *)((uintptr_t)(p + n) & ~(uintptr_t)(OS_PAGE - 1));
+    size_t os_page = _brisk_os_page_size();
+    char *inner = (char *)brisk_align_up((uintptr_t)p, os_page);
+    char *inner_end = (char *)((uintptr_t)(p + n) & ~(uintptr_t)(os_page - 1));
     memset(p, 0, (size_t)(inner - p));
     _brisk_os_decommit(inner, (size_t)(inner_end - inner), &fifo->system_requests);
     memset(inner_end, 0, (size_t)(p + n - inner_end));
@@ -537,24 +541,26 @@ static void registry_stats(const brisk_region_entry_t *entry, brisk_region_stats
 brisk_fifo_t *brisk_fifo_create(size_t page_size) {
   if (page_size == 0) page_size = DEFAULT_PAGE_SIZE;
   if (page_size > MAX_PAGE_SIZE) page_size = MAX_PAGE_SIZE;
-  page_size = brisk_align_up(page_size, OS_PAGE);
+  size_t os_page = _brisk_os_page_size();
+  page_size = brisk_align_up(page_size, os_page);
   size_t calls = 0;
-  char *control = _brisk_os_reserve(OS_PAGE, OS_PAGE, 0, &calls);
+  char *control = _brisk_os_reserve(os_page, os_page, 0, &calls);
   if (control == NULL) return NULL;
   brisk_fifo_t *fifo = (brisk_fifo_t *)(control + FIFO_COLOR);
-  _Static_assert(FIFO_COLOR + sizeof(brisk_fifo_t) <= OS_PAGE, "the control block fits its page");
+  _Static_assert(FIFO_COLOR + sizeof(brisk_fifo_t) <= BRISK_OS_MIN_PAGE_SIZE,
+                 "the control block fits its page");
   fifo->system_requests = calls;
   fifo->page_size = page_size;
   fifo->alive = true;
   size_t cache_max = PAGE_CACHE_BYTES / page_size;
   fifo->cache_max = (uint32_t)(cache_max == 0 ? 1 : cache_max > PAGE_CACHE_MAX ? PAGE_CACHE_MAX : cache_max);
-  size_t window = OS_PAGE;
+  size_t window = os_page;
   while (window < page_size) window <<= 1;
   fifo->window_mask = ~(uintptr_t)(window - 1);
-  /* Colors: a power of two, at most one per OS page of the page, picked
-   * by the window number (see page_of). */
+  /* Colors: a power of two, at most one per 4 KiB of the page, picked by
+   * the window number (see page_of). */
   size_t colors = 1;
-  while (colors < PAGE_COLORS && 2 * colors * OS_PAGE <= page_size) colors <<= 1;
+  while (colors < PAGE_COLORS && 2 * colors * ((size_t)4 << 10) <= page_size) colors <<= 1;
   fifo->color_mask = (uint32_t)((colors - 1) * PAGE_COLOR);
   fifo->color_shift = (uint32_t)__builtin_ctzll(window) - (uint32_t)__builtin_ctz(PAGE_COLOR);
   fifo->max_span = page_size - AREA - fifo->color_mask;
@@ -595,7 +601,7 @@ void brisk_fifo_destroy(brisk_fifo_t *fifo) {
 BRISK_NO_TSAN void brisk_fifo_stats(const brisk_fifo_t *fifo, brisk_region_stats_t *out) {
   out->bytes_requested = OWNER_WORD(fifo->bytes_requested);
   out->bytes_in_use = OWNER_WORD(fifo->in_use);
-  out->bytes_held = OWNER_WORD(fifo->bytes_held) + OS_PAGE;
+  out->bytes_held = OWNER_WORD(fifo->bytes_held) + _brisk_os_page_size(); /* + the control page */
   out->system_requests = OWNER_WORD(fifo->system_requests);
   out->allocations = OWNER_WORD(fifo->allocations);
 }

@@ -55,7 +55,8 @@
 
 #include <errno.h>
 
-#define MAX_ALIGN ((size_t)4096)
+/* Objects start page-aligned: any alignment up to the smallest page. */
+#define MAX_ALIGN BRISK_OS_MIN_PAGE_SIZE
 #define DEFAULT_ALIGN ((size_t)16)
 #define MIN_STRIDE ((size_t)8)
 /* An index + 1 fits 32 bits (0 is the end of a list). */
