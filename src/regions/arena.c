@@ -83,7 +83,7 @@
 #include "regions/registry.h"
 #include "regions/thread_slot.h"
 
-#include <brisk.h>
+#include <brisk/arena.h>
 #include <errno.h>
 
 #define MIN_CHUNK ((size_t)1 << 20)
@@ -91,7 +91,7 @@
 /* 64 TiB: keeps every claim and every offset far from wrapping around. */
 #define MAX_RESERVE ((size_t)1 << 46)
 #define CLAIM_ALIGN ((size_t)16)
-/* brisk.h's inline cursor path rounds to 16 and keeps positions 16-aligned. */
+/* brisk/arena.h's inline cursor path rounds to 16, keeping positions 16-aligned. */
 _Static_assert(CLAIM_ALIGN == 16, "brisk_arena_cursor_alloc assumes 16-byte claims");
 
 /* One thread's counts (see thread_slot.h), a cache line of its own. */
@@ -360,7 +360,7 @@ void *brisk_arena_cursor_alloc_slow_(brisk_arena_cursor_t *cursor, size_t size, 
     cursor->pos = cursor->end = NULL;
     cursor->resets = arena->resets;
   }
-  /* Multiples of 16 from a 16-aligned start: brisk.h's inline path relies
+  /* Multiples of 16 from a 16-aligned start: brisk/arena.h's inline path relies
    * on the position staying 16-aligned. */
   size_t take = brisk_align_up(size + (size == 0), CLAIM_ALIGN);
   uintptr_t at = brisk_align_up((uintptr_t)cursor->pos, align);

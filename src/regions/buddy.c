@@ -182,7 +182,7 @@
 #include "regions/registry.h"
 #include "regions/thread_slot.h"
 
-#include <brisk.h>
+#include <brisk/buddy.h>
 #include <errno.h>
 #include <stdio.h>
 

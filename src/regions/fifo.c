@@ -115,7 +115,7 @@
  * poisons the block, so a use after free is caught. Valgrind sees every
  * block through MALLOCLIKE/FREELIKE (base/annotate.h).
  */
-#include "brisk.h"
+#include <brisk/fifo.h>
 #include "base/annotate.h"
 #include "base/base.h"
 #include "os/os.h"

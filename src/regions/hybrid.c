@@ -56,7 +56,8 @@
 #include "regions/registry.h"
 #include "regions/thread_slot.h"
 
-#include <brisk.h>
+#include <brisk/hybrid.h>
+#include <brisk/malloc.h>
 #include <errno.h>
 #include <string.h>
 
@@ -123,7 +124,7 @@ void brisk_hybrid_default_config(brisk_hybrid_config_t *out) {
   out->fallback_to_malloc = 0;
 }
 
-/* The alignment brisk_malloc gives a block of this size (brisk.h): 16 when
+/* The alignment brisk_malloc gives a block of this size (brisk/malloc.h): 16 when
  * the size is a multiple of 16 or at least 128, else 8. A bucket's objects
  * get that of the bucket size, and an align-0 request needs that of its own
  * size, so a 16-byte request never lands 8-aligned in a 24-byte bucket. */

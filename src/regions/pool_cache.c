@@ -3,7 +3,7 @@
  * (pool.c; the layout is pool_internal.h's): the per-thread magazines of
  * BRISK_REGION_THREAD_CACHE, whose pops and pushes brisk_pool_alloc and
  * brisk_pool_free make inline, and the caller-owned brisk_pool_local_t,
- * which brisk.h pops and pushes inline. This file holds their slow paths.
+ * which brisk/pool.h pops and pushes inline. This file holds their slow paths.
  *
  * Call tree:
  *   brisk_pool_alloc        THREAD_CACHE, the magazine empty:
@@ -104,9 +104,9 @@ void _brisk_pool_cache_flush(brisk_pool_t *pool, brisk_pool_slot_t *entry, uint3
   entry->mag_count = keep + 1;
 }
 
-/* ---- Local caches (brisk.h's brisk_pool_local_*) ----
+/* ---- Local caches (brisk/pool.h's brisk_pool_local_*) ----
  *
- * A caller-owned stack of free objects that brisk.h pops and pushes inline.
+ * A caller-owned stack of free objects that brisk/pool.h pops and pushes inline.
  * It meets the pool only through brisk_pool_alloc and brisk_pool_free, in
  * batches of max / 2, so the pool's checks, counters and tools see every
  * object that crosses; inside the local cache an object is the program's
