@@ -27,7 +27,7 @@ namespace {
 // Sizes that can never be served on x86-64 (47-bit user address space).
 const size_t kUnservableSizes[] = {SIZE_MAX, SIZE_MAX / 2 + 1, size_t{1} << 46};
 
-// The alignment every block of `size` bytes is promised in brisk.h: the
+// The alignment every block of `size` bytes is promised in brisk/malloc.h: the
 // x86-64 ABI's 16 above 8 bytes (alignof(max_align_t)).
 size_t promised_alignment(size_t size) { return size > 8 ? 16 : 8; }
 

@@ -232,7 +232,6 @@ void check_exhaustion(unsigned flags) {
 }
 
 TEST(Hybrid, ExhaustionIsExactLockFree) { check_exhaustion(0); }
-TEST(Hybrid, ExhaustionIsExactSpinlocked) { check_exhaustion(BRISK_REGION_SPINLOCK); }
 TEST(Hybrid, ExhaustionIsExactWithThreadCache) { check_exhaustion(BRISK_REGION_THREAD_CACHE); }
 
 TEST(Hybrid, FallbackToMallocWhenFull) {
@@ -452,7 +451,6 @@ void stress(unsigned flags) {
 
 TEST(HybridStress, LockFreeWithThreadCache) { stress(BRISK_REGION_THREAD_CACHE); }
 TEST(HybridStress, LockFreeNoCache) { stress(0); }
-TEST(HybridStress, Spinlocked) { stress(BRISK_REGION_SPINLOCK); }
 
 class HybridDeathTest : public ::testing::Test {
  protected:

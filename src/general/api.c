@@ -1,9 +1,9 @@
 /*
- * api.c — the brisk_* functions of <brisk.h> over the fast paths in alloc.h,
+ * api.c — the brisk_* functions of <brisk/malloc.h> over the fast paths in alloc.h,
  * plus what every entry point shares: aligned allocation, realloc and usable
  * size.
  */
-#include "brisk.h"
+#include <brisk/malloc.h>
 #include "general/alloc.h"
 #include "general/size_class.h"
 #include "os/os.h"

@@ -47,6 +47,10 @@ _Static_assert(sizeof(brisk_segment_t) + (BRISK_SEGMENT_SIZE >> BRISK_SMALL_PAGE
                                              sizeof(brisk_page_t) <=
                    ((size_t)1 << BRISK_SMALL_PAGE_SHIFT),
                "a segment's header must fit in its page 0");
+/* Pages are decommitted whole: each must be whole OS pages, whatever the
+ * OS page size (os.h). */
+_Static_assert(((size_t)1 << BRISK_SMALL_PAGE_SHIFT) % BRISK_OS_MAX_PAGE_SIZE == 0,
+               "a page is a whole number of OS pages");
 
 static size_t page_index(const brisk_segment_t *segment, const brisk_page_t *page) {
   return (size_t)(page - segment->pages);

@@ -27,7 +27,7 @@
  * each heap publishes its change in steps of BRISK_STATS_PUBLISH_BYTES.
  */
 #define _GNU_SOURCE
-#include "brisk.h"
+#include <brisk/stats.h>
 #include "general/internal.h"
 #include "general/options.h"
 #include "general/size_class.h"
@@ -46,7 +46,7 @@
 #include <time.h>
 #include <unistd.h>
 
-_Static_assert(BRISK_STATS_CLASSES == BRISK_CLASS_COUNT, "brisk.h's class count is the allocator's");
+_Static_assert(BRISK_STATS_CLASSES == BRISK_CLASS_COUNT, "brisk/stats.h's class count is the allocator's");
 
 _Atomic(int64_t) _brisk_global_stats[BRISK_STAT_COUNT];
 _Atomic(int64_t) _brisk_class_pages[BRISK_CLASS_COUNT];

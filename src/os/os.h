@@ -25,7 +25,16 @@
 
 #include "base/base.h"
 
-/* The OS page size (4 KiB on x86-64 Linux). */
+/*
+ * The OS page size, read from the system at the first call and kept (4 KiB
+ * on x86-64; 4, 16 or 64 KiB on arm64). brisk runs with any power of two
+ * from BRISK_OS_MIN_PAGE_SIZE to BRISK_OS_MAX_PAGE_SIZE and stops with a
+ * message on any other: what needs a page size at compile time uses these
+ * bounds (a fifo's control block fits the smallest page; the general
+ * allocator's pages, 64 KiB and up, are whole OS pages for any).
+ */
+#define BRISK_OS_MIN_PAGE_SIZE ((size_t)4 << 10)
+#define BRISK_OS_MAX_PAGE_SIZE ((size_t)64 << 10)
 BRISK_HIDDEN size_t _brisk_os_page_size(void);
 
 /*

@@ -10,11 +10,33 @@
 #include <signal.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/auxv.h>
 #include <sys/mman.h>
 #include <time.h>
 #include <unistd.h>
 
-size_t _brisk_os_page_size(void) { return 4096; }
+/* The page size once read; 0 before. Relaxed: threads that race to read
+ * it first all store the same value, and nothing else is published. */
+static _Atomic size_t page_size;
+
+/* The auxiliary vector's AT_PAGESZ, which the kernel wrote at exec: no
+ * system call, no allocation, safe before libc is fully up. */
+static BRISK_COLD size_t read_page_size(void) {
+  size_t page = (size_t)getauxval(AT_PAGESZ);
+  if (page == 0) page = (size_t)sysconf(_SC_PAGESIZE);
+  if (!brisk_is_power_of_two(page) || page < BRISK_OS_MIN_PAGE_SIZE ||
+      page > BRISK_OS_MAX_PAGE_SIZE) {
+    _brisk_os_write_error("brisk: the OS page size is not one brisk supports (4 KiB to 64 KiB)\n");
+    _brisk_os_abort();
+  }
+  atomic_store_explicit(&page_size, page, memory_order_relaxed);
+  return page;
+}
+
+size_t _brisk_os_page_size(void) {
+  size_t page = atomic_load_explicit(&page_size, memory_order_relaxed);
+  return BRISK_LIKELY(page != 0) ? page : read_page_size();
+}
 
 /* Adds n to a caller's count of system calls (os.h: `calls`), if it keeps one. */
 static inline void add_calls(size_t *calls, size_t n) {
