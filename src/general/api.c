@@ -130,10 +130,10 @@ void *brisk_realloc(void *p, size_t size) {
     uintptr_t owner = brisk_load_relaxed(&page->owner);
     if (BRISK_LIKELY(owner != 0 && !(owner & BRISK_OWNER_ALIGNED) &&
                      segment->kind != BRISK_KIND_HUGE)) {
-      if (_brisk_page_block_start(page, p) != (uint8_t *)p) {
-        brisk_fatal_pointer("realloc", p, "not the start of a block");
+      if (!brisk_page_is_block_start(page, address)) {
+        _brisk_fatal_not_block_start("realloc", p, page);
       }
-      size_t usable = page->block_size;
+      size_t usable = brisk_page_block_size(page);
       if (size <= usable && size >= usable / 2) return p;
       return realloc_move(p, usable, size);
     }

@@ -109,8 +109,10 @@ brisk_segment_t *_brisk_segment_resize(brisk_segment_t *segment, size_t new_size
   }
   brisk_store_relaxed(map_slot(moved), page_shift);
   moved->mapped_size = new_size;
-  /* The header travelled with the pages; its one absolute pointer did not. */
-  moved->pages[0].start = (uint8_t *)moved + (moved->pages[0].start - (uint8_t *)segment);
+  /* The header travelled with the pages; the block's address (its low bits
+   * in the descriptor) did not. */
+  uint32_t block_offset = moved->pages[0].start_low - (uint32_t)(uintptr_t)segment;
+  brisk_page_set_start(&moved->pages[0], (uint8_t *)moved + block_offset);
   return moved;
 }
 

@@ -72,7 +72,7 @@ void _brisk_page_fold_stats(brisk_heap_t *heap, brisk_page_t *page) {
   int64_t live_change = (int64_t)live - (int64_t)page->live_at_fold;
   if (live_change == 0) return;
   page->live_at_fold = (uint16_t)live; /* a page holds at most 65535 blocks */
-  _brisk_heap_stats_in_use(heap, live_change * (int64_t)page->block_size);
+  _brisk_heap_stats_in_use(heap, live_change * (int64_t)brisk_page_block_size(page));
 }
 
 void _brisk_heap_stats_in_use(brisk_heap_t *heap, int64_t bytes) {

@@ -111,7 +111,11 @@ typedef struct brisk_page_s {
   };
   brisk_block_t *local_free;     /* owner's frees land here (owner only) */
   uint32_t used;                 /* blocks handed out, with BRISK_PAGE_FULL_FLAG */
-  uint32_t block_size;
+  /* The low 32 bits of the first block's address (brisk_page_start gives
+   * the whole address): free()'s fast path takes a block's offset in the
+   * page from it in 32 bits. The block size comes from class_index
+   * (brisk_page_block_size). */
+  uint32_t start_low;
   _Atomic(uintptr_t) owner;      /* heap address | BRISK_OWNER_ALIGNED; 0 when free */
   uint16_t capacity;             /* blocks carved into lists so far */
   uint16_t reserved;             /* blocks the page can hold */
@@ -123,7 +127,10 @@ typedef struct brisk_page_s {
   /* Statistics (owner only): the live blocks when the page last told its
    * heap (_brisk_page_fold_stats). In the padding: the descriptor stays 64 B. */
   uint16_t live_at_fold;
-  uint8_t *start;                /* first block */
+  /* ceil(2^64 / block size): offset / block size is one multiplication,
+   * and "is offset a multiple of the block size" one more test
+   * (brisk_page_is_block_start). 0 for a huge segment's page. */
+  uint64_t block_magic;
   struct brisk_page_s *next;     /* class queue, full list, or purge list */
   struct brisk_page_s *prev;
 } brisk_page_t;
