@@ -110,17 +110,14 @@ BRISK_EXPORT void *__libc_valloc(size_t size) { return valloc(size); }
 BRISK_EXPORT void *__libc_pvalloc(size_t size) { return pvalloc(size); }
 
 /* ---- C23: free with the size (and alignment) the block was asked with.
- * The size is a promise brisk does not need; a debug build checks it. ---- */
+ * brisk does not need either; both are checked against the block in every
+ * build, since a wrong one is a caller's bug worth naming, and the lookup
+ * costs little next to free itself. ---- */
 
 static void check_freed_size(void *p, size_t size) {
-#ifdef BRISK_DEBUG
   if (p != NULL && brisk_usable_size(p) < size) {
     _brisk_os_fatal_pointer("free_sized", p, "size larger than the block");
   }
-#else
-  (void)p;
-  (void)size;
-#endif
 }
 
 BRISK_EXPORT void free_sized(void *p, size_t size);
@@ -131,13 +128,9 @@ BRISK_EXPORT void free_sized(void *p, size_t size) {
 
 BRISK_EXPORT void free_aligned_sized(void *p, size_t alignment, size_t size);
 BRISK_EXPORT void free_aligned_sized(void *p, size_t alignment, size_t size) {
-#ifdef BRISK_DEBUG
   if (p != NULL && ((uintptr_t)p & (alignment - 1)) != 0) {
     _brisk_os_fatal_pointer("free_aligned_sized", p, "not aligned as stated");
   }
-#else
-  (void)alignment;
-#endif
   check_freed_size(p, size);
   brisk_free_inline(p);
 }
