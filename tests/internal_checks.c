@@ -36,3 +36,7 @@ uint64_t brisk_test_block_start_errors(uint64_t *checked) {
   }
   return errors;
 }
+
+void brisk_test_validate_own_heap(void) { _brisk_heap_validate(_brisk_tls_heap); }
+
+void brisk_test_validate_idle_heaps(void) { _brisk_heaps_validate_idle(); }

@@ -16,6 +16,12 @@ extern "C" {
 // block size. *checked counts the offsets tried.
 uint64_t brisk_test_block_start_errors(uint64_t *checked);
 
+// The general allocator's heap validator (src/general/validate.c): the
+// calling thread's heap, and every heap no thread owns. Either prints
+// "brisk: heap check: ..." and aborts at the first broken invariant.
+void brisk_test_validate_own_heap(void);
+void brisk_test_validate_idle_heaps(void);
+
 #ifdef __cplusplus
 }
 #endif

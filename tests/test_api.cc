@@ -414,6 +414,47 @@ TEST_F(BriskApiDeathTest, DoubleFreeOfLastSmallBlockAborts) {
       "brisk.*0x.*double free");
 }
 
+// The heap validator: a heap that only saw correct calls passes; a double
+// free that free()'s fast path cannot see (p, q, p with a neighbour still
+// live) is named at the next check.
+TEST(BriskValidate, AHeapThatSawOnlyCorrectCallsPasses) {
+  std::vector<void *> blocks;
+  for (int i = 0; i < 20000; i++) blocks.push_back(brisk_malloc(static_cast<size_t>(8 + i % 3000)));
+  for (size_t i = 0; i < blocks.size(); i += 2) brisk_free(blocks[i]);
+  brisk_test_validate_own_heap();
+  for (size_t i = 1; i < blocks.size(); i += 2) brisk_free(blocks[i]);
+  brisk_test_validate_own_heap();
+}
+
+TEST_F(BriskApiDeathTest, ValidatorNamesADoubleFreeTheFastPathMissed) {
+  EXPECT_DEATH(
+      {
+        void *p = brisk_malloc(72);
+        void *q = brisk_malloc(72);
+        void *neighbour = brisk_malloc(72);
+        escape(neighbour);
+        brisk_free(p);
+        brisk_free(q);
+        brisk_free(p);
+        brisk_test_validate_own_heap();
+      },
+      "brisk: heap check: a block is free twice");
+}
+
+TEST_F(BriskApiDeathTest, ValidatorNamesAFreeListLeavingItsPage) {
+  EXPECT_DEATH(
+      {
+        void *p = brisk_malloc(72);
+        void *neighbour = brisk_malloc(72);
+        escape(neighbour);
+        brisk_free(p);
+        static char elsewhere[64];
+        *static_cast<void **>(p) = elsewhere;  // a write after free over the link
+        brisk_test_validate_own_heap();
+      },
+      "brisk: heap check: a free list leaves its page");
+}
+
 // An interior pointer freed by a thread that does not own the page.
 TEST_F(BriskApiDeathTest, CrossThreadFreeOfInteriorPointerAborts) {
   EXPECT_DEATH(

@@ -15,6 +15,7 @@
 #include <utility>
 #include <vector>
 
+#include "internal_checks.h"
 #include "test_util.h"
 
 using brisk_test::block_seed;
@@ -141,6 +142,7 @@ class StressRun {
         while (bytes < kPeakBytesPerThread && allocate(thread, rng, serial, live)) {
           bytes += live.back().size;
         }
+        brisk_test_validate_own_heap();  // a quiet point: every block is live
         pthread_barrier_wait(&peak_reached_);
         pthread_barrier_wait(&peak_measured_);
       } else {
@@ -151,6 +153,7 @@ class StressRun {
     // Blocks may arrive after a thread's last round: drain once all are sent.
     pthread_barrier_wait(&all_sent_);
     for (const Block &b : inboxes_[thread].take_all()) check_and_free(b);
+    brisk_test_validate_own_heap();
   }
 
   Inbox inboxes_[kThreads];
@@ -167,6 +170,7 @@ TEST(BriskStress, CrossThreadFreesKeepEveryBlockIntactAndRssFalls) {
   const size_t rss_peak = brisk_test::rss_bytes();
   run.release_peak();
   run.join();
+  brisk_test_validate_idle_heaps();  // the workers' heaps, abandoned now
   const size_t rss_after = brisk_test::rss_bytes();
 
   EXPECT_EQ(run.failures(), 0);

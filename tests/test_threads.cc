@@ -20,6 +20,7 @@
 #include <thread>
 #include <vector>
 
+#include "internal_checks.h"
 #include "test_util.h"
 
 using brisk_test::block_seed;
@@ -93,6 +94,7 @@ TEST(BriskThreads, CreateExitChurnKeepsRssBounded) {
     if (cycle + 1 == checkpoint) rss_at_checkpoint = brisk_test::rss_bytes();
   }
   EXPECT_EQ(failures, 0);
+  brisk_test_validate_idle_heaps();  // the exited threads' heaps, abandoned or tidied
   if (kSanitized) return;  // shadow memory makes RSS meaningless there
   // A checkpoint never reached would leave 0 here, and the bound below
   // would test nothing but the allowance.

@@ -308,6 +308,9 @@ void _brisk_heap_housekeeping(brisk_heap_t *heap) {
    * looked at under the memory lock only. */
   _brisk_heap_purge(heap, now, BRISK_PURGE_DELAY_MS);
   _brisk_huge_cache_trim(heap, now, BRISK_HUGE_CACHE_MAX_AGE_MS);
+  /* Debug builds check the whole heap now and then (every 1024 slow
+   * mallocs): often enough to catch a broken invariant near its cause. */
+  if (BRISK_DEBUG && (heap->generic_calls & 1023) == 0) _brisk_heap_validate(heap);
 }
 
 void _brisk_heap_collect(brisk_heap_t *heap) {
@@ -336,6 +339,17 @@ void _brisk_heaps_trim_others(brisk_heap_t *self) {
 void _brisk_heaps_for_each(void (*fn)(brisk_heap_t *heap, void *context), void *context) {
   pthread_mutex_lock(&heaps_lock);
   for (brisk_heap_t *heap = all_heaps; heap != NULL; heap = heap->next_all) fn(heap, context);
+  pthread_mutex_unlock(&heaps_lock);
+}
+
+void _brisk_heaps_validate_idle(void) {
+  pthread_mutex_lock(&heaps_lock);
+  for (brisk_heap_t *heap = all_heaps; heap != NULL; heap = heap->next_all) {
+    if (heap->is_empty_heap || !brisk_load_relaxed(&heap->abandoned)) continue;
+    if (!drain_lock_try(heap)) continue; /* being tidied by another thread */
+    if (brisk_load_relaxed(&heap->abandoned)) _brisk_heap_validate(heap);
+    drain_lock_release(heap);
+  }
   pthread_mutex_unlock(&heaps_lock);
 }
 

@@ -290,6 +290,12 @@ BRISK_HIDDEN void _brisk_stats_start(void);
  * heap's. */
 BRISK_HIDDEN void _brisk_heap_lock_memory(brisk_heap_t *heap);
 BRISK_HIDDEN void _brisk_heap_unlock_memory(brisk_heap_t *heap);
+/* validate.c: check every structure of the heap against the others; one
+ * "brisk: heap check: ..." line and abort at the first disagreement (the
+ * heap's owner, or the holder of an abandoned heap's drain_lock). */
+BRISK_HIDDEN void _brisk_heap_validate(brisk_heap_t *heap);
+/* heap.c: _brisk_heap_validate on every heap no thread owns. */
+BRISK_HIDDEN void _brisk_heaps_validate_idle(void);
 /* heap.c: call fn for every heap ever made (under heaps_lock). */
 BRISK_HIDDEN void _brisk_heaps_for_each(void (*fn)(brisk_heap_t *heap, void *context),
                                         void *context);
