@@ -31,6 +31,18 @@
 #define BRISK_DEBUG 0
 #endif
 
+/* An internal invariant, checked in debug builds and compiled out (though
+ * still type-checked) in release: "brisk: internal check failed: CONDITION
+ * (FILE:LINE)" and abort. */
+#define BRISK_ASSERT(condition)                                          \
+  do {                                                                   \
+    if (BRISK_DEBUG && __builtin_expect(!(condition), 0)) {              \
+      _brisk_assert_failed(#condition, __FILE__, __LINE__);              \
+    }                                                                    \
+  } while (0)
+__attribute__((visibility("hidden"), noreturn, cold)) void _brisk_assert_failed(
+    const char *condition, const char *file, int line);
+
 /* For racy-by-design reads (a lock-free list's link word in pool.c, a
  * statistics snapshot of counts their owner keeps without atomics):
  * keeps ThreadSanitizer from instrumenting those loads. */

@@ -37,6 +37,8 @@
 static void queue_head_changed(brisk_heap_t *heap, size_t class_index);
 
 static void retire_page(brisk_heap_t *heap, brisk_page_t *page) {
+  BRISK_ASSERT(page->used == 0 && !page->in_full_list);
+  BRISK_ASSERT(heap->pinned[page->class_index] != page);
   size_t class_index = page->class_index;
   brisk_page_queue_t *queue = &heap->queues[class_index];
   bool was_head = queue->head == page;

@@ -180,6 +180,7 @@ static brisk_segment_t *segment_new(brisk_heap_t *heap, brisk_segment_kind_t kin
 }
 
 static void segment_release(brisk_heap_t *heap, brisk_segment_t *segment) {
+  BRISK_ASSERT(segment->used_pages == 0 && segment->heap == heap);
   for (size_t i = 0; i < segment->page_count; i++) {
     if (segment->pages[i].in_purge_list) purge_list_remove(heap, &segment->pages[i]);
   }
@@ -230,6 +231,7 @@ static brisk_page_t *page_alloc(brisk_heap_t *heap, brisk_segment_kind_t kind) {
   if (segment->used_pages == segment->page_count - 1) available_remove(heap, segment);
 
   brisk_page_t *page = &segment->pages[index];
+  BRISK_ASSERT(index != 0 && !page->in_use && brisk_load_relaxed(&page->owner) == 0);
   if (page->in_purge_list) purge_list_remove(heap, page);
   page->in_use = 1;
   brisk_global_stat_add(BRISK_STAT_PAGES_IN_USE, 1);
@@ -260,6 +262,8 @@ void _brisk_segment_page_free(brisk_heap_t *heap, brisk_page_t *page) {
   _brisk_heap_lock_memory(heap);
   brisk_segment_t *segment = brisk_segment_of((uintptr_t)page);
   size_t index = page_index(segment, page);
+  BRISK_ASSERT(page->in_use && segment->heap == heap && segment->used_pages > 0);
+  BRISK_ASSERT((segment->free_pages[index / 64] & ((uint64_t)1 << (index % 64))) == 0);
   uint64_t now_ms = _brisk_os_now_ms();
   brisk_store_relaxed(&page->owner, 0);
   page->in_use = 0;

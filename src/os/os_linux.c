@@ -8,6 +8,7 @@
 #include <errno.h>
 #include <fcntl.h>
 #include <signal.h>
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <sys/auxv.h>
@@ -327,6 +328,14 @@ void _brisk_os_write_error(const char *message) {
 }
 
 void _brisk_os_abort(void) { abort(); }
+
+void _brisk_assert_failed(const char *condition, const char *file, int line) {
+  char message[512];
+  snprintf(message, sizeof message, "brisk: internal check failed: %s (%s:%d)\n", condition, file,
+           line);
+  _brisk_os_write_error(message);
+  abort();
+}
 
 void _brisk_os_fatal_pointer(const char *caller, const void *p, const char *why) {
   static const char digits[] = "0123456789abcdef";
