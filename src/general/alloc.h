@@ -70,8 +70,9 @@ BRISK_INLINE void brisk_free_inline(void *p) {
     /* A pointer inside a block (free(p + 32)) must not stay on the list,
      * where malloc would hand it out over live blocks. Tested after the
      * push, which leaves p's register free for the test; the failure path
-     * reads p back from local_free and aborts. */
-    if (BRISK_UNLIKELY(!brisk_page_is_block_start(page, address))) {
+     * reads p back from local_free and aborts. (The secure build tested it
+     * before the push.) */
+    if (!BRISK_SECURE && BRISK_UNLIKELY(!brisk_page_is_block_start(page, address))) {
       _brisk_free_local_not_block_start(page);
     }
     /* One test for "now empty" and for the full flag (the sign bit). */
