@@ -43,6 +43,14 @@
 __attribute__((visibility("hidden"), noreturn, cold)) void _brisk_assert_failed(
     const char *condition, const char *file, int line);
 
+/* The secure build (libbrisk-secure.so; CMake defines BRISK_SECURE=1 for its
+ * targets): encoded and checked free lists, double-free tags, canaries after
+ * each block's requested size. Tested as `if (BRISK_SECURE)`, so the release
+ * build compiles the same code with the checks folded away. */
+#ifndef BRISK_SECURE
+#define BRISK_SECURE 0
+#endif
+
 /* For racy-by-design reads (a lock-free list's link word in pool.c, a
  * statistics snapshot of counts their owner keeps without atomics):
  * keeps ThreadSanitizer from instrumenting those loads. */

@@ -5,6 +5,8 @@
  *   brisk_malloc_inline(size)
  *     size <= 1 KiB and the page has a free block: pop it        (fast)
  *     else _brisk_malloc_generic                                  (page.c)
+ *   (secure build: brisk_malloc_inline is _brisk_secure_malloc, secure.c,
+ *    which adds the canary; free checks the block first, secure.c)
  *   brisk_free_inline(p)
  *     p's segment slot is not brisk's (NULL, a foreign pointer, a
  *       segment-aligned huge block): _brisk_free_generic          (free.c)
@@ -23,14 +25,15 @@
 
 #include "general/internal.h"
 
-BRISK_INLINE void *brisk_malloc_inline(size_t size) {
+/* malloc without the secure build's canary (brisk_malloc_inline). */
+BRISK_INLINE void *brisk_malloc_raw(size_t size) {
   brisk_heap_t *heap = _brisk_tls_heap;
   if (BRISK_LIKELY(size <= BRISK_DIRECT_MAX)) {
     size_t word = (size + 7) >> 3;
     brisk_page_t *page = heap->direct[word];
     brisk_block_t *block = page->free;
     if (BRISK_LIKELY(block != NULL)) {
-      page->free = block->next;
+      page->free = brisk_page_pop(page, block);
       page->used++;
       /* Statistics: two plain adds to the heap's own lines. */
       heap->small_allocations_unfolded[word]++;
@@ -39,6 +42,11 @@ BRISK_INLINE void *brisk_malloc_inline(size_t size) {
     }
   }
   return _brisk_malloc_generic(size, heap, false);
+}
+
+BRISK_INLINE void *brisk_malloc_inline(size_t size) {
+  if (BRISK_SECURE) return _brisk_secure_malloc(size);
+  return brisk_malloc_raw(size);
 }
 
 BRISK_INLINE void brisk_free_inline(void *p) {
@@ -54,13 +62,17 @@ BRISK_INLINE void brisk_free_inline(void *p) {
   brisk_heap_t *heap = _brisk_tls_heap;
   if (BRISK_LIKELY(brisk_load_relaxed(&page->owner) == (uintptr_t)heap)) {
     brisk_block_t *block = (brisk_block_t *)p;
-    block->next = page->local_free;
-    page->local_free = block;
+    if (BRISK_SECURE) {
+      if (!brisk_page_is_block_start(page, address)) _brisk_fatal_not_block_start("free", p, page);
+      _brisk_secure_free_check("free", page, p);
+    }
+    brisk_page_push(page, &page->local_free, block);
     /* A pointer inside a block (free(p + 32)) must not stay on the list,
      * where malloc would hand it out over live blocks. Tested after the
      * push, which leaves p's register free for the test; the failure path
-     * reads p back from local_free and aborts. */
-    if (BRISK_UNLIKELY(!brisk_page_is_block_start(page, address))) {
+     * reads p back from local_free and aborts. (The secure build tested it
+     * before the push.) */
+    if (!BRISK_SECURE && BRISK_UNLIKELY(!brisk_page_is_block_start(page, address))) {
       _brisk_free_local_not_block_start(page);
     }
     /* One test for "now empty" and for the full flag (the sign bit). */

@@ -17,6 +17,29 @@ static brisk_heap_t *current_heap(void) {
   return heap;
 }
 
+/* Mark a page as one that holds blocks handed out at an interior address. */
+static void page_mark_aligned(uint8_t *block) {
+  brisk_segment_t *segment = brisk_segment_of((uintptr_t)block);
+  brisk_page_t *page = brisk_page_of(segment, (uintptr_t)block);
+  uintptr_t owner = brisk_load_relaxed(&page->owner);
+  brisk_store_relaxed(&page->owner, owner | BRISK_OWNER_ALIGNED);
+}
+
+/* The secure build's aligned blocks of a size class: always over-allocated
+ * (an interior address when the block start is not aligned), with room for
+ * the canary and trailer after the requested size. */
+static void *secure_malloc_aligned(brisk_heap_t *heap, size_t size, size_t alignment, bool zero) {
+  size_t padded = size + alignment - 1 + BRISK_SECURE_OVERHEAD;
+  if (padded > BRISK_LARGE_MAX) return _brisk_huge_alloc(heap, size, alignment, zero);
+  uint8_t *block = brisk_malloc_raw(padded);
+  if (block == NULL) return NULL;
+  uint8_t *aligned = (uint8_t *)brisk_align_up((uintptr_t)block, alignment);
+  if (aligned != block) page_mark_aligned(block);
+  brisk_secure_stamp(block, brisk_class_to_size(brisk_size_to_class(padded)), aligned, size);
+  if (zero) memset(aligned, 0, size);
+  return aligned;
+}
+
 void *_brisk_malloc_aligned(size_t size, size_t alignment, bool zero) {
   if (alignment <= 8) return zero ? brisk_calloc(1, size) : brisk_malloc_inline(size);
   if (size > PTRDIFF_MAX) {
@@ -26,7 +49,7 @@ void *_brisk_malloc_aligned(size_t size, size_t alignment, bool zero) {
   /* A class whose block size is a multiple of the alignment hands out
    * aligned blocks: page starts are 4 KiB-aligned at least. */
   size_t rounded = brisk_align_up(size == 0 ? 1 : size, alignment);
-  if (rounded <= BRISK_LARGE_MAX && alignment <= 4096 &&
+  if (!BRISK_SECURE && rounded <= BRISK_LARGE_MAX && alignment <= 4096 &&
       brisk_class_to_size(brisk_size_to_class(rounded)) % alignment == 0) {
     void *p = brisk_malloc_inline(rounded);
     if (p != NULL && zero) memset(p, 0, size);
@@ -37,6 +60,7 @@ void *_brisk_malloc_aligned(size_t size, size_t alignment, bool zero) {
     errno = ENOMEM;
     return NULL;
   }
+  if (BRISK_SECURE) return secure_malloc_aligned(heap, size, alignment, zero);
   size_t padded = size + alignment - 1;
   if (padded > BRISK_LARGE_MAX) return _brisk_huge_alloc(heap, size, alignment, zero);
 
@@ -45,12 +69,7 @@ void *_brisk_malloc_aligned(size_t size, size_t alignment, bool zero) {
   uint8_t *block = _brisk_malloc_generic(padded, heap, false);
   if (block == NULL) return NULL;
   uint8_t *aligned = (uint8_t *)brisk_align_up((uintptr_t)block, alignment);
-  if (aligned != block) {
-    brisk_segment_t *segment = brisk_segment_of((uintptr_t)block);
-    brisk_page_t *page = brisk_page_of(segment, (uintptr_t)block);
-    uintptr_t owner = brisk_load_relaxed(&page->owner);
-    brisk_store_relaxed(&page->owner, owner | BRISK_OWNER_ALIGNED);
-  }
+  if (aligned != block) page_mark_aligned(block);
   if (zero) memset(aligned, 0, size);
   return aligned;
 }
@@ -68,7 +87,10 @@ void *brisk_calloc(size_t count, size_t size) {
     return NULL;
   }
   brisk_heap_t *heap = _brisk_tls_heap;
-  if (BRISK_LIKELY(total <= BRISK_DIRECT_MAX)) {
+  /* The secure build's blocks of a size class take their canary from
+   * brisk_malloc_inline. */
+  if (BRISK_SECURE ? total <= BRISK_LARGE_MAX - BRISK_SECURE_OVERHEAD
+                   : BRISK_LIKELY(total <= BRISK_DIRECT_MAX)) {
     void *p = brisk_malloc_inline(total);
     if (p != NULL) memset(p, 0, total);
     return p;
@@ -114,12 +136,31 @@ static void *realloc_move(void *p, size_t usable, size_t size) {
   return q;
 }
 
+/* The secure build's realloc: the block's checks (a freed block, an
+ * overflow) through _brisk_block_usable_size, which gives the requested
+ * size; a block of a size class always moves, so its canary follows the new
+ * size. */
+static void *secure_realloc(void *p, size_t size) {
+  brisk_segment_t *segment = _brisk_checked_segment(p, "realloc");
+  if (segment->kind == BRISK_KIND_HUGE && size > BRISK_LARGE_MAX) {
+    void *resized = _brisk_huge_realloc(segment, p, size);
+    if (resized != NULL) return resized;
+  }
+  size_t usable = _brisk_block_usable_size(segment, p, "realloc");
+  void *q = brisk_malloc_inline(size);
+  if (q == NULL) return NULL; /* p stays intact; errno is ENOMEM */
+  memcpy(q, p, size < usable ? size : usable);
+  brisk_free_inline(p);
+  return q;
+}
+
 void *brisk_realloc(void *p, size_t size) {
   if (p == NULL) return brisk_malloc_inline(size);
   if (size == 0) {
     brisk_free_inline(p);
     return NULL;
   }
+  if (BRISK_SECURE) return secure_realloc(p, size);
   /* A live block of a size class, the common case: the segment map, owner
    * and block-start checks of the slow path, in a few instructions. A block
    * is kept when the new size fits and wastes at most half of it. */

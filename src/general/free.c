@@ -189,6 +189,18 @@ void _brisk_fatal_not_block_start(const char *caller, const void *p, const brisk
   _brisk_os_fatal_pointer(caller, p, m.text);
 }
 
+void _brisk_fatal_block(const char *caller, const void *p, const brisk_page_t *page,
+                        const char *why) {
+  message_t m = {.length = 0};
+  message_add(&m, why);
+  message_add(&m, ", size class ");
+  message_add_number(&m, page->class_index);
+  message_add(&m, " (");
+  message_add_number(&m, brisk_page_block_size(page));
+  message_add(&m, "-byte blocks)");
+  _brisk_os_fatal_pointer(caller, p, m.text);
+}
+
 void _brisk_free_local_not_block_start(brisk_page_t *page) {
   _brisk_fatal_not_block_start("free", page->local_free, page);
 }
@@ -214,6 +226,7 @@ void _brisk_free_not_local(void *p, brisk_page_t *page) {
    * blocks (api.c hands out interior addresses there). */
   brisk_block_t *block = (brisk_block_t *)_brisk_page_block_start(page, p);
   if (block != p && !(owner & BRISK_OWNER_ALIGNED)) _brisk_fatal_not_block_start("free", p, page);
+  if (BRISK_SECURE) _brisk_secure_free_check("free", page, (uint8_t *)block);
   if ((owner & ~(uintptr_t)BRISK_OWNER_ALIGNED) == (uintptr_t)heap) {
     _brisk_page_free_block(heap, page, block);
   } else {
@@ -266,6 +279,7 @@ size_t _brisk_block_usable_size(const brisk_segment_t *segment, const void *p, c
   if (start != (const uint8_t *)p && !(brisk_load_relaxed(&page->owner) & BRISK_OWNER_ALIGNED)) {
     _brisk_fatal_not_block_start(caller, p, page);
   }
+  if (BRISK_SECURE) return _brisk_secure_requested_size(caller, page, start, p);
   return (size_t)(start + brisk_page_block_size(page) - (const uint8_t *)p);
 }
 

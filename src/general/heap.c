@@ -480,6 +480,7 @@ static void process_init(void) {
 
 brisk_heap_t *_brisk_heap_init_thread(bool cold) {
   pthread_mutex_lock(&heaps_lock);
+  if (BRISK_SECURE) _brisk_secure_init();
   brisk_heap_t **link = &abandoned_heaps;
   while (cold && *link != NULL && !atomic_load_explicit(&(*link)->tidied, memory_order_relaxed)) {
     link = &(*link)->next_abandoned;

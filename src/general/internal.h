@@ -83,6 +83,123 @@ BRISK_INLINE bool brisk_page_is_block_start(const brisk_page_t *page, uintptr_t 
   return ((uint64_t)offset * page->block_magic) >> 32 == 0;
 }
 
+/* ---- the secure build (BRISK_SECURE, base.h) ----
+ *
+ * A free block of a size class holds, in the secure build:
+ *   word 0  the free-list link, encoded with a key of its page
+ *           (brisk_link_encode): a write after free or an overflow into
+ *           the block decodes to an address that is not a carved block of
+ *           the page (or NULL), and is caught when malloc pops the block;
+ *   word 1  its free tag (brisk_free_tag), a secret function of its
+ *           address: set by every free, checked by every pop and cleared,
+ *           so a free that finds it set is a double free (any thread, any
+ *           order), and a pop that misses it a write after free.
+ * A live block is asked for 16 bytes more than the caller's size: 8 bytes
+ * of canary right after the requested size and, in the block's last 8
+ * bytes, the offset of the requested end from the block start, encoded
+ * (brisk_trailer_key); free and realloc check both (secure.c).
+ *
+ * The page descriptor is 64 bytes with no room for a key, so a page's key
+ * is two process-wide random words mixed with the descriptor's address.
+ * In the release build every helper here is the identity or nothing. */
+
+BRISK_INLINE uint64_t brisk_rotate_left(uint64_t x, unsigned r) {
+  r &= 63;
+  return (x << r) | (x >> ((64 - r) & 63));
+}
+
+/* Random, set once before the first page exists (_brisk_secure_init). */
+extern BRISK_HIDDEN uint64_t _brisk_secure_keys[2];
+BRISK_HIDDEN void _brisk_secure_init(void);
+
+/* Bytes the secure build adds to each request of a size class. */
+#define BRISK_SECURE_OVERHEAD ((size_t)16)
+
+typedef uint64_t brisk_word_t __attribute__((may_alias));
+
+BRISK_INLINE brisk_block_t *brisk_link_encode(const brisk_page_t *page, brisk_block_t *next) {
+  if (!BRISK_SECURE) return next;
+  uint64_t x = (uintptr_t)next ^ (uintptr_t)page ^ _brisk_secure_keys[0];
+  return (brisk_block_t *)(uintptr_t)(brisk_rotate_left(x, (unsigned)_brisk_secure_keys[1]) +
+                                      _brisk_secure_keys[1]);
+}
+
+BRISK_INLINE brisk_block_t *brisk_link_decode(const brisk_page_t *page, brisk_block_t *stored) {
+  if (!BRISK_SECURE) return stored;
+  uint64_t x = brisk_rotate_left((uintptr_t)stored - _brisk_secure_keys[1],
+                                 64 - ((unsigned)_brisk_secure_keys[1] & 63));
+  return (brisk_block_t *)(uintptr_t)(x ^ (uintptr_t)page ^ _brisk_secure_keys[0]);
+}
+
+/* Whether next is NULL or the start of a block the page has carved: its
+ * offset below 2^32, a multiple of the block size (n * c mod 2^64 < c for
+ * c = ceil(2^64 / d), Lemire, Kaser and Kurz) and its index below capacity
+ * (the high half of the same product). */
+BRISK_INLINE bool brisk_link_is_valid(const brisk_page_t *page, const brisk_block_t *next) {
+  if (next == NULL) return true;
+  uint64_t offset = (uint64_t)((uintptr_t)next - (uintptr_t)brisk_page_start(page));
+  unsigned __int128 product = (unsigned __int128)offset * page->block_magic;
+  return (offset >> 32) == 0 && (uint64_t)product < page->block_magic &&
+         (uint64_t)(product >> 64) < page->capacity;
+}
+
+BRISK_INLINE uint64_t brisk_free_tag(const void *block) {
+  return ((uintptr_t)block ^ _brisk_secure_keys[0]) * (_brisk_secure_keys[1] | 1);
+}
+
+BRISK_INLINE uint64_t brisk_trailer_key(const void *block) {
+  return brisk_rotate_left((uintptr_t)block ^ _brisk_secure_keys[1], 29) + _brisk_secure_keys[0];
+}
+
+BRISK_INLINE uint64_t brisk_canary(const void *block) {
+  return brisk_rotate_left((uintptr_t)block + _brisk_secure_keys[0], 41) ^ _brisk_secure_keys[1];
+}
+
+/* A popped block's checks failed: name it ("write after free"), abort. */
+BRISK_HIDDEN BRISK_NORETURN BRISK_COLD void _brisk_secure_fatal_pop(const brisk_page_t *page,
+                                                                   const brisk_block_t *block);
+
+/* The block malloc pops from page: returns the next free block. The secure
+ * build checks the link and the free tag and clears the tag. */
+BRISK_INLINE brisk_block_t *brisk_page_pop(brisk_page_t *page, brisk_block_t *block) {
+  brisk_block_t *next = brisk_link_decode(page, block->next);
+  if (BRISK_SECURE) {
+    brisk_word_t *words = (brisk_word_t *)block;
+    if (BRISK_UNLIKELY(!brisk_link_is_valid(page, next) || words[1] != brisk_free_tag(block))) {
+      _brisk_secure_fatal_pop(page, block);
+    }
+    words[1] = 0;
+  }
+  return next;
+}
+
+/* Push block on a list of page whose head is *head. */
+BRISK_INLINE void brisk_page_push(const brisk_page_t *page, brisk_block_t **head,
+                                  brisk_block_t *block) {
+  block->next = brisk_link_encode(page, *head);
+  *head = block;
+}
+
+/* Secure build: check a block start of a size-class page that is being
+ * freed (caller: "free", "realloc", ...) and tag it free: a set free tag is a
+ * double free, a bad canary or trailer an overflow; each aborts. */
+BRISK_HIDDEN void _brisk_secure_free_check(const char *caller, const brisk_page_t *page,
+                                           uint8_t *block);
+/* Secure build: the same checks without the tag; the bytes the caller asked
+ * for from p (inside block) to the requested end. */
+BRISK_HIDDEN size_t _brisk_secure_requested_size(const char *caller, const brisk_page_t *page,
+                                                 const uint8_t *block, const uint8_t *p);
+/* Secure build: malloc(size) with the canary and trailer written. */
+BRISK_HIDDEN void *_brisk_secure_malloc(size_t size);
+/* Secure build: write the canary and trailer of a block of block_size bytes
+ * handed out at p (inside it) for size bytes. */
+BRISK_INLINE void brisk_secure_stamp(uint8_t *block, size_t block_size, uint8_t *p, size_t size) {
+  uint64_t end = (uint64_t)(p - block) + size;
+  uint64_t canary = brisk_canary(block);
+  __builtin_memcpy(block + end, &canary, sizeof canary);
+  *(brisk_word_t *)(block + block_size - 8) = end ^ brisk_trailer_key(block);
+}
+
 /* ---- page queues: a class's pages, the full pages, the purge list ---- */
 
 BRISK_INLINE void brisk_page_queue_push_front(brisk_page_queue_t *queue, brisk_page_t *page) {
@@ -217,6 +334,10 @@ BRISK_HIDDEN BRISK_NORETURN BRISK_COLD void _brisk_free_local_not_block_start(br
 BRISK_HIDDEN BRISK_NORETURN BRISK_COLD void _brisk_fatal_not_block_start(const char *caller,
                                                                         const void *p,
                                                                         const brisk_page_t *page);
+/* "brisk: caller(p): why, size class N (S-byte blocks)", then abort. */
+BRISK_HIDDEN BRISK_NORETURN BRISK_COLD void _brisk_fatal_block(const char *caller, const void *p,
+                                                              const brisk_page_t *page,
+                                                              const char *why);
 /* Find a pointer's segment; aborts with a message if p is not one of brisk's
  * live blocks. Used by free's slow path, usable_size and realloc. */
 BRISK_HIDDEN brisk_segment_t *_brisk_checked_segment(const void *p, const char *caller);

@@ -113,12 +113,50 @@ static size_t page_extend_count(const brisk_page_t *page) {
   return count < PAGE_EXTEND_MIN_BLOCKS ? PAGE_EXTEND_MIN_BLOCKS : count;
 }
 
+/* A thread's random numbers for the secure build's free-list order
+ * (xorshift64*, seeded from the process keys and the thread). */
+static BRISK_TLS uint64_t random_state;
+
+static uint64_t random_next(void) {
+  uint64_t x = random_state;
+  if (x == 0) x = _brisk_secure_keys[0] ^ (uintptr_t)&random_state ^ 0x9E3779B97F4A7C15ull;
+  x ^= x >> 12;
+  x ^= x << 25;
+  x ^= x >> 27;
+  random_state = x;
+  return x * 0x2545F4914F6CDD1Dull;
+}
+
+/* The secure build's page_extend: the count new blocks go on the free list
+ * in a random order (a shuffle), each with its free tag and encoded link. */
+static BRISK_NOINLINE void secure_extend(brisk_page_t *page, uint8_t *first, size_t count,
+                                         size_t block_size) {
+  uint16_t order[PAGE_EXTEND_BYTES / 8]; /* count <= 4096 / 8: blocks are 8 bytes or more */
+  for (size_t i = 0; i < count; i++) order[i] = (uint16_t)i;
+  for (size_t i = count - 1; i > 0; i--) {
+    size_t j = (size_t)(random_next() % (i + 1));
+    uint16_t t = order[i];
+    order[i] = order[j];
+    order[j] = t;
+  }
+  for (size_t i = count; i-- > 0;) {
+    brisk_block_t *block = (brisk_block_t *)(first + (size_t)order[i] * block_size);
+    ((brisk_word_t *)block)[1] = brisk_free_tag(block);
+    brisk_page_push(page, &page->free, block);
+  }
+}
+
 static void page_extend(brisk_page_t *page) {
   size_t remaining = (size_t)page->reserved - page->capacity;
   size_t count = page_extend_count(page);
   if (count > remaining) count = remaining;
   size_t block_size = brisk_page_block_size(page);
   uint8_t *first = brisk_page_start(page) + (size_t)page->capacity * block_size;
+  page->capacity = (uint16_t)(page->capacity + count); /* brisk_link_is_valid reads it */
+  if (BRISK_SECURE) {
+    secure_extend(page, first, count, block_size);
+    return;
+  }
   uint8_t *block = first;
   for (size_t i = 1; i < count; i++) {
     ((brisk_block_t *)block)->next = (brisk_block_t *)(block + block_size);
@@ -126,7 +164,6 @@ static void page_extend(brisk_page_t *page) {
   }
   ((brisk_block_t *)block)->next = page->free;
   page->free = (brisk_block_t *)first;
-  page->capacity = (uint16_t)(page->capacity + count);
 }
 
 static void page_init(brisk_heap_t *heap, brisk_page_t *page, size_t class_index) {
@@ -211,7 +248,7 @@ void *_brisk_malloc_generic(size_t size, brisk_heap_t *heap, bool zero) {
     brisk_page_t *page = heap->queues[brisk_size_to_class(size)].head;
     if (BRISK_LIKELY(page != NULL && page->free != NULL)) {
       brisk_block_t *block = page->free;
-      page->free = block->next;
+      page->free = brisk_page_pop(page, block);
       page->used++;
       heap->class_allocations_unfolded[page->class_index]++;
       heap->bytes_requested_unfolded += size;
@@ -247,7 +284,7 @@ static void *malloc_slow(brisk_heap_t *heap, size_t size, bool zero) {
     }
   }
   brisk_block_t *block = page->free;
-  page->free = block->next;
+  page->free = brisk_page_pop(page, block);
   page->used++;
   heap->class_allocations_unfolded[class_index]++;
   if (zero) memset(block, 0, size);
@@ -281,8 +318,7 @@ void _brisk_page_free_slow(brisk_heap_t *heap, brisk_page_t *page) {
 }
 
 void _brisk_page_free_block(brisk_heap_t *heap, brisk_page_t *page, brisk_block_t *block) {
-  block->next = page->local_free;
-  page->local_free = block;
+  brisk_page_push(page, &page->local_free, block);
   if ((int32_t)--page->used <= 0) _brisk_page_free_slow(heap, page);
 }
 

@@ -122,6 +122,12 @@ BRISK_HIDDEN uint64_t _brisk_os_now_ms(void);
  * False when that cannot be read. */
 BRISK_HIDDEN bool _brisk_os_only_thread_left(void);
 
+/* Fill buffer with random bytes from the kernel (getrandom, without
+ * blocking); where that fails, with bytes mixed from the clock, the
+ * process id and addresses of the randomised layout (AT_RANDOM first).
+ * Allocates nothing. */
+BRISK_HIDDEN void _brisk_os_random(void *buffer, size_t size);
+
 /* Write a message to stderr without allocating. */
 BRISK_HIDDEN void _brisk_os_write_error(const char *message);
 

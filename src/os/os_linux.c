@@ -13,6 +13,7 @@
 #include <string.h>
 #include <sys/auxv.h>
 #include <sys/mman.h>
+#include <sys/random.h>
 #include <time.h>
 #include <unistd.h>
 
@@ -312,6 +313,35 @@ uint64_t _brisk_os_now_ms(void) {
   struct timespec ts;
   clock_gettime(CLOCK_MONOTONIC_COARSE, &ts);
   return (uint64_t)ts.tv_sec * 1000u + (uint64_t)ts.tv_nsec / 1000000u;
+}
+
+void _brisk_os_random(void *buffer, size_t size) {
+  uint8_t *out = buffer;
+  size_t done = 0;
+  while (done < size) {
+    ssize_t n = getrandom(out + done, size - done, GRND_NONBLOCK);
+    if (n <= 0) {
+      if (n < 0 && errno == EINTR) continue;
+      break;
+    }
+    done += (size_t)n;
+  }
+  if (done == size) return;
+  /* No getrandom (an old kernel, a seccomp filter): the kernel's AT_RANDOM
+   * bytes, the clock and this library's own address, through a mixer. */
+  struct timespec ts;
+  clock_gettime(CLOCK_MONOTONIC, &ts);
+  const uint64_t *at_random = (const uint64_t *)getauxval(AT_RANDOM);
+  uint64_t x = (uint64_t)ts.tv_nsec ^ ((uint64_t)ts.tv_sec << 32) ^ (uint64_t)getpid() ^
+               (uint64_t)(uintptr_t)&_brisk_os_random ^ (uint64_t)(uintptr_t)&ts;
+  if (at_random != NULL) x ^= at_random[0] ^ (at_random[1] << 1);
+  for (; done < size; done++) {
+    x += 0x9E3779B97F4A7C15ull; /* splitmix64 */
+    uint64_t z = x;
+    z = (z ^ (z >> 30)) * 0xBF58476D1CE4E5B9ull;
+    z = (z ^ (z >> 27)) * 0x94D049BB133111EBull;
+    out[done] = (uint8_t)(z ^ (z >> 31));
+  }
 }
 
 void _brisk_os_write_error(const char *message) {

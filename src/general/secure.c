@@ -1,0 +1,70 @@
+/*
+ * secure.c — the secure build's checks (BRISK_SECURE; internal.h has the
+ * block layout): the keys, malloc with a canary, the checks of a block
+ * being freed or resized, and the message of a free list found corrupt.
+ * Compiled into both builds; the release build never calls it.
+ */
+#include "general/alloc.h"
+#include "general/size_class.h"
+#include "os/os.h"
+
+#include <errno.h>
+
+uint64_t _brisk_secure_keys[2];
+
+void _brisk_secure_init(void) {
+  /* Called under heaps_lock before the first heap exists, so before any
+   * block is encoded; the keys never change after. */
+  if (_brisk_secure_keys[0] != 0) return;
+  uint64_t keys[2];
+  do {
+    _brisk_os_random(keys, sizeof keys);
+  } while (keys[0] == 0);
+  _brisk_secure_keys[1] = keys[1];
+  _brisk_secure_keys[0] = keys[0];
+}
+
+void *_brisk_secure_malloc(size_t size) {
+  if (size > PTRDIFF_MAX) {
+    errno = ENOMEM;
+    return NULL;
+  }
+  size_t padded = size + BRISK_SECURE_OVERHEAD;
+  uint8_t *p = brisk_malloc_raw(padded);
+  /* Huge blocks (their own mapping) have no canary. */
+  if (BRISK_LIKELY(p != NULL && padded <= BRISK_LARGE_MAX)) {
+    brisk_secure_stamp(p, brisk_class_to_size(brisk_size_to_class(padded)), p, size);
+  }
+  return p;
+}
+
+void _brisk_secure_fatal_pop(const brisk_page_t *page, const brisk_block_t *block) {
+  _brisk_fatal_block("malloc", block, page,
+                     "heap corruption: a free block was written (write after free, or an "
+                     "overflow from the block before)");
+}
+
+size_t _brisk_secure_requested_size(const char *caller, const brisk_page_t *page,
+                                    const uint8_t *block, const uint8_t *p) {
+  const brisk_word_t *words = (const brisk_word_t *)block;
+  if (BRISK_UNLIKELY(words[1] == brisk_free_tag(block))) {
+    _brisk_fatal_block(caller, p, page, "invalid pointer: block is already free (double free?)");
+  }
+  size_t block_size = brisk_page_block_size(page);
+  uint64_t end = *(const brisk_word_t *)(block + block_size - 8) ^ brisk_trailer_key(block);
+  if (BRISK_UNLIKELY(end > block_size - BRISK_SECURE_OVERHEAD || end < (uint64_t)(p - block))) {
+    _brisk_fatal_block(caller, p, page, "heap overflow: the block's end was overwritten");
+  }
+  uint64_t canary;
+  __builtin_memcpy(&canary, block + end, sizeof canary);
+  if (BRISK_UNLIKELY(canary != brisk_canary(block))) {
+    _brisk_fatal_block(caller, p, page, "heap overflow past the requested size");
+  }
+  return (size_t)(end - (uint64_t)(p - block));
+}
+
+void _brisk_secure_free_check(const char *caller, const brisk_page_t *page, uint8_t *block) {
+  _brisk_secure_requested_size(caller, page, block, block);
+  /* Tag it free: a second free of it, by any thread, finds the tag. */
+  ((brisk_word_t *)block)[1] = brisk_free_tag(block);
+}
