@@ -484,7 +484,9 @@ static void zero_dropped(brisk_fifo_t *fifo, char *p, size_t n) {
     char *inner = (char *)brisk_align_up((uintptr_t)p, OS_PAGE);
     char *inner_end = (char *)((uintptr_t)(p + n) & ~(uintptr_t)(OS_PAGE - 1));
     memset(p, 0, (size_t)(inner - p));
-    _brisk_os_decommit(inner, (size_t)(inner_end - inner), &fifo->system_requests);
+    /* Refused (mlock'ed pages, for one), the pages keep their bytes. */
+    if (!_brisk_os_decommit(inner, (size_t)(inner_end - inner), &fifo->system_requests))
+      memset(inner, 0, (size_t)(inner_end - inner));
     memset(inner_end, 0, (size_t)(p + n - inner_end));
   } else {
     memset(p, 0, n);
