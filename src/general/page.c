@@ -236,6 +236,9 @@ static void *malloc_slow(brisk_heap_t *heap, size_t size, bool zero) {
   brisk_page_t *page = heap->queues[class_index].head;
   if (page == NULL || page->free == NULL) {
     page = find_page(heap, class_index);
+    /* Out of memory: what brisk holds unused may be in the way. */
+    if (page == NULL && _brisk_heap_reclaim(heap, BRISK_SEGMENT_SIZE))
+      page = find_page(heap, class_index);
     if (page == NULL) {
       errno = ENOMEM;
       return NULL;
