@@ -1,8 +1,9 @@
 #!/bin/sh
 # ensure-deps.sh GROUP — make sure the Debian packages GROUP needs are present.
 #   build: what `make` needs; test: + GoogleTest, python3, valgrind (its
-#   client-request header), and pkg-config, dpkg-dev and file for the
-#   package tests; deb: + dpkg-dev (dpkg-shlibdeps) and file;
+#   client-request header), pkg-config, dpkg-dev and file for the
+#   package tests, and clang with its runtimes (libFuzzer, AddressSanitizer)
+#   for the fuzz test; deb: + dpkg-dev (dpkg-shlibdeps) and file;
 #   bench: + valgrind,
 #   matplotlib and the peer allocators (those are optional: missing peers are
 #   skipped by the benchmark, with a note).
@@ -15,7 +16,8 @@ required="cmake make gcc g++"
 optional=""
 case "$group" in
   build) ;;
-  test) required="$required libgtest-dev python3 python3-matplotlib valgrind pkg-config dpkg-dev file" ;;
+  test) required="$required libgtest-dev python3 python3-matplotlib valgrind pkg-config dpkg-dev file
+                  clang libclang-rt-14-dev" ;;
   deb) required="$required dpkg-dev file" ;;
   bench) required="$required python3 valgrind"
          optional="python3-matplotlib libmimalloc2.0 libjemalloc2 libtcmalloc-minimal4 libtbbmalloc2" ;;
