@@ -14,11 +14,12 @@
  *          buddy region). Run by glibc malloc, brisk_malloc, the buddy alone
  *          (with and without its thread cache), the hybrid (default config:
  *          thread caches on), the hybrid with the lock-free structures alone
- *          (no thread cache: the seed's design), and the spinlocked twins of
- *          buddy and hybrid.
- *   fixed  every block 64 B: the free list alone (a brisk_pool; lock-free
- *          with and without thread cache, and its spinlocked twin) against
- *          glibc malloc and brisk_malloc on the same sequence.
+ *          (no thread cache: the seed's design), and the spinlocked
+ *          baselines of buddy and hybrid (spinlocked.h).
+ *   fixed  every block 64 B: the free list alone (a brisk_pool, lock-free
+ *          with and without thread cache; the spinlocked baseline's
+ *          spin_pool) against glibc malloc and brisk_malloc on the same
+ *          sequence.
  *
  * Percentages follow the seed's Tables 2 and 3: "gain" is
  * (t_malloc / t − 1) × 100 (the seed's increase of performance; +100% is
@@ -37,6 +38,7 @@
 #include <string.h>
 
 #include "bench_common.h"
+#include "spinlocked.h"
 
 #define ALLOCS_PER_ROUND 10000
 #define LIVE 256
@@ -48,9 +50,12 @@ static const int thread_counts[] = {1, 2, 4, 8, 16, 32};
 
 /* ---- The allocators under test: one noinline pair each, same call cost ---- */
 
-static brisk_hybrid_t *g_hybrid, *g_hybrid_plain, *g_hybrid_spin;
-static brisk_buddy_t *g_buddy, *g_buddy_cached, *g_buddy_spin;
-static brisk_pool_t *g_pool, *g_pool_cached, *g_pool_spin;
+static brisk_hybrid_t *g_hybrid, *g_hybrid_plain;
+static brisk_buddy_t *g_buddy, *g_buddy_cached;
+static brisk_pool_t *g_pool, *g_pool_cached;
+static spin_hybrid *g_hybrid_spin;
+static spin_buddy *g_buddy_spin;
+static spin_pool *g_pool_spin;
 
 #define NOINLINE __attribute__((noinline))
 static NOINLINE void *a_glibc(size_t n) { return malloc(n); }
@@ -61,20 +66,20 @@ static NOINLINE void *a_hybrid(size_t n) { return brisk_hybrid_alloc(g_hybrid, n
 static NOINLINE void f_hybrid(void *p) { brisk_hybrid_free(g_hybrid, p); }
 static NOINLINE void *a_hybrid_plain(size_t n) { return brisk_hybrid_alloc(g_hybrid_plain, n, 0); }
 static NOINLINE void f_hybrid_plain(void *p) { brisk_hybrid_free(g_hybrid_plain, p); }
-static NOINLINE void *a_hybrid_spin(size_t n) { return brisk_hybrid_alloc(g_hybrid_spin, n, 0); }
-static NOINLINE void f_hybrid_spin(void *p) { brisk_hybrid_free(g_hybrid_spin, p); }
+static NOINLINE void *a_hybrid_spin(size_t n) { return spin_hybrid_alloc(g_hybrid_spin, n); }
+static NOINLINE void f_hybrid_spin(void *p) { spin_hybrid_free(g_hybrid_spin, p); }
 static NOINLINE void *a_buddy(size_t n) { return brisk_buddy_alloc(g_buddy, n, 0); }
 static NOINLINE void f_buddy(void *p) { brisk_buddy_free(g_buddy, p); }
 static NOINLINE void *a_buddy_cached(size_t n) { return brisk_buddy_alloc(g_buddy_cached, n, 0); }
 static NOINLINE void f_buddy_cached(void *p) { brisk_buddy_free(g_buddy_cached, p); }
-static NOINLINE void *a_buddy_spin(size_t n) { return brisk_buddy_alloc(g_buddy_spin, n, 0); }
-static NOINLINE void f_buddy_spin(void *p) { brisk_buddy_free(g_buddy_spin, p); }
+static NOINLINE void *a_buddy_spin(size_t n) { return spin_buddy_alloc(g_buddy_spin, n); }
+static NOINLINE void f_buddy_spin(void *p) { spin_buddy_free(g_buddy_spin, p); }
 static NOINLINE void *a_pool(size_t n) { (void)n; return brisk_pool_alloc(g_pool); }
 static NOINLINE void f_pool(void *p) { brisk_pool_free(g_pool, p); }
 static NOINLINE void *a_pool_cached(size_t n) { (void)n; return brisk_pool_alloc(g_pool_cached); }
 static NOINLINE void f_pool_cached(void *p) { brisk_pool_free(g_pool_cached, p); }
-static NOINLINE void *a_pool_spin(size_t n) { (void)n; return brisk_pool_alloc(g_pool_spin); }
-static NOINLINE void f_pool_spin(void *p) { brisk_pool_free(g_pool_spin, p); }
+static NOINLINE void *a_pool_spin(size_t n) { (void)n; return spin_pool_alloc(g_pool_spin); }
+static NOINLINE void f_pool_spin(void *p) { spin_pool_free(g_pool_spin, p); }
 
 typedef struct allocator {
     const char *name;  /* column and key name */
@@ -274,7 +279,7 @@ static void experiment(const char *table, const allocator *allocs, int num_alloc
         printf("\n");
     }
 
-    printf("\n#### %s sequence: spinlocked twins, degradation vs glibc malloc "
+    printf("\n#### %s sequence: spinlocked baselines, degradation vs glibc malloc "
            "(seed's Table 2: (t / t_malloc − 1) × 100)\n\n| threads |", table);
     for (int a = 0; a < num_allocs; a++)
         if (allocs[a].spinlocked)
@@ -336,15 +341,15 @@ static void create_allocators(void)
     g_hybrid = brisk_hybrid_create(&config);
     config.flags = 0;
     g_hybrid_plain = brisk_hybrid_create(&config);
-    config.flags = BRISK_REGION_SPINLOCK;
-    g_hybrid_spin = brisk_hybrid_create(&config);
+    g_hybrid_spin = spin_hybrid_create(&config);
     const size_t region = (size_t)64 << 20, max_block = (size_t)1 << 20;
     g_buddy = brisk_buddy_create_ex(region, 16, max_block, 0);
     g_buddy_cached = brisk_buddy_create_ex(region, 16, max_block, BRISK_REGION_THREAD_CACHE);
-    g_buddy_spin = brisk_buddy_create_ex(region, 16, max_block, BRISK_REGION_SPINLOCK);
+    g_buddy_spin = spin_buddy_create(region, 16, max_block);
     g_pool = brisk_pool_create_ex(64, 16, 0, 0);
     g_pool_cached = brisk_pool_create_ex(64, 16, 0, BRISK_REGION_THREAD_CACHE);
-    g_pool_spin = brisk_pool_create_ex(64, 16, 0, BRISK_REGION_SPINLOCK);
+    /* Unbounded as the brisk pools are: far more objects than the threads hold. */
+    g_pool_spin = spin_pool_create(64, (size_t)1 << 20);
     if (!g_hybrid || !g_hybrid_plain || !g_hybrid_spin || !g_buddy || !g_buddy_cached || !g_buddy_spin || !g_pool ||
         !g_pool_cached || !g_pool_spin) {
         fprintf(stderr, "region_hybrid: creating the allocators failed\n");

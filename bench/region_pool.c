@@ -14,9 +14,10 @@
  *     spinners for a whole time slice). Both are written here: they are the
  *     experiment, not library code.
  *
- * (b) brisk_pool (lock-free shards; with BRISK_REGION_THREAD_CACHE; the
- *     BRISK_REGION_SPINLOCK twin; a brisk_pool_local_t per thread over the
- *     THREAD_CACHE pool, "pool+local") against brisk_malloc/brisk_free and the C
+ * (b) brisk_pool (lock-free shards; with BRISK_REGION_THREAD_CACHE; a
+ *     brisk_pool_local_t per thread over the THREAD_CACHE pool,
+ *     "pool+local"), the spinlocked free list of spinlocked.h ("pool
+ *     spinlock", seed 003's baseline) against brisk_malloc/brisk_free and the C
  *     library's malloc/free, 64-byte objects: each of T threads keeps a
  *     window of 16 live objects and replaces the oldest (free, then alloc)
  *     M times; one shared pool for all threads.
@@ -44,6 +45,7 @@
 #include <stdbool.h>
 
 #include "bench_common.h"
+#include "spinlocked.h"
 
 #define MAX_THREADS 16
 #define MAX_REPS 64
@@ -177,7 +179,8 @@ static const char *const kind_names[NUM_KINDS] = {"pool", "pool+cache", "pool sp
                                                   "pool+local", "brisk_malloc", "malloc"};
 static const char *const kind_keys[NUM_KINDS] = {"pool", "pool_cache", "pool_spin", "pool_local",
                                                  "brisk", "malloc"};
-static brisk_pool_t *g_pools[3];
+static brisk_pool_t *g_pools[2];
+static spin_pool *g_spin_pool;
 
 /* One copy of the loop per allocator, so that none pays for an indirect call. */
 #define DEFINE_WINDOW_LOOP(NAME, ALLOC, FREE)                                        \
@@ -232,6 +235,8 @@ static bool window_local(brisk_pool_t *pool, size_t ops)
     brisk_pool_local_flush(&local);
     return ok;
 }
+#define SPIN_FREE(p) spin_pool_free(g_spin_pool, (p))
+DEFINE_WINDOW_LOOP(window_spin, spin_pool_alloc(g_spin_pool), SPIN_FREE)
 DEFINE_WINDOW_LOOP(window_brisk, brisk_malloc(OBJ_SIZE), brisk_free)
 DEFINE_WINDOW_LOOP(window_malloc, malloc(OBJ_SIZE), free)
 
@@ -261,8 +266,10 @@ static void *worker_main(void *arg)
         switch (w->kind) {
         case K_POOL:
         case K_POOL_CACHE:
-        case K_POOL_SPIN:
             w->ok = window_pool(g_pools[w->kind - K_POOL], w->ops);
+            break;
+        case K_POOL_SPIN:
+            w->ok = window_spin(NULL, w->ops);
             break;
         case K_POOL_LOCAL:
             w->ok = window_local(g_pools[K_POOL_CACHE], w->ops);
@@ -322,13 +329,25 @@ static int callgrind_mode(const char *mode, size_t n)
         }
         return 0;
     }
+    if (strcmp(mode, "callgrind-pool-spin") == 0) {
+        spin_pool *spin = spin_pool_create(OBJ_SIZE, 1024);
+        if (spin == NULL) {
+            perror("region_pool: spin_pool_create");
+            return 1;
+        }
+        for (size_t i = 0; i < n; i++) {
+            void *p = spin_pool_alloc(spin);
+            escape(p);
+            spin_pool_free(spin, p);
+        }
+        spin_pool_destroy(spin);
+        return 0;
+    }
     unsigned flags;
     if (strcmp(mode, "callgrind-pool") == 0)
         flags = 0;
     else if (strcmp(mode, "callgrind-pool-cache") == 0)
         flags = BRISK_REGION_THREAD_CACHE;
-    else if (strcmp(mode, "callgrind-pool-spin") == 0)
-        flags = BRISK_REGION_SPINLOCK;
     else if (strcmp(mode, "callgrind-pool-local") == 0)
         flags = BRISK_REGION_THREAD_CACHE;
     else
@@ -399,8 +418,9 @@ int main(int argc, char **argv)
     char *objects = malloc((size_t)MAX_STACKS * OBJECTS_PER_STACK * OBJ_SIZE);
     g_pools[0] = brisk_pool_create_ex(OBJ_SIZE, 0, 0, 0);
     g_pools[1] = brisk_pool_create_ex(OBJ_SIZE, 0, 0, BRISK_REGION_THREAD_CACHE);
-    g_pools[2] = brisk_pool_create_ex(OBJ_SIZE, 0, 0, BRISK_REGION_SPINLOCK);
-    if (objects == NULL || g_pools[0] == NULL || g_pools[1] == NULL || g_pools[2] == NULL) {
+    /* Unbounded as the brisk pools are: far more objects than the threads hold. */
+    g_spin_pool = spin_pool_create(OBJ_SIZE, (size_t)1 << 20);
+    if (objects == NULL || g_pools[0] == NULL || g_pools[1] == NULL || g_spin_pool == NULL) {
         fprintf(stderr, "region_pool: out of memory\n");
         return 1;
     }
@@ -494,8 +514,9 @@ int main(int argc, char **argv)
         for (int k = 0; k < NUM_KINDS; k++)
             printf("%s_ns_%dt=%.2f\n", kind_keys[k], t, pairs[c][k]);
     }
-    for (int k = 0; k < 3; k++)
+    for (int k = 0; k < 2; k++)
         brisk_pool_destroy(g_pools[k]);
+    spin_pool_destroy(g_spin_pool);
     free(objects);
     printf("status=ok\n");
     return 0;

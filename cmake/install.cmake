@@ -3,7 +3,8 @@
 # the prefix:
 #   lib/libbrisk.so.MAJOR.MINOR.PATCH, libbrisk.so.MAJOR (its SONAME), libbrisk.so
 #   lib/libbrisk.a
-#   include/brisk.h
+#   include/brisk.h              the API; it includes include/brisk/*.h, each
+#                                one part of it (brisk/internal.h is not API)
 #   lib/pkgconfig/brisk.pc       pkg-config --cflags --libs brisk (--static for libbrisk.a)
 #   lib/cmake/brisk/             find_package(brisk CONFIG): brisk::brisk, brisk::brisk_static
 # (lib/ is GNUInstallDirs' CMAKE_INSTALL_LIBDIR.) brisk.pc and the CMake
@@ -17,7 +18,8 @@ install(TARGETS brisk brisk_static EXPORT briskTargets
   LIBRARY DESTINATION ${CMAKE_INSTALL_LIBDIR}
   ARCHIVE DESTINATION ${CMAKE_INSTALL_LIBDIR}
   INCLUDES DESTINATION ${CMAKE_INSTALL_INCLUDEDIR})
-install(FILES include/brisk.h DESTINATION ${CMAKE_INSTALL_INCLUDEDIR})
+# brisk.h and brisk/*.h, as they lie in the source tree's include/.
+install(DIRECTORY include/ DESTINATION ${CMAKE_INSTALL_INCLUDEDIR} FILES_MATCHING PATTERN "*.h")
 
 install(EXPORT briskTargets NAMESPACE brisk:: DESTINATION ${BRISK_CMAKE_INSTALL_DIR})
 configure_package_config_file(${CMAKE_CURRENT_LIST_DIR}/briskConfig.cmake.in

@@ -3,7 +3,7 @@
 #
 # One package, named `brisk`: it holds the runtime library (libbrisk.so.0,
 # what a linked or LD_PRELOADed program loads) and the development files
-# (libbrisk.so, libbrisk.a, brisk.h, brisk.pc, the CMake package) together.
+# (libbrisk.so, libbrisk.a, the headers, brisk.pc, the CMake package) together.
 # Debian's name libbrisk-dev would say "headers beside a libbrisk0 runtime
 # package", a split this package does not make.
 set(CPACK_GENERATOR DEB)
@@ -19,7 +19,8 @@ programs, plus region allocators (a lock-free arena, a frame stack, a FIFO)
 and pools for real-time code, called through <brisk.h>.
 .
 This package holds libbrisk.so.${PROJECT_VERSION_MAJOR} (link it, or LD_PRELOAD it into
-any program), libbrisk.a, brisk.h, the pkg-config file brisk.pc and the
+any program), libbrisk.a, the headers (brisk.h and brisk/*.h), the
+pkg-config file brisk.pc and the
 CMake package (find_package(brisk): brisk::brisk and brisk::brisk_static).")
 set(BRISK_PACKAGE_MAINTAINER "brisk developers <dev@brisk.invalid>" CACHE STRING
   "the Maintainer field of the Debian package")

@@ -1,9 +1,10 @@
 #!/bin/sh
 # ensure-deps.sh GROUP — make sure the Debian packages GROUP needs are present.
 #   build: what `make` needs; test: + GoogleTest, python3, valgrind (its
-#   client-request header), pkg-config, dpkg-dev and file for the
-#   package tests, and clang with its runtimes (libFuzzer, AddressSanitizer)
-#   for the fuzz test; deb: + dpkg-dev (dpkg-shlibdeps) and file;
+#   client-request header), pkg-config, dpkg-dev and file for the package
+#   tests, sqlite3 and CPython's regression tests for the real-program
+#   tests, and clang with its runtimes (libFuzzer, AddressSanitizer) for the
+#   fuzz test; deb: + dpkg-dev (dpkg-shlibdeps) and file;
 #   bench: + valgrind,
 #   matplotlib and the peer allocators (those are optional: missing peers are
 #   skipped by the benchmark, with a note).
@@ -16,8 +17,15 @@ required="cmake make gcc g++"
 optional=""
 case "$group" in
   build) ;;
-  test) required="$required libgtest-dev python3 python3-matplotlib valgrind pkg-config dpkg-dev file
-                  clang libclang-rt-14-dev" ;;
+  test) required="$required libgtest-dev python3 python3-matplotlib valgrind pkg-config dpkg-dev file"
+        # The fuzz test: clang, and its libFuzzer and sanitizer runtimes.
+        required="$required clang libclang-rt-14-dev"
+        # Real programs run under brisk: sqlite3, and CPython's own regression
+        # tests for the python3 Debian ships (known once python3 is there).
+        required="$required sqlite3"
+        python_version=$(/usr/bin/python3 -c 'import sys; print("%d.%d" % sys.version_info[:2])' \
+                         2>/dev/null || true)
+        [ -n "$python_version" ] && required="$required libpython$python_version-testsuite" ;;
   deb) required="$required dpkg-dev file" ;;
   bench) required="$required python3 valgrind"
          optional="python3-matplotlib libmimalloc2.0 libjemalloc2 libtcmalloc-minimal4 libtbbmalloc2" ;;
@@ -42,6 +50,11 @@ if [ "$(id -u)" = 0 ] && command -v apt-get >/dev/null 2>&1; then
       # A peer allocator may be missing from this release: retry required only.
       [ -n "$missing_required" ] && apt-get install -y -q $missing_required >/dev/null
     fi
+  fi
+  # python3 was just installed: once more, for what depends on its version.
+  if [ "$group" = test ] && [ -z "${python_version:-}" ] && [ -x /usr/bin/python3 ] &&
+     [ -z "${BRISK_DEPS_AGAIN:-}" ]; then
+    BRISK_DEPS_AGAIN=1 exec sh "$0" "$group"
   fi
   exit 0
 fi

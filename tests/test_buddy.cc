@@ -1,8 +1,8 @@
 // The lock-free buddy allocator: bad arguments fail with the right errno,
 // blocks are aligned to their rounded size and to `align`, exhaustion is
 // exact with one thread, freed buddies coalesce, concurrent allocations and
-// cross-thread frees of random sizes never overlap (lock-free, with the
-// thread cache, and spinlocked), validate sees a whole tree again after
+// cross-thread frees of random sizes never overlap (lock-free, and with
+// the thread cache), validate sees a whole tree again after
 // everything is freed, and misuse (foreign pointer, interior pointer,
 // double free; use after free under ASan) aborts with a message, and the
 // statistics count what was asked and every OS call (against the OS
@@ -287,8 +287,7 @@ TEST(Buddy, RandomSizesStayConsistent) {
 // PREFAULT a prefault of each), allocations and bytes_requested against the
 // test's own sums (sizes as asked, before rounding; failures not counted).
 TEST(Buddy, StatsCountWhatWasAskedAndEveryOsCall) {
-  const unsigned kFlags[] = {0, BRISK_REGION_PREFAULT, BRISK_REGION_THREAD_CACHE,
-                             BRISK_REGION_SPINLOCK};
+  const unsigned kFlags[] = {0, BRISK_REGION_PREFAULT, BRISK_REGION_THREAD_CACHE};
   for (unsigned flags : kFlags) {
     SCOPED_TRACE(flags);
     std::vector<void *> blocks(2000, nullptr);
@@ -473,9 +472,6 @@ TEST(BuddyThreads, RandomSizesManyTrees) { stress(16 * kMiB, 16, 256 * kKiB, 0);
 TEST(BuddyThreads, RandomSizesOneTree) { stress(4 * kMiB, 16, 0, 0); }
 TEST(BuddyThreads, RandomSizesWithThreadCache) {
   stress(16 * kMiB, 16, 256 * kKiB, BRISK_REGION_THREAD_CACHE);
-}
-TEST(BuddyThreads, RandomSizesSpinlocked) {
-  stress(16 * kMiB, 16, 256 * kKiB, BRISK_REGION_SPINLOCK);
 }
 // A region too small for the load: failures, then everything comes back.
 TEST(BuddyThreads, NearExhaustion) { stress(kMiB, 64, 128 * kKiB, BRISK_REGION_THREAD_CACHE); }

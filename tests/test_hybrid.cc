@@ -6,7 +6,10 @@
 #include <brisk.h>
 #include <errno.h>
 #include <gtest/gtest.h>
+#include <linux/capability.h>
 #include <sys/resource.h>
+#include <sys/syscall.h>
+#include <unistd.h>
 
 #include <atomic>
 #include <cstdint>
@@ -232,7 +235,6 @@ void check_exhaustion(unsigned flags) {
 }
 
 TEST(Hybrid, ExhaustionIsExactLockFree) { check_exhaustion(0); }
-TEST(Hybrid, ExhaustionIsExactSpinlocked) { check_exhaustion(BRISK_REGION_SPINLOCK); }
 TEST(Hybrid, ExhaustionIsExactWithThreadCache) { check_exhaustion(BRISK_REGION_THREAD_CACHE); }
 
 TEST(Hybrid, FallbackToMallocWhenFull) {
@@ -363,18 +365,109 @@ TEST(Hybrid, PrefaultedPoolTakesNoPageFaults) {
 }
 #endif
 
-TEST(Hybrid, LockedCreateWorksOrReportsTheLimit) {
-  brisk_hybrid_config_t c = small_config(256, 1 << 16, BRISK_REGION_PREFAULT | BRISK_REGION_LOCK);
+// Whether this process holds CAP_IPC_LOCK in its effective set: with it,
+// mlock ignores RLIMIT_MEMLOCK (a test run as root has it).
+bool has_ipc_lock() {
+  __user_cap_header_struct header{_LINUX_CAPABILITY_VERSION_3, 0};
+  __user_cap_data_struct data[2]{};
+  if (syscall(SYS_capget, &header, data) != 0) return false;
+  return (data[CAP_IPC_LOCK / 32].effective >> (CAP_IPC_LOCK % 32)) & 1;
+}
+
+// Drops CAP_IPC_LOCK from the effective set, so that RLIMIT_MEMLOCK applies.
+bool drop_ipc_lock() {
+  __user_cap_header_struct header{_LINUX_CAPABILITY_VERSION_3, 0};
+  __user_cap_data_struct data[2]{};
+  if (syscall(SYS_capget, &header, data) != 0) return false;
+  data[CAP_IPC_LOCK / 32].effective &= ~(1u << (CAP_IPC_LOCK % 32));
+  return syscall(SYS_capset, &header, data) == 0 && !has_ipc_lock();
+}
+
+// A locked hybrid really is locked: VmLck grows by at least its bucket and
+// region bytes while it lives, and falls back when it is destroyed.
+TEST(Hybrid, LockedCreateLocksItsMemory) {
+  if (brisk_test::kSanitized) GTEST_SKIP() << "the sanitizers' mlock returns 0 and locks nothing";
+  const size_t bucket_count = 256, region_size = 1 << 16;
+  const size_t needed = bucket_count * 16 + region_size;
+  const size_t before = brisk_test::locked_bytes();
+  struct rlimit limit;
+  ASSERT_EQ(getrlimit(RLIMIT_MEMLOCK, &limit), 0);
+  if (!has_ipc_lock() && limit.rlim_cur != RLIM_INFINITY &&
+      limit.rlim_cur < before + needed + 64 * 1024) {
+    GTEST_SKIP() << "RLIMIT_MEMLOCK is " << limit.rlim_cur << " bytes, " << before
+                 << " already locked, and no CAP_IPC_LOCK: too little to lock " << needed;
+  }
+  brisk_hybrid_config_t c =
+      small_config(bucket_count, region_size, BRISK_REGION_PREFAULT | BRISK_REGION_LOCK);
   errno = 0;
   HybridPtr h(brisk_hybrid_create(&c));
-  if (h == nullptr) {
-    // RLIMIT_MEMLOCK refused: the error is mlock's, not a crash or a leak.
-    EXPECT_TRUE(errno == ENOMEM || errno == EPERM || errno == EAGAIN) << errno;
-    return;
-  }
+  ASSERT_NE(h, nullptr) << "errno " << errno << " (" << strerror(errno) << ")";
+  const size_t during = brisk_test::locked_bytes();
+  EXPECT_GE(during, before + needed) << "VmLck " << before << " -> " << during << " bytes";
   void *p = brisk_hybrid_alloc(h.get(), 16, 0);
   EXPECT_NE(p, nullptr);
   brisk_hybrid_free(h.get(), p);
+  h.reset();
+  EXPECT_EQ(brisk_test::locked_bytes(), before) << "destroy left memory locked";
+}
+
+// Over RLIMIT_MEMLOCK a locked create fails with mlock's own errno (EPERM
+// with a limit of 0, ENOMEM with a limit it would exceed) and leaves
+// nothing behind: no memory still locked, no hybrid in the registry. Run in
+// a child (it lowers the limit), without CAP_IPC_LOCK, so the limit applies
+// even to a root run. Returns the child's exit status: 0 when all holds.
+int create_over_the_memlock_limit() {
+  if (!drop_ipc_lock()) {
+    std::fprintf(stderr, "cannot drop CAP_IPC_LOCK\n");
+    return 16;
+  }
+  brisk_region_kind_stats_t regions_before[BRISK_REGION_KINDS], regions_after[BRISK_REGION_KINDS];
+  brisk_test_regions_stats(regions_before);
+  const size_t locked_before = brisk_test::locked_bytes();
+  struct rlimit limit;
+  getrlimit(RLIMIT_MEMLOCK, &limit);
+  const struct {
+    rlim_t soft;
+    int expected_errno;
+  } cases[] = {{0, EPERM}, {locked_before + 4096, ENOMEM}};
+  int status = 0;
+  for (const auto &k : cases) {
+    const unsigned long long soft = k.soft;
+    limit.rlim_cur = k.soft;
+    if (setrlimit(RLIMIT_MEMLOCK, &limit) != 0) {
+      std::fprintf(stderr, "setrlimit(%llu): %s\n", soft, strerror(errno));
+      return 32;
+    }
+    brisk_hybrid_config_t c = small_config(256, 1 << 16, BRISK_REGION_PREFAULT | BRISK_REGION_LOCK);
+    errno = 0;
+    brisk_hybrid_t *h = brisk_hybrid_create(&c);
+    const int error = errno;
+    brisk_test_regions_stats(regions_after);
+    if (h != nullptr) {
+      std::fprintf(stderr, "limit %llu: create worked\n", soft);
+      status |= 1;
+    } else if (error != k.expected_errno) {
+      std::fprintf(stderr, "limit %llu: errno %d (%s), expected %d (%s)\n", soft, error,
+                   strerror(error), k.expected_errno, strerror(k.expected_errno));
+      status |= 2;
+    }
+    const size_t locked_after = brisk_test::locked_bytes();
+    if (locked_after != locked_before) {
+      std::fprintf(stderr, "limit %llu: VmLck %zu -> %zu bytes\n", soft, locked_before, locked_after);
+      status |= 4;
+    }
+    if (regions_after[BRISK_REGION_HYBRID].live != regions_before[BRISK_REGION_HYBRID].live) {
+      std::fprintf(stderr, "limit %llu: a hybrid is left in the registry\n", soft);
+      status |= 8;
+    }
+  }
+  return status;
+}
+
+TEST(Hybrid, LockedCreateOverTheLimitFailsWithMlocksErrno) {
+  if (brisk_test::kSanitized) GTEST_SKIP() << "the sanitizers' mlock returns 0 and locks nothing";
+  GTEST_FLAG_SET(death_test_style, "threadsafe");
+  EXPECT_EXIT(std::_Exit(create_over_the_memlock_limit()), testing::ExitedWithCode(0), "");
 }
 
 // Many threads (more than cores) allocate random sizes and alignments, fill
@@ -452,7 +545,6 @@ void stress(unsigned flags) {
 
 TEST(HybridStress, LockFreeWithThreadCache) { stress(BRISK_REGION_THREAD_CACHE); }
 TEST(HybridStress, LockFreeNoCache) { stress(0); }
-TEST(HybridStress, Spinlocked) { stress(BRISK_REGION_SPINLOCK); }
 
 class HybridDeathTest : public ::testing::Test {
  protected:

@@ -141,7 +141,7 @@ TEST(BriskOverride, CallocZeroesReusedBlocks) {
   }
 }
 
-// alignment, then size: both brisk.h and the issue promise up to 4 MiB.
+// alignment, then size: both brisk/malloc.h and the issue promise up to 4 MiB.
 void check_aligned(void *p, size_t alignment, size_t size) {
   ASSERT_NE(p, nullptr) << "alignment " << alignment << " size " << size;
   EXPECT_TRUE(is_aligned(p, alignment)) << p << " alignment " << alignment;

@@ -1,6 +1,6 @@
 // The fixed-size pool: bad arguments fail with EINVAL, every object keeps
 // its alignment, a bounded pool honours its capacity exactly (one thread,
-// with and without the per-thread cache, and the spinlocked twin), an
+// with and without the per-thread cache), an
 // unbounded one grows over many slabs, no object is ever handed out twice
 // under an ABA storm (4 objects, 16 threads on 2 cores), objects passed
 // between threads keep their contents, misuse aborts with a message, the
@@ -37,11 +37,10 @@ struct Mode {
 };
 
 // Every way of running a pool: the lock-free shards, with the per-thread
-// cache, the spinlocked twin, and the pinned (prefaulted) variants.
+// cache, and the pinned (prefaulted) variants.
 const Mode kModes[] = {
     {"lock-free", 0},
     {"thread-cache", BRISK_REGION_THREAD_CACHE},
-    {"spinlock", BRISK_REGION_SPINLOCK},
     {"prefault", BRISK_REGION_PREFAULT},
     {"prefault+cache", BRISK_REGION_PREFAULT | BRISK_REGION_THREAD_CACHE},
 };
@@ -286,7 +285,6 @@ TEST(PoolThreads, AbaStormThreadCache) { aba_storm(BRISK_REGION_THREAD_CACHE, 4)
 // Larger magazines (8, batches of 4) and bursts of up to 12 objects, so
 // magazines overflow: batch pops and chain pushes race.
 TEST(PoolThreads, AbaStormThreadCacheBatches) { aba_storm(BRISK_REGION_THREAD_CACHE, 64, 12); }
-TEST(PoolThreads, AbaStormSpinlock) { aba_storm(BRISK_REGION_SPINLOCK, 4); }
 
 // Objects filled with a per-allocation pattern travel between threads
 // through shared mailboxes and are checked intact by whoever frees them.
@@ -359,7 +357,6 @@ void contents_travel(unsigned flags) {
 
 TEST(PoolThreads, ContentsSurviveTravelLockFree) { contents_travel(0); }
 TEST(PoolThreads, ContentsSurviveTravelThreadCache) { contents_travel(BRISK_REGION_THREAD_CACHE); }
-TEST(PoolThreads, ContentsSurviveTravelSpinlock) { contents_travel(BRISK_REGION_SPINLOCK); }
 
 // Many threads fill a bounded pool at once: together they get exactly its
 // capacity (no cache), never more.
@@ -659,7 +656,7 @@ TEST_F(PoolDeathTest, InteriorPointerAborts) {
 
 TEST_F(PoolDeathTest, DoubleFreeAbortsInDebugBuilds) {
 #if defined(BRISK_DEBUG) && BRISK_DEBUG
-  for (unsigned flags : {0u, unsigned{BRISK_REGION_THREAD_CACHE}, unsigned{BRISK_REGION_SPINLOCK}}) {
+  for (unsigned flags : {0u, unsigned{BRISK_REGION_THREAD_CACHE}}) {
     EXPECT_DEATH(
         {
           brisk_pool_t *pool = brisk_pool_create_ex(32, 0, 0, flags);
@@ -680,7 +677,7 @@ TEST_F(PoolDeathTest, DoubleFreeAbortsInDebugBuilds) {
 // but its first 8 bytes, where the free list's link lives).
 TEST_F(PoolDeathTest, UseAfterFreeIsCaught) {
 #if defined(__SANITIZE_ADDRESS__)
-  for (unsigned flags : {0u, unsigned{BRISK_REGION_THREAD_CACHE}, unsigned{BRISK_REGION_SPINLOCK}}) {
+  for (unsigned flags : {0u, unsigned{BRISK_REGION_THREAD_CACHE}}) {
     brisk_pool_t *pool = brisk_pool_create_ex(64, 0, 0, flags);
     auto *p = static_cast<unsigned char *>(brisk_pool_alloc(pool));
     ASSERT_NE(p, nullptr);

@@ -94,6 +94,9 @@ TEST(BriskThreads, CreateExitChurnKeepsRssBounded) {
   }
   EXPECT_EQ(failures, 0);
   if (kSanitized) return;  // shadow memory makes RSS meaningless there
+  // A checkpoint never reached would leave 0 here, and the bound below
+  // would test nothing but the allowance.
+  ASSERT_GT(rss_at_checkpoint, 0u) << "no RSS reading at cycle " << checkpoint;
   const size_t rss_end = brisk_test::rss_bytes();
   std::printf("RSS after %ld cycles: %zu KiB; after %ld: %zu KiB\n", checkpoint,
               rss_at_checkpoint / 1024, cycles, rss_end / 1024);
@@ -135,16 +138,18 @@ pthread_key_t g_exit_key;
 // pinned head page per size class it used, and at most 2 MiB of its other
 // free pages still backed. Four threads fill 16 MiB each with blocks of every
 // class up to 8 KiB, free them and exit together (so none adopts another's
-// heap); returns the RSS before them. The RSS right after must show the
-// exit's purge.
+// heap); returns the RSS before them. The RSS while they hold their blocks
+// must show the blocks (else the bounds on later readings prove nothing),
+// and the RSS right after they exit must show the exit's purge.
 size_t exit_four_filled_heaps() {
   constexpr int kThreads = 4;
   constexpr size_t kBytesPerThread = 16 * kMiB;
   const size_t rss_before = brisk_test::rss_bytes();
-  std::atomic<int> done{0};
+  std::atomic<int> filled_threads{0}, done{0};
+  std::atomic<bool> measured{false};
   std::vector<std::thread> threads;
   for (int t = 0; t < kThreads; t++) {
-    threads.emplace_back([&done] {
+    threads.emplace_back([&filled_threads, &done, &measured] {
       std::vector<void *> blocks;
       for (size_t n = 0, filled = 0; filled < kBytesPerThread; n++) {
         const size_t size = 16 + (n % 512) * 16;
@@ -153,17 +158,24 @@ size_t exit_four_filled_heaps() {
         blocks.push_back(p);
         filled += size;
       }
+      filled_threads.fetch_add(1);
+      while (!measured.load()) std::this_thread::yield();
       for (void *p : blocks) brisk_free(p);
       done.fetch_add(1);
       while (done.load() < kThreads) std::this_thread::yield();
     });
   }
+  while (filled_threads.load() < kThreads) std::this_thread::yield();
+  const size_t rss_filled = brisk_test::rss_bytes();
+  measured.store(true);
   for (std::thread &t : threads) t.join();
+  EXPECT_GT(rss_filled, rss_before + kThreads * kBytesPerThread / 2)
+      << "the threads' blocks do not show in RSS: the bounds on RSS prove nothing";
   const size_t rss_after_exit = brisk_test::rss_bytes();
   EXPECT_LE(rss_after_exit, rss_before + kThreads * kBytesPerThread / 2)
       << "an exiting heap keeps at most 2 MiB of free pages and its head pages backed";
-  std::printf("RSS before: %zu KiB; threads exited: %zu KiB\n", rss_before / 1024,
-              rss_after_exit / 1024);
+  std::printf("RSS before: %zu KiB; threads filled: %zu KiB; threads exited: %zu KiB\n",
+              rss_before / 1024, rss_filled / 1024, rss_after_exit / 1024);
   return rss_before;
 }
 

@@ -113,6 +113,26 @@ inline size_t rss_bytes() {
   return kib * 1024;
 }
 
+// Memory this process has locked (mlock), in bytes, from /proc/self/status.
+// It may be 0; a missing VmLck line ends the test program.
+inline size_t locked_bytes() {
+  FILE *f = std::fopen("/proc/self/status", "r");
+  size_t kib = 0;
+  bool found = false;
+  if (f != nullptr) {
+    char line[256];
+    while (!found && std::fgets(line, sizeof line, f) != nullptr) {
+      found = std::sscanf(line, "VmLck: %zu kB", &kib) == 1;
+    }
+    std::fclose(f);
+  }
+  if (!found) {
+    std::fprintf(stderr, "test: cannot read VmLck from /proc/self/status\n");
+    std::abort();
+  }
+  return kib * 1024;
+}
+
 constexpr size_t kMiB = size_t{1} << 20;
 
 // Keeps the compiler from proving a pointer unused and deleting the

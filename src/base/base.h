@@ -31,8 +31,9 @@
 #define BRISK_DEBUG 0
 #endif
 
-/* For the racy-by-design read of a lock-free list's link word (see pool.c):
- * keeps ThreadSanitizer from instrumenting that one load. */
+/* For racy-by-design reads (a lock-free list's link word in pool.c, a
+ * statistics snapshot of counts their owner keeps without atomics):
+ * keeps ThreadSanitizer from instrumenting those loads. */
 #define BRISK_NO_TSAN __attribute__((no_sanitize("thread")))
 
 /* The sanitizer a build has: GCC says so with __SANITIZE_ADDRESS__ and

@@ -9,8 +9,10 @@
  *     p's segment slot is not brisk's (NULL, a foreign pointer, a
  *       segment-aligned huge block): _brisk_free_generic          (free.c)
  *     page owned by this thread's heap: push to page->local_free  (fast)
+ *       p not a block's start (one multiplication, internal.h's
+ *         brisk_page_is_block_start): "not the start of a block", abort
  *       page became empty or was full: _brisk_page_free_slow     (page.c)
- *     else _brisk_free_not_local(segment, page, p): remote frees into the
+ *     else _brisk_free_not_local(p, page): remote frees into the
  *       outbox, huge blocks, interior aligned pointers, misuse    (free.c)
  *
  * No atomics and no locks on either fast path; the shared words read are the
@@ -54,13 +56,20 @@ BRISK_INLINE void brisk_free_inline(void *p) {
     brisk_block_t *block = (brisk_block_t *)p;
     block->next = page->local_free;
     page->local_free = block;
+    /* A pointer inside a block (free(p + 32)) must not stay on the list,
+     * where malloc would hand it out over live blocks. Tested after the
+     * push, which leaves p's register free for the test; the failure path
+     * reads p back from local_free and aborts. */
+    if (BRISK_UNLIKELY(!brisk_page_is_block_start(page, address))) {
+      _brisk_free_local_not_block_start(page);
+    }
     /* One test for "now empty" and for the full flag (the sign bit). */
     if (BRISK_UNLIKELY(brisk_decrement_was_at_most_one(&page->used))) {
       _brisk_page_free_slow(heap, page);
     }
     return;
   }
-  _brisk_free_not_local(segment, page, p);
+  _brisk_free_not_local(p, page);
 }
 
 #endif /* BRISK_GENERAL_ALLOC_H */

@@ -1,9 +1,9 @@
 /*
- * api.c — the brisk_* functions of <brisk.h> over the fast paths in alloc.h,
+ * api.c — the brisk_* functions of <brisk/malloc.h> over the fast paths in alloc.h,
  * plus what every entry point shares: aligned allocation, realloc and usable
  * size.
  */
-#include "brisk.h"
+#include <brisk/malloc.h>
 #include "general/alloc.h"
 #include "general/size_class.h"
 #include "os/os.h"
@@ -86,17 +86,13 @@ void *brisk_aligned_alloc(size_t alignment, size_t size) {
 
 bool brisk_collect(bool force) {
   brisk_heap_t *heap = _brisk_tls_heap;
-  brisk_os_counts_t before, after;
-  _brisk_os_counts(&before);
+  uint64_t releases_before = _brisk_os_thread_releases();
   if (!heap->is_empty_heap) _brisk_heap_collect(heap);
   _brisk_heaps_tidy_all();
   if (force) _brisk_heaps_trim_others(heap);
-  _brisk_os_counts(&after);
-  /* Memory went back when any range was decommitted or unmapped by this call
-   * (other threads' calls in the meantime may count too: a hint, not an
-   * exact account). */
-  return after.calls[BRISK_OS_DECOMMIT] + after.calls[BRISK_OS_UNMAP] + after.calls[BRISK_OS_REMAP] !=
-         before.calls[BRISK_OS_DECOMMIT] + before.calls[BRISK_OS_UNMAP] + before.calls[BRISK_OS_REMAP];
+  /* All of the above runs on this thread: memory went back when it
+   * unmapped or decommitted anything. */
+  return _brisk_os_thread_releases() != releases_before;
 }
 
 size_t brisk_usable_size(const void *p) {
@@ -134,10 +130,10 @@ void *brisk_realloc(void *p, size_t size) {
     uintptr_t owner = brisk_load_relaxed(&page->owner);
     if (BRISK_LIKELY(owner != 0 && !(owner & BRISK_OWNER_ALIGNED) &&
                      segment->kind != BRISK_KIND_HUGE)) {
-      if (_brisk_page_block_start(page, p) != (uint8_t *)p) {
-        brisk_fatal_pointer("realloc", p, "not the start of a block");
+      if (!brisk_page_is_block_start(page, address)) {
+        _brisk_fatal_not_block_start("realloc", p, page);
       }
-      size_t usable = page->block_size;
+      size_t usable = brisk_page_block_size(page);
       if (size <= usable && size >= usable / 2) return p;
       return realloc_move(p, usable, size);
     }

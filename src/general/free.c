@@ -6,7 +6,9 @@
  *     not a brisk segment: _brisk_free_generic(p)
  *       NULL: nothing; a segment-aligned huge block: _brisk_huge_free;
  *       anything else: "not allocated by brisk", abort
- *     not this thread's page: _brisk_free_not_local(segment, page, p)
+ *     this thread's page, p not a block start: after the fast path's push,
+ *       _brisk_free_local_not_block_start: "not the start of a block", abort
+ *     not this thread's page: _brisk_free_not_local(p, page)
  *       huge block:            _brisk_huge_free                (huge.c)
  *       page not in use:       "not an allocated block", abort
  *       interior pointer:      the block's start on a page of aligned
@@ -147,25 +149,54 @@ static void outbox_push(brisk_heap_t *heap, brisk_heap_t *owner, brisk_block_t *
   }
 }
 
-/* 2^64 / block size, rounded up, per class: offset / size becomes one
- * multiplication (exact for every offset inside a page). */
-static uint64_t class_reciprocal[BRISK_CLASS_COUNT];
-
-static void __attribute__((constructor)) compute_class_reciprocals(void) {
-  for (size_t c = 1; c < BRISK_CLASS_COUNT; c++) {
-    class_reciprocal[c] = UINT64_MAX / brisk_class_to_size(c) + 1;
-  }
-}
-
 uint8_t *_brisk_page_block_start(const brisk_page_t *page, const void *p) {
-  uint64_t offset = (uint64_t)((const uint8_t *)p - page->start);
-  uint64_t reciprocal = class_reciprocal[page->class_index];
-  uint64_t index = reciprocal != 0 ? (uint64_t)(((unsigned __int128)offset * reciprocal) >> 64)
-                                   : offset / page->block_size;
-  return page->start + index * page->block_size;
+  size_t index = brisk_page_block_index(page, (uintptr_t)p);
+  return brisk_page_start(page) + index * brisk_page_block_size(page);
 }
 
-void _brisk_free_not_local(brisk_segment_t *segment, brisk_page_t *page, void *p) {
+/* A bounded string builder for the one-line messages below (no stdio: the
+ * heap may be corrupt, and printf may call malloc). */
+typedef struct message_s {
+  char text[160];
+  size_t length;
+} message_t;
+
+static void message_add(message_t *m, const char *s) {
+  while (*s != '\0' && m->length + 1 < sizeof m->text) m->text[m->length++] = *s++;
+  m->text[m->length] = '\0';
+}
+
+static void message_add_number(message_t *m, size_t value) {
+  char reversed[20];
+  size_t n = 0;
+  do {
+    reversed[n++] = (char)('0' + value % 10);
+    value /= 10;
+  } while (value != 0);
+  char digits[21];
+  for (size_t i = 0; i < n; i++) digits[i] = reversed[n - 1 - i];
+  digits[n] = '\0';
+  message_add(m, digits);
+}
+
+void _brisk_fatal_not_block_start(const char *caller, const void *p, const brisk_page_t *page) {
+  message_t m = {.length = 0};
+  message_add(&m, "invalid pointer: not the start of a block, size class ");
+  message_add_number(&m, page->class_index);
+  message_add(&m, " (");
+  message_add_number(&m, brisk_page_block_size(page));
+  message_add(&m, "-byte blocks)");
+  _brisk_os_fatal_pointer(caller, p, m.text);
+}
+
+void _brisk_free_local_not_block_start(brisk_page_t *page) {
+  _brisk_fatal_not_block_start("free", page->local_free, page);
+}
+
+void _brisk_free_not_local(void *p, brisk_page_t *page) {
+  /* The page descriptor is in its segment's header (p itself may sit one
+   * segment above it: a huge block aligned to a segment). */
+  brisk_segment_t *segment = brisk_segment_of((uintptr_t)page);
   brisk_heap_t *heap = _brisk_tls_heap;
   if (!heap->is_empty_heap) heap->slow_frees_unfolded++;
   if (segment->kind == BRISK_KIND_HUGE) {
@@ -179,14 +210,14 @@ void _brisk_free_not_local(brisk_segment_t *segment, brisk_page_t *page, void *p
   /* Owner 0: page 0 (the header) or a page with no blocks handed out. */
   uintptr_t owner = brisk_load_relaxed(&page->owner);
   if (owner == 0) brisk_fatal_pointer("free", p, "not an allocated block (double free?)");
+  /* A pointer inside a block is the block's only on a page of aligned
+   * blocks (api.c hands out interior addresses there). */
   brisk_block_t *block = (brisk_block_t *)_brisk_page_block_start(page, p);
-  if (block != p && !(owner & BRISK_OWNER_ALIGNED)) {
-    brisk_fatal_pointer("free", p, "not the start of a block");
-  }
+  if (block != p && !(owner & BRISK_OWNER_ALIGNED)) _brisk_fatal_not_block_start("free", p, page);
   if ((owner & ~(uintptr_t)BRISK_OWNER_ALIGNED) == (uintptr_t)heap) {
     _brisk_page_free_block(heap, page, block);
   } else {
-    outbox_push(heap, segment->heap, block, page->block_size);
+    outbox_push(heap, segment->heap, block, brisk_page_block_size(page));
   }
 }
 
@@ -233,13 +264,13 @@ size_t _brisk_block_usable_size(const brisk_segment_t *segment, const void *p, c
   const brisk_page_t *page = brisk_page_of(segment, (uintptr_t)p);
   const uint8_t *start = _brisk_page_block_start(page, p);
   if (start != (const uint8_t *)p && !(brisk_load_relaxed(&page->owner) & BRISK_OWNER_ALIGNED)) {
-    brisk_fatal_pointer(caller, p, "not the start of a block");
+    _brisk_fatal_not_block_start(caller, p, page);
   }
-  return (size_t)(start + page->block_size - (const uint8_t *)p);
+  return (size_t)(start + brisk_page_block_size(page) - (const uint8_t *)p);
 }
 
 void _brisk_free_generic(void *p) {
   if (p == NULL) return;
   brisk_segment_t *segment = _brisk_checked_segment(p, "free");
-  _brisk_free_not_local(segment, brisk_page_of(segment, (uintptr_t)p), p);
+  _brisk_free_not_local(p, brisk_page_of(segment, (uintptr_t)p));
 }

@@ -302,7 +302,6 @@ void _brisk_heap_post_remote(brisk_heap_t *owner, brisk_remote_node_t *node, uin
 void _brisk_heap_housekeeping(brisk_heap_t *heap) {
   _brisk_heap_flush_outbox(heap);
   _brisk_heap_retire_empty_heads(heap);
-  _brisk_heap_stats_housekeeping(heap);
   uint64_t now = _brisk_os_now_ms();
   tidy_stale_abandoned(now);
   /* Both lists may be emptied by brisk_collect(true) from another thread:
@@ -349,9 +348,10 @@ void _brisk_heaps_tidy_all(void) {
 }
 
 bool _brisk_heap_reclaim(brisk_heap_t *heap, size_t needed) {
-  brisk_os_counts_t before, after;
-  _brisk_os_counts(&before);
-  if (needed > before.bytes_mapped) return false;
+  brisk_os_counts_t counts;
+  _brisk_os_counts(&counts);
+  if (needed > counts.bytes_mapped) return false;
+  uint64_t releases_before = _brisk_os_thread_releases();
   if (!heap->is_empty_heap) {
     _brisk_heap_collect(heap);
     _brisk_heap_release_empty_segments(heap, false);
@@ -370,9 +370,8 @@ bool _brisk_heap_reclaim(brisk_heap_t *heap, size_t needed) {
   }
   pthread_mutex_unlock(&heaps_lock);
   _brisk_heaps_trim_others(heap);
-  _brisk_os_counts(&after);
-  return after.calls[BRISK_OS_UNMAP] + after.calls[BRISK_OS_DECOMMIT] + after.calls[BRISK_OS_REMAP] !=
-         before.calls[BRISK_OS_UNMAP] + before.calls[BRISK_OS_DECOMMIT] + before.calls[BRISK_OS_REMAP];
+  /* All of the above runs on this thread (as in brisk_collect). */
+  return _brisk_os_thread_releases() != releases_before;
 }
 
 /* ---- heap life cycle ---- */

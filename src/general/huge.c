@@ -32,7 +32,9 @@
 _Static_assert(sizeof(brisk_segment_t) + sizeof(brisk_page_t) <= HUGE_BLOCK_OFFSET,
                "the huge header must fit before the block");
 
-uint8_t *_brisk_huge_block(const brisk_segment_t *segment) { return segment->pages[0].start; }
+uint8_t *_brisk_huge_block(const brisk_segment_t *segment) {
+  return brisk_page_start(&segment->pages[0]);
+}
 
 static size_t round_mapping_size(size_t size) {
   size_t page = _brisk_os_page_size();
@@ -48,7 +50,8 @@ static void huge_init(brisk_segment_t *segment, size_t block_offset) {
   segment->used_pages = 1;
   segment->heap = NULL;
   brisk_page_t *page = &segment->pages[0];
-  page->start = (uint8_t *)segment + block_offset;
+  brisk_page_set_start(page, (uint8_t *)segment + block_offset);
+  page->block_magic = 0;
   page->in_use = 1;
   page->used = 1;
   page->class_index = 0;
@@ -125,7 +128,7 @@ void *_brisk_huge_alloc(brisk_heap_t *heap, size_t size, size_t align, bool zero
     }
     huge_counted(segment, 1);
     huge_init(segment, offset);
-    uint8_t *block = segment->pages[0].start;
+    uint8_t *block = _brisk_huge_block(segment);
     if (zero && !fresh) memset(block, 0, size);
     return block;
   }
@@ -140,7 +143,7 @@ void *_brisk_huge_alloc(brisk_heap_t *heap, size_t size, size_t align, bool zero
   }
   huge_counted(segment, 1);
   huge_init(segment, BRISK_SEGMENT_SIZE);
-  return segment->pages[0].start;
+  return _brisk_huge_block(segment);
 }
 
 void _brisk_huge_free(brisk_heap_t *heap, brisk_segment_t *segment) {

@@ -5,6 +5,7 @@
 #ifndef BRISK_GENERAL_INTERNAL_H
 #define BRISK_GENERAL_INTERNAL_H
 
+#include "general/size_class.h"
 #include "general/types.h"
 #include "os/os.h"
 
@@ -35,6 +36,51 @@ BRISK_INLINE bool brisk_segment_map_contains(uintptr_t address) {
 
 BRISK_INLINE size_t brisk_page_size(const brisk_segment_t *segment) {
   return (size_t)1 << segment->page_shift;
+}
+
+/* ---- a page's blocks ---- */
+
+/* The first block of a page (of a huge segment: the huge block). It lies
+ * less than 2^32 bytes above its segment, so the low 32 bits kept in the
+ * page descriptor give it back. */
+BRISK_INLINE uint8_t *brisk_page_start(const brisk_page_t *page) {
+  uintptr_t segment = (uintptr_t)brisk_segment_of((uintptr_t)page);
+  return (uint8_t *)(segment + (uint32_t)(page->start_low - (uint32_t)segment));
+}
+
+BRISK_INLINE void brisk_page_set_start(brisk_page_t *page, const uint8_t *start) {
+  page->start_low = (uint32_t)(uintptr_t)start;
+}
+
+/* The block size of a page serving a size class. */
+BRISK_INLINE size_t brisk_page_block_size(const brisk_page_t *page) {
+  return brisk_class_to_size(page->class_index);
+}
+
+/* ceil(2^64 / block_size), the page's block_magic. */
+BRISK_INLINE uint64_t brisk_block_magic(size_t block_size) { return UINT64_MAX / block_size + 1; }
+
+/* The index in its page of the block that holds address: with
+ * c = ceil(2^64 / d), offset * c / 2^64 is offset / d for every offset
+ * below 2^32 (Lemire, Kaser and Kurz, 2019). */
+BRISK_INLINE size_t brisk_page_block_index(const brisk_page_t *page, uintptr_t address) {
+  uint32_t offset = (uint32_t)address - page->start_low;
+  return (size_t)(((unsigned __int128)offset * page->block_magic) >> 64);
+}
+
+/* Whether address, inside a page that serves a size class, is the start of
+ * one of its blocks. Lemire, Kaser and Kurz's divisibility test ("Faster
+ * remainder by direct computation", 2019): with c = ceil(2^64 / d), an
+ * offset n < 2^32 is a multiple of d exactly when n * c mod 2^64 < c.
+ * Here n < 2^22 (a large page) and d <= 2^19, so for a multiple the product
+ * is (n / d) * (c * d - 2^64) < n < 2^22, and for any other offset it is at
+ * least c > 2^45: the product's high 32 bits are zero for block starts only.
+ * One subtraction, one multiplication and one test, no division. */
+_Static_assert(BRISK_LARGE_PAGE_SHIFT <= 22 && BRISK_LARGE_MAX <= ((size_t)1 << 19),
+               "brisk_page_is_block_start's bounds: offsets below 2^22, blocks up to 2^19");
+BRISK_INLINE bool brisk_page_is_block_start(const brisk_page_t *page, uintptr_t address) {
+  uint32_t offset = (uint32_t)address - page->start_low;
+  return ((uint64_t)offset * page->block_magic) >> 32 == 0;
 }
 
 /* ---- page queues: a class's pages, the full pages, the purge list ---- */
@@ -169,9 +215,17 @@ BRISK_HIDDEN uint8_t *_brisk_huge_block(const brisk_segment_t *segment);
 
 /* NULL, a segment-aligned huge block, or a pointer brisk never handed out. */
 BRISK_HIDDEN void _brisk_free_generic(void *p);
-/* free() of a block in a segment brisk owns whose page is not the calling
- * thread's (or is huge, aligned, or not in use). */
-BRISK_HIDDEN void _brisk_free_not_local(brisk_segment_t *segment, brisk_page_t *page, void *p);
+/* free() of a pointer into a segment brisk owns (page: its page) whose page
+ * is not the calling thread's (or is huge, aligned, or not in use). */
+BRISK_HIDDEN void _brisk_free_not_local(void *p, brisk_page_t *page);
+/* free()'s fast path pushed a pointer that is not the start of a block on
+ * page's local_free list (owned by the calling thread): name it, abort. */
+BRISK_HIDDEN BRISK_NORETURN BRISK_COLD void _brisk_free_local_not_block_start(brisk_page_t *page);
+/* "brisk: caller(p): invalid pointer: not the start of a block, size class
+ * N (S-byte blocks)", then abort. */
+BRISK_HIDDEN BRISK_NORETURN BRISK_COLD void _brisk_fatal_not_block_start(const char *caller,
+                                                                        const void *p,
+                                                                        const brisk_page_t *page);
 /* Find a pointer's segment; aborts with a message if p is not one of brisk's
  * live blocks. Used by free's slow path, usable_size and realloc. */
 BRISK_HIDDEN brisk_segment_t *_brisk_checked_segment(const void *p, const char *caller);
@@ -221,17 +275,18 @@ BRISK_INLINE void brisk_global_stat_add(brisk_global_stat_t which, int64_t n) {
   atomic_fetch_add_explicit(&_brisk_global_stats[which], n, memory_order_relaxed);
 }
 
-/* Fold a page's counts since its last fold into its heap's statistics
- * (owner or drain_lock holder; the page is in use). */
+/* Tell the heap how its page's live blocks changed since the page last did,
+ * for the process's bytes in use and their peak (owner or drain_lock
+ * holder; the page is in use). */
 BRISK_HIDDEN void _brisk_page_fold_stats(brisk_heap_t *heap, brisk_page_t *page);
 /* Fold the counts malloc's paths keep in plain fields (every 4096 slow
  * mallocs, before a 32-bit count can wrap: see types.h). */
 BRISK_HIDDEN void _brisk_heap_fold_counts(brisk_heap_t *heap);
-/* Fold every page of the heap, and the fast path's requested bytes. */
+/* Fold every page of the heap, and the plain counts. */
 BRISK_HIDDEN void _brisk_heap_fold_stats(brisk_heap_t *heap);
-/* Housekeeping: fold everything if a snapshot was asked for since the last
- * fold, so that other threads' counts in snapshots stay current. */
-BRISK_HIDDEN void _brisk_heap_stats_housekeeping(brisk_heap_t *heap);
+/* segment.c: add the blocks live on each page of the heap to live[class]
+ * (any thread; takes the heap's memory_lock). */
+BRISK_HIDDEN void _brisk_heap_count_live_blocks(brisk_heap_t *heap, uint64_t live[BRISK_CLASS_COUNT]);
 /* Change the heap's live bytes; published to the process total (and peak)
  * in steps of BRISK_STATS_PUBLISH_BYTES. */
 BRISK_HIDDEN void _brisk_heap_stats_in_use(brisk_heap_t *heap, int64_t bytes);

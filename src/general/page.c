@@ -107,7 +107,7 @@ void _brisk_heap_pin_all(brisk_heap_t *heap) {
 }
 
 static size_t page_extend_count(const brisk_page_t *page) {
-  size_t count = PAGE_EXTEND_BYTES / page->block_size;
+  size_t count = PAGE_EXTEND_BYTES / brisk_page_block_size(page);
   return count < PAGE_EXTEND_MIN_BLOCKS ? PAGE_EXTEND_MIN_BLOCKS : count;
 }
 
@@ -115,11 +115,12 @@ static void page_extend(brisk_page_t *page) {
   size_t remaining = (size_t)page->reserved - page->capacity;
   size_t count = page_extend_count(page);
   if (count > remaining) count = remaining;
-  uint8_t *first = page->start + (size_t)page->capacity * page->block_size;
+  size_t block_size = brisk_page_block_size(page);
+  uint8_t *first = brisk_page_start(page) + (size_t)page->capacity * block_size;
   uint8_t *block = first;
   for (size_t i = 1; i < count; i++) {
-    ((brisk_block_t *)block)->next = (brisk_block_t *)(block + page->block_size);
-    block += page->block_size;
+    ((brisk_block_t *)block)->next = (brisk_block_t *)(block + block_size);
+    block += block_size;
   }
   ((brisk_block_t *)block)->next = page->free;
   page->free = (brisk_block_t *)first;
@@ -131,8 +132,8 @@ static void page_init(brisk_heap_t *heap, brisk_page_t *page, size_t class_index
   size_t index = (size_t)(page - segment->pages);
   size_t block_size = brisk_class_to_size(class_index);
   size_t usable = brisk_page_size(segment);
-  page->start = (uint8_t *)segment + index * usable;
-  page->block_size = (uint32_t)block_size;
+  brisk_page_set_start(page, (uint8_t *)segment + index * usable);
+  page->block_magic = brisk_block_magic(block_size);
   page->class_index = (uint8_t)class_index;
   page->reserved = (uint16_t)(usable / block_size);
   page->capacity = 0;
@@ -141,7 +142,9 @@ static void page_init(brisk_heap_t *heap, brisk_page_t *page, size_t class_index
   page->local_free = NULL;
   page->is_committed = 1;
   page->live_at_fold = 0;
-  brisk_store_relaxed(&page->owner, (uintptr_t)heap);
+  /* release: a statistics snapshot that sees the owner sees the page's
+   * class and size above (_brisk_heap_count_live_blocks). */
+  atomic_store_explicit(&page->owner, (uintptr_t)heap, memory_order_release);
   atomic_fetch_add_explicit(&_brisk_class_pages[class_index], 1, memory_order_relaxed);
   page_extend(page);
 }
@@ -259,7 +262,9 @@ void _brisk_page_free_slow(brisk_heap_t *heap, brisk_page_t *page) {
   if (page->used & BRISK_PAGE_FULL_FLAG) {
     /* A count that went below zero also shows the flag: more frees than
      * blocks handed out. */
-    if (!page->in_full_list) brisk_fatal_pointer("free", page->start, "double free in this page");
+    if (!page->in_full_list) {
+      brisk_fatal_pointer("free", brisk_page_start(page), "double free in this page");
+    }
     page->used &= ~BRISK_PAGE_FULL_FLAG;
     page->in_full_list = 0;
     brisk_page_queue_remove(&heap->full_pages, page);
@@ -269,7 +274,7 @@ void _brisk_page_free_slow(brisk_heap_t *heap, brisk_page_t *page) {
   if (page->used != 0) return;
   /* A pinned head keeps one count of its own: reaching 0 means a double free. */
   if (heap->pinned[class_index] == page) {
-    brisk_fatal_pointer("free", page->start, "double free in this page");
+    brisk_fatal_pointer("free", brisk_page_start(page), "double free in this page");
   }
   retire_page(heap, page);
   /* A thread that only frees comes here now and then: post its batches. */

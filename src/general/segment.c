@@ -10,10 +10,14 @@
  *     once when the list holds too many bytes. A segment with no page in use
  *     is released to the OS unless it is the heap's one spare of its kind.
  *
+ *   _brisk_heap_count_live_blocks(heap, live)  a statistics snapshot's count
+ *     of the blocks live on every page of the heap's segments.
+ *
  * Everything here runs on the heap's owner thread (or the holder of an
- * abandoned heap's drain_lock). The segment map is the one global written:
- * byte stores (the page shift, or 0) when a segment is reserved, moved or
- * released, read by free().
+ * abandoned heap's drain_lock), under the heap's memory_lock, which other
+ * threads take too: brisk_collect(true) to purge, a snapshot to count. The
+ * segment map is the one global written: byte stores (the page shift, or 0)
+ * when a segment is reserved, moved or released, read by free().
  */
 #include "general/internal.h"
 #include "general/size_class.h"
@@ -43,6 +47,10 @@ _Static_assert(sizeof(brisk_segment_t) + (BRISK_SEGMENT_SIZE >> BRISK_SMALL_PAGE
                                              sizeof(brisk_page_t) <=
                    ((size_t)1 << BRISK_SMALL_PAGE_SHIFT),
                "a segment's header must fit in its page 0");
+/* Pages are decommitted whole: each must be whole OS pages, whatever the
+ * OS page size (os.h). */
+_Static_assert(((size_t)1 << BRISK_SMALL_PAGE_SHIFT) % BRISK_OS_MAX_PAGE_SIZE == 0,
+               "a page is a whole number of OS pages");
 
 static size_t page_index(const brisk_segment_t *segment, const brisk_page_t *page) {
   return (size_t)(page - segment->pages);
@@ -101,8 +109,10 @@ brisk_segment_t *_brisk_segment_resize(brisk_segment_t *segment, size_t new_size
   }
   brisk_store_relaxed(map_slot(moved), page_shift);
   moved->mapped_size = new_size;
-  /* The header travelled with the pages; its one absolute pointer did not. */
-  moved->pages[0].start = (uint8_t *)moved + (moved->pages[0].start - (uint8_t *)segment);
+  /* The header travelled with the pages; the block's address (its low bits
+   * in the descriptor) did not. */
+  uint32_t block_offset = moved->pages[0].start_low - (uint32_t)(uintptr_t)segment;
+  brisk_page_set_start(&moved->pages[0], (uint8_t *)moved + block_offset);
   return moved;
 }
 
@@ -163,6 +173,9 @@ static brisk_segment_t *segment_new(brisk_heap_t *heap, brisk_segment_kind_t kin
   brisk_global_stat_add(BRISK_STAT_SEGMENTS, 1);
   brisk_global_stat_add(BRISK_STAT_SEGMENT_BYTES, (int64_t)segment->mapped_size);
   available_push(heap, segment);
+  segment->heap_next = heap->segments;
+  if (heap->segments != NULL) heap->segments->heap_prev = segment;
+  heap->segments = segment;
   return segment;
 }
 
@@ -171,6 +184,9 @@ static void segment_release(brisk_heap_t *heap, brisk_segment_t *segment) {
     if (segment->pages[i].in_purge_list) purge_list_remove(heap, &segment->pages[i]);
   }
   if (segment->in_available_list) available_remove(heap, segment);
+  if (segment->heap_prev != NULL) segment->heap_prev->heap_next = segment->heap_next;
+  else heap->segments = segment->heap_next;
+  if (segment->heap_next != NULL) segment->heap_next->heap_prev = segment->heap_prev;
   heap->empty_segments[segment->kind]--;
   brisk_global_stat_add(BRISK_STAT_SEGMENTS, -1);
   brisk_global_stat_add(BRISK_STAT_SEGMENT_BYTES, -(int64_t)segment->mapped_size);
@@ -321,6 +337,37 @@ void _brisk_heap_release_empty_segments(brisk_heap_t *heap, bool keep_spare) {
         kept_spare = true;
       }
       segment = next;
+    }
+  }
+  _brisk_heap_unlock_memory(heap);
+}
+
+/* The blocks a page in use holds now. Its owner changes `used` on every
+ * malloc and free with plain stores; a snapshot reads it anyway (an aligned
+ * 32-bit load: a count at most a few operations old), so ThreadSanitizer is
+ * kept from instrumenting this one read, as it is for `pinned`, which the
+ * owner changes when a class queue's head does. */
+static BRISK_NOINLINE BRISK_NO_TSAN uint32_t page_live_blocks_now(const brisk_heap_t *heap,
+                                                                  const brisk_page_t *page) {
+  uint32_t used = *(const volatile uint32_t *)&page->used & ~BRISK_PAGE_FULL_FLAG;
+  /* The head page of a class queue holds one phantom count (page.c). */
+  const brisk_page_t *pinned = *(const brisk_page_t *const volatile *)&heap->pinned[page->class_index];
+  if (pinned == page && used != 0) used--;
+  return used;
+}
+
+void _brisk_heap_count_live_blocks(brisk_heap_t *heap, uint64_t live[BRISK_CLASS_COUNT]) {
+  _brisk_heap_lock_memory(heap);
+  for (brisk_segment_t *segment = heap->segments; segment != NULL; segment = segment->heap_next) {
+    for (size_t i = 1; i < segment->page_count; i++) {
+      if (segment->free_pages[i / 64] & ((uint64_t)1 << (i % 64))) continue;
+      const brisk_page_t *page = &segment->pages[i];
+      /* acquire: pairs with page_init's release store of the owner, so the
+       * page's class is the one it serves now; the memory lock keeps the
+       * page from being freed and set up again while we look. A page just
+       * taken from the segment and not set up yet has no owner. */
+      if (atomic_load_explicit(&page->owner, memory_order_acquire) == 0) continue;
+      live[page->class_index] += page_live_blocks_now(heap, page);
     }
   }
   _brisk_heap_unlock_memory(heap);

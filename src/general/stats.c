@@ -9,18 +9,25 @@
  *     entry it used, and the size to the heap's requested bytes (owner-only
  *     plain fields: the two instructions statistics cost the fast paths;
  *     free's fast path counts nothing); malloc's slow paths count
- *     allocations per class;
- *   - a fold (_brisk_page_fold_stats, on a page's slow-path events) tells
- *     the heap how many blocks of the page's class are live now, from the
- *     page's `used`; frees are allocations minus live blocks;
+ *     allocations per class. The owner folds these plain counts into its
+ *     heap's `stats` now and then (_brisk_heap_fold_counts);
+ *   - blocks live now are the pages' `used`, which malloc and free keep
+ *     anyway; frees are allocations minus live blocks;
  *   - segments, pages, huge blocks and heaps are counted process-wide on the
  *     slow paths that make and drop them (_brisk_global_stats).
- * A snapshot sums every heap's counts (heaps are never freed), after asking
- * each heap to fold everything at its next housekeeping; the caller's own
- * heap folds at once.
+ * A snapshot reads every heap (heaps are never freed) as it is now, running,
+ * sleeping or abandoned: its folded and unfolded counts (a sequence count
+ * keeps a fold from being counted twice or not at all) and the `used` of
+ * every page of its segments (under the heap's memory lock). The owner's
+ * plain fields are read while the owner may change them: the snapshot is a
+ * few operations old per heap, never a fold behind.
+ *
+ * The peak of bytes in use is kept process-wide: a page tells its heap how
+ * many blocks it holds on its slow-path events (_brisk_page_fold_stats), and
+ * each heap publishes its change in steps of BRISK_STATS_PUBLISH_BYTES.
  */
 #define _GNU_SOURCE
-#include "brisk.h"
+#include <brisk/stats.h>
 #include "general/internal.h"
 #include "general/options.h"
 #include "general/size_class.h"
@@ -31,6 +38,7 @@
 #include <fcntl.h>
 #include <inttypes.h>
 #include <pthread.h>
+#include <sched.h>
 #include <stdarg.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -38,7 +46,7 @@
 #include <time.h>
 #include <unistd.h>
 
-_Static_assert(BRISK_STATS_CLASSES == BRISK_CLASS_COUNT, "brisk.h's class count is the allocator's");
+_Static_assert(BRISK_STATS_CLASSES == BRISK_CLASS_COUNT, "brisk/stats.h's class count is the allocator's");
 
 _Atomic(int64_t) _brisk_global_stats[BRISK_STAT_COUNT];
 _Atomic(int64_t) _brisk_class_pages[BRISK_CLASS_COUNT];
@@ -47,10 +55,6 @@ _Atomic(int64_t) _brisk_class_pages[BRISK_CLASS_COUNT];
  * the total (and its peak) is then right to within this much per heap, and
  * the shared counter is touched once per this many bytes of change. */
 #define BRISK_STATS_PUBLISH_BYTES ((int64_t)256 * 1024)
-
-/* Bumped by every snapshot; a heap whose stats_epoch differs folds all its
- * pages at its next housekeeping. */
-static _Atomic(uint64_t) snapshot_epoch;
 
 static uint64_t start_ms;
 
@@ -67,9 +71,8 @@ void _brisk_page_fold_stats(brisk_heap_t *heap, brisk_page_t *page) {
   uint32_t live = page_live_blocks(heap, page);
   int64_t live_change = (int64_t)live - (int64_t)page->live_at_fold;
   if (live_change == 0) return;
-  brisk_stat_add(&heap->stats.live_blocks[page->class_index], live_change);
   page->live_at_fold = (uint16_t)live; /* a page holds at most 65535 blocks */
-  _brisk_heap_stats_in_use(heap, live_change * (int64_t)page->block_size);
+  _brisk_heap_stats_in_use(heap, live_change * (int64_t)brisk_page_block_size(page));
 }
 
 void _brisk_heap_stats_in_use(brisk_heap_t *heap, int64_t bytes) {
@@ -98,29 +101,47 @@ static void fold_queue(brisk_heap_t *heap, brisk_page_t *page) {
   for (; page != NULL; page = page->next) _brisk_page_fold_stats(heap, page);
 }
 
-/* The owner's plain counts into `stats`. */
+/* A count of the heap's `stats` plus what is added to it when the owner
+ * next folds: the snapshot reads both sides (see heap_allocations). */
+#define FOLD_INTO(counter, unfolded)                                           \
+  do {                                                                         \
+    uint64_t unfolded_count_ = (unfolded);                                     \
+    if (unfolded_count_ != 0) {                                                \
+      /* release: after the odd sequence count (see fold_begin). */            \
+      atomic_store_explicit((counter), atomic_load_explicit((counter), memory_order_relaxed) + \
+                            unfolded_count_, memory_order_release);           \
+      __atomic_store_n(&(unfolded), 0, __ATOMIC_RELEASE);                      \
+    }                                                                          \
+  } while (0)
+
+/* The class whose blocks serve every size that reads this word of the direct
+ * table (class sizes are multiples of 8). */
+static size_t direct_word_class(size_t word) {
+  return brisk_size_to_class(word == 0 ? 1 : word * 8);
+}
+
+/* The owner's plain counts into `stats`, between an odd and an even
+ * sequence count. Every store in between is a release store, so a reader
+ * that sees any of them sees the odd count too (a fence would do the same,
+ * but ThreadSanitizer does not model fences); the even count is stored with
+ * release after them all. */
 void _brisk_heap_fold_counts(brisk_heap_t *heap) {
+  uint32_t sequence = atomic_load_explicit(&heap->stats.fold_sequence, memory_order_relaxed);
+  atomic_store_explicit(&heap->stats.fold_sequence, sequence + 1, memory_order_relaxed);
   for (size_t word = 0; word < BRISK_DIRECT_COUNT; word++) {
-    uint64_t count = heap->small_allocations_unfolded[word];
-    if (count == 0) continue;
-    /* Class sizes are multiples of 8: the class of word * 8 is the class of
-     * every size that reads this word of the direct table. */
-    size_t class_index = brisk_size_to_class(word == 0 ? 1 : word * 8);
-    brisk_stat_add(&heap->stats.allocations[class_index], count);
-    heap->small_allocations_unfolded[word] = 0;
+    FOLD_INTO(&heap->stats.allocations[direct_word_class(word)],
+              heap->small_allocations_unfolded[word]);
   }
   for (size_t class_index = 1; class_index < BRISK_CLASS_COUNT; class_index++) {
-    uint64_t count = heap->class_allocations_unfolded[class_index];
-    if (count == 0) continue;
-    brisk_stat_add(&heap->stats.allocations[class_index], count);
-    heap->class_allocations_unfolded[class_index] = 0;
+    FOLD_INTO(&heap->stats.allocations[class_index], heap->class_allocations_unfolded[class_index]);
   }
-  brisk_stat_add(&heap->stats.slow_mallocs, heap->slow_mallocs_unfolded);
-  brisk_stat_add(&heap->stats.slow_frees, heap->slow_frees_unfolded);
-  heap->slow_mallocs_unfolded = heap->slow_frees_unfolded = 0;
-  brisk_stat_add(&heap->stats.bytes_requested, heap->bytes_requested_unfolded);
-  heap->bytes_requested_unfolded = 0;
+  FOLD_INTO(&heap->stats.slow_mallocs, heap->slow_mallocs_unfolded);
+  FOLD_INTO(&heap->stats.slow_frees, heap->slow_frees_unfolded);
+  FOLD_INTO(&heap->stats.bytes_requested, heap->bytes_requested_unfolded);
+  atomic_store_explicit(&heap->stats.fold_sequence, sequence + 2, memory_order_release);
 }
+
+#undef FOLD_INTO
 
 void _brisk_heap_fold_stats(brisk_heap_t *heap) {
   if (heap->is_empty_heap) return;
@@ -129,16 +150,6 @@ void _brisk_heap_fold_stats(brisk_heap_t *heap) {
   }
   fold_queue(heap, heap->full_pages.head);
   _brisk_heap_fold_counts(heap);
-  atomic_store_explicit(&heap->stats.stats_epoch,
-                        atomic_load_explicit(&snapshot_epoch, memory_order_relaxed),
-                        memory_order_relaxed);
-}
-
-void _brisk_heap_stats_housekeeping(brisk_heap_t *heap) {
-  if (atomic_load_explicit(&heap->stats.stats_epoch, memory_order_relaxed) !=
-      atomic_load_explicit(&snapshot_epoch, memory_order_relaxed)) {
-    _brisk_heap_fold_stats(heap);
-  }
 }
 
 /* ---- the snapshot ---- */
@@ -149,18 +160,57 @@ static pthread_mutex_t baseline_lock = PTHREAD_MUTEX_INITIALIZER;
 static brisk_stats_t baseline;
 static bool have_baseline;
 
+/* A heap's counts as `stats` plus the owner's plain counts not folded in
+ * yet. The owner may be folding or counting while we read (the plain fields
+ * are read without atomics, hence no ThreadSanitizer here): the sequence
+ * count says when a fold ran meanwhile, and the read is taken again. After
+ * many tries (an owner preempted in the middle of a fold) the last read
+ * stands; it is off by that one fold at most. */
+static BRISK_NOINLINE BRISK_NO_TSAN void heap_allocations(const brisk_heap_t *heap,
+                                                         brisk_stats_t *out) {
+  uint64_t allocations[BRISK_CLASS_COUNT];
+  uint64_t bytes_requested, slow_mallocs, slow_frees;
+  for (int attempt = 0; attempt < 1000; attempt++) {
+    /* acquire: pairs with the fold's release stores, below and there. */
+    uint32_t before = atomic_load_explicit(&heap->stats.fold_sequence, memory_order_acquire);
+    for (size_t c = 0; c < BRISK_CLASS_COUNT; c++) {
+      allocations[c] = atomic_load_explicit(&heap->stats.allocations[c], memory_order_acquire) +
+                       __atomic_load_n(&heap->class_allocations_unfolded[c], __ATOMIC_ACQUIRE);
+    }
+    for (size_t word = 0; word < BRISK_DIRECT_COUNT; word++) {
+      allocations[direct_word_class(word)] +=
+          __atomic_load_n(&heap->small_allocations_unfolded[word], __ATOMIC_ACQUIRE);
+    }
+    bytes_requested = atomic_load_explicit(&heap->stats.bytes_requested, memory_order_acquire) +
+                      __atomic_load_n(&heap->bytes_requested_unfolded, __ATOMIC_ACQUIRE);
+    slow_mallocs = atomic_load_explicit(&heap->stats.slow_mallocs, memory_order_acquire) +
+                   __atomic_load_n(&heap->slow_mallocs_unfolded, __ATOMIC_ACQUIRE);
+    slow_frees = atomic_load_explicit(&heap->stats.slow_frees, memory_order_acquire) +
+                 __atomic_load_n(&heap->slow_frees_unfolded, __ATOMIC_ACQUIRE);
+    /* The acquire loads above keep this load after them. */
+    if ((before & 1) == 0 &&
+        atomic_load_explicit(&heap->stats.fold_sequence, memory_order_relaxed) == before) {
+      break;
+    }
+    sched_yield();
+  }
+  for (size_t c = 1; c < BRISK_CLASS_COUNT; c++) out->classes[c].allocations += allocations[c];
+  out->general.bytes_requested += bytes_requested;
+  out->general.slow_mallocs += slow_mallocs;
+  out->general.slow_frees += slow_frees;
+}
+
 static void add_heap(brisk_heap_t *heap, void *context) {
+  if (heap->is_empty_heap) return;
   brisk_stats_t *out = context;
+  heap_allocations(heap, out);
+  uint64_t live[BRISK_CLASS_COUNT] = {0};
+  _brisk_heap_count_live_blocks(heap, live);
   for (size_t c = 1; c < BRISK_CLASS_COUNT; c++) {
-    out->classes[c].allocations += atomic_load_explicit(&heap->stats.allocations[c], memory_order_relaxed);
     /* frees holds live blocks until the sum is complete (raw_snapshot). */
-    out->classes[c].frees +=
-        (uint64_t)atomic_load_explicit(&heap->stats.live_blocks[c], memory_order_relaxed);
+    out->classes[c].frees += live[c];
     out->classes[c].remote_frees += atomic_load_explicit(&heap->stats.remote_frees[c], memory_order_relaxed);
   }
-  out->general.bytes_requested += atomic_load_explicit(&heap->stats.bytes_requested, memory_order_relaxed);
-  out->general.slow_mallocs += atomic_load_explicit(&heap->stats.slow_mallocs, memory_order_relaxed);
-  out->general.slow_frees += atomic_load_explicit(&heap->stats.slow_frees, memory_order_relaxed);
 }
 
 static int64_t global_stat(brisk_global_stat_t which) {
@@ -196,22 +246,18 @@ static void raw_snapshot(brisk_stats_t *out) {
   out->version = BRISK_STATS_VERSION;
   out->size = sizeof *out;
   out->time_ms = _brisk_os_now_ms() - start_ms;
-  atomic_fetch_add_explicit(&snapshot_epoch, 1, memory_order_relaxed);
-  brisk_heap_t *self = _brisk_tls_heap;
-  if (!self->is_empty_heap) _brisk_heap_fold_stats(self);
   _brisk_heaps_for_each(add_heap, out);
 
   brisk_general_stats_t *general = &out->general;
   for (size_t c = 1; c < BRISK_CLASS_COUNT; c++) {
     brisk_class_stats_t *cls = &out->classes[c];
     cls->block_size = brisk_class_to_size(c);
-    /* Another running thread's counts are folded at different moments, so
-     * its live blocks can run ahead of its allocations for a while. */
-    int64_t live = (int64_t)cls->frees;
-    if (live < 0) live = 0;
-    if ((uint64_t)live > cls->allocations) live = (int64_t)cls->allocations;
+    /* A running thread's count and its pages are read a few operations
+     * apart, so its live blocks can run ahead of its allocations by those. */
+    uint64_t live = cls->frees;
+    if (live > cls->allocations) live = cls->allocations;
     cls->blocks_in_use = (size_t)live;
-    cls->frees = cls->allocations - (uint64_t)live;
+    cls->frees = cls->allocations - live;
     int64_t pages = atomic_load_explicit(&_brisk_class_pages[c], memory_order_relaxed);
     cls->pages = pages > 0 ? (size_t)pages : 0;
     general->allocations += cls->allocations;
@@ -527,7 +573,8 @@ void brisk_stats_json(FILE *out) { print_snapshot(FORM_JSON, out, -1); }
  * a snapshot and appends one line with write(2): it calls no malloc, so it
  * never gets a heap of its own. After fork, the child starts its own writer
  * (its lines carry its pid); at exit the writer is stopped and joined, and
- * one last line is written. writer_lock guards the writer's state only;
+ * one last line is written. The writer never keeps a process alive: when
+ * it is the last thread running, it ends (writer_main). writer_lock guards the writer's state only;
  * neither it nor baseline_lock is held while a snapshot takes heaps_lock, so
  * fork's handlers may take them and heap.c's heaps_lock in either order.
  * text_lock is held across a snapshot, so fork's handlers leave it alone and
@@ -542,25 +589,50 @@ static int writer_fd = -1;
 
 static void write_line(void) { print_snapshot(FORM_JSON_LINE, NULL, writer_fd); }
 
+/* How often the writer looks whether the program's own threads have all
+ * ended (a main thread that called pthread_exit, the last thread of a child
+ * forked from a thread returning): the writer then ends too, and the process
+ * exits as it would have without it (glibc calls exit(0) when its last
+ * thread ends, so the report at exit is still written). */
+#define LAST_THREAD_CHECK_MS 50
+
+static void wait_ms(uint64_t milliseconds) {
+  struct timespec until;
+  clock_gettime(CLOCK_MONOTONIC, &until);
+  until.tv_sec += (time_t)(milliseconds / 1000);
+  until.tv_nsec += (long)(milliseconds % 1000) * 1000000L;
+  if (until.tv_nsec >= 1000000000L) {
+    until.tv_sec++;
+    until.tv_nsec -= 1000000000L;
+  }
+  pthread_cond_timedwait(&writer_wake, &writer_lock, &until);
+}
+
 static void *writer_main(void *unused) {
   (void)unused;
+  uint64_t interval = _brisk_options.stats_interval_ms;
+  uint64_t next_line_ms = _brisk_os_now_ms() + interval;
   pthread_mutex_lock(&writer_lock);
   while (!writer_stop) {
-    struct timespec until;
-    clock_gettime(CLOCK_MONOTONIC, &until);
-    uint64_t interval = _brisk_options.stats_interval_ms;
-    until.tv_sec += (time_t)(interval / 1000);
-    until.tv_nsec += (long)(interval % 1000) * 1000000L;
-    if (until.tv_nsec >= 1000000000L) {
-      until.tv_sec++;
-      until.tv_nsec -= 1000000000L;
+    uint64_t now = _brisk_os_now_ms();
+    if (now >= next_line_ms) {
+      pthread_mutex_unlock(&writer_lock);
+      write_line(); /* only this thread writes lines while it runs */
+      pthread_mutex_lock(&writer_lock);
+      next_line_ms = now + interval;
+      continue;
     }
-    while (!writer_stop && pthread_cond_timedwait(&writer_wake, &writer_lock, &until) == 0) {
-    }
+    uint64_t until_line = next_line_ms - now;
+    wait_ms(until_line < LAST_THREAD_CHECK_MS ? until_line : LAST_THREAD_CHECK_MS);
     if (writer_stop) break;
     pthread_mutex_unlock(&writer_lock);
-    write_line(); /* only this thread writes lines while it runs */
+    bool alone = _brisk_os_only_thread_left();
     pthread_mutex_lock(&writer_lock);
+    if (alone) {
+      /* Nobody joins us now; the report at exit runs on this thread. */
+      writer_running = false;
+      writer_stop = true;
+    }
   }
   pthread_mutex_unlock(&writer_lock);
   return NULL;

@@ -111,7 +111,11 @@ typedef struct brisk_page_s {
   };
   brisk_block_t *local_free;     /* owner's frees land here (owner only) */
   uint32_t used;                 /* blocks handed out, with BRISK_PAGE_FULL_FLAG */
-  uint32_t block_size;
+  /* The low 32 bits of the first block's address (brisk_page_start gives
+   * the whole address): free()'s fast path takes a block's offset in the
+   * page from it in 32 bits. The block size comes from class_index
+   * (brisk_page_block_size). */
+  uint32_t start_low;
   _Atomic(uintptr_t) owner;      /* heap address | BRISK_OWNER_ALIGNED; 0 when free */
   uint16_t capacity;             /* blocks carved into lists so far */
   uint16_t reserved;             /* blocks the page can hold */
@@ -123,7 +127,10 @@ typedef struct brisk_page_s {
   /* Statistics (owner only): the live blocks when the page last told its
    * heap (_brisk_page_fold_stats). In the padding: the descriptor stays 64 B. */
   uint16_t live_at_fold;
-  uint8_t *start;                /* first block */
+  /* ceil(2^64 / block size): offset / block size is one multiplication,
+   * and "is offset a multiple of the block size" one more test
+   * (brisk_page_is_block_start). 0 for a huge segment's page. */
+  uint64_t block_magic;
   struct brisk_page_s *next;     /* class queue, full list, or purge list */
   struct brisk_page_s *prev;
 } brisk_page_t;
@@ -135,11 +142,18 @@ typedef struct brisk_segment_s {
   uint8_t page_shift;
   uint16_t page_count;
   uint16_t used_pages;
+  /* Here, in the padding, so that pages[] starts at 120 bytes: at a multiple
+   * of 64, GCC spends one more instruction in free() on the descriptor's
+   * address. */
+  bool in_available_list;
   struct brisk_heap_s *heap;     /* owner, for life; NULL for huge segments */
   size_t mapped_size;            /* bytes reserved from the OS for this segment */
   struct brisk_segment_s *next;  /* heap's list of segments with a free page */
   struct brisk_segment_s *prev;
-  bool in_available_list;
+  /* Every segment of the heap (under its memory_lock): a statistics
+   * snapshot counts the live blocks of their pages. */
+  struct brisk_segment_s *heap_next;
+  struct brisk_segment_s *heap_prev;
   uint64_t free_pages[8];        /* bit i set: page i is free (up to 512 pages) */
   brisk_page_t pages[];          /* page_count descriptors */
 } brisk_segment_t;
@@ -204,18 +218,19 @@ typedef struct brisk_huge_cache_entry_s {
  * only by whoever works on the heap (its thread, or the drain_lock holder
  * of an abandoned heap), with relaxed loads and stores (no read-modify-
  * write), and read by any thread: atomics only so that those reads are not
- * data races. Allocations per class come from malloc's counts by size
- * (folded in by _brisk_heap_fold_stats) and the slow paths; live blocks per
- * class from the pages' `used` (folded in on page events); frees are the
+ * data races. Allocations per class are these plus the counts not yet
+ * folded in (the heap's *_unfolded fields); a snapshot reads both, and the
+ * pages' `used` for the blocks live now (stats.c); frees are the
  * difference. */
 typedef struct brisk_heap_stats_s {
   _Atomic(uint64_t) allocations[BRISK_CLASS_COUNT];
-  _Atomic(int64_t) live_blocks[BRISK_CLASS_COUNT];
   _Atomic(uint64_t) remote_frees[BRISK_CLASS_COUNT];
   _Atomic(uint64_t) bytes_requested;
   _Atomic(uint64_t) slow_mallocs;
   _Atomic(uint64_t) slow_frees;
-  _Atomic(uint64_t) stats_epoch;   /* the snapshot request last folded for */
+  /* Odd while the owner moves the *_unfolded counts into the fields above,
+   * so that a snapshot reading both counts each allocation once. */
+  _Atomic(uint32_t) fold_sequence;
 } brisk_heap_stats_t;
 
 /* Add to a counter only one thread writes at a time. */
@@ -245,6 +260,7 @@ typedef struct brisk_heap_s {
   brisk_page_queue_t purge_list;   /* free pages still holding memory, oldest first */
   size_t purge_list_bytes;
   brisk_segment_t *available[BRISK_KIND_COUNT_PAGED]; /* segments with a free page */
+  brisk_segment_t *segments;       /* all of them (heap_next), under memory_lock */
   uint32_t empty_segments[BRISK_KIND_COUNT_PAGED];
   uint32_t generic_calls;
   brisk_huge_cache_entry_t huge_cache[BRISK_HUGE_CACHE_ENTRIES]; /* [0, count) filled */

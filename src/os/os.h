@@ -30,7 +30,16 @@
 
 #include "base/base.h"
 
-/* The OS page size (4 KiB on x86-64 Linux). */
+/*
+ * The OS page size, read from the system at the first call and kept (4 KiB
+ * on x86-64; 4, 16 or 64 KiB on arm64). brisk runs with any power of two
+ * from BRISK_OS_MIN_PAGE_SIZE to BRISK_OS_MAX_PAGE_SIZE and stops with a
+ * message on any other: what needs a page size at compile time uses these
+ * bounds (a fifo's control block fits the smallest page; the general
+ * allocator's pages, 64 KiB and up, are whole OS pages for any).
+ */
+#define BRISK_OS_MIN_PAGE_SIZE ((size_t)4 << 10)
+#define BRISK_OS_MAX_PAGE_SIZE ((size_t)64 << 10)
 BRISK_HIDDEN size_t _brisk_os_page_size(void);
 
 /*
@@ -106,6 +115,10 @@ typedef struct brisk_os_counts_s {
 } brisk_os_counts_t;
 
 BRISK_HIDDEN void _brisk_os_counts(brisk_os_counts_t *out);
+/* How many ranges the calling thread has unmapped or decommitted so far: a
+ * caller that compares it before and after its own work learns whether that
+ * work gave memory back, whatever other threads did meanwhile. */
+BRISK_HIDDEN uint64_t _brisk_os_thread_releases(void);
 
 /*
  * Fault injection, a test hook: the OS layer refuses system calls of one
@@ -123,6 +136,12 @@ BRISK_HIDDEN uint64_t _brisk_os_injected_failures(void);
 
 /* A monotonic clock in milliseconds, cheap enough for slow paths (vDSO). */
 BRISK_HIDDEN uint64_t _brisk_os_now_ms(void);
+
+/* Whether the calling thread is the only one left running in its process
+ * (the main thread may have ended with pthread_exit and be waiting as a
+ * zombie for the rest): read from /proc/self/stat, without allocating.
+ * False when that cannot be read. */
+BRISK_HIDDEN bool _brisk_os_only_thread_left(void);
 
 /* Write a message to stderr without allocating. */
 BRISK_HIDDEN void _brisk_os_write_error(const char *message);

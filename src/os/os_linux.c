@@ -6,14 +6,37 @@
 #include "os/os.h"
 
 #include <errno.h>
+#include <fcntl.h>
 #include <signal.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/auxv.h>
 #include <sys/mman.h>
 #include <time.h>
 #include <unistd.h>
 
-size_t _brisk_os_page_size(void) { return 4096; }
+/* The page size once read; 0 before. Relaxed: threads that race to read
+ * it first all store the same value, and nothing else is published. */
+static _Atomic size_t page_size;
+
+/* The auxiliary vector's AT_PAGESZ, which the kernel wrote at exec: no
+ * system call, no allocation, safe before libc is fully up. */
+static BRISK_COLD size_t read_page_size(void) {
+  size_t page = (size_t)getauxval(AT_PAGESZ);
+  if (page == 0) page = (size_t)sysconf(_SC_PAGESIZE);
+  if (!brisk_is_power_of_two(page) || page < BRISK_OS_MIN_PAGE_SIZE ||
+      page > BRISK_OS_MAX_PAGE_SIZE) {
+    _brisk_os_write_error("brisk: the OS page size is not one brisk supports (4 KiB to 64 KiB)\n");
+    _brisk_os_abort();
+  }
+  atomic_store_explicit(&page_size, page, memory_order_relaxed);
+  return page;
+}
+
+size_t _brisk_os_page_size(void) {
+  size_t page = atomic_load_explicit(&page_size, memory_order_relaxed);
+  return BRISK_LIKELY(page != 0) ? page : read_page_size();
+}
 
 /* Adds n to a caller's count of system calls (os.h: `calls`), if it keeps one. */
 static inline void add_calls(size_t *calls, size_t n) {
@@ -27,6 +50,8 @@ static _Atomic(uint64_t) call_counts[BRISK_OS_CALL_KINDS];
 static _Atomic(uint64_t) call_bytes[BRISK_OS_CALL_KINDS];
 static _Atomic(uint64_t) failed_calls;
 static _Atomic(int64_t) bytes_mapped;
+/* Unmaps and decommits this thread made (_brisk_os_thread_releases). */
+static BRISK_TLS uint64_t thread_releases;
 
 static void count_call(brisk_os_call_kind_t kind, size_t size, bool ok) {
   if (!ok) {
@@ -35,6 +60,36 @@ static void count_call(brisk_os_call_kind_t kind, size_t size, bool ok) {
   }
   atomic_fetch_add_explicit(&call_counts[kind], 1, memory_order_relaxed);
   atomic_fetch_add_explicit(&call_bytes[kind], size, memory_order_relaxed);
+  if (kind == BRISK_OS_UNMAP || kind == BRISK_OS_DECOMMIT) thread_releases++;
+}
+
+bool _brisk_os_only_thread_left(void) {
+  char text[1024];
+  int fd = open("/proc/self/stat", O_RDONLY | O_CLOEXEC);
+  if (fd < 0) return false;
+  ssize_t length = read(fd, text, sizeof text - 1);
+  close(fd);
+  if (length <= 0) return false;
+  text[length] = '\0';
+  /* "pid (comm) state ppid ...": comm may hold spaces and parentheses, so
+   * the fields are counted from the last ')'. The state is the leader's;
+   * num_threads is the 18th field after it and counts a zombie leader. */
+  const char *field = strrchr(text, ')');
+  if (field == NULL || field[1] != ' ') return false;
+  field += 2;
+  char leader_state = *field;
+  for (int i = 0; i < 17; i++) {
+    field = strchr(field, ' ');
+    if (field == NULL) return false;
+    field++;
+  }
+  long threads = strtol(field, NULL, 10);
+  bool leader_gone = leader_state == 'Z' || leader_state == 'X';
+  return threads == 1 || (leader_gone && threads == 2);
+}
+
+uint64_t _brisk_os_thread_releases(void) {
+  return thread_releases;
 }
 
 static void count_mapped(int64_t change) {
@@ -191,6 +246,8 @@ void *_brisk_os_reserve(size_t size, size_t align, size_t align_offset, size_t *
     void *p = reserve_at_hint(size, align, calls);
     if (p != NULL) return p;
   }
+  /* mmap's own alignment is enough: one call. */
+  if (align == page && align_offset % page == 0) return map_anonymous(size, calls);
   /* Over-reserve by `align`, then trim both ends: the kernel gives no
    * aligned mmap, and this costs two munmaps only on the slow path. */
   size_t padded = size + align;
@@ -214,7 +271,8 @@ void *_brisk_os_reserve_address_space(size_t size, size_t align, size_t *calls) 
     errno = ENOMEM;
     return NULL;
   }
-  size_t padded = size + align;
+  /* mmap's own alignment is enough when the page is all that is asked. */
+  size_t padded = align == page ? size : size + align;
   uint8_t *raw = counted_mmap(NULL, padded, PROT_NONE, MAP_PRIVATE | MAP_ANONYMOUS | MAP_NORESERVE);
   add_calls(calls, 1);
   if (raw == MAP_FAILED) {

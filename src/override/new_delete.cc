@@ -10,7 +10,7 @@
  * functions used here are weak references: any program that can call
  * operator new has libstdc++ loaded, and the dynamic linker binds them there.
  */
-#include <brisk.h>
+#include <brisk/malloc.h>
 
 #include <cerrno>
 #include <cstddef>

@@ -9,7 +9,8 @@
  */
 #define _GNU_SOURCE
 #include "general/alloc.h"
-#include "brisk.h"
+#include <brisk/malloc.h>
+#include <brisk/stats.h>
 #include "os/os.h"
 
 #include <errno.h>

@@ -74,7 +74,8 @@
  * into padding, after the first reset) is an ASan error. Memory committed
  * for the first time is not poisoned: two threads committing the same
  * range would otherwise race to poison a block a third one has unpoisoned.
- * Under Valgrind the arena is a mempool that reset empties at once (below).
+ * Under Valgrind the arena is a mempool (annotate.h) that reset empties at
+ * once.
  */
 #include "base/annotate.h"
 #include "base/base.h"
@@ -82,7 +83,7 @@
 #include "regions/registry.h"
 #include "regions/thread_slot.h"
 
-#include <brisk.h>
+#include <brisk/arena.h>
 #include <errno.h>
 
 #define MIN_CHUNK ((size_t)1 << 20)
@@ -90,7 +91,7 @@
 /* 64 TiB: keeps every claim and every offset far from wrapping around. */
 #define MAX_RESERVE ((size_t)1 << 46)
 #define CLAIM_ALIGN ((size_t)16)
-/* brisk.h's inline cursor path rounds to 16 and keeps positions 16-aligned. */
+/* brisk/arena.h's inline cursor path rounds to 16, keeping positions 16-aligned. */
 _Static_assert(CLAIM_ALIGN == 16, "brisk_arena_cursor_alloc assumes 16-byte claims");
 
 /* One thread's counts (see thread_slot.h), a cache line of its own. */
@@ -108,7 +109,10 @@ struct brisk_arena_s {
   size_t reservation_size;
   size_t header_size;       /* pages of this struct, committed at creation */
   size_t page;
-  bool announce; /* hand each block to ASan/Valgrind (see below) */
+  /* Hand each block to ASan/Valgrind: brisk_tools_watch_blocks at
+   * creation, so that other builds pay a predictable branch per allocation
+   * rather than a client request. */
+  bool announce;
   /* Resets so far. Cursors compare it with the count they claimed their
    * chunk under; reset (never concurrent with allocation) is its only
    * writer, so plain loads and stores do. */
@@ -123,46 +127,6 @@ struct brisk_arena_s {
 };
 
 _Static_assert(sizeof(arena_slot_t) == BRISK_CACHE_LINE, "slot entries are one cache line");
-
-/* ---- Tools: ASan through annotate.h, Valgrind as a memory pool ----
- *
- * Valgrind sees the arena as a mempool (the arena header is its handle):
- * a MALLOCLIKE block per allocation (annotate.h's brisk_annotate_alloc)
- * cannot be freed all at once by reset, and memcheck's leak check aborts
- * ("the impossible happened") once a reset block's address is handed out
- * again. A mempool is emptied in one request.
- */
-
-/*
- * `announce` (brisk_tools_watch_blocks at creation): whether each block
- * must be announced to a tool. A release build then pays a predictable
- * branch per allocation instead of a client request (about a nanosecond
- * on a 3 ns path).
- */
-
-static void pool_create(brisk_arena_t *arena) {
-#if BRISK_VALGRIND
-  VALGRIND_CREATE_MEMPOOL(arena, 0, 0);
-#endif
-  (void)arena;
-}
-
-static void pool_destroy(brisk_arena_t *arena) {
-#if BRISK_VALGRIND
-  VALGRIND_DESTROY_MEMPOOL(arena);
-#endif
-  (void)arena;
-}
-
-/* A block is handed out: ASan unpoisons it, Valgrind adds it to the pool. */
-static inline void announce_block(brisk_arena_t *arena, void *p, size_t size) {
-#if BRISK_VALGRIND
-  VALGRIND_MEMPOOL_ALLOC(arena, p, size);
-#else
-  brisk_annotate_alloc(p, size, false);
-#endif
-  (void)arena;
-}
 
 /* ---- Counting ---- */
 
@@ -234,7 +198,7 @@ brisk_arena_t *brisk_arena_create(size_t reserve) {
   arena->header_size = header_size;
   arena->page = page;
   arena->announce = brisk_tools_watch_blocks();
-  pool_create(arena);
+  brisk_annotate_mempool_create(arena);
   arena->poisoned_end = 0;
   arena->resets = 0;
   atomic_init(&arena->offset, 0);
@@ -248,7 +212,7 @@ void brisk_arena_destroy(brisk_arena_t *arena) {
   _brisk_region_unregister(&arena->entry);
   /* Clear our poisoning, so whatever is mapped here next starts clean. */
   brisk_annotate_internal(arena->data, arena->poisoned_end);
-  pool_destroy(arena);
+  brisk_annotate_mempool_destroy(arena);
   _brisk_os_release(arena->base, arena->reservation_size, NULL);
 }
 
@@ -304,7 +268,7 @@ static inline void *hand_out(brisk_arena_t *arena, size_t start, size_t size, si
   uint8_t *p = arena->data + start;
   count_alloc(arena, size);
   if (align > CLAIM_ALIGN) p = (uint8_t *)brisk_align_up((uintptr_t)p, align);
-  if (BRISK_ASAN || BRISK_UNLIKELY(arena->announce)) announce_block(arena, p, size);
+  if (BRISK_ASAN || BRISK_UNLIKELY(arena->announce)) brisk_annotate_mempool_alloc(arena, p, size);
   return p;
 }
 
@@ -351,8 +315,8 @@ void brisk_arena_reset(brisk_arena_t *arena, int keep_committed) {
   size_t committed = atomic_load_explicit(&arena->committed, memory_order_relaxed);
   /* Everything committed (all that was used, and more) becomes no-access
    * for the tools until handed out again. */
-  pool_destroy(arena); /* every block at once */
-  pool_create(arena);
+  brisk_annotate_mempool_destroy(arena); /* every block at once */
+  brisk_annotate_mempool_create(arena);
   brisk_annotate_no_access(arena->data, committed);
   if (committed > arena->poisoned_end) arena->poisoned_end = committed;
   if (!keep_committed && committed != 0) {
@@ -396,7 +360,7 @@ void *brisk_arena_cursor_alloc_slow_(brisk_arena_cursor_t *cursor, size_t size, 
     cursor->pos = cursor->end = NULL;
     cursor->resets = arena->resets;
   }
-  /* Multiples of 16 from a 16-aligned start: brisk.h's inline path relies
+  /* Multiples of 16 from a 16-aligned start: brisk/arena.h's inline path relies
    * on the position staying 16-aligned. */
   size_t take = brisk_align_up(size + (size == 0), CLAIM_ALIGN);
   uintptr_t at = brisk_align_up((uintptr_t)cursor->pos, align);

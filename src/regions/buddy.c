@@ -78,9 +78,7 @@
  *                            (THREAD_CACHE, small orders) → hand_out; else
  *   alloc_generic            (out of line)
  *     alloc_tree               each tree in turn from the slot's current
- *       tree_take                the top-down search above (spinlocked twin:
- *                                the same code with plain loads and stores,
- *                                under the lock)
+ *       tree_take                the top-down search above
  *     alloc_slow               (cold) every tree failed: flush this thread's
  *                              cache into the trees and retry once; ENOMEM
  *     hand_out                 index byte, counters, ASan/Valgrind
@@ -132,8 +130,6 @@
  *                  own pending delta above it: exact with one thread, within
  *                  FLUSH_BYTES per other active thread otherwise. Written
  *                  only while the peak rises, so its line stays shared.
- *   lock           the spinlocked twin only: exchange (acquire) / store
- *                  (release), test-and-test-and-set with a pause.
  *   everything else  written by create, read-only after.
  *
  * Spreading threads: slot i starts at tree (i * stride) % ntrees, stride
@@ -143,31 +139,28 @@
  * different children at the top PREF_LEVELS levels (the bits of
  * slot / ntrees), so they descend into different subtrees; below that, and
  * for a lone thread, the left child first (address-ordered first fit, which
- * keeps fragmentation low). Measured with 8 threads on 2 cores, one 64 MiB
- * tree of 64-B units: 128-B pairs 455 → 212 ns, 1 KiB 214-406 → 152-163 ns
- * (PREF_LEVELS 0 → 3). Many trees help far more: the same load over 64
- * trees of 1 MiB costs 30-50 ns per pair.
+ * keeps fragmentation low). Many trees spread threads far better than the
+ * preferences do (bench/results/published/region-design-measurements.md
+ * has the numbers).
  *
  * Worst case: counts say how much is free below a node, not whether an
  * aligned block of the order is. With every other unit free, a request of
  * two units reserves and gives back through every node above the last two
- * levels of every tree before it fails: 25 µs per 1 MiB tree of 64-B units
- * (1.5 ms for 64 MiB). Marotta's scan of the target level is no better.
+ * levels of every tree before it fails: time linear in the region's size.
+ * Marotta's scan of the target level is no better.
  *
- * Thread cache (BRISK_REGION_THREAD_CACHE; ignored with SPINLOCK): for
- * orders below CACHE_ORDERS (blocks up to 512 × min_block), up to
- * cache_depth(k) freed blocks per order (8 up to 64 × min_block, 2 above)
- * wait in the freeing thread's slot. A cached block stays allocated in its
- * tree (counters unchanged) but its index byte is cleared on free and set
- * again when the cache hands it out, so a double free is still caught. A
- * tree search that fails flushes the calling thread's own cache and
- * retries once; other threads' caches may hold blocks a bounded allocator
- * then lacks (at most cache_depth(k) blocks per cached order per thread)
- * until brisk_buddy_trim. The bigger orders serve the hybrid's region (min_block 128 B: blocks of 16-64 KiB, which
- * otherwise walk 4-6 levels of counters per alloc and per free); on seed
- * 003's experiment the change was within the run-to-run noise (hybrid at 8
- * threads +104-119% over glibc after, +88-107% before). A hit costs no
- * tree walk: 13 ns per alloc+free pair against 55-75 ns (one thread).
+ * Thread cache (BRISK_REGION_THREAD_CACHE): for orders below CACHE_ORDERS
+ * (blocks up to 512 × min_block), up to cache_depth(k) freed blocks per
+ * order (8 up to 64 × min_block, 2 above) wait in the freeing thread's
+ * slot. A cached block stays allocated in its tree (counters unchanged)
+ * but its index byte is cleared on free and set again when the cache hands
+ * it out, so a double free is still caught. A tree search that fails
+ * flushes the calling thread's own cache and retries once; other threads'
+ * caches may hold blocks a bounded allocator then lacks (at most
+ * cache_depth(k) blocks per cached order per thread) until
+ * brisk_buddy_trim. The bigger orders serve the hybrid's region
+ * (min_block 128 B: blocks of 16-64 KiB, which otherwise walk 4-6 levels
+ * of counters per alloc and per free). A hit costs no tree walk.
  *
  * Arguments: create rounds min_block (at least 16) and max_block (0: total)
  * up to powers of two and total up to a multiple of max_block; EINVAL for
@@ -189,7 +182,7 @@
 #include "regions/registry.h"
 #include "regions/thread_slot.h"
 
-#include <brisk.h>
+#include <brisk/buddy.h>
 #include <errno.h>
 #include <stdio.h>
 
@@ -206,8 +199,7 @@
 #define CACHE_BIG_DEPTH 2u
 #define PREF_LEVELS 3u
 #define FLUSH_BYTES ((size_t)64 << 10)
-#define KNOWN_FLAGS \
-  (BRISK_REGION_PREFAULT | BRISK_REGION_LOCK | BRISK_REGION_THREAD_CACHE | BRISK_REGION_SPINLOCK)
+#define KNOWN_FLAGS (BRISK_REGION_PREFAULT | BRISK_REGION_LOCK | BRISK_REGION_THREAD_CACHE)
 #define CACHE_MARK 0x80u
 
 /* Blocks of order k a thread's cache keeps: few of the big ones, so that
@@ -244,13 +236,11 @@ struct brisk_buddy_s {
   uint32_t min_shift;
   uint32_t depth;         /* D: log2(max_block / min_block) */
   uint32_t cache_orders;  /* 0 without a thread cache */
-  bool spin;              /* the spinlocked twin */
   size_t system_requests; /* OS calls made for it (all at creation) */
   brisk_region_entry_t entry; /* registry.h; its links NULL when not registered */
   /* Written rarely, read by every allocation. */
   BRISK_ALIGNED(BRISK_CACHE_LINE) _Atomic size_t in_use;
   BRISK_ALIGNED(BRISK_CACHE_LINE) _Atomic size_t high_water;
-  BRISK_ALIGNED(BRISK_CACHE_LINE) _Atomic uint32_t lock;
   slot_t slots[BRISK_THREAD_SLOTS + 1]; /* the last: threads without a slot */
 };
 
@@ -260,20 +250,10 @@ static BRISK_COLD BRISK_NORETURN void fatal(const void *p, const char *why) {
   _brisk_os_fatal_pointer("brisk_buddy_free", p, why);
 }
 
-/* ---- Tree operations ----
- *
- * `locked` is a constant at every call site: true in the spinlocked twin,
- * where the lock orders everything and a plain load + store replaces each
- * RMW (the fair spinlocked baseline of seed 003's comparison).
- */
+/* ---- Tree operations ---- */
 
-BRISK_INLINE bool reserve(_Atomic uint32_t *node, uint32_t s, uint32_t room, bool locked) {
+BRISK_INLINE bool reserve(_Atomic uint32_t *node, uint32_t s, uint32_t room) {
   uint32_t used = atomic_load_explicit(node, memory_order_relaxed);
-  if (locked) {
-    if (used > room) return false;
-    atomic_store_explicit(node, used + s, memory_order_relaxed);
-    return true;
-  }
   do {
     if (used > room) return false; /* room = full - s */
   } while (!atomic_compare_exchange_weak_explicit(node, &used, used + s, memory_order_acquire,
@@ -281,23 +261,15 @@ BRISK_INLINE bool reserve(_Atomic uint32_t *node, uint32_t s, uint32_t room, boo
   return true;
 }
 
-BRISK_INLINE bool take(_Atomic uint32_t *node, uint32_t full, bool locked) {
+BRISK_INLINE bool take(_Atomic uint32_t *node, uint32_t full) {
   uint32_t used = atomic_load_explicit(node, memory_order_relaxed);
   if (used != 0) return false;
-  if (locked) {
-    atomic_store_explicit(node, full, memory_order_relaxed);
-    return true;
-  }
   return atomic_compare_exchange_strong_explicit(node, &used, full, memory_order_acquire,
                                                  memory_order_relaxed);
 }
 
-BRISK_INLINE void give_back(_Atomic uint32_t *node, uint32_t s, bool locked) {
-  if (locked)
-    atomic_store_explicit(node, atomic_load_explicit(node, memory_order_relaxed) - s,
-                          memory_order_relaxed);
-  else
-    atomic_fetch_sub_explicit(node, s, memory_order_relaxed);
+BRISK_INLINE void give_back(_Atomic uint32_t *node, uint32_t s) {
+  atomic_fetch_sub_explicit(node, s, memory_order_relaxed);
 }
 
 /* Either child of node c (at depth target - 1) free: worth reserving c. A
@@ -313,12 +285,11 @@ BRISK_INLINE bool has_free_child(_Atomic uint32_t *n, size_t c) {
  * numbering, and whether child c was the first choice at its parent's depth
  * tells whether its sibling is still to try.
  */
-BRISK_INLINE size_t tree_take(_Atomic uint32_t *n, uint32_t depth, uint32_t k, uint32_t pref,
-                              bool locked) {
+BRISK_INLINE size_t tree_take(_Atomic uint32_t *n, uint32_t depth, uint32_t k, uint32_t pref) {
   const uint32_t s = (uint32_t)1 << k;
   const uint32_t target = depth - k;
-  if (target == 0) return take(&n[1], s, locked) ? 1 : 0;
-  if (!reserve(&n[1], s, ((uint32_t)1 << depth) - s, locked)) return 0;
+  if (target == 0) return take(&n[1], s) ? 1 : 0;
+  if (!reserve(&n[1], s, ((uint32_t)1 << depth) - s)) return 0;
   size_t i = 1;
   uint32_t d = 0; /* depth of i, which this search holds a reservation on */
   size_t c = 2 + (pref & 1);
@@ -326,10 +297,10 @@ BRISK_INLINE size_t tree_take(_Atomic uint32_t *n, uint32_t depth, uint32_t k, u
     const uint32_t cd = d + 1;
     bool ok;
     if (cd == target)
-      ok = take(&n[c], s, locked);
+      ok = take(&n[c], s);
     else
       ok = (cd + 1 != target || has_free_child(n, c)) &&
-           reserve(&n[c], s, ((uint32_t)1 << (depth - cd)) - s, locked);
+           reserve(&n[c], s, ((uint32_t)1 << (depth - cd)) - s);
     if (ok) {
       if (cd == target) return c;
       i = c;
@@ -340,7 +311,7 @@ BRISK_INLINE size_t tree_take(_Atomic uint32_t *n, uint32_t depth, uint32_t k, u
     /* c failed. Was it i's second choice? Then i is spent: give its
      * reservation back and go up, as long as that keeps being so. */
     while ((c & 1) != ((pref >> d) & 1)) {
-      give_back(&n[i], s, locked);
+      give_back(&n[i], s);
       if (i == 1) return 0;
       c = i;
       i >>= 1;
@@ -351,30 +322,10 @@ BRISK_INLINE size_t tree_take(_Atomic uint32_t *n, uint32_t depth, uint32_t k, u
 }
 
 /* Free node i (order k) of a tree: store 0, then the ancestors bottom-up. */
-BRISK_INLINE void tree_release(_Atomic uint32_t *n, size_t i, uint32_t k, bool locked) {
+BRISK_INLINE void tree_release(_Atomic uint32_t *n, size_t i, uint32_t k) {
   const uint32_t s = (uint32_t)1 << k;
-  if (locked) {
-    atomic_store_explicit(&n[i], 0, memory_order_relaxed);
-    for (i >>= 1; i != 0; i >>= 1)
-      atomic_store_explicit(&n[i], atomic_load_explicit(&n[i], memory_order_relaxed) - s,
-                            memory_order_relaxed);
-    return;
-  }
   atomic_store_explicit(&n[i], 0, memory_order_release);
   for (i >>= 1; i != 0; i >>= 1) atomic_fetch_sub_explicit(&n[i], s, memory_order_release);
-}
-
-/* ---- The spinlocked twin ---- */
-
-static void spin_lock(brisk_buddy_t *b) {
-  for (;;) {
-    while (atomic_load_explicit(&b->lock, memory_order_relaxed) != 0) brisk_cpu_relax();
-    if (atomic_exchange_explicit(&b->lock, 1, memory_order_acquire) == 0) return;
-  }
-}
-
-static void spin_unlock(brisk_buddy_t *b) {
-  atomic_store_explicit(&b->lock, 0, memory_order_release);
 }
 
 /* ---- Blocks, nodes and units ---- */
@@ -397,29 +348,19 @@ static inline size_t address_unit(const brisk_buddy_t *b, const void *p) {
   return (size_t)((const uint8_t *)p - b->base) >> b->min_shift;
 }
 
-static inline void release_locked_or_not(brisk_buddy_t *b, size_t unit, uint32_t k, bool locked) {
+/* Give a block (index byte already cleared) back to its tree. */
+static BRISK_NOINLINE void release_block(brisk_buddy_t *b, size_t unit, uint32_t k) {
   size_t tree = unit >> b->depth;
   size_t within = unit & (((size_t)1 << b->depth) - 1);
   size_t i = ((size_t)1 << (b->depth - k)) + (within >> k);
-  tree_release(tree_nodes(b, tree), i, k, locked);
-}
-
-/* Give a block (index byte already cleared) back to its tree. */
-static BRISK_NOINLINE void release_block(brisk_buddy_t *b, size_t unit, uint32_t k) {
-  if (BRISK_UNLIKELY(b->spin)) {
-    spin_lock(b);
-    release_locked_or_not(b, unit, k, true);
-    spin_unlock(b);
-    return;
-  }
-  release_locked_or_not(b, unit, k, false);
+  tree_release(tree_nodes(b, tree), i, k);
 }
 
 /* Every tree in turn from the slot's current one; NULL when none has room. */
-BRISK_INLINE void *scan_trees(brisk_buddy_t *b, slot_t *e, bool shared, uint32_t k, bool locked) {
+static inline void *alloc_tree(brisk_buddy_t *b, slot_t *e, bool shared, uint32_t k) {
   size_t tree = e->cur_tree;
   for (size_t tried = 0; tried < b->ntrees; tried++) {
-    size_t i = tree_take(tree_nodes(b, tree), b->depth, k, e->pref, locked);
+    size_t i = tree_take(tree_nodes(b, tree), b->depth, k, e->pref);
     if (i != 0) {
       if (!shared) e->cur_tree = tree;
       return unit_address(b, node_unit(b, tree, i, k));
@@ -427,19 +368,6 @@ BRISK_INLINE void *scan_trees(brisk_buddy_t *b, slot_t *e, bool shared, uint32_t
     if (++tree == b->ntrees) tree = 0;
   }
   return NULL;
-}
-
-static BRISK_NOINLINE void *alloc_tree_locked(brisk_buddy_t *b, slot_t *e, bool shared,
-                                              uint32_t k) {
-  spin_lock(b);
-  void *p = scan_trees(b, e, shared, k, true);
-  spin_unlock(b);
-  return p;
-}
-
-static inline void *alloc_tree(brisk_buddy_t *b, slot_t *e, bool shared, uint32_t k) {
-  if (BRISK_UNLIKELY(b->spin)) return alloc_tree_locked(b, e, shared, k);
-  return scan_trees(b, e, shared, k, false);
 }
 
 /* ---- Counters ---- */
@@ -692,14 +620,12 @@ brisk_buddy_t *_brisk_buddy_create(size_t total, size_t min_block, size_t max_bl
   b->max_block = max;
   b->min_shift = min_shift;
   b->depth = depth;
-  b->spin = (flags & BRISK_REGION_SPINLOCK) != 0;
   b->cache_orders = 0;
-  if ((flags & BRISK_REGION_THREAD_CACHE) != 0 && !b->spin)
+  if ((flags & BRISK_REGION_THREAD_CACHE) != 0)
     b->cache_orders = depth + 1 < CACHE_ORDERS ? depth + 1 : CACHE_ORDERS;
   b->system_requests = calls; /* make_resident adds its own */
   atomic_init(&b->in_use, 0);
   atomic_init(&b->high_water, 0);
-  atomic_init(&b->lock, 0);
   place_slots(b);
   if ((flags & (BRISK_REGION_PREFAULT | BRISK_REGION_LOCK)) != 0 &&
       (!make_resident(b, meta, meta_size, flags) ||

@@ -1,7 +1,7 @@
 /*
  * buddy.h — internals of the lock-free buddy allocator (buddy.c) that the
  * hybrid pool (hybrid.c) and the tests may read; the API itself is in
- * <brisk.h>. Spelled without BRISK_HIDDEN (base.h needs <stdatomic.h>) so
+ * <brisk/buddy.h>. Spelled without BRISK_HIDDEN (base.h needs <stdatomic.h>) so
  * that C++ tests can include it too.
  */
 #ifndef BRISK_REGIONS_BUDDY_H
@@ -11,7 +11,7 @@
 #include <stddef.h>
 #include <stdint.h>
 
-#include "brisk.h"
+#include <brisk/buddy.h>
 
 #ifdef __cplusplus
 extern "C" {

@@ -16,22 +16,18 @@
  * Finding the page: address & ~(window - 1) is the mapping, and the bits
  * just above the window's alignment choose the header's color, so free
  * computes the page header's address from the block's address alone (see
- * page_of). It used to take it from the block header's offset, which made
- * the page, its counter and everything after wait on a load that misses
- * the cache when frees come in random order: the random-order ring went
- * from 22 to about 17 ns per op (alloc-then-free 7.6 to 7.5, the FIFO
- * ring 14.0 to 12.3; bench/region_fifo, medians of 21 runs). The block
- * header is still read, to check the block, but nothing waits on it. A
- * bitmap design that dropped the block header (live and end bits per 16
- * bytes, pages found through a hash table) was tried first and lost: its
- * extra instructions made alloc-then-free 11.6 ns.
+ * page_of), not from the block header's offset: when frees come in random
+ * order that load misses the cache, and the page, its counter and
+ * everything after would wait on it. The block header is still read, to
+ * check the block, but nothing waits on it. (The measurements behind this
+ * and the choices below are in
+ * bench/results/published/region-design-measurements.md.)
  *
  * The header sits `color` bytes (0, 64, ..., 960) into its mapping:
  * 4 KiB-aligned headers all fall in one L1 set, which 8 lines fill, and
- * random-order frees then missed L1 on nearly every page header (coloring
- * took the bench's ring loops from 19.9 to 14.6 and 28.1 to 24.8 ns/op).
- * The color is the window number (address / window) Gray-folded, n ^ n/2:
- * the kernel tends to place successive mappings one window apart, or two
+ * random-order frees then missed L1 on nearly every page header. The
+ * color is the window number (address / window) Gray-folded, n ^ n/2: the
+ * kernel tends to place successive mappings one window apart, or two
  * (_brisk_os_reserve over-reserves and trims, which leaves a hole a window
  * wide), and either way 16 successive mappings take 16 different colors
  * (the window number alone gave only the even colors). The control block
@@ -61,13 +57,11 @@
  *   brisk_fifo_destroy  release spare, cache and an empty current; the rest
  *                       goes with the last free, the control page last
  *
- * The page policy (the seed's), with bench/region_fifo.c's numbers
- * (ns per alloc+free pair, median of 10 runs, a 2-core shared machine):
+ * The page policy (the seed's):
  *   - current is never NULL and never let go while the fifo lives. When its
  *     last block is freed nothing happens; when it is found empty and full
  *     at an alloc, it is reset and reused: lazily, as the seed does (a reset
- *     at every emptying, hot in L1 but a memset call per free, took
- *     alloc-then-free from 9.9 to 16.2 ns);
+ *     at every emptying would put a memset call on the free path);
  *   - one spare page is kept for the next time current fills up;
  *   - a page that empties while a spare exists replaces current when current
  *     has less than 1/8 of its area free (current would need a page soon
@@ -80,29 +74,27 @@
  * faster than mmap because malloc keeps freed memory for the next request.
  * brisk may not use malloc here, so a fifo keeps the pages it drops in a
  * small cache of its own (at most 1 MiB: 16 pages of 64 KiB, or one page if
- * pages are larger) and unmaps only past that. Random-order ring, 2M ops:
- * munmap/mmap every time 1553 maps, 61.5 ns; the cache 71 maps, 19.9 ns;
- * the cache with its pages decommitted (madvise) 71 maps, 52.2 ns (every
- * reuse faults its pages back in, which costs more than a memset).
+ * pages are larger) and unmaps only past that. Cached pages stay committed:
+ * decommitting them (madvise) would make every reuse fault its pages back
+ * in, which costs more than the memset that zeroes them.
  *
  * Zeroing: fresh pages are zero. A page is zeroed (its used part only) when
  * it re-enters service as current, so a page's free space is always zero
- * and alloc never clears memory (clearing each block in alloc instead:
- * 13.4 rather than 9.9 ns alloc-then-free, no better on the rings). A live
- * block's bytes past its requested size are zero too (realloc zeroes what a
- * shrink drops), which lets realloc grow a block in place and copy whole
- * spans without clearing. Zeroing is what glibc's malloc does not pay: in
- * the random-order ring, skipping it (wrongly) gave 18 rather than 22 ns
- * before page_of. Other ways of zeroing measured no better: in 4-16 KiB
- * steps just ahead of the carve (about the same), CLZERO or non-temporal
- * stores (25 ns: the lines then come back from memory at the carve).
+ * and alloc never clears memory (clearing each block in alloc instead was
+ * slower, and no better on the rings). A live block's bytes past its
+ * requested size are zero too (realloc zeroes what a shrink drops), which
+ * lets realloc grow a block in place and copy whole spans without
+ * clearing. Zeroing is what glibc's malloc does not pay.
+ * Other ways of zeroing measured no better: in 4-16 KiB steps just ahead
+ * of the carve, CLZERO or non-temporal stores (the lines then come back
+ * from memory at the carve).
  *
  * Packing: the block header is the seed's 8 bytes packed into one word by
  * hand (offset, span in units, state); as C bitfields, GCC read and wrote
  * the state byte apart from the rest. The seed's other trick, a 63-bit
  * `occupied` sharing a word with `alive`, bought a cache line there; here
  * `alive` is off the fast path (see destroy) and the bitfield only added
- * masking (10.6 vs 9.9 ns), so in_use is a plain word.
+ * masking, so in_use is a plain word.
  *
  * Statistics: allocations counts the successful alloc and realloc calls
  * and bytes_requested the sizes they asked for (a realloc is one
@@ -123,7 +115,7 @@
  * poisons the block, so a use after free is caught. Valgrind sees every
  * block through MALLOCLIKE/FREELIKE (base/annotate.h).
  */
-#include "brisk.h"
+#include <brisk/fifo.h>
 #include "base/annotate.h"
 #include "base/base.h"
 #include "os/os.h"
@@ -138,12 +130,14 @@
 /* Pages a fifo keeps for reuse after dropping them: at most this many bytes. */
 #define PAGE_CACHE_BYTES  ((size_t)1 << 20)
 #define PAGE_CACHE_MAX    16
-#define OS_PAGE           ((size_t)4096)
 /* Page headers start 0, 64, ..., 960 bytes into their mappings (colors),
- * chosen by the mapping's address (see page_of). */
+ * chosen by the mapping's address (see page_of). Every mapping is aligned
+ * to an OS page at least, so a header's address modulo the smallest page
+ * is its color: PAGE_ALIGN_MASK has the bits no color sets. */
 #define PAGE_COLOR        64u
 #define PAGE_COLORS       16u
-#define PAGE_ALIGN_MASK   ((uintptr_t)(OS_PAGE - 1) & ~(uintptr_t)((PAGE_COLORS - 1) * PAGE_COLOR))
+#define PAGE_ALIGN_MASK   ((uintptr_t)(BRISK_OS_MIN_PAGE_SIZE - 1) & \
+                           ~(uintptr_t)((PAGE_COLORS - 1) * PAGE_COLOR))
 /* The control block sits in the middle of its page, away from the colors. */
 #define FIFO_COLOR        ((size_t)2048)
 #define BLOCK_HEADER      ((size_t)8)
@@ -336,7 +330,7 @@ static void page_drop(brisk_fifo_t *fifo, page_t *page) {
 
 /* The control page goes last: after destroy, once no page is left. */
 static void fifo_release(brisk_fifo_t *fifo) {
-  _brisk_os_release((char *)fifo - FIFO_COLOR, OS_PAGE, NULL);
+  _brisk_os_release((char *)fifo - FIFO_COLOR, _brisk_os_page_size(), NULL);
 }
 
 /* ---- alloc ---- */
@@ -358,7 +352,8 @@ BRISK_INLINE void *carve(brisk_fifo_t *fifo, page_t *page, size_t span, size_t s
 /* A block bigger than a page: a page of its own, sized to fit whatever
  * color its address gives it, never current. */
 static void *big_alloc(brisk_fifo_t *fifo, size_t size) {
-  size_t map_size = brisk_align_up(fifo->color_mask + AREA + span_of(size), OS_PAGE);
+  size_t map_size =
+      brisk_align_up(fifo->color_mask + AREA + span_of(size), _brisk_os_page_size());
   page_t *page = page_map(fifo, map_size, true);
   if (page == NULL) return NULL;
   block_t *block = (block_t *)area_of(page);
@@ -481,8 +476,9 @@ static void zero_dropped(brisk_fifo_t *fifo, char *p, size_t n) {
   brisk_annotate_internal(p, n);
   if (n >= DECOMMIT_THRESHOLD) {
     /* Whole OS pages read back as zero once dropped: RSS falls too. */
-    char *inner = (char *)brisk_align_up((uintptr_t)p, OS_PAGE);
-    char *inner_end = (char *)((uintptr_t)(p + n) & ~(uintptr_t)(OS_PAGE - 1));
+    size_t os_page = _brisk_os_page_size();
+    char *inner = (char *)brisk_align_up((uintptr_t)p, os_page);
+    char *inner_end = (char *)((uintptr_t)(p + n) & ~(uintptr_t)(os_page - 1));
     memset(p, 0, (size_t)(inner - p));
     /* Refused (mlock'ed pages, for one), the pages keep their bytes. */
     if (!_brisk_os_decommit(inner, (size_t)(inner_end - inner), &fifo->system_requests))
@@ -547,24 +543,26 @@ static void registry_stats(const brisk_region_entry_t *entry, brisk_region_stats
 brisk_fifo_t *brisk_fifo_create(size_t page_size) {
   if (page_size == 0) page_size = DEFAULT_PAGE_SIZE;
   if (page_size > MAX_PAGE_SIZE) page_size = MAX_PAGE_SIZE;
-  page_size = brisk_align_up(page_size, OS_PAGE);
+  size_t os_page = _brisk_os_page_size();
+  page_size = brisk_align_up(page_size, os_page);
   size_t calls = 0;
-  char *control = _brisk_os_reserve(OS_PAGE, OS_PAGE, 0, &calls);
+  char *control = _brisk_os_reserve(os_page, os_page, 0, &calls);
   if (control == NULL) return NULL;
   brisk_fifo_t *fifo = (brisk_fifo_t *)(control + FIFO_COLOR);
-  _Static_assert(FIFO_COLOR + sizeof(brisk_fifo_t) <= OS_PAGE, "the control block fits its page");
+  _Static_assert(FIFO_COLOR + sizeof(brisk_fifo_t) <= BRISK_OS_MIN_PAGE_SIZE,
+                 "the control block fits its page");
   fifo->system_requests = calls;
   fifo->page_size = page_size;
   fifo->alive = true;
   size_t cache_max = PAGE_CACHE_BYTES / page_size;
   fifo->cache_max = (uint32_t)(cache_max == 0 ? 1 : cache_max > PAGE_CACHE_MAX ? PAGE_CACHE_MAX : cache_max);
-  size_t window = OS_PAGE;
+  size_t window = os_page;
   while (window < page_size) window <<= 1;
   fifo->window_mask = ~(uintptr_t)(window - 1);
-  /* Colors: a power of two, at most one per OS page of the page, picked
-   * by the window number (see page_of). */
+  /* Colors: a power of two, at most one per 4 KiB of the page, picked by
+   * the window number (see page_of). */
   size_t colors = 1;
-  while (colors < PAGE_COLORS && 2 * colors * OS_PAGE <= page_size) colors <<= 1;
+  while (colors < PAGE_COLORS && 2 * colors * ((size_t)4 << 10) <= page_size) colors <<= 1;
   fifo->color_mask = (uint32_t)((colors - 1) * PAGE_COLOR);
   fifo->color_shift = (uint32_t)__builtin_ctzll(window) - (uint32_t)__builtin_ctz(PAGE_COLOR);
   fifo->max_span = page_size - AREA - fifo->color_mask;
@@ -605,7 +603,7 @@ void brisk_fifo_destroy(brisk_fifo_t *fifo) {
 BRISK_NO_TSAN void brisk_fifo_stats(const brisk_fifo_t *fifo, brisk_region_stats_t *out) {
   out->bytes_requested = OWNER_WORD(fifo->bytes_requested);
   out->bytes_in_use = OWNER_WORD(fifo->in_use);
-  out->bytes_held = OWNER_WORD(fifo->bytes_held) + OS_PAGE;
+  out->bytes_held = OWNER_WORD(fifo->bytes_held) + _brisk_os_page_size(); /* + the control page */
   out->system_requests = OWNER_WORD(fifo->system_requests);
   out->allocations = OWNER_WORD(fifo->allocations);
 }

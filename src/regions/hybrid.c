@@ -39,9 +39,7 @@
  * thread writes it, with a relaxed load + store; threads without a slot
  * share slots[BRISK_THREAD_SLOTS] with fetch_add; totals sum them with
  * relaxed loads. `entry` is the registry's, under its lock. All other
- * concurrency lives inside the pools and buddies, which are lock-free (or
- * spinlocked twins, with BRISK_REGION_SPINLOCK, for the benchmark that
- * reproduces the seed's comparison).
+ * concurrency lives inside the pools and buddies, which are lock-free.
  *
  * Statistics (brisk_hybrid_totals, the registry): allocations and
  * bytes_requested are the hybrid's own counts of its successful
@@ -58,7 +56,8 @@
 #include "regions/registry.h"
 #include "regions/thread_slot.h"
 
-#include <brisk.h>
+#include <brisk/hybrid.h>
+#include <brisk/malloc.h>
 #include <errno.h>
 #include <string.h>
 
@@ -125,7 +124,7 @@ void brisk_hybrid_default_config(brisk_hybrid_config_t *out) {
   out->fallback_to_malloc = 0;
 }
 
-/* The alignment brisk_malloc gives a block of this size (brisk.h): 16 when
+/* The alignment brisk_malloc gives a block of this size (brisk/malloc.h): 16 when
  * the size is a multiple of 16 or at least 128, else 8. A bucket's objects
  * get that of the bucket size, and an align-0 request needs that of its own
  * size, so a 16-byte request never lands 8-aligned in a 24-byte bucket. */
@@ -149,8 +148,7 @@ static bool config_is_valid(const brisk_hybrid_config_t *c, size_t *bucket_count
   if (c->region_min_block != 0 && c->region_max_block != 0 &&
       c->region_min_block > c->region_max_block)
     return false;
-  const unsigned known = BRISK_REGION_PREFAULT | BRISK_REGION_LOCK | BRISK_REGION_THREAD_CACHE |
-                         BRISK_REGION_SPINLOCK;
+  const unsigned known = BRISK_REGION_PREFAULT | BRISK_REGION_LOCK | BRISK_REGION_THREAD_CACHE;
   if ((c->flags & ~known) != 0) return false;
   *bucket_count = buckets;
   *region_count = regions;
@@ -207,8 +205,7 @@ brisk_hybrid_t *brisk_hybrid_create(const brisk_hybrid_config_t *config) {
   h->bucket_count = bucket_count;
   h->region_count = region_count;
   h->fallback_to_malloc = config->fallback_to_malloc != 0;
-  /* Every section gets the config's flags: PREFAULT, LOCK, THREAD_CACHE,
-   * SPINLOCK. */
+  /* Every section gets the config's flags: PREFAULT, LOCK, THREAD_CACHE. */
   unsigned flags = config->flags;
 
   for (size_t i = 0; i < bucket_count; i++) {

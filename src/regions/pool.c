@@ -1,15 +1,9 @@
 /*
  * pool.c — the lock-free fixed-size pool (seeds 000 and 003): objects of
  * one size carved from one reservation; free objects hold the link of
- * Treiber stacks ("shards") found through one atomic bitmap and ctz.
- *
- * Layout of a reservation (one _brisk_os_reserve_address_space call; a
- * bounded pool reserves capacity objects, capacity 0 up to 64 GiB or 2^32 - 1
- * objects, whichever is fewer, and a quarter as much again and again down to
- * 64 MiB where the OS, or Valgrind, refuses that much):
- *
- *   [ header: brisk_pool_t ][ live bitmap (BRISK_DEBUG only) ][ objects ... ]
- *   base                     bits                               objects
+ * Treiber stacks ("shards") found through one atomic bitmap and ctz. The
+ * layout and who touches which field: pool_internal.h. The caches in front
+ * of the shards (THREAD_CACHE's magazines, brisk_pool_local_t): pool_cache.c.
  *
  * The header pages are committed at creation. A bounded pool commits all
  * its objects there too (one mprotect; with BRISK_REGION_PREFAULT or _LOCK
@@ -23,16 +17,6 @@
  * otherwise: no free list is built, objects are carved from the frontier
  * (`carved`, an atomic counter) when every list is empty.
  *
- * Object i (0-based) lies at objects + i * stride, stride = obj_size rounded
- * up to max(align, 8); objects start page-aligned, so every object is
- * aligned to align (at most 4096). A free object's first 4 bytes hold its
- * link: the index + 1 of the next free object, 0 at the end. A list head is
- * one 64-bit word, (32-bit ABA tag << 32) | (index + 1), changed only by a
- * 64-bit CAS that adds one to the tag: a CAS that succeeds proves that no
- * other CAS changed the list since the head was read (a tag repeats only
- * after 2^32 changes during one thread's pop, which is not guarded against).
- * Indexes fit 32 bits: at most 2^32 - 1 objects.
- *
  * Call tree:
  *   brisk_pool_create(_ex)  check arguments, reserve, commit the header
  *                           (bounded + PREFAULT/LOCK: commit, prefault and
@@ -45,103 +29,16 @@
  *                           bitmap (steal), then every head once; carve 1;
  *                           else fail (ENOMEM)
  *     THREAD_CACHE          pop the thread's magazine: no atomics
- *       cache_refill        (noinline) take_shared a batch (ONE CAS), else
- *                           carve a batch, else fail
- *     SPINLOCK              spin_alloc (noinline): lock, pop, unlock; carve
+ *       cache_refill        (pool_cache.c)
  *   brisk_pool_free         index_of (range + object start, O(1), abort if
  *                           bad); [debug] live bit; then by mode:
- *     shards                push onto the home shard (CAS), mark_nonempty
- *     THREAD_CACHE          push onto the magazine; full: cache_flush pushes
- *                           half of it as one chain (ONE CAS)
- *     SPINLOCK              spin_free: lock, push, unlock
+ *     shards                push onto the home shard (CAS), mark nonempty
+ *     THREAD_CACHE          push onto the magazine; full: cache_flush
+ *                           (pool_cache.c)
  *   carve                   commit up to the claim, then CAS(carved);
  *     ensure_committed      (cold) commit a slab, CAS-max `committed`
  *   brisk_pool_stats / _brisk_pool_counters: sum the per-slot counters
  *   brisk_pool_destroy      unregister, release the reservation
- *   brisk_pool_local_*      a caller-owned cache popped and pushed inline in
- *                           brisk.h; its slow paths (end of this file) move
- *                           batches through brisk_pool_alloc / _free
- *
- * Who touches which field, and with what memory order:
- *   shards[s].head   every thread, alone on its cache line. Loads acquire
- *                    (the links and bytes a pusher wrote before its CAS are
- *                    visible to the thread that pops the object); pushes CAS
- *                    seq_cst (release for the link, and the store side of
- *                    the bitmap protocol below); pops CAS acquire.
- *   object links     written (relaxed atomic store) by the thread that owns
- *                    the free object, before the release CAS that publishes
- *                    it. Read by poppers after an acquire load of the head:
- *                    that read (racy_link) races by design with a thread that
- *                    popped the same object meanwhile and writes its data
- *                    there; the value is then stale, and the CAS fails
- *                    because the tag moved. The read itself is safe: the
- *                    memory stays mapped and committed while the pool lives
- *                    and the link bytes are never poisoned. A batch pop
- *                    follows links before its CAS, so it bounds-checks each
- *                    one against the committed objects before following it.
- *   nonempty         bit s set: shard s may be non-empty. A push loads it
- *                    (seq_cst) after its CAS and sets the bit (fetch_or,
- *                    seq_cst) only if clear; a thread that finds shard s
- *                    empty clears the bit (fetch_and, seq_cst), then loads
- *                    the head again (seq_cst) and re-sets the bit if the
- *                    shard filled meanwhile. In the single total order of
- *                    seq_cst operations either the pusher's load follows the
- *                    clear (it sets the bit) or the re-load follows the push
- *                    (the clearer re-sets it): a non-empty shard never stays
- *                    invisible. Before carving or failing, alloc also looks
- *                    at every head once, so the bitmap is only a hint.
- *   carved           objects carved so far, never above max_objects and
- *                    never covering an object not yet committed: advanced
- *                    by a CAS (relaxed; carving is a slow path) after the
- *                    claim's commit. It partitions indexes (the objects'
- *                    memory is ordered by `committed`) and bounds free's
- *                    check: an index at or above it was never handed out.
- *                    Read relaxed by every free: a free of an object
- *                    carved for another thread comes after that carve (the
- *                    program passed the object on), so it sees it.
- *   committed        bytes of objects accessible: acquire loads by carving
- *                    threads, advanced after the committing thread's own
- *                    mprotect by a CAS-max (acq_rel), as in arena.c. Several
- *                    threads may commit overlapping ranges; nobody waits.
- *   system_requests  OS calls made for the pool: set at creation, then a
- *                    relaxed fetch_add per commit (a statistic).
- *   slots[i]         per-thread entry i (thread_slot.h): only the thread
- *                    holding slot i touches it, so the magazine fields are
- *                    plain and the counters are relaxed load + store (atomic
- *                    only so that stats may read them). slots[NO_SLOT] is
- *                    shared by the threads without a slot: fetch_add on its
- *                    counters, and its magazine is never used.
- *   spin_lock, spin_head: SPINLOCK mode only; spin_head under the lock.
- *   live bits        BRISK_DEBUG only: bit i set while object i is handed
- *                    out; fetch_or on alloc, fetch_and on free (relaxed:
- *                    the bit orders nothing, the RMW alone catches a double
- *                    free even between threads).
- *   everything else  written at creation, read-only until destroy.
- *
- * THREAD_CACHE: a magazine per thread slot holds up to mag_max free objects
- * as a chain of pointers through their first 8 bytes (head, count); batches
- * to and from the shards are relinked by index. An empty magazine is
- * refilled with a batch (mag_max / 2) taken from one shard in one CAS; a
- * full one pushes its older half onto the home shard as one chain in one
- * CAS. A bounded pool gets smaller magazines (capacity / 8, at least 2, at
- * most 32), yet objects cached by other threads can make it report
- * exhaustion early: at most mag_max objects per other thread. The thread
- * that allocates sees its own magazine first, so a single thread sees the
- * capacity honoured exactly. Objects stay in a magazine when its thread
- * exits: the next thread given the slot uses them.
- *
- * Measured (bench/region_pool, 64-byte objects, a 2-core shared machine):
- * single-thread instructions per alloc+free pair (callgrind; the loop
- * included) 98 lock-free, 63 with THREAD_CACHE, 111 spinlocked, against 57
- * for brisk_malloc/brisk_free. The cache went from 80 to 63 by: magazines
- * of pointers, not indexes (a pop needs no multiply); counting by batch
- * (its alloc counted nothing then; it now counts each allocation, one
- * unlocked add to the line it already writes, so that `allocations` is
- * counted rather than derived); the thread's entry found from one TLS word
- * (_brisk_thread_slot_line) with one zero test; per-thread counters bumped
- * with one unlocked add (brisk_owner_add); and the other modes' free in a
- * function of its own (free_to_shared), so the magazine path computes
- * nothing for them.
  *
  * Destroy must not run concurrently with alloc or free on the same pool.
  *
@@ -153,26 +50,13 @@
  * system_requests counts every OS call made for the pool (each of the
  * reservation's, commits, prefaults, mlocks). high_water counts carved
  * objects, cached and listed ones too.
- *
- * Tools: a free object is ASan-poisoned except its first 8 bytes (the link
- * that concurrent pops may read; ASan granules are 8 bytes), and unpoisoned
- * in full (stride bytes) when handed out. Objects committed for the first
- * time are not poisoned. Under Valgrind the pool is a mempool (as arena.c),
- * so destroy frees every object at once; a freed object's link is marked
- * defined so the pool may read and write it.
  */
-#include "regions/pool.h"
-
-#include "base/annotate.h"
-#include "base/base.h"
-#include "os/os.h"
-#include "regions/registry.h"
-#include "regions/thread_slot.h"
+#include "regions/pool_internal.h"
 
 #include <errno.h>
 
-#define SHARDS 8u
-#define MAX_ALIGN ((size_t)4096)
+/* Objects start page-aligned: any alignment up to the smallest page. */
+#define MAX_ALIGN BRISK_OS_MIN_PAGE_SIZE
 #define DEFAULT_ALIGN ((size_t)16)
 #define MIN_STRIDE ((size_t)8)
 /* An index + 1 fits 32 bits (0 is the end of a list). */
@@ -186,194 +70,22 @@
 #define MIN_SLAB ((size_t)256 << 10)
 #define MAX_SLAB ((size_t)64 << 20)
 #define MAG_MAX 32u
-#define LINK_BYTES ((size_t)4)
-/* What a free object keeps unpoisoned: one ASan granule. */
-#define LINK_GRANULE ((size_t)8)
-#define TAG_ONE ((uint64_t)1 << 32)
 
-enum pool_mode { MODE_SHARDS = 0, MODE_CACHE = 1, MODE_SPIN = 2 };
+/* ---- Tools and debug checks (annotate.h: the pool is a Valgrind mempool) ---- */
 
-typedef struct shard_s {
-  _Atomic uint64_t head; /* (tag << 32) | (index + 1) */
-} BRISK_ALIGNED(BRISK_CACHE_LINE) shard_t;
-
-typedef struct slot_s {
-  _Atomic size_t allocs;    /* objects handed out by this slot's thread */
-  _Atomic size_t frees;     /* objects it gave back */
-  _Atomic size_t failures;
-  uint8_t *mag_head;        /* the magazine's newest object, NULL when empty */
-  uint32_t mag_count;       /* objects in the magazine (the slot's thread only) */
-} BRISK_ALIGNED(BRISK_CACHE_LINE) slot_t;
-
-struct brisk_pool_s {
-  /* Read by every call, written at creation only (and `committed`, rarely). */
-  uintptr_t bias;       /* objects - stride: object index+1 i is at bias + i * stride */
-  uint8_t *objects;
-  size_t stride;
-  uint64_t inverse;     /* of stride's odd factor, mod 2^64 (index_of) */
-  uint32_t shift;       /* log2 of stride's power-of-two factor */
-  uint32_t mode;        /* enum pool_mode */
-  size_t max_objects;   /* capacity, or the unbounded reservation's */
-  uint32_t mag_max;     /* THREAD_CACHE: magazine size, refill batch mag_max / 2 */
-  uint32_t flags;
-  _Atomic size_t committed; /* bytes of objects accessible */
-  _Atomic uint64_t *live;   /* BRISK_DEBUG: one bit per object */
-  /* Cold: creation, the commit path, stats, destroy. */
-  uint8_t *base;
-  size_t reservation_size;
-  size_t header_size;   /* header pages, committed at creation */
-  size_t bitmap_size;   /* bytes reserved for the live bits (0 without BRISK_DEBUG) */
-  size_t obj_size;
-  size_t page;
-  brisk_region_entry_t entry; /* registry.h; its links NULL when not registered */
-  /* Contended words, one line each. */
-  BRISK_ALIGNED(BRISK_CACHE_LINE) _Atomic size_t carved;
-  BRISK_ALIGNED(BRISK_CACHE_LINE) _Atomic uint64_t nonempty;
-  BRISK_ALIGNED(BRISK_CACHE_LINE) _Atomic size_t system_requests;
-  BRISK_ALIGNED(BRISK_CACHE_LINE) _Atomic uint32_t spin_lock;
-  uint32_t spin_head;
-  shard_t shards[SHARDS];
-  slot_t slots[BRISK_THREAD_SLOTS + 1];
-};
-
-_Static_assert(SHARDS <= 64 && (SHARDS & (SHARDS - 1)) == 0, "shards: a power of two, one bitmap word");
-
-/* ---- Misuse ---- */
-
-static BRISK_COLD BRISK_NORETURN void fatal(const char *caller, const void *p, const char *why) {
-  _brisk_os_fatal_pointer(caller, p, why);
-}
-
-/* ---- Objects and links ---- */
-
-BRISK_INLINE uint8_t *object_at(const brisk_pool_t *pool, uint32_t index1) {
-  return (uint8_t *)(pool->bias + (uintptr_t)index1 * pool->stride);
-}
-
-/* A link of an object this thread owns (free, in its hands or magazine). */
-BRISK_INLINE uint32_t link_load(const uint8_t *object) {
-  return atomic_load_explicit((_Atomic uint32_t *)object, memory_order_relaxed);
-}
-
-BRISK_INLINE void link_store(uint8_t *object, uint32_t next1) {
-  atomic_store_explicit((_Atomic uint32_t *)object, next1, memory_order_relaxed);
-}
-
-/* A magazine's link: the next object itself (8 bytes at the object's start,
- * the same bytes as the shard link), so popping a magazine needs no
- * index-to-address multiply. Only the slot's thread touches these. */
-BRISK_INLINE uint8_t *mag_link_load(const uint8_t *object) {
-  return atomic_load_explicit((_Atomic(uint8_t *) *)object, memory_order_relaxed);
-}
-
-BRISK_INLINE void mag_link_store(uint8_t *object, uint8_t *next) {
-  atomic_store_explicit((_Atomic(uint8_t *) *)object, next, memory_order_relaxed);
-}
-
-/*
- * The link of a list's head object, read before the CAS that would pop it.
- * Races by design: another thread may have popped the object meanwhile and
- * be writing its own data there with plain stores; the value read is then
- * stale and the CAS fails, because every successful CAS moved the tag. The
- * memory stays mapped, committed and unpoisoned (link bytes) while the pool
- * lives, so the read itself is safe; TSan is kept from reporting it (not
- * inlined into instrumented code under TSan, inlined elsewhere).
- */
-static BRISK_NO_TSAN uint32_t racy_link(const uint8_t *object) {
-  return atomic_load_explicit((_Atomic uint32_t *)object, memory_order_relaxed);
-}
-
-/*
- * The index of the object at p, or a value >= max_objects if p is no object
- * start of this pool. stride = odd << shift: rotating the offset right by
- * shift moves any low bits to the top, and multiplying by the odd factor's
- * inverse divides exactly the multiples of it and sends everything else
- * above max_objects (for x < 2^64 not a multiple of odd, x * inverse mod 2^64
- * exceeds (2^64 - 1) / odd >= max_objects). Offsets below the objects wrap
- * to huge values, above max_objects too. One rotate, one multiply.
- */
-BRISK_INLINE size_t index_of(const brisk_pool_t *pool, const void *p) {
-  uint64_t offset = (uint64_t)((uintptr_t)p - (uintptr_t)pool->objects);
-  uint32_t s = pool->shift;
-  uint64_t rotated = (offset >> s) | (offset << ((64 - s) & 63));
-  return (size_t)(rotated * pool->inverse);
-}
-
-/* ---- Tools ---- */
-
-static void tools_pool_create(brisk_pool_t *pool) {
-#if BRISK_VALGRIND
-  BRISK_IF_VALGRIND(VALGRIND_CREATE_MEMPOOL(pool, 0, 0));
-#endif
-  (void)pool;
-}
-
-static void tools_pool_destroy(brisk_pool_t *pool) {
-#if BRISK_VALGRIND
-  BRISK_IF_VALGRIND(VALGRIND_DESTROY_MEMPOOL(pool));
-#endif
-  (void)pool;
-}
-
-#if BRISK_VALGRIND
-/* Out of line: a client request's argument block would give the fast
- * paths a stack frame. Returns p, so that hand_out calls it in tail
- * position (no frame there either). */
-static BRISK_NOINLINE void *valgrind_alloc(brisk_pool_t *pool, uint8_t *p) {
-  VALGRIND_MEMPOOL_ALLOC(pool, p, pool->stride);
-  return p;
-}
-
-static BRISK_NOINLINE void valgrind_free(brisk_pool_t *pool, uint8_t *p) {
-  VALGRIND_MEMPOOL_FREE(pool, p);
-  VALGRIND_MAKE_MEM_DEFINED(p, LINK_BYTES);
-}
-#endif
-
-/* The object at p goes to the program (all of its stride is usable);
- * returns p. */
-BRISK_INLINE void *announce_alloc(brisk_pool_t *pool, uint8_t *p) {
-#if BRISK_VALGRIND
-  if (BRISK_UNLIKELY(_brisk_under_valgrind)) return valgrind_alloc(pool, p);
-#else
-  brisk_annotate_alloc(p, pool->stride, false);
-#endif
-  (void)pool;
-  return p;
-}
-
-/* The object at p comes back: no access but its link granule. */
+/* The object at p comes back: no access but its link. */
 BRISK_INLINE void announce_free(brisk_pool_t *pool, uint8_t *p) {
-#if BRISK_VALGRIND
-  BRISK_IF_VALGRIND(valgrind_free(pool, p));
-#elif BRISK_ASAN
-  if (pool->stride > LINK_GRANULE) brisk_annotate_no_access(p + LINK_GRANULE, pool->stride - LINK_GRANULE);
-#endif
-  (void)pool;
-  (void)p;
+  brisk_annotate_mempool_free(pool, p, pool->stride, BRISK_POOL_LINK_BYTES);
 }
 
-/* ---- Debug: the live bitmap (compiles to nothing without BRISK_DEBUG) ---- */
-
-BRISK_INLINE void debug_mark_live(brisk_pool_t *pool, uint32_t index1) {
-#if BRISK_DEBUG
-  size_t i = index1 - 1;
-  if (i >= pool->max_objects) fatal("brisk_pool_alloc", object_at(pool, index1), "free list corrupted (a write after free?)");
-  uint64_t bit = (uint64_t)1 << (i % 64);
-  uint64_t old = atomic_fetch_or_explicit(&pool->live[i / 64], bit, memory_order_relaxed);
-  if (old & bit) fatal("brisk_pool_alloc", object_at(pool, index1), "object handed out twice: free list corrupted (a write after free?)");
-#endif
-  (void)pool;
-  (void)index1;
-}
-
+/* The object at p comes back: its live bit must be set (debug builds). */
 BRISK_INLINE void debug_mark_free(brisk_pool_t *pool, size_t index, const void *p) {
 #if BRISK_DEBUG
   if (index >= atomic_load_explicit(&pool->carved, memory_order_relaxed))
-    fatal("brisk_pool_free", p, "not an object of this pool (never handed out)");
+    _brisk_os_fatal_pointer("brisk_pool_free", p, "not an object of this pool (never handed out)");
   uint64_t bit = (uint64_t)1 << (index % 64);
   uint64_t old = atomic_fetch_and_explicit(&pool->live[index / 64], ~bit, memory_order_relaxed);
-  if (!(old & bit)) fatal("brisk_pool_free", p, "double free");
+  if (!(old & bit)) _brisk_os_fatal_pointer("brisk_pool_free", p, "double free");
 #endif
   (void)pool;
   (void)index;
@@ -385,30 +97,8 @@ BRISK_INLINE void debug_mark_free(brisk_pool_t *pool, size_t index, const void *
 /* A counter of the calling thread's own slot: no atomic RMW. */
 BRISK_INLINE void bump(_Atomic size_t *counter) { brisk_owner_add(counter, 1); }
 
-/* The slow paths' version: the shared entry of threads without a slot
- * needs an atomic RMW. */
-BRISK_INLINE void count(_Atomic size_t *counter, uint32_t slot) {
-  if (BRISK_LIKELY(slot != BRISK_NO_THREAD_SLOT)) {
-    brisk_owner_add(counter, 1);
-  } else {
-    atomic_fetch_add_explicit(counter, 1, memory_order_relaxed);
-  }
-}
-
-BRISK_INLINE void set_mag_count(slot_t *entry, uint32_t n) { entry->mag_count = n; }
-
-BRISK_INLINE uint32_t get_mag_count(const slot_t *entry) { return entry->mag_count; }
-
-/* The object goes to the program (counted by the caller). */
-BRISK_INLINE void *hand_out(brisk_pool_t *pool, uint8_t *p) {
-#if BRISK_DEBUG
-  debug_mark_live(pool, (uint32_t)index_of(pool, p) + 1);
-#endif
-  return announce_alloc(pool, p);
-}
-
-static BRISK_COLD void *fail(slot_t *entry, uint32_t slot) {
-  count(&entry->failures, slot);
+void *_brisk_pool_fail(brisk_pool_slot_t *entry, uint32_t slot) {
+  brisk_pool_count(&entry->failures, slot);
   errno = ENOMEM;
   return NULL;
 }
@@ -472,7 +162,7 @@ static BRISK_COLD bool ensure_committed(brisk_pool_t *pool, size_t end) {
  * failed CAS retries from the new value (another carve succeeded: lock-free)
  * and at worst committed a little early.
  */
-static uint32_t carve(brisk_pool_t *pool, uint32_t want, uint32_t *first1) {
+uint32_t _brisk_pool_carve(brisk_pool_t *pool, uint32_t want, uint32_t *first1) {
   size_t max = pool->max_objects;
   size_t start = atomic_load_explicit(&pool->carved, memory_order_relaxed);
   for (;;) {
@@ -492,26 +182,17 @@ static uint32_t carve(brisk_pool_t *pool, uint32_t want, uint32_t *first1) {
 
 /* ---- The shards ---- */
 
-BRISK_INLINE uint64_t next_head(uint64_t head, uint32_t first1) {
-  return ((head & ~(uint64_t)UINT32_MAX) + TAG_ONE) | first1;
-}
-
-/* Shard s may be non-empty: set its bit unless set (see the header). */
-BRISK_INLINE void mark_nonempty(brisk_pool_t *pool, uint32_t s) {
-  uint64_t bit = (uint64_t)1 << s;
-  if (!(atomic_load_explicit(&pool->nonempty, memory_order_seq_cst) & bit))
-    atomic_fetch_or_explicit(&pool->nonempty, bit, memory_order_seq_cst);
-}
-
-/* Push the chain first1 .. last (linked, last's link to be set) onto s. */
-BRISK_INLINE void push_chain(brisk_pool_t *pool, uint32_t s, uint32_t first1, uint8_t *last) {
-  _Atomic uint64_t *head = &pool->shards[s].head;
-  uint64_t old = atomic_load_explicit(head, memory_order_relaxed);
-  do {
-    link_store(last, (uint32_t)old);
-  } while (!atomic_compare_exchange_weak_explicit(head, &old, next_head(old, first1),
-                                                  memory_order_seq_cst, memory_order_relaxed));
-  mark_nonempty(pool, s);
+/*
+ * The link of a list's head object, read before the CAS that would pop it.
+ * Races by design: another thread may have popped the object meanwhile and
+ * be writing its own data there with plain stores; the value read is then
+ * stale and the CAS fails, because every successful CAS moved the tag. The
+ * memory stays mapped, committed and unpoisoned (link bytes) while the pool
+ * lives, so the read itself is safe; TSan is kept from reporting it (not
+ * inlined into instrumented code under TSan, inlined elsewhere).
+ */
+static BRISK_NO_TSAN uint32_t racy_link(const uint8_t *object) {
+  return atomic_load_explicit((_Atomic uint32_t *)object, memory_order_relaxed);
 }
 
 /*
@@ -529,7 +210,7 @@ static uint32_t pop_batch(brisk_pool_t *pool, uint32_t s, uint32_t want, uint32_
     uint32_t first = (uint32_t)old;
     if (first == 0) return 0;
     uint32_t last = first, n = 1;
-    uint32_t next = racy_link(object_at(pool, first));
+    uint32_t next = racy_link(brisk_pool_object_at(pool, first));
     while (n < want && next != 0) {
       if (limit == 0) limit = atomic_load_explicit(&pool->committed, memory_order_acquire) / pool->stride;
       /* Past the objects committed when we looked: a stale link (the CAS
@@ -537,9 +218,9 @@ static uint32_t pop_batch(brisk_pool_t *pool, uint32_t s, uint32_t want, uint32_
       if (next - 1 >= limit) break;
       last = next;
       n++;
-      next = racy_link(object_at(pool, last));
+      next = racy_link(brisk_pool_object_at(pool, last));
     }
-    if (atomic_compare_exchange_weak_explicit(head, &old, next_head(old, next),
+    if (atomic_compare_exchange_weak_explicit(head, &old, brisk_pool_next_head(old, next),
                                               memory_order_acquire, memory_order_acquire)) {
       *first1 = first;
       *last1 = last;
@@ -564,129 +245,38 @@ static bool clear_nonempty(brisk_pool_t *pool, uint32_t s) {
  * then ctz: seed 000); then every head once, so that no object is missed
  * for a lagging bit before the caller carves or fails.
  */
-static uint32_t take_shared(brisk_pool_t *pool, uint32_t home, uint32_t want, uint32_t *first1,
-                            uint32_t *last1) {
+uint32_t _brisk_pool_take_shared(brisk_pool_t *pool, uint32_t home, uint32_t want,
+                                 uint32_t *first1, uint32_t *last1) {
   uint32_t n = pop_batch(pool, home, want, first1, last1);
   if (n != 0) return n;
   uint64_t bits = atomic_load_explicit(&pool->nonempty, memory_order_seq_cst);
   bits &= ~((uint64_t)1 << home);
   while (bits != 0) {
-    uint64_t rotated = ((bits >> home) | (bits << (SHARDS - home))) & (((uint64_t)1 << SHARDS) - 1);
-    uint32_t s = (home + (uint32_t)brisk_count_trailing_zeros(rotated)) & (SHARDS - 1);
+    uint64_t rotated = ((bits >> home) | (bits << (BRISK_POOL_SHARDS - home))) &
+                       (((uint64_t)1 << BRISK_POOL_SHARDS) - 1);
+    uint32_t s = (home + (uint32_t)brisk_count_trailing_zeros(rotated)) & (BRISK_POOL_SHARDS - 1);
     bits &= ~((uint64_t)1 << s);
     n = pop_batch(pool, s, want, first1, last1);
     if (n != 0) return n;
     if (clear_nonempty(pool, s) && (n = pop_batch(pool, s, want, first1, last1)) != 0) return n;
   }
-  for (uint32_t i = 0; i < SHARDS; i++) {
-    n = pop_batch(pool, (home + i) & (SHARDS - 1), want, first1, last1);
+  for (uint32_t i = 0; i < BRISK_POOL_SHARDS; i++) {
+    n = pop_batch(pool, (home + i) & (BRISK_POOL_SHARDS - 1), want, first1, last1);
     if (n != 0) return n;
   }
   return 0;
 }
 
-BRISK_INLINE uint32_t home_shard(uint32_t slot) { return slot & (SHARDS - 1); }
-
 /* Shards mode: the home shard was empty. */
-static BRISK_NOINLINE void *alloc_slow(brisk_pool_t *pool, slot_t *entry, uint32_t slot) {
+static BRISK_NOINLINE void *alloc_slow(brisk_pool_t *pool, brisk_pool_slot_t *entry,
+                                        uint32_t slot) {
   uint32_t first1, last1;
-  if (take_shared(pool, home_shard(slot), 1, &first1, &last1) != 0 || carve(pool, 1, &first1) != 0) {
-    count(&entry->allocs, slot);
-    return hand_out(pool, object_at(pool, first1));
+  if (_brisk_pool_take_shared(pool, brisk_pool_home_shard(slot), 1, &first1, &last1) != 0 ||
+      _brisk_pool_carve(pool, 1, &first1) != 0) {
+    brisk_pool_count(&entry->allocs, slot);
+    return brisk_pool_hand_out(pool, brisk_pool_object_at(pool, first1));
   }
-  return fail(entry, slot);
-}
-
-/* ---- THREAD_CACHE: the magazines ---- */
-
-/* The magazine is empty: a batch from the shards (one CAS), else freshly
- * carved objects; the first is handed out, the rest fill the magazine. A
- * thread without a slot takes one object: it has no magazine. Reached only
- * with an empty magazine, so "the whole pool is exhausted" never leaves
- * objects of the calling thread's own magazine unused. */
-static BRISK_NOINLINE void *cache_refill(brisk_pool_t *pool, slot_t *entry, uint32_t slot) {
-  uint32_t want = slot != BRISK_NO_THREAD_SLOT ? pool->mag_max / 2 : 1;
-  uint32_t first1 = 0, last1 = 0;
-  uint32_t n = take_shared(pool, home_shard(slot), want, &first1, &last1);
-  bool carved = false;
-  if (n == 0) {
-    n = carve(pool, want, &first1);
-    if (n == 0) return fail(entry, slot);
-    carved = true;
-  }
-  /* The rest of the batch becomes the magazine, its index links rewritten
-   * as pointers (freshly carved objects have no links: they are consecutive). */
-  uint8_t *first = object_at(pool, first1);
-  if (n > 1) {
-    uint8_t *object = first;
-    uint32_t index1 = first1;
-    for (uint32_t i = 1; i < n; i++) {
-      index1 = carved ? index1 + 1 : link_load(object);
-      uint8_t *next = object_at(pool, index1);
-      if (i > 1)
-        mag_link_store(object, next);
-      else
-        entry->mag_head = next;
-      object = next;
-    }
-    mag_link_store(object, NULL);
-  }
-  count(&entry->allocs, slot);
-  if (n > 1) set_mag_count(entry, n - 1);
-  return hand_out(pool, first);
-}
-
-/* The magazine is full: its older half goes to the home shard as one chain
- * (one CAS), then p joins the magazine. Walking the chain to its end here
- * (objects this thread freed lately, in cache) keeps a tail pointer off the
- * fast path. */
-static BRISK_NOINLINE void cache_flush(brisk_pool_t *pool, slot_t *entry, uint32_t slot, uint8_t *p) {
-  uint32_t count = get_mag_count(entry), keep = count - count / 2;
-  uint8_t *cut = entry->mag_head;
-  for (uint32_t i = 1; i < keep; i++) cut = mag_link_load(cut);
-  /* The older half, cut's successors, relinked by index for the shard. */
-  uint8_t *first = mag_link_load(cut), *last = first;
-  for (uint32_t i = keep + 1; i < count; i++) {
-    uint8_t *next = mag_link_load(last);
-    link_store(last, (uint32_t)index_of(pool, next) + 1);
-    last = next;
-  }
-  mag_link_store(cut, NULL);
-  push_chain(pool, home_shard(slot), (uint32_t)index_of(pool, first) + 1, last);
-  mag_link_store(p, entry->mag_head);
-  entry->mag_head = p;
-  set_mag_count(entry, keep + 1);
-}
-
-/* ---- SPINLOCK: the spinlocked twin (seed 003's comparison) ---- */
-
-/* Test-and-test-and-set: spin on a plain load, pause in the spin. */
-static inline void spin_acquire(brisk_pool_t *pool) {
-  while (atomic_exchange_explicit(&pool->spin_lock, 1, memory_order_acquire) != 0) {
-    while (atomic_load_explicit(&pool->spin_lock, memory_order_relaxed) != 0) brisk_cpu_relax();
-  }
-}
-
-static inline void spin_release(brisk_pool_t *pool) {
-  atomic_store_explicit(&pool->spin_lock, 0, memory_order_release);
-}
-
-static BRISK_NOINLINE void *spin_alloc(brisk_pool_t *pool, slot_t *entry, uint32_t slot) {
-  spin_acquire(pool);
-  uint32_t index1 = pool->spin_head;
-  if (index1 != 0) pool->spin_head = link_load(object_at(pool, index1));
-  spin_release(pool);
-  if (index1 == 0 && carve(pool, 1, &index1) == 0) return fail(entry, slot);
-  count(&entry->allocs, slot);
-  return hand_out(pool, object_at(pool, index1));
-}
-
-static BRISK_NOINLINE void spin_free(brisk_pool_t *pool, uint32_t index1) {
-  uint8_t *p = object_at(pool, index1);
-  spin_acquire(pool);
-  link_store(p, pool->spin_head);
-  pool->spin_head = index1;
-  spin_release(pool);
+  return _brisk_pool_fail(entry, slot);
 }
 
 /* ---- The API ---- */
@@ -696,9 +286,8 @@ static BRISK_NOINLINE void spin_free(brisk_pool_t *pool, uint32_t index1) {
 static BRISK_NOINLINE void *alloc_no_slot(brisk_pool_t *pool) {
   uint32_t slot = brisk_thread_slot();
   if (slot != BRISK_NO_THREAD_SLOT) return brisk_pool_alloc(pool);
-  slot_t *entry = &pool->slots[slot];
-  if (pool->mode == MODE_CACHE) return cache_refill(pool, entry, slot);
-  if (pool->mode == MODE_SPIN) return spin_alloc(pool, entry, slot);
+  brisk_pool_slot_t *entry = &pool->slots[slot];
+  if (pool->mode == BRISK_POOL_CACHED) return _brisk_pool_cache_refill(pool, entry, slot);
   return alloc_slow(pool, entry, slot);
 }
 
@@ -708,10 +297,10 @@ static BRISK_NOINLINE void *alloc_no_slot(brisk_pool_t *pool) {
  * slot at all" out of line, so the counters below need no test and no
  * atomic RMW, and the entry is one add away.
  */
-_Static_assert(sizeof(slot_t) == BRISK_CACHE_LINE, "slot entries are one cache line");
+_Static_assert(sizeof(brisk_pool_slot_t) == BRISK_CACHE_LINE, "slot entries are one cache line");
 
-BRISK_INLINE slot_t *entry_at(brisk_pool_t *pool, uint32_t line) {
-  return (slot_t *)((char *)pool->slots + line) - 1;
+BRISK_INLINE brisk_pool_slot_t *entry_at(brisk_pool_t *pool, uint32_t line) {
+  return (brisk_pool_slot_t *)((char *)pool->slots + line) - 1;
 }
 
 BRISK_INLINE uint32_t slot_of(uint32_t line) { return line / BRISK_CACHE_LINE - 1; }
@@ -719,36 +308,35 @@ BRISK_INLINE uint32_t slot_of(uint32_t line) { return line / BRISK_CACHE_LINE - 
 void *brisk_pool_alloc(brisk_pool_t *pool) {
   uint32_t line = _brisk_thread_slot_line;
   if (BRISK_UNLIKELY(line == 0)) return alloc_no_slot(pool);
-  slot_t *entry = entry_at(pool, line);
+  brisk_pool_slot_t *entry = entry_at(pool, line);
   uint32_t slot = slot_of(line);
   uint32_t mode = pool->mode;
   uint8_t *p;
-  if (mode == MODE_CACHE) {
+  if (mode == BRISK_POOL_CACHED) {
     p = entry->mag_head;
-    if (BRISK_UNLIKELY(p == NULL)) return cache_refill(pool, entry, slot);
-    entry->mag_head = mag_link_load(p);
-    set_mag_count(entry, get_mag_count(entry) - 1);
+    if (BRISK_UNLIKELY(p == NULL)) return _brisk_pool_cache_refill(pool, entry, slot);
+    entry->mag_head = brisk_pool_mag_link_load(p);
+    entry->mag_count -= 1;
     bump(&entry->allocs);
-    return hand_out(pool, p);
+    return brisk_pool_hand_out(pool, p);
   } else {
-    if (BRISK_UNLIKELY(mode == MODE_SPIN)) return spin_alloc(pool, entry, slot);
-    _Atomic uint64_t *head = &pool->shards[home_shard(slot)].head;
+    _Atomic uint64_t *head = &pool->shards[brisk_pool_home_shard(slot)].head;
     uint64_t old = atomic_load_explicit(head, memory_order_acquire);
     for (;;) {
       if (BRISK_UNLIKELY((uint32_t)old == 0)) return alloc_slow(pool, entry, slot);
-      p = object_at(pool, (uint32_t)old);
+      p = brisk_pool_object_at(pool, (uint32_t)old);
       uint32_t next = racy_link(p);
-      if (atomic_compare_exchange_weak_explicit(head, &old, next_head(old, next),
+      if (atomic_compare_exchange_weak_explicit(head, &old, brisk_pool_next_head(old, next),
                                                 memory_order_acquire, memory_order_acquire))
         break;
     }
   }
   bump(&entry->allocs);
-  return hand_out(pool, p);
+  return brisk_pool_hand_out(pool, p);
 }
 
-static BRISK_COLD BRISK_NORETURN void bad_free(const void *p) {
-  fatal("brisk_pool_free", p, "not an object of this pool (or never handed out)");
+void _brisk_pool_bad_free(const void *p) {
+  _brisk_os_fatal_pointer("brisk_pool_free", p, "not an object of this pool (or never handed out)");
 }
 
 /* See alloc_no_slot. */
@@ -760,35 +348,26 @@ static BRISK_NOINLINE void free_no_slot(brisk_pool_t *pool, uint8_t *p, size_t i
   }
   debug_mark_free(pool, index, p);
   announce_free(pool, p);
-  count(&pool->slots[slot].frees, slot);
-  if (pool->mode == MODE_SPIN) {
-    spin_free(pool, (uint32_t)index + 1);
-    return;
-  }
-  push_chain(pool, home_shard(slot), (uint32_t)index + 1, p);
+  brisk_pool_count(&pool->slots[slot].frees, slot);
+  brisk_pool_push_chain(pool, brisk_pool_home_shard(slot), (uint32_t)index + 1, p);
 }
 
-/* Shards and spinlock modes: the free after the checks (a tail call from
+/* Shards mode: the free after the checks (a tail call from
  * brisk_pool_free, so that the magazine path there computes nothing for
- * these). */
+ * it). */
 static BRISK_NOINLINE void free_to_shared(brisk_pool_t *pool, uint32_t line, uint8_t *p,
                                           size_t index) {
-  uint32_t index1 = (uint32_t)index + 1;
-  if (BRISK_UNLIKELY(pool->mode == MODE_SPIN)) {
-    spin_free(pool, index1);
-    return;
-  }
-  push_chain(pool, home_shard(slot_of(line)), index1, p);
+  brisk_pool_push_chain(pool, brisk_pool_home_shard(slot_of(line)), (uint32_t)index + 1, p);
 }
 
 void brisk_pool_free(brisk_pool_t *pool, void *ptr) {
   if (ptr == NULL) return;
   uint8_t *p = ptr;
-  size_t index = index_of(pool, p);
+  size_t index = brisk_pool_index_of(pool, p);
   /* carved <= max_objects: one compare catches foreign, interior and
    * never-handed-out pointers. */
   if (BRISK_UNLIKELY(index >= atomic_load_explicit(&pool->carved, memory_order_relaxed)))
-    bad_free(p);
+    _brisk_pool_bad_free(p);
   uint32_t line = _brisk_thread_slot_line;
   if (BRISK_UNLIKELY(line == 0)) {
     free_no_slot(pool, p, index);
@@ -796,17 +375,17 @@ void brisk_pool_free(brisk_pool_t *pool, void *ptr) {
   }
   debug_mark_free(pool, index, p);
   announce_free(pool, p);
-  slot_t *entry = entry_at(pool, line);
+  brisk_pool_slot_t *entry = entry_at(pool, line);
   bump(&entry->frees);
-  if (BRISK_LIKELY(pool->mode == MODE_CACHE)) {
-    uint32_t n = get_mag_count(entry);
+  if (BRISK_LIKELY(pool->mode == BRISK_POOL_CACHED)) {
+    uint32_t n = entry->mag_count;
     if (BRISK_UNLIKELY(n >= pool->mag_max)) {
-      cache_flush(pool, entry, slot_of(line), p);
+      _brisk_pool_cache_flush(pool, entry, slot_of(line), p);
       return;
     }
-    mag_link_store(p, entry->mag_head);
+    brisk_pool_mag_link_store(p, entry->mag_head);
     entry->mag_head = p;
-    set_mag_count(entry, n + 1);
+    entry->mag_count = n + 1;
     return;
   }
   free_to_shared(pool, line, p, index);
@@ -831,8 +410,7 @@ static void registry_stats(const brisk_region_entry_t *entry, brisk_region_stats
 
 brisk_pool_t *_brisk_pool_create(size_t obj_size, size_t align, size_t capacity, unsigned flags,
                                  bool registered) {
-  const unsigned known = BRISK_REGION_PREFAULT | BRISK_REGION_LOCK | BRISK_REGION_THREAD_CACHE |
-                         BRISK_REGION_SPINLOCK;
+  const unsigned known = BRISK_REGION_PREFAULT | BRISK_REGION_LOCK | BRISK_REGION_THREAD_CACHE;
   if (align == 0) align = DEFAULT_ALIGN;
   if (obj_size == 0 || !brisk_is_power_of_two(align) || align > MAX_ALIGN || (flags & ~known) != 0)
     return invalid();
@@ -884,13 +462,7 @@ brisk_pool_t *_brisk_pool_create(size_t obj_size, size_t align, size_t capacity,
   pool->inverse = odd_inverse(stride >> shift);
   pool->max_objects = max_objects;
   pool->flags = flags;
-  if (flags & BRISK_REGION_SPINLOCK) {
-    pool->mode = MODE_SPIN;
-  } else if (flags & BRISK_REGION_THREAD_CACHE) {
-    pool->mode = MODE_CACHE;
-  } else {
-    pool->mode = MODE_SHARDS;
-  }
+  pool->mode = (flags & BRISK_REGION_THREAD_CACHE) ? BRISK_POOL_CACHED : BRISK_POOL_SHARDED;
   size_t mag = capacity == 0 ? MAG_MAX : capacity / 8;
   if (mag < 2) mag = 2;
   if (mag > MAG_MAX) mag = MAG_MAX;
@@ -905,8 +477,6 @@ brisk_pool_t *_brisk_pool_create(size_t obj_size, size_t align, size_t capacity,
   atomic_init(&pool->committed, 0);
   atomic_init(&pool->carved, 0);
   atomic_init(&pool->nonempty, 0);
-  atomic_init(&pool->spin_lock, 0);
-  pool->spin_head = 0;
   bool pin = (flags & (BRISK_REGION_PREFAULT | BRISK_REGION_LOCK)) != 0;
   int error = ENOMEM;
   errno = 0;
@@ -920,7 +490,7 @@ brisk_pool_t *_brisk_pool_create(size_t obj_size, size_t align, size_t capacity,
     if (!commit_range(pool, base + header_size, bitmap_size + object_bytes)) goto failed;
     atomic_init(&pool->committed, object_bytes);
   }
-  tools_pool_create(pool);
+  brisk_annotate_mempool_create(pool);
   if (registered) _brisk_region_register(&pool->entry, BRISK_REGION_POOL, registry_stats);
   return pool;
 failed:
@@ -945,7 +515,7 @@ void brisk_pool_destroy(brisk_pool_t *pool) {
 #if BRISK_ASAN
   brisk_annotate_internal(pool->objects, atomic_load_explicit(&pool->committed, memory_order_relaxed));
 #endif
-  tools_pool_destroy(pool);
+  brisk_annotate_mempool_destroy(pool);
   _brisk_os_release(pool->base, pool->reservation_size, NULL);
 }
 
@@ -960,7 +530,7 @@ void _brisk_pool_counters(const brisk_pool_t *pool, brisk_pool_counters_t *out) 
   brisk_pool_t *p = (brisk_pool_t *)pool;
   size_t allocations = 0, frees = 0, failures = 0;
   for (uint32_t i = 0; i <= BRISK_THREAD_SLOTS; i++) {
-    const slot_t *entry = &p->slots[i];
+    const brisk_pool_slot_t *entry = &p->slots[i];
     allocations += atomic_load_explicit(&entry->allocs, memory_order_relaxed);
     frees += atomic_load_explicit(&entry->frees, memory_order_relaxed);
     failures += atomic_load_explicit(&entry->failures, memory_order_relaxed);
@@ -986,91 +556,4 @@ void brisk_pool_stats(const brisk_pool_t *pool, brisk_region_stats_t *out) {
   out->bytes_held = p->header_size + bitmap_bytes_for(p, committed / p->stride) + committed;
   out->system_requests = atomic_load_explicit(&p->system_requests, memory_order_relaxed);
   out->allocations = counters.allocations;
-}
-
-/* ---- Local caches (brisk.h's brisk_pool_local_*) ----
- *
- * A caller-owned stack of free objects that brisk.h pops and pushes inline.
- * It meets the pool only through brisk_pool_alloc and brisk_pool_free, in
- * batches of max / 2, so the pool's checks, counters and tools see every
- * object that crosses; inside the local cache an object is the program's
- * (in use, for the statistics). The inline free trusts an address inside
- * [lo, lo + span): span is the bytes the pool had carved at the last slow
- * call, so anything the pool has not handed out goes out of line and is
- * checked here.
- */
-
-#define LOCAL_DEFAULT_MAX 32u
-
-
-static void local_push(brisk_pool_local_t *local, void *p) {
-  *(void **)p = local->head;
-  local->head = p;
-  local->count += 1;
-}
-
-static void *local_pop(brisk_pool_local_t *local) {
-  void *p = local->head;
-  local->head = *(void **)p;
-  local->count -= 1;
-  return p;
-}
-
-static void local_update_span(brisk_pool_local_t *local) {
-  brisk_pool_t *pool = local->pool;
-  local->span = atomic_load_explicit(&pool->carved, memory_order_relaxed) * pool->stride;
-}
-
-void brisk_pool_local_init(brisk_pool_local_t *local, brisk_pool_t *pool, unsigned max) {
-  if (max == 0) max = LOCAL_DEFAULT_MAX;
-  if (max < 2) max = 2;
-  local->head = NULL;
-  local->count = 0;
-  /* Debug checks or a watching tool must see every object: max 0 sends
-   * every call to the pool (the inline paths never succeed). */
-  local->max = BRISK_DEBUG || brisk_tools_watch_blocks() ? 0 : max;
-  local->lo = (uintptr_t)pool->objects;
-  local->span = 0;
-  local->pool = pool;
-}
-
-void brisk_pool_local_flush(brisk_pool_local_t *local) {
-  while (local->head != NULL) brisk_pool_free(local->pool, local_pop(local));
-}
-
-/* Empty: one object for the caller and up to max / 2 - 1 more from the
- * pool. A refill that meets the bound keeps what it got (the pool counts
- * that one failure) and leaves errno as the caller's success found it. */
-void *brisk_pool_local_alloc_slow_(brisk_pool_local_t *local) {
-  brisk_pool_t *pool = local->pool;
-  void *first = brisk_pool_alloc(pool);
-  if (first == NULL || local->max == 0) return first;
-  int saved_errno = errno;
-  for (unsigned i = 1; i < local->max / 2; i++) {
-    void *p = brisk_pool_alloc(pool);
-    if (p == NULL) break;
-    local_push(local, p);
-  }
-  errno = saved_errno;
-  local_update_span(local);
-  return first;
-}
-
-/* Out of range for the inline check (maybe only because span is stale),
- * or the cache is full: check p as brisk_pool_free would, hand half of the
- * cache back if full, keep p. */
-void brisk_pool_local_free_slow_(brisk_pool_local_t *local, void *p) {
-  if (p == NULL) return;
-  brisk_pool_t *pool = local->pool;
-  if (local->max == 0) {
-    brisk_pool_free(pool, p);
-    return;
-  }
-  if (BRISK_UNLIKELY(index_of(pool, p) >= atomic_load_explicit(&pool->carved, memory_order_relaxed)))
-    bad_free(p);
-  if (local->count >= local->max) {
-    for (unsigned n = local->max / 2; n > 0; n--) brisk_pool_free(pool, local_pop(local));
-  }
-  local_update_span(local);
-  local_push(local, p);
 }

@@ -1,6 +1,6 @@
 /*
  * pool.h — what the rest of brisk (the hybrid allocator) may know about a
- * fixed-size pool beyond <brisk.h>: where its objects lie, for dispatching
+ * fixed-size pool beyond <brisk/pool.h>: where its objects lie, for dispatching
  * a free by address, its object stride, and its counters in objects.
  * brisk_pool_alloc / brisk_pool_free are called directly (they are the fast
  * paths); everything here is read-only and safe to call concurrently with
@@ -11,7 +11,7 @@
 
 #include "base/base.h"
 
-#include <brisk.h>
+#include <brisk/pool.h>
 
 /* Counters of a pool, in objects. A snapshot: each field is summed over
  * per-thread counters without stopping the threads that move them. */

@@ -10,7 +10,7 @@
 #ifndef BRISK_REGIONS_REGISTRY_H
 #define BRISK_REGIONS_REGISTRY_H
 
-#include "brisk.h"
+#include <brisk/stats.h>
 #include "base/base.h"
 
 typedef struct brisk_region_entry_s {

@@ -1,9 +1,9 @@
 /*
- * stack.c — the frame (stack) allocator of <brisk.h>, after Intersec's
+ * stack.c — the frame (stack) allocator of <brisk/stack.h>, after Intersec's
  * t_stack (seed 002). One stack belongs to one thread at a time; nothing
  * here is atomic or locked.
  *
- * Call tree. brisk_stack_alloc, push and pop are inline in <brisk.h> (a
+ * Call tree. brisk_stack_alloc, push and pop are inline in <brisk/stack.h> (a
  * bump of hot.pos; a frame record) and call brisk_stack_{alloc,push,pop}
  * _slow_ for anything else, which run the full paths below; the public
  * functions here call inline helpers, never each other, so nothing goes
@@ -61,7 +61,7 @@
  *   - Free blocks are kept and reused. The search for a block that fits
  *     destroys too-small free blocks only while the free blocks exceed the
  *     bound below, and stops destroying once it has destroyed as many bytes
- *     as it needs (the seed's worst_case() fix: 35 MiB -> 7.5 MiB there).
+ *     as it needs (the seed's worst_case() fix).
  *   - Bound: the free blocks are kept up to max(1 MiB, peak), peak being
  *     the most block bytes in use at once, halved every 256 pops that cross
  *     a block (but never below the most in use since the previous halving).
@@ -106,18 +106,18 @@
 
 #include "base/annotate.h"
 #include "base/base.h"
-#include "brisk.h"
+#include <brisk/stack.h>
 #include "os/os.h"
 #include "regions/registry.h"
 #include "regions/stack.h"
 
 #define STACK_DEFAULT_BLOCK  ((size_t)64 << 10)
-#define STACK_DEFAULT_ALIGN  16 /* also brisk.h's inline brisk_stack_alloc (align 0) */
+#define STACK_DEFAULT_ALIGN  16 /* also brisk/stack.h's inline alloc's (align 0) */
 #define STACK_MEAN_FACTOR    64              /* a new block holds >= 64 mean requests */
 #define STACK_MEAN_BLOCK_MAX ((size_t)64 << 20) /* ...up to 64 MiB (a bigger request: its size) */
 #define STACK_KEEP_MIN       ((size_t)1 << 20)
 #define STACK_PEAK_DECAY     256             /* block-crossing pops between halvings */
-/* The seed's 16-bit count; brisk.h's inline alloc tests the same bound. */
+/* The seed's 16-bit count; brisk/stack.h's inline alloc tests the same bound. */
 #define STACK_AVERAGE_MAX_NB BRISK_STACK_AVERAGE_MAX_NB_
 #define STACK_SEARCH_MAX     64              /* free blocks looked at per search */
 
@@ -126,7 +126,7 @@
  * allocation under ASan, so that nothing unallocated is open). */
 /* Whether a stack is annotated is decided at creation
  * (brisk_tools_watch_blocks) and kept in hot.annotated, which also sends
- * brisk.h's inline pop out of line. */
+ * brisk/stack.h's inline pop out of line. */
 #define STACK_OPEN_CHUNK     (BRISK_ASAN ? 0 : (size_t)4096)
 
 typedef struct brisk_stack_block_s {
@@ -137,13 +137,13 @@ typedef struct brisk_stack_block_s {
   uint8_t *end;      /* end of the area (= end of the mapping) */
 } BRISK_ALIGNED(64) block_t;
 
-/* One pushed frame (the layout is brisk.h's, which push and pop inline). */
+/* One pushed frame (the layout is brisk/internal.h's: push and pop are inline). */
 typedef brisk_stack_frame_t frame_t;
 
 
 struct brisk_stack_s {
   /* Cache line 0 and the start of line 1: what the inline alloc, push and
-   * pop of brisk.h touch (pos, end, last, requested, the seed's running
+   * pop of brisk/stack.h touch (pos, end, last, requested, the seed's running
    * mean as average_sum / average_nb with average_mark, blk, frames, depth,
    * capacity, released; see brisk_stack_hot_t). average_sum is folded
    * lazily: see average_sum(). */
@@ -415,7 +415,7 @@ BRISK_INLINE void *stack_alloc(brisk_stack_t *stack, size_t size, size_t align) 
   return (void *)at;
 }
 
-/* brisk.h's inline brisk_stack_alloc comes here for whatever it does not do. */
+/* brisk/stack.h's inline brisk_stack_alloc comes here for all it does not do. */
 void *brisk_stack_alloc_slow_(brisk_stack_t *stack, size_t size, size_t align) {
   return stack_alloc(stack, size, align);
 }

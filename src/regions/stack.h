@@ -1,13 +1,13 @@
 /*
  * stack.h — internals of the frame allocator (stack.c) that the tests and
- * the benchmark may read; the API itself is in <brisk.h>.
+ * the benchmark may read; the API itself is in <brisk/stack.h>.
  */
 #ifndef BRISK_REGIONS_STACK_H
 #define BRISK_REGIONS_STACK_H
 
 #include <stddef.h>
 
-#include "brisk.h"
+#include <brisk/stack.h>
 
 #ifdef __cplusplus
 extern "C" {

@@ -399,8 +399,8 @@ static slot_t *get_slot(input_t *in, int kind) {
     case K_POOL: {
       static const size_t aligns[] = {0, 8, 16, 64, 4096};
       static const size_t capacities[] = {0, 1, 7, 100, 1000};
-      static const unsigned flags[] = {0, BRISK_REGION_THREAD_CACHE, BRISK_REGION_SPINLOCK,
-                                       BRISK_REGION_PREFAULT};
+      static const unsigned flags[] = {0, BRISK_REGION_THREAD_CACHE, BRISK_REGION_PREFAULT,
+                                       BRISK_REGION_THREAD_CACHE | BRISK_REGION_PREFAULT};
       s->obj_size = 1 + (size_t)a * 16 + b % 16;
       s->obj_align = aligns[b % 5];
       s->capacity = capacities[c % 5];
@@ -416,7 +416,7 @@ static slot_t *get_slot(input_t *in, int kind) {
       static const size_t totals[] = {4096, 65536, 1 << 20, 3 << 20, 4 << 20, 5000};
       static const size_t mins[] = {0, 16, 64, 256, 4096};
       static const size_t maxs[] = {0, 4096, 65536, 1 << 20};
-      static const unsigned flags[] = {0, BRISK_REGION_THREAD_CACHE, BRISK_REGION_SPINLOCK};
+      static const unsigned flags[] = {0, BRISK_REGION_THREAD_CACHE, BRISK_REGION_PREFAULT};
       size_t total = totals[a % 6], min = mins[b % 5], max = maxs[c % 4];
       if (max != 0 && max > pow2_at_least(total)) max = 0;
       if (max != 0 && max < min) max = min;
@@ -445,7 +445,7 @@ static slot_t *get_slot(input_t *in, int kind) {
       }
       config.region_sizes[0] = (size_t)64 << (b % 12); /* 64 B .. 128 KiB */
       if (c & 0x40) config.region_sizes[1] = 1 << 20;
-      static const unsigned flags[] = {0, BRISK_REGION_THREAD_CACHE, BRISK_REGION_SPINLOCK};
+      static const unsigned flags[] = {0, BRISK_REGION_THREAD_CACHE, BRISK_REGION_PREFAULT};
       config.flags = flags[(a / 4) % 3];
       config.fallback_to_malloc = (c & 0x80) != 0;
       s->handle = brisk_hybrid_create(&config);

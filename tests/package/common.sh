@@ -47,6 +47,16 @@ expect_install() {
     "$top/$libdir/libbrisk.so -> libbrisk.so.$major" \
     "$top/$libdir/libbrisk.a" \
     "$top/include/brisk.h" \
+    "$top/include/brisk/internal.h" \
+    "$top/include/brisk/malloc.h" \
+    "$top/include/brisk/stats.h" \
+    "$top/include/brisk/region.h" \
+    "$top/include/brisk/arena.h" \
+    "$top/include/brisk/stack.h" \
+    "$top/include/brisk/fifo.h" \
+    "$top/include/brisk/pool.h" \
+    "$top/include/brisk/buddy.h" \
+    "$top/include/brisk/hybrid.h" \
     "$top/$libdir/pkgconfig/brisk.pc" \
     "$top/$libdir/cmake/brisk/briskConfig.cmake" \
     "$top/$libdir/cmake/brisk/briskConfigVersion.cmake" \

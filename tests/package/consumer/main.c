@@ -3,7 +3,11 @@
  * through find_package(brisk). It calls brisk by name and through
  * malloc, which linking brisk makes brisk's: brisk_usable_size aborts on a
  * block brisk did not hand out, so a malloc that is still glibc's fails
- * here. Prints OK. */
+ * here. It includes <brisk/pool.h> first, alone, as a program that wants
+ * only the pool would (the installed brisk/ headers must stand alone), and
+ * goes through a pool's inline local cache. Prints OK. */
+#include <brisk/pool.h>
+
 #include <brisk.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -30,6 +34,23 @@ int main(void) {
     return 1;
   }
   free(plain);
+
+  brisk_pool_t *pool = brisk_pool_create(48, 0, 0);
+  if (pool == NULL) {
+    fputs("brisk_pool_create(48, 0, 0) returned NULL\n", stderr);
+    return 1;
+  }
+  brisk_pool_local_t local;
+  brisk_pool_local_init(&local, pool, 0);
+  char *object = brisk_pool_local_alloc(&local);
+  if (object == NULL) {
+    fputs("brisk_pool_local_alloc returned NULL\n", stderr);
+    return 1;
+  }
+  memset(object, 0x5a, 48);
+  brisk_pool_local_free(&local, object);
+  brisk_pool_local_flush(&local);
+  brisk_pool_destroy(pool);
   puts("OK");
   return 0;
 }

@@ -1,0 +1,66 @@
+/*
+ * brisk/buddy.h — the buddy allocator, after Marotta et al., "A
+ * Non-blocking Buddy System".
+ *
+ * Power-of-two blocks from min_block up to max_block over one reservation,
+ * tracked in an implicit binary tree whose nodes change only by atomic
+ * operations: no lock. Blocks are aligned to their own size. Its flags are
+ * brisk/region.h's BRISK_REGION_*.
+ */
+#ifndef BRISK_BUDDY_H
+#define BRISK_BUDDY_H
+
+#include <stddef.h>
+
+#include "internal.h"
+#include "region.h"
+
+#ifdef __cplusplus
+extern "C" {
+#endif
+
+typedef struct brisk_buddy_s brisk_buddy_t;
+
+/* total and min_block are rounded up to powers of two (min_block at least
+ * 16); blocks up to `total`. NULL/EINVAL for 0 or min_block > total. */
+BRISK_API brisk_buddy_t *brisk_buddy_create(size_t total, size_t min_block);
+/* max_block (0: total) caps the block size; total becomes a multiple of it
+ * and the region a row of max_block trees, which spreads contention.
+ * Unknown flags: EINVAL. */
+BRISK_API brisk_buddy_t *brisk_buddy_create_ex(size_t total, size_t min_block, size_t max_block,
+                                               unsigned flags);
+/* NULL/EINVAL for size 0 or a bad alignment; NULL/ENOMEM when no block of
+ * the size fits (size or alignment above max_block included). The block is
+ * size rounded up to a power of two (at least min_block and align) and is
+ * aligned to that. */
+BRISK_API void *brisk_buddy_alloc(brisk_buddy_t *buddy, size_t size, size_t align);
+/* NULL does nothing; a foreign or interior pointer aborts with a message,
+ * and so does a double free, unless the block was allocated again since
+ * (its start then belongs to the new block). */
+BRISK_API void brisk_buddy_free(brisk_buddy_t *buddy, void *p);
+BRISK_API void brisk_buddy_destroy(brisk_buddy_t *buddy);
+/*
+ * allocations and bytes_requested: successful brisk_buddy_alloc calls and
+ * the sizes they asked for (before rounding), counted per thread.
+ * bytes_in_use: the live blocks' power-of-two sizes. bytes_held: both
+ * reservations. system_requests: all made at creation. Any thread, any
+ * time, as brisk_pool_stats.
+ */
+BRISK_API void brisk_buddy_stats(const brisk_buddy_t *buddy, brisk_region_stats_t *out);
+/*
+ * Debug validator. Must not run concurrently with alloc/free. Returns 1 if
+ * the tree is consistent (no two live blocks overlap, every counter matches
+ * its children); 0 otherwise. With every block freed (and thread caches
+ * flushed by brisk_buddy_trim), *all_free is set to 1 when the tree is
+ * one free root again.
+ */
+BRISK_API int brisk_buddy_validate(brisk_buddy_t *buddy, int *all_free);
+/* Return every thread's cached blocks to the tree. Not concurrent-safe:
+ * no alloc/free may run meanwhile. */
+BRISK_API void brisk_buddy_trim(brisk_buddy_t *buddy);
+
+#ifdef __cplusplus
+}
+#endif
+
+#endif /* BRISK_BUDDY_H */

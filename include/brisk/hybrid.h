@@ -1,0 +1,88 @@
+/*
+ * brisk/hybrid.h — the bounded hybrid pool (seed 003).
+ *
+ * Fixed-size buckets (lock-free pools) in front of buddy regions, all
+ * reserved (and optionally pre-faulted and locked) at creation, so alloc
+ * and free make no system call afterwards. Frees dispatch by address
+ * through a read-only table of ranges.
+ */
+#ifndef BRISK_HYBRID_H
+#define BRISK_HYBRID_H
+
+#include <stddef.h>
+
+#include "internal.h"
+#include "region.h"
+
+#ifdef __cplusplus
+extern "C" {
+#endif
+
+typedef struct brisk_hybrid_s brisk_hybrid_t;
+
+#define BRISK_HYBRID_MAX_BUCKETS 8
+#define BRISK_HYBRID_MAX_REGIONS 4
+
+typedef struct brisk_hybrid_config_s {
+  size_t bucket_sizes[BRISK_HYBRID_MAX_BUCKETS];   /* ascending, 8..512 B; 0 ends the list */
+  size_t bucket_counts[BRISK_HYBRID_MAX_BUCKETS];  /* objects per bucket */
+  size_t region_sizes[BRISK_HYBRID_MAX_REGIONS];   /* buddy regions; 0 ends the list */
+  size_t region_min_block;                         /* 0: smallest above the last bucket */
+  size_t region_max_block;                         /* 0: 1 MiB */
+  unsigned flags;            /* BRISK_REGION_PREFAULT / LOCK / THREAD_CACHE */
+  int fallback_to_malloc;    /* nonzero: brisk_malloc when every section is full */
+} brisk_hybrid_config_t;
+
+/* The default: buckets of 16/32/64 B (65,536 objects each) and one 64 MiB
+ * buddy region (blocks of 128 B to 1 MiB), BRISK_REGION_THREAD_CACHE, no
+ * fallback: any size up to 1 MiB without further setup. */
+BRISK_API void brisk_hybrid_default_config(brisk_hybrid_config_t *out);
+/* NULL config: the default. NULL/EINVAL for a bad config, ENOMEM (or
+ * mlock's errno) when memory can't be reserved. */
+BRISK_API brisk_hybrid_t *brisk_hybrid_create(const brisk_hybrid_config_t *config);
+/*
+ * The smallest bucket that holds size, if its objects have the alignment
+ * (align 0: what malloc would give, 16 for sizes that are multiples of 16,
+ * else 8); then each buddy region; then brisk_malloc if the config allows
+ * it. NULL/EINVAL for size 0 or an alignment that is not a power of two;
+ * NULL/ENOMEM when every section is full. Lock-free, no system call.
+ */
+BRISK_API void *brisk_hybrid_alloc(brisk_hybrid_t *hybrid, size_t size, size_t align);
+/* NULL does nothing; a pointer from no section (and not from brisk_malloc
+ * with the fallback on) aborts with a message. */
+BRISK_API void brisk_hybrid_free(brisk_hybrid_t *hybrid, void *p);
+BRISK_API void brisk_hybrid_destroy(brisk_hybrid_t *hybrid);
+
+typedef struct brisk_hybrid_section_stats_s {
+  size_t block_size;     /* bucket object size, or 0 for a buddy region */
+  size_t bytes_reserved; /* memory the section owns */
+  size_t in_use;         /* bytes in live blocks now */
+  size_t high_water;     /* most bytes in live blocks at once; for a bucket,
+                            the bytes of objects ever taken from its store,
+                            which with THREAD_CACHE counts objects cached
+                            per thread too (up to 16 per refill) */
+  size_t allocations;    /* successful allocations */
+  size_t failures;       /* requests this section could not serve */
+} brisk_hybrid_section_stats_t;
+
+/* Fills up to max entries (buckets first, then regions); returns how many
+ * sections the hybrid has. *fallbacks (if not NULL): allocations that went
+ * to brisk_malloc. */
+BRISK_API size_t brisk_hybrid_stats(const brisk_hybrid_t *hybrid,
+                                    brisk_hybrid_section_stats_t *out, size_t max,
+                                    size_t *fallbacks);
+/*
+ * The whole hybrid in the words of every region allocator. allocations and
+ * bytes_requested: successful brisk_hybrid_alloc calls and the sizes they
+ * asked for (fallbacks included), counted per thread. bytes_in_use and
+ * bytes_held: its sections' (a fallback block is the general allocator's),
+ * bytes_held plus the hybrid's own pages. system_requests: the hybrid's
+ * and its sections', all made at creation. Any thread, any time.
+ */
+BRISK_API void brisk_hybrid_totals(const brisk_hybrid_t *hybrid, brisk_region_stats_t *out);
+
+#ifdef __cplusplus
+}
+#endif
+
+#endif /* BRISK_HYBRID_H */

@@ -1,0 +1,134 @@
+/*
+ * brisk/stack.h — the stack (frame) allocator, after Intersec's t_stack.
+ *
+ * Allocations live until the frame they were made in is popped. Frames
+ * nest: brisk_stack_pop restores exactly the state of the matching
+ * brisk_stack_push. One stack belongs to one thread at a time.
+ */
+#ifndef BRISK_STACK_H
+#define BRISK_STACK_H
+
+#include <stddef.h>
+#include <stdint.h>
+
+#include "internal.h"
+#include "region.h"
+
+#ifdef __cplusplus
+extern "C" {
+#endif
+
+typedef struct brisk_stack_s brisk_stack_t;
+
+/* first_block: size of the first block of memory (0: a sensible default). */
+BRISK_API brisk_stack_t *brisk_stack_create(size_t first_block);
+BRISK_API void brisk_stack_destroy(brisk_stack_t *stack);
+/*
+ * Resize p (from this stack, old_size bytes) to new_size: in place when p
+ * is the last allocation of the top frame and its block has room, else a
+ * copy in the top frame. p == NULL allocates.
+ */
+BRISK_API void *brisk_stack_realloc(brisk_stack_t *stack, void *p, size_t old_size,
+                                    size_t new_size, size_t align);
+/* The calling thread's own default stack, created on first use. */
+BRISK_API brisk_stack_t *brisk_stack_tls(void);
+/*
+ * allocations and bytes_requested: successful alloc and realloc calls
+ * (a realloc is one allocation of its new size) and the sizes asked.
+ * bytes_in_use: the bytes asked in live frames (nothing is rounded).
+ * bytes_held: blocks, the stack's own page and its frame records. Exact in
+ * the owner's thread; from another thread, a racy read of the owner's
+ * counters (each a value it wrote, the set a moment apart).
+ */
+BRISK_API void brisk_stack_stats(const brisk_stack_t *stack, brisk_region_stats_t *out);
+
+/* The library's out-of-line paths of the inline functions below (not API). */
+BRISK_API void *brisk_stack_alloc_slow_(brisk_stack_t *stack, size_t size, size_t align);
+BRISK_API void brisk_stack_push_slow_(brisk_stack_t *stack);
+BRISK_API void brisk_stack_pop_slow_(brisk_stack_t *stack);
+
+/*
+ * `size` bytes aligned to `align` (power of two; 0 means 16) in the top
+ * frame (or the stack's base frame if none is pushed). NULL/EINVAL for a bad
+ * alignment, NULL/ENOMEM when memory can't be had. Inline: a bump of the
+ * current block's position; anything else goes to the library.
+ */
+static inline void *brisk_stack_alloc(brisk_stack_t *stack, size_t size, size_t align) {
+  brisk_stack_hot_t *hot = (brisk_stack_hot_t *)stack;
+  size_t a = align != 0 ? align : 16;
+  uintptr_t at = ((uintptr_t)hot->pos + a - 1) & ~(uintptr_t)(a - 1);
+  /* size - 1 wraps for 0, which (like sizes above PTRDIFF_MAX) goes out of line. */
+  if (__builtin_expect((a & (a - 1)) == 0 && size - 1 < (size_t)PTRDIFF_MAX &&
+                           at + size <= (uintptr_t)hot->end &&
+                           hot->average_nb < BRISK_STACK_AVERAGE_MAX_NB_,
+                       1)) {
+    hot->pos = (unsigned char *)(at + size);
+    hot->last = (unsigned char *)at;
+    hot->requested += size;
+    hot->average_nb += 1;
+    return (void *)at;
+  }
+  return brisk_stack_alloc_slow_(stack, size, align);
+}
+
+/* Push a frame: records where the stack stands. Inline. */
+static inline void brisk_stack_push(brisk_stack_t *stack) {
+  brisk_stack_hot_t *hot = (brisk_stack_hot_t *)stack;
+  if (__builtin_expect(hot->depth == hot->capacity, 0)) {
+    brisk_stack_push_slow_(stack);
+    return;
+  }
+  brisk_stack_frame_t *frame = &hot->frames[hot->depth++];
+  frame->blk = hot->blk;
+  frame->pos = hot->pos;
+  frame->last = hot->last;
+  frame->in_use = hot->requested - hot->released;
+  hot->last = NULL;
+}
+
+/* Pops the top frame; popping with no frame pushed aborts with a message.
+ * Inline when the frame did not leave its block. */
+static inline void brisk_stack_pop(brisk_stack_t *stack) {
+  brisk_stack_hot_t *hot = (brisk_stack_hot_t *)stack;
+  size_t depth = hot->depth;
+  if (__builtin_expect(depth != 0 && !hot->annotated, 1)) {
+    const brisk_stack_frame_t *frame = &hot->frames[depth - 1];
+    if (__builtin_expect(frame->blk == hot->blk, 1)) {
+      hot->depth = depth - 1;
+      hot->pos = frame->pos;
+      hot->last = frame->last;
+      hot->released = hot->requested - frame->in_use;
+      return;
+    }
+  }
+  brisk_stack_pop_slow_(stack);
+}
+
+/* Implementation details of BRISK_STACK_SCOPE: push and return the stack;
+ * pop it. */
+static inline brisk_stack_t *brisk_stack_scope_begin_(brisk_stack_t *stack) {
+  brisk_stack_push(stack);
+  return stack;
+}
+static inline void brisk_stack_scope_end_(brisk_stack_t **stack) { brisk_stack_pop(*stack); }
+#define BRISK_STACK_CONCAT2_(a, b) a##b
+#define BRISK_STACK_CONCAT_(a, b) BRISK_STACK_CONCAT2_(a, b)
+/*
+ * BRISK_STACK_SCOPE(stack); pushes a frame that is popped when the
+ * enclosing C block ends, however it ends (return, break, goto out):
+ *
+ *   { BRISK_STACK_SCOPE(s); char *tmp = brisk_stack_alloc(s, 100, 0); ... }
+ *
+ * `stack` is evaluated once; several scopes may share a block (they pop in
+ * reverse order).
+ */
+#define BRISK_STACK_SCOPE(stack)                                                       \
+  brisk_stack_t *BRISK_STACK_CONCAT_(brisk_scope_, __COUNTER__)                         \
+      __attribute__((cleanup(brisk_stack_scope_end_), unused)) =                       \
+          brisk_stack_scope_begin_(stack)
+
+#ifdef __cplusplus
+}
+#endif
+
+#endif /* BRISK_STACK_H */

@@ -1,0 +1,38 @@
+/* The C side of internal_checks.h. */
+#include "internal_checks.h"
+
+#include "general/internal.h"
+
+static size_t class_page_size(size_t class_index) {
+  switch (brisk_class_to_kind(class_index)) {
+  case BRISK_KIND_SMALL: return (size_t)1 << BRISK_SMALL_PAGE_SHIFT;
+  case BRISK_KIND_MEDIUM: return (size_t)1 << BRISK_MEDIUM_PAGE_SHIFT;
+  default: return (size_t)1 << BRISK_LARGE_PAGE_SHIFT;
+  }
+}
+
+uint64_t brisk_test_block_start_errors(uint64_t *checked) {
+  uint64_t errors = 0;
+  *checked = 0;
+  for (size_t class_index = 1; class_index < BRISK_CLASS_COUNT; class_index++) {
+    size_t block_size = brisk_class_to_size(class_index);
+    size_t page_size = class_page_size(class_index);
+    brisk_page_t page = {0};
+    page.class_index = (uint8_t)class_index;
+    page.block_magic = brisk_block_magic(block_size);
+    /* A page just below a 2^32 boundary (its blocks' low 32 bits wrap) and
+     * one just above it. */
+    const uintptr_t starts[] = {((uintptr_t)5 << 32) - page_size, (uintptr_t)5 << 32};
+    for (size_t s = 0; s < 2; s++) {
+      brisk_page_set_start(&page, (const uint8_t *)starts[s]);
+      for (size_t offset = 0; offset < page_size; offset++) {
+        bool start = brisk_page_is_block_start(&page, starts[s] + offset);
+        size_t index = brisk_page_block_index(&page, starts[s] + offset);
+        errors += start != (offset % block_size == 0);
+        errors += index != offset / block_size;
+      }
+      *checked += page_size;
+    }
+  }
+  return errors;
+}

@@ -1,0 +1,23 @@
+// Checks of brisk's internal arithmetic for the C++ tests, through a C shim
+// (internal_checks.c): general/internal.h is C only (base.h's atomics).
+#ifndef BRISK_TEST_INTERNAL_CHECKS_H
+#define BRISK_TEST_INTERNAL_CHECKS_H
+
+#include <stdint.h>
+
+#ifdef __cplusplus
+extern "C" {
+#endif
+
+// For every size class and every byte offset of a page of its kind, at page
+// starts on both sides of a 2^32 boundary: how many times free()'s block
+// test (brisk_page_is_block_start) or the block index
+// (brisk_page_block_index) disagree with offset % block size and offset /
+// block size. *checked counts the offsets tried.
+uint64_t brisk_test_block_start_errors(uint64_t *checked);
+
+#ifdef __cplusplus
+}
+#endif
+
+#endif  // BRISK_TEST_INTERNAL_CHECKS_H

@@ -1,0 +1,10 @@
+/* free(p) twice, p a block of 4 MiB (its own mapping). */
+#include "misuse.h"
+
+int main(void) {
+  void *p = opaque(malloc(4 << 20));
+  free(p);
+  free(opaque(p));
+  misuse_returned("free");
+  return misuse_finish1(4 << 20);
+}

@@ -1,0 +1,10 @@
+/* free() of a global array. */
+#include "misuse.h"
+
+static char global[64];
+
+int main(void) {
+  free(opaque(global));
+  misuse_returned("free");
+  return misuse_finish1(64);
+}

@@ -1,0 +1,10 @@
+/* free() of an array on the stack. */
+#include "misuse.h"
+
+int main(void) {
+  char local[64];
+  memset(local, 1, sizeof local);
+  free(opaque(local));
+  misuse_returned("free");
+  return misuse_finish1(64);
+}

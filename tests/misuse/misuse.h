@@ -1,0 +1,145 @@
+/*
+ * misuse.h — what the misuse programs share. Each program in this folder
+ * does one thing a buggy program does to its heap, through malloc and free:
+ * whichever library run_misuse.py preloads answers them.
+ *
+ * The bug must reach the allocator as written: the programs build at -O0
+ * with -fno-builtin, every pointer the bug uses passes through opaque() (an
+ * out-of-line function with an empty asm the compiler cannot see through),
+ * and the warnings that name the bug at compile time are off for this folder.
+ *
+ * A build that catches the misuse aborts inside the bad call with one
+ * `brisk: ...` line. A build that does not returns, and the program then
+ * checks what such a build still promises (misuse_finish): that it hands
+ * out no blocks that overlap each other or the live blocks the program
+ * holds, and that the live blocks the bug did not write keep their bytes.
+ * It prints "misuse: no overlap" and exits 0 when that holds; it prints
+ * "misuse: FAILED ..." and exits 3 when it does not.
+ */
+#ifndef BRISK_MISUSE_H
+#define BRISK_MISUSE_H
+
+#include <stdint.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#define MISUSE_NOINLINE __attribute__((noinline, unused))
+
+/* Before main: when MISUSE_EXPECT_MAPPED names a library (run_misuse.py
+ * sets it to the preloaded one's file name), exit 4 unless it is mapped, so
+ * that a preload that failed does not test the C library's malloc instead. */
+__attribute__((constructor)) static void misuse_check_mapped(void) {
+  const char *name = getenv("MISUSE_EXPECT_MAPPED");
+  if (name == NULL || *name == '\0') return;
+  FILE *maps = fopen("/proc/self/maps", "r");
+  char line[4096];
+  int mapped = 0;
+  while (maps != NULL && !mapped && fgets(line, sizeof line, maps) != NULL) {
+    mapped = strstr(line, name) != NULL;
+  }
+  if (maps != NULL) fclose(maps);
+  if (!mapped) {
+    fprintf(stderr, "misuse: %s is not mapped into this process\n", name);
+    exit(4);
+  }
+}
+
+/* p, where the compiler can no longer tell where it came from. */
+static MISUSE_NOINLINE void *opaque(void *p) {
+  __asm__ volatile("" : "+r"(p) : : "memory");
+  return p;
+}
+
+/* Said on stderr after the bad call returned: the build did not catch it. */
+static MISUSE_NOINLINE void misuse_returned(const char *call) {
+  fprintf(stderr, "misuse: %s returned\n", call);
+}
+
+/* The live blocks the program holds, each filled with its own bytes. */
+#define MISUSE_MAX_LIVE 1024
+
+typedef struct misuse_block_s {
+  unsigned char *p;
+  size_t size;
+  unsigned seed;
+  int checked; /* 0: the bug may have written it; its bytes are not compared */
+} misuse_block_t;
+
+static misuse_block_t misuse_live[MISUSE_MAX_LIVE];
+static size_t misuse_live_count;
+
+static unsigned char misuse_byte(unsigned seed, size_t i) {
+  return (unsigned char)(seed * 131u + (unsigned)i * 7u + 1u);
+}
+
+static void misuse_fill(misuse_block_t *b) {
+  for (size_t i = 0; i < b->size; i++) b->p[i] = misuse_byte(b->seed, i);
+}
+
+static MISUSE_NOINLINE void misuse_fail(const char *what, const void *p) {
+  printf("misuse: FAILED: %s (%p)\n", what, p);
+  fflush(stdout);
+  exit(3);
+}
+
+/* malloc(size), filled and remembered as a live block. */
+static MISUSE_NOINLINE unsigned char *misuse_malloc(size_t size) {
+  if (misuse_live_count == MISUSE_MAX_LIVE) misuse_fail("too many live blocks", NULL);
+  unsigned char *p = opaque(malloc(size));
+  if (p == NULL) misuse_fail("malloc returned NULL", NULL);
+  misuse_block_t *b = &misuse_live[misuse_live_count];
+  *b = (misuse_block_t){p, size, (unsigned)misuse_live_count + 1u, 1};
+  misuse_live_count++;
+  misuse_fill(b);
+  return p;
+}
+
+/* Neighbours: count live blocks of size, so that the block the bug hits is
+ * not alone on its page (a count that drops to zero shows a double free
+ * where a busy page would not). */
+static MISUSE_NOINLINE void misuse_neighbours(size_t size, size_t count) {
+  for (size_t i = 0; i < count; i++) misuse_malloc(size);
+}
+
+/* The live block that holds p stops being compared: the bug wrote it. */
+static MISUSE_NOINLINE void misuse_written(const void *p) {
+  for (size_t i = 0; i < misuse_live_count; i++) {
+    misuse_block_t *b = &misuse_live[i];
+    if ((const unsigned char *)p >= b->p && (const unsigned char *)p < b->p + b->size) b->checked = 0;
+  }
+}
+
+static int misuse_by_address(const void *a, const void *b) {
+  const misuse_block_t *x = a, *y = b;
+  return x->p < y->p ? -1 : x->p > y->p;
+}
+
+/* After a bug the build did not catch: allocate blocks of each size in
+ * sizes[] (many, so that whatever the bug left on a free list is handed
+ * out), then check every live block's bytes and that no two overlap. */
+static MISUSE_NOINLINE int misuse_finish(const size_t *sizes, size_t size_count) {
+  for (size_t s = 0; s < size_count; s++) {
+    for (int i = 0; i < 200; i++) misuse_malloc(sizes[s]);
+  }
+  for (size_t i = 0; i < misuse_live_count; i++) {
+    const misuse_block_t *b = &misuse_live[i];
+    if (!b->checked) continue;
+    for (size_t j = 0; j < b->size; j++) {
+      if (b->p[j] != misuse_byte(b->seed, j)) misuse_fail("a live block lost its bytes", b->p + j);
+    }
+  }
+  qsort(misuse_live, misuse_live_count, sizeof misuse_live[0], misuse_by_address);
+  for (size_t i = 0; i + 1 < misuse_live_count; i++) {
+    if (misuse_live[i].p + misuse_live[i].size > misuse_live[i + 1].p) {
+      misuse_fail("two live blocks overlap", misuse_live[i + 1].p);
+    }
+  }
+  printf("misuse: no overlap (%zu live blocks)\n", misuse_live_count);
+  return 0;
+}
+
+/* misuse_finish for one size. */
+static MISUSE_NOINLINE int misuse_finish1(size_t size) { return misuse_finish(&size, 1); }
+
+#endif /* BRISK_MISUSE_H */

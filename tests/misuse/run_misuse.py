@@ -1,0 +1,214 @@
+#!/usr/bin/env python3
+"""Run the misuse programs (tests/misuse/*.c) against one build of brisk and
+check each outcome against the table below.
+
+  run_misuse.py --build release --library build/libbrisk.so --programs build/tests/misuse
+
+Each program does one heap misuse through malloc and free and runs in a child
+process with the library preloaded (LD_PRELOAD). The table says, for each
+program and each build, what must happen:
+
+  CAUGHT     the bad call aborts: the child dies of SIGABRT, and its stderr
+             holds one `brisk: ...` line, matching the row's message pattern.
+  NEVER_OVERLAPPING
+             the build does not catch it and promises that no harm follows:
+             the child exits 0 after checking that it was handed no
+             overlapping blocks and that the live blocks the bug did not
+             write kept their bytes ("misuse: no overlap"; misuse.h).
+  UNCAUGHT   the build does not catch it and promises nothing about what
+             follows (the README says so): the bad call returns
+             ("misuse: ... returned") without a `brisk:` line; the child may
+             crash or see overlapping blocks later, which is not checked.
+
+A build takes its entry in a row, else its default in BUILDS. To add a build
+(libbrisk-secure.so), add one entry to BUILDS ("secure": CAUGHT, or None to
+require an entry in every row) and one brisk_misuse_test() line in
+tests/CMakeLists.txt; rows where it differs get their own "secure" entry.
+"""
+
+import argparse
+import os
+import re
+import resource
+import signal
+import subprocess
+import sys
+
+CAUGHT, NEVER_OVERLAPPING, UNCAUGHT = "caught", "never overlapping", "uncaught"
+
+# Default outcome per build for a row that names no entry for it (None: every
+# row must name one).
+BUILDS = {
+    "release": None,
+}
+
+# The message patterns, searched for in the `brisk: ` line; `ADDR` stands for
+# the pointer as brisk prints it.
+ADDR = r"0x[0-9a-f]+"
+
+# program: (message pattern, {build: outcome})
+TABLE = {
+    # Double frees. The release build sees one through the page's count of
+    # live blocks only: when the block was the last live one of its page, or
+    # a huge block (its own mapping).
+    "double_free":              (rf"free\({ADDR}\): .*double free",
+                                 {"release": UNCAUGHT}),
+    "double_free_alone":        (rf"free\({ADDR}\): .*double free",
+                                 {"release": CAUGHT}),
+    "double_free_after_others": (rf"free\({ADDR}\): .*double free",
+                                 {"release": UNCAUGHT}),
+    "double_free_other_thread": (rf"free\({ADDR}\): .*double free",
+                                 {"release": UNCAUGHT}),
+    "double_free_huge":         (rf"free\({ADDR}\): .*double free",
+                                 {"release": CAUGHT}),
+    "realloc_freed":            (rf"realloc\({ADDR}\): .*(double free|already free|not an allocated block)",
+                                 {"release": UNCAUGHT}),
+    # Pointers brisk never handed out.
+    "free_stack":               (rf"free\({ADDR}\): invalid pointer: not allocated by brisk",
+                                 {"release": CAUGHT}),
+    "free_global":              (rf"free\({ADDR}\): invalid pointer: not allocated by brisk",
+                                 {"release": CAUGHT}),
+    "free_mmap":                (rf"free\({ADDR}\): invalid pointer: not allocated by brisk",
+                                 {"release": CAUGHT}),
+    # Pointers inside a live block, of every kind of page.
+    "free_interior_small":      (rf"free\({ADDR}\): .*not the start of a block, size class 17\b",
+                                 {"release": CAUGHT}),
+    "free_interior_remote":     (rf"free\({ADDR}\): .*not the start of a block, size class 4\b",
+                                 {"release": CAUGHT}),
+    "free_interior_large":      (rf"free\({ADDR}\): .*not the start of a block, size class 94\b",
+                                 {"release": CAUGHT}),
+    "free_interior_huge":       (rf"free\({ADDR}\): .*not the start of a block",
+                                 {"release": CAUGHT}),
+    # C23's free_sized with a size larger than the block.
+    "free_sized_wrong":         (rf"free_sized\({ADDR}\): .*size larger than the block",
+                                 {"release": CAUGHT}),
+    # Writes outside a live block, or into a freed one. Only what stays off
+    # the free-list link (a free block's first 8 bytes) is harmless in the
+    # release build.
+    "overflow_1_in_block":      (rf"\({ADDR}\): .*overflow",
+                                 {"release": NEVER_OVERLAPPING}),
+    "overflow_1":               (rf"\({ADDR}\): .*overflow",
+                                 {"release": UNCAUGHT}),
+    "overflow_32":              (rf"\({ADDR}\): .*overflow",
+                                 {"release": UNCAUGHT}),
+    "write_after_free":         (rf"\({ADDR}\): .*(after free|free list)",
+                                 {"release": UNCAUGHT}),
+    "write_after_free_tail":    (rf"\({ADDR}\): .*(after free|free list)",
+                                 {"release": NEVER_OVERLAPPING}),
+}
+
+TIMEOUT_S = 30
+
+
+def expected_outcome(program: str, build: str) -> str:
+    outcome = TABLE[program][1].get(build, BUILDS[build])
+    if outcome is None:
+        sys.exit(f"run_misuse: the table gives no outcome for {program} in build {build}")
+    return outcome
+
+
+def no_core_dumps():
+    # A crash after an uncaught misuse is expected; it need not write a core.
+    resource.setrlimit(resource.RLIMIT_CORE, (0, 0))
+
+
+def run(path: str, library: str):
+    env = dict(os.environ)
+    env["LD_PRELOAD"] = library
+    # misuse.h exits at once unless this library is mapped: a preload that
+    # did not load would otherwise test glibc's malloc.
+    env["MISUSE_EXPECT_MAPPED"] = os.path.basename(library)
+    return subprocess.run([path], env=env, capture_output=True, text=True, errors="replace",
+                          timeout=TIMEOUT_S, preexec_fn=no_core_dumps)
+
+
+def describe(rc: int) -> str:
+    """A child's exit status in words."""
+    if rc < 0:
+        return f"killed by {signal.Signals(-rc).name}"
+    return f"exit {rc}"
+
+
+def check(program: str, outcome: str, result) -> list:
+    """The ways result differs from outcome (empty: as the table says)."""
+    pattern = TABLE[program][0]
+    brisk_lines = [line for line in result.stderr.splitlines() if line.startswith("brisk: ")]
+    returned = [line for line in result.stderr.splitlines()
+                if line.startswith("misuse: ") and line.endswith(" returned")]
+    problems = []
+    if outcome == CAUGHT:
+        if result.returncode != -signal.SIGABRT:
+            problems.append(f"expected SIGABRT, got {describe(result.returncode)}")
+        if len(brisk_lines) != 1:
+            problems.append(f"expected one `brisk:` line, got {len(brisk_lines)}")
+        elif not re.search(pattern, brisk_lines[0]):
+            problems.append(f"the message does not match /{pattern}/")
+        if returned:
+            problems.append("the bad call returned")
+    elif outcome == NEVER_OVERLAPPING:
+        if result.returncode != 0:
+            problems.append(f"expected exit 0, got {describe(result.returncode)}")
+        if brisk_lines:
+            problems.append("a `brisk:` line")
+        if "misuse: no overlap" not in result.stdout:
+            problems.append("no `misuse: no overlap` line")
+    elif outcome == UNCAUGHT:
+        if brisk_lines:
+            problems.append("caught after all (update the table and the README)")
+        if not returned:
+            problems.append(f"the bad call did not return ({describe(result.returncode)})")
+    else:
+        problems.append(f"unknown outcome {outcome!r} in the table")
+    return problems
+
+
+def main() -> int:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--build", required=True, choices=sorted(BUILDS),
+                        help="which column of the table to check")
+    parser.add_argument("--library", required=True, help="the library to preload")
+    parser.add_argument("--programs", required=True, help="folder of the built misuse programs")
+    parser.add_argument("--only", help="run only this program")
+    args = parser.parse_args()
+    library = os.path.abspath(args.library)
+    if not os.path.isfile(library):
+        sys.exit(f"run_misuse: no library {library}")
+
+    # Every program built has a row, and every row a program.
+    sources = os.path.dirname(os.path.abspath(__file__))
+    programs = sorted(f[:-2] for f in os.listdir(sources) if f.endswith(".c"))
+    if programs != sorted(TABLE):
+        sys.exit(f"run_misuse: programs without a row: {sorted(set(programs) - set(TABLE))}; "
+                 f"rows without a program: {sorted(set(TABLE) - set(programs))}")
+    if args.only:
+        if args.only not in TABLE:
+            sys.exit(f"run_misuse: no program {args.only}")
+        programs = [args.only]
+
+    failures = 0
+    for program in programs:
+        outcome = expected_outcome(program, args.build)
+        path = os.path.join(args.programs, program)
+        try:
+            result = run(path, library)
+        except subprocess.TimeoutExpired:
+            print(f"FAIL {program:26} {outcome:17} timed out after {TIMEOUT_S} s")
+            failures += 1
+            continue
+        problems = check(program, outcome, result)
+        brisk_line = next((line for line in result.stderr.splitlines()
+                           if line.startswith("brisk: ")), "")
+        status = "ok  " if not problems else "FAIL"
+        print(f"{status} {program:26} {outcome:17} {describe(result.returncode):22} {brisk_line}")
+        if problems:
+            failures += 1
+            print(f"     {'; '.join(problems)}")
+            for line in (result.stdout + result.stderr).splitlines()[-10:]:
+                print(f"     | {line}")
+    print(f"{len(programs) - failures} of {len(programs)} misuse programs as the table says "
+          f"for build {args.build} ({library})")
+    return 1 if failures else 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
