@@ -25,8 +25,9 @@
  * general allocator's heaps live on from input to input, as in a program.
  *
  * tests/fuzz/corpus holds the inputs that `-set_cover_merge=1
- * -use_counters=0` kept of a 6-minute run: the fewest that reach every edge
- * it reached. Remade the same way when the operations change.
+ * -use_counters=0` kept of runs of a few minutes: the fewest that reach
+ * every edge those runs reached. Remade the same way when the operations
+ * or the allocators change much.
  */
 #include <brisk.h>
 
