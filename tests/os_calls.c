@@ -1,4 +1,5 @@
-/* The C side of os_calls.h: brisk's internal counters and fault injection for the C++ tests. */
+/* The C side of os_calls.h: brisk's internal counters and its fault
+ * injection, for the C++ tests. */
 #include "os_calls.h"
 
 #include "os/os.h"

@@ -458,7 +458,9 @@ TEST_F(Faults, GeneralAligned) { exhaust_in_a_thread({"aligned 64", 200, 64, fal
 TEST_F(Faults, GeneralAlignedOffClass) {
   exhaust_in_a_thread({"aligned 4096, inside a class", 20000, 4096, false});
 }
-TEST_F(Faults, GeneralAlignedHuge) { exhaust_in_a_thread({"aligned 1 MiB", 100 * kKiB, kMiB, false}); }
+TEST_F(Faults, GeneralAlignedHuge) {
+  exhaust_in_a_thread({"aligned 1 MiB", 100 * kKiB, kMiB, false});
+}
 TEST_F(Faults, GeneralAlignedToSegments) {
   exhaust_in_a_thread({"aligned 64 MiB", 4 * kKiB, 64 * kMiB, false});
 }
@@ -596,7 +598,8 @@ TEST_F(Faults, HeapCreationForANewThread) {
     brisk_free(other.p);
     brisk_test_os_fail_none();
     std::vector<Block> blocks;
-    for (size_t size : {100, 3000, 100000, 3000000}) blocks.push_back(filled(brisk_malloc(size), size));
+    for (size_t size : {100, 3000, 100000, 3000000})
+      blocks.push_back(filled(brisk_malloc(size), size));
     EXPECT_EQ(broken(blocks), 0u);
     for (const Block &b : blocks) brisk_free(b.p);
   }).join();

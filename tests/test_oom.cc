@@ -48,7 +48,9 @@ struct Block {
   Fn fn;
 };
 
-uint64_t tag_of(const Block &b) { return reinterpret_cast<uintptr_t>(b.p) * 0x9e3779b97f4a7c15ull ^ b.size; }
+uint64_t tag_of(const Block &b) {
+  return reinterpret_cast<uintptr_t>(b.p) * 0x9e3779b97f4a7c15ull ^ b.size;
+}
 
 void mark(const Block &b) {
   const uint64_t tag = tag_of(b);

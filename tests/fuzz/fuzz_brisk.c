@@ -455,7 +455,8 @@ static slot_t *get_slot(input_t *in, int kind) {
     }
     default: break;
   }
-  if (s->handle == NULL && kind != K_HYBRID) fail("kind %d: create failed with errno %d", kind, errno);
+  if (s->handle == NULL && kind != K_HYBRID)
+    fail("kind %d: create failed with errno %d", kind, errno);
   return s->handle != NULL ? s : NULL;
 }
 
@@ -667,7 +668,8 @@ static void op_fifo_realloc(size_t i, input_t *in) {
  * local cache holds (which count as in use). */
 static size_t pool_in_use(const slot_t *s) {
   size_t n = s->local_on ? s->local.count : 0;
-  for (size_t i = 0; i < nblocks; i++) n += blocks[i].kind == K_POOL && blocks[i].owner == s->handle;
+  for (size_t i = 0; i < nblocks; i++)
+    n += blocks[i].kind == K_POOL && blocks[i].owner == s->handle;
   return n;
 }
 
@@ -784,7 +786,8 @@ static void op_use_usable(input_t *in) {
   block_t *b = &blocks[i];
   check_block(b, "usable size");
   size_t usable = brisk_usable_size(b->p);
-  if (usable != b->extent) fail("usable size of %p changed: %zu, was %zu", (void *)b->p, usable, b->extent);
+  if (usable != b->extent)
+    fail("usable size of %p changed: %zu, was %zu", (void *)b->p, usable, b->extent);
   if (!room_for(usable - b->size)) return;
   live_bytes += usable - b->size;
   b->size = usable;
