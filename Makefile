@@ -1,6 +1,7 @@
 # brisk — top-level commands over CMake.
 #   make             release build in build/ (libbrisk.so, libbrisk.a)
 #   make test        the whole suite: release, ASan+UBSan and TSan builds, through ctest
+#                    (FUZZ_SECONDS=n: how long the ASan tree's fuzz test runs, default 120)
 #   make bench       release build + the benchmark comparison against the peer allocators
 #                    (QUICK=1 for a short run, ONLY=larson,xmalloc, ALLOC=brisk,mimalloc,
 #                     CALLGRIND=1 for instruction counts)
@@ -13,6 +14,7 @@ JOBS ?= $(shell nproc 2>/dev/null || echo 2)
 # Debian's interpreter first: the packages ensure-deps installs (matplotlib) are its.
 PYTHON ?= $(shell test -x /usr/bin/python3 && echo /usr/bin/python3 || echo python3)
 CMAKE_FLAGS ?=
+FUZZ_SECONDS ?= 120
 PREFIX ?= /usr/local
 
 .PHONY: all build test test-release test-asan test-tsan bench install deb clean deps-build \
@@ -40,7 +42,8 @@ test-release: deps-test
 	cd build && ctest --output-on-failure -j $(JOBS)
 
 test-asan: deps-test
-	cmake -S . -B build-asan -DCMAKE_BUILD_TYPE=RelWithDebInfo -DBRISK_SANITIZE=address $(CMAKE_FLAGS)
+	cmake -S . -B build-asan -DCMAKE_BUILD_TYPE=RelWithDebInfo -DBRISK_SANITIZE=address \
+	  -DBRISK_FUZZ_SECONDS=$(FUZZ_SECONDS) $(CMAKE_FLAGS)
 	cmake --build build-asan -j $(JOBS)
 	cd build-asan && ctest --output-on-failure -j $(JOBS)
 

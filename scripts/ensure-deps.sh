@@ -2,8 +2,9 @@
 # ensure-deps.sh GROUP — make sure the Debian packages GROUP needs are present.
 #   build: what `make` needs; test: + GoogleTest, python3, valgrind (its
 #   client-request header), pkg-config, dpkg-dev and file for the package
-#   tests, and sqlite3 and CPython's regression tests for the real-program
-#   tests; deb: + dpkg-dev (dpkg-shlibdeps) and file;
+#   tests, sqlite3 and CPython's regression tests for the real-program
+#   tests, and clang with its runtimes (libFuzzer, AddressSanitizer) for the
+#   fuzz test; deb: + dpkg-dev (dpkg-shlibdeps) and file;
 #   bench: + valgrind,
 #   matplotlib and the peer allocators (those are optional: missing peers are
 #   skipped by the benchmark, with a note).
@@ -17,6 +18,8 @@ optional=""
 case "$group" in
   build) ;;
   test) required="$required libgtest-dev python3 python3-matplotlib valgrind pkg-config dpkg-dev file"
+        # The fuzz test: clang, and its libFuzzer and sanitizer runtimes.
+        required="$required clang libclang-rt-14-dev"
         # Real programs run under brisk: sqlite3, and CPython's own regression
         # tests for the python3 Debian ships (known once python3 is there).
         required="$required sqlite3"

@@ -1,4 +1,4 @@
-// What the region tests read from inside brisk, through a C shim
+// What the region and fault tests reach inside brisk, through a C shim
 // (os_calls.c): os/os.h and regions/registry.h are C only (base.h's
 // atomics), so the C++ tests cannot include them.
 #ifndef BRISK_TEST_OS_CALLS_H
@@ -18,6 +18,30 @@ uint64_t brisk_test_os_calls(void);
 
 // _brisk_regions_stats: every live region allocator, by kind.
 void brisk_test_regions_stats(brisk_region_kind_stats_t out[BRISK_REGION_KINDS]);
+
+// Address space the OS layer has mapped now, all of brisk's (os.h's
+// bytes_mapped).
+size_t brisk_test_os_bytes_mapped(void);
+
+// The OS layer's fault injection (os.h: _brisk_os_inject_failures), by the
+// kinds of system call it counts.
+enum brisk_test_os_kind {
+  BRISK_TEST_OS_MAP,       // mmap
+  BRISK_TEST_OS_UNMAP,     // munmap
+  BRISK_TEST_OS_COMMIT,    // mprotect to read-write
+  BRISK_TEST_OS_DECOMMIT,  // madvise(MADV_DONTNEED), mprotect back to no access
+  BRISK_TEST_OS_REMAP,     // mremap
+  BRISK_TEST_OS_OTHER,     // prefault, mlock, huge-page advice
+  BRISK_TEST_OS_KINDS
+};
+#define BRISK_TEST_OS_FAIL_ALWAYS UINT64_MAX
+// After `skip` more calls of `kind` go through, refuse the next `count`
+// (BRISK_TEST_OS_FAIL_ALWAYS: all until cleared); count 0 clears the kind.
+void brisk_test_os_fail(enum brisk_test_os_kind kind, uint64_t skip, uint64_t count);
+// Every kind cleared.
+void brisk_test_os_fail_none(void);
+// Calls refused by injection so far.
+uint64_t brisk_test_os_injected_failures(void);
 
 #ifdef __cplusplus
 }

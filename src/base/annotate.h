@@ -10,11 +10,8 @@
 
 #include "base/base.h"
 
-#if defined(__SANITIZE_ADDRESS__)
+#if BRISK_ASAN /* base.h */
 #include <sanitizer/asan_interface.h>
-#define BRISK_ASAN 1
-#else
-#define BRISK_ASAN 0
 #endif
 
 #if defined(__has_include)

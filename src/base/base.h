@@ -56,11 +56,29 @@ __attribute__((visibility("hidden"), noreturn, cold)) void _brisk_assert_failed(
  * keeps ThreadSanitizer from instrumenting those loads. */
 #define BRISK_NO_TSAN __attribute__((no_sanitize("thread")))
 
-#if defined(__SANITIZE_ADDRESS__) || defined(__SANITIZE_THREAD__)
-#define BRISK_SANITIZED 1
-#else
-#define BRISK_SANITIZED 0
+/* The sanitizer a build has: GCC says so with __SANITIZE_ADDRESS__ and
+ * __SANITIZE_THREAD__, clang (the fuzz build's) with __has_feature. */
+#if defined(__SANITIZE_ADDRESS__)
+#define BRISK_ASAN 1
+#elif defined(__has_feature)
+#if __has_feature(address_sanitizer)
+#define BRISK_ASAN 1
 #endif
+#endif
+#ifndef BRISK_ASAN
+#define BRISK_ASAN 0
+#endif
+#if defined(__SANITIZE_THREAD__)
+#define BRISK_TSAN 1
+#elif defined(__has_feature)
+#if __has_feature(thread_sanitizer)
+#define BRISK_TSAN 1
+#endif
+#endif
+#ifndef BRISK_TSAN
+#define BRISK_TSAN 0
+#endif
+#define BRISK_SANITIZED (BRISK_ASAN || BRISK_TSAN)
 
 /* The body of a spin-wait loop: tells the CPU (and a hyperthread sibling)
  * that this thread is only waiting. */
@@ -80,7 +98,7 @@ BRISK_INLINE void brisk_cpu_relax(void) {
  * ThreadSanitizer (which must see the access), a relaxed load and store.
  */
 BRISK_INLINE void brisk_owner_add(_Atomic size_t *counter, size_t n) {
-#if defined(__x86_64__) && !defined(__SANITIZE_THREAD__)
+#if defined(__x86_64__) && !BRISK_TSAN
   __asm__ __volatile__("addq %1, %0" : "+m"(*(size_t *)counter) : "er"(n));
 #else
   atomic_store_explicit(counter, atomic_load_explicit(counter, memory_order_relaxed) + n,

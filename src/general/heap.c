@@ -217,7 +217,7 @@ static void heap_tidy(brisk_heap_t *heap, bool purge_now) {
   _brisk_heap_unpin_all(heap);
   _brisk_heap_collect_all(heap);
   _brisk_huge_cache_trim(heap, 0, 0);
-  _brisk_heap_release_empty_segments(heap);
+  _brisk_heap_release_empty_segments(heap, true);
   if (purge_now) {
     _brisk_heap_purge(heap, 0, 0);
   } else {
@@ -321,7 +321,7 @@ void _brisk_heap_collect(brisk_heap_t *heap) {
   _brisk_heap_collect_all(heap);
   _brisk_huge_cache_trim(heap, 0, 0);
   _brisk_heap_purge(heap, 0, 0);
-  _brisk_heap_release_empty_segments(heap);
+  _brisk_heap_release_empty_segments(heap, true);
 }
 
 void _brisk_heaps_trim_others(brisk_heap_t *self) {
@@ -359,6 +359,33 @@ void _brisk_heaps_tidy_all(void) {
   do {
     atomic_store_explicit(&next_tidy_pass_ms, 0, memory_order_relaxed);
   } while (tidy_stale_abandoned(later) == MAX_PER_PASS);
+}
+
+bool _brisk_heap_reclaim(brisk_heap_t *heap, size_t needed) {
+  brisk_os_counts_t counts;
+  _brisk_os_counts(&counts);
+  if (needed > counts.bytes_mapped) return false;
+  uint64_t releases_before = _brisk_os_thread_releases();
+  if (!heap->is_empty_heap) {
+    _brisk_heap_collect(heap);
+    _brisk_heap_release_empty_segments(heap, false);
+  }
+  _brisk_heaps_tidy_all();
+  /* An abandoned heap keeps a spare segment per kind for its adopter, and a
+   * tidied one may have emptied more since (other threads' frees). Those
+   * whose drain_lock is free now give them all back; the syscalls under
+   * heaps_lock hold up thread creation and exit, acceptable only here. */
+  pthread_mutex_lock(&heaps_lock);
+  for (brisk_heap_t *other = abandoned_heaps; other != NULL; other = other->next_abandoned) {
+    if (!drain_lock_try(other)) continue;
+    _brisk_heap_release_empty_segments(other, false);
+    drain_lock_release(other);
+    drain_abandoned(other); /* frees that failed to take the lock meanwhile */
+  }
+  pthread_mutex_unlock(&heaps_lock);
+  _brisk_heaps_trim_others(heap);
+  /* All of the above runs on this thread (as in brisk_collect). */
+  return _brisk_os_thread_releases() != releases_before;
 }
 
 /* ---- heap life cycle ---- */
@@ -514,6 +541,8 @@ brisk_heap_t *_brisk_heap_init_thread(bool cold) {
     _brisk_heap_pin_all(heap);
   } else {
     heap = heap_create();
+    if (heap == NULL && _brisk_heap_reclaim(&_brisk_heap_empty, sizeof(brisk_heap_t)))
+      heap = heap_create();
     if (heap == NULL) return NULL;
   }
   /* Install the heap before anything that may allocate (pthread_atfork and

@@ -118,6 +118,9 @@ void *_brisk_huge_alloc(brisk_heap_t *heap, size_t size, size_t align, bool zero
       size_t mapped = round_mapping_size(needed);
       segment = _brisk_segment_reserve(mapped, 0, BRISK_HUGE_PAGE_SHIFT);
       if (segment == NULL && mapped != needed) segment = _brisk_segment_reserve(needed, 0, BRISK_HUGE_PAGE_SHIFT);
+      /* Out of memory: what brisk holds unused may be in the way. */
+      if (segment == NULL && _brisk_heap_reclaim(heap, needed))
+        segment = _brisk_segment_reserve(needed, 0, BRISK_HUGE_PAGE_SHIFT);
       if (segment == NULL) {
         errno = ENOMEM;
         return NULL;
@@ -132,6 +135,8 @@ void *_brisk_huge_alloc(brisk_heap_t *heap, size_t size, size_t align, bool zero
   /* Aligned to a segment or more: header one segment below the block. */
   size_t mapped = brisk_align_up(BRISK_SEGMENT_SIZE + size, _brisk_os_page_size());
   brisk_segment_t *segment = _brisk_segment_reserve(mapped, align, BRISK_HUGE_PAGE_SHIFT);
+  if (segment == NULL && _brisk_heap_reclaim(heap, mapped))
+    segment = _brisk_segment_reserve(mapped, align, BRISK_HUGE_PAGE_SHIFT);
   if (segment == NULL) {
     errno = ENOMEM;
     return NULL;

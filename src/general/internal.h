@@ -266,6 +266,15 @@ BRISK_HIDDEN void _brisk_heap_housekeeping(brisk_heap_t *heap);
 /* brisk_collect for the calling thread's heap: everything housekeeping does,
  * without the delays (the abandoned heaps are _brisk_heaps_tidy_all's). */
 BRISK_HIDDEN void _brisk_heap_collect(brisk_heap_t *heap);
+/* Out of memory (the system refused a mapping of `needed` bytes): give back
+ * everything held and unused that may stand in the way, so that the caller
+ * can try once more. brisk_collect(true), and the empty segments kept as
+ * spares by the calling heap (heap may be the empty heap) and by every
+ * abandoned heap. Nothing when brisk maps less than `needed` in all (a size
+ * no system could serve must not cost every heap its cached memory).
+ * Returns true when anything was unmapped or purged. Call it with no lock
+ * held. */
+BRISK_HIDDEN bool _brisk_heap_reclaim(brisk_heap_t *heap, size_t needed);
 
 /* ---- segment.c: segments, the segment map, pages of segments, purging ---- */
 
@@ -276,9 +285,9 @@ BRISK_HIDDEN void _brisk_heap_purge(brisk_heap_t *heap, uint64_t now_ms, uint64_
 /* Decommit the oldest free pages until at most max_bytes of free pages
  * stay backed. */
 BRISK_HIDDEN void _brisk_heap_purge_down_to(brisk_heap_t *heap, size_t max_bytes);
-/* Release the heap's empty segments but one spare per kind (purged if the
- * heap is abandoned). */
-BRISK_HIDDEN void _brisk_heap_release_empty_segments(brisk_heap_t *heap);
+/* Release the heap's empty segments; with keep_spare, all but one spare per
+ * kind (purged if the heap is abandoned). */
+BRISK_HIDDEN void _brisk_heap_release_empty_segments(brisk_heap_t *heap, bool keep_spare);
 /* Free page bytes a heap keeps backed before it decommits at once. */
 BRISK_HIDDEN void _brisk_set_purge_max_bytes(size_t bytes);
 /* Reserve a segment-aligned mapping and enter it in the segment map with its

@@ -188,8 +188,9 @@ static void page_init(brisk_heap_t *heap, brisk_page_t *page, size_t class_index
   page_extend(page);
 }
 
-/* A page of the class with a free block, at the head of the class queue. */
-static brisk_page_t *find_page(brisk_heap_t *heap, size_t class_index) {
+/* A page of the class with a free block, at the head of the class queue.
+ * Inlined in both its callers: malloc's slow path, and the cold retry. */
+BRISK_INLINE brisk_page_t *find_page(brisk_heap_t *heap, size_t class_index) {
   brisk_page_queue_t *queue = &heap->queues[class_index];
   brisk_page_t *original_head = queue->head;
   brisk_page_t *page = original_head;
@@ -231,6 +232,11 @@ static brisk_page_t *find_page(brisk_heap_t *heap, size_t class_index) {
   }
   if (queue->head != original_head) queue_head_changed(heap, class_index);
   return page;
+}
+
+/* Out of memory: what brisk holds unused may be in the way; then once more. */
+static BRISK_COLD brisk_page_t *find_page_after_reclaim(brisk_heap_t *heap, size_t class_index) {
+  return _brisk_heap_reclaim(heap, BRISK_SEGMENT_SIZE) ? find_page(heap, class_index) : NULL;
 }
 
 static bool remote_queue_maybe_nonempty(const brisk_heap_t *heap) {
@@ -278,6 +284,7 @@ static void *malloc_slow(brisk_heap_t *heap, size_t size, bool zero) {
   brisk_page_t *page = heap->queues[class_index].head;
   if (page == NULL || page->free == NULL) {
     page = find_page(heap, class_index);
+    if (BRISK_UNLIKELY(page == NULL)) page = find_page_after_reclaim(heap, class_index);
     if (page == NULL) {
       errno = ENOMEM;
       return NULL;

@@ -325,11 +325,11 @@ void _brisk_heap_purge(brisk_heap_t *heap, uint64_t now_ms, uint64_t delay_ms) {
   _brisk_heap_unlock_memory(heap);
 }
 
-void _brisk_heap_release_empty_segments(brisk_heap_t *heap) {
+void _brisk_heap_release_empty_segments(brisk_heap_t *heap, bool keep_spare) {
   _brisk_heap_lock_memory(heap);
   for (int kind = 0; kind < BRISK_KIND_COUNT_PAGED; kind++) {
     brisk_segment_t *segment = heap->available[kind];
-    bool kept_spare = false;
+    bool kept_spare = !keep_spare;
     while (segment != NULL) {
       brisk_segment_t *next = segment->next;
       if (segment->used_pages == 0) {

@@ -19,6 +19,11 @@
  * none for size 0. The region allocators keep their own count of system
  * calls this way (brisk_region_stats_t.system_requests); the general
  * allocator passes NULL.
+ *
+ * errno: a function that can fail sets it (ENOMEM) when it does. Those that
+ * report no failure (uncommit, release, advise_huge_pages) and decommit
+ * leave errno as it was, refused or not: free() makes only these calls,
+ * and POSIX has free leave errno alone.
  */
 #ifndef BRISK_OS_H
 #define BRISK_OS_H
@@ -71,8 +76,10 @@ BRISK_HIDDEN bool _brisk_os_lock(void *p, size_t size, size_t *calls);
 /* Return a range from _brisk_os_reserve (or a page-aligned part of it). */
 BRISK_HIDDEN void _brisk_os_release(void *p, size_t size, size_t *calls);
 
-/* Drop the physical pages of a page-aligned range; it stays usable. */
-BRISK_HIDDEN void _brisk_os_decommit(void *p, size_t size, size_t *calls);
+/* Drop the physical pages of a page-aligned range; it stays usable and
+ * reads back as zero. false when the kernel refuses (madvise fails on
+ * mlock'ed pages, for one): the range then keeps its contents. */
+BRISK_HIDDEN bool _brisk_os_decommit(void *p, size_t size, size_t *calls);
 
 /* Grow or shrink a reservation where it stands; false when the address
  * space after it is taken. */
@@ -112,6 +119,20 @@ BRISK_HIDDEN void _brisk_os_counts(brisk_os_counts_t *out);
  * caller that compares it before and after its own work learns whether that
  * work gave memory back, whatever other threads did meanwhile. */
 BRISK_HIDDEN uint64_t _brisk_os_thread_releases(void);
+
+/*
+ * Fault injection, a test hook: the OS layer refuses system calls of one
+ * kind as the kernel would (errno ENOMEM, counted in failed_calls and in
+ * the caller's `calls`). After `skip` more calls of `kind` have gone
+ * through, the next `count` are refused; BRISK_OS_FAIL_ALWAYS refuses
+ * every one until the kind is disarmed again (count 0). Always compiled
+ * in: while nothing is armed it costs each system call one load.
+ */
+#define BRISK_OS_FAIL_ALWAYS UINT64_MAX
+BRISK_HIDDEN void _brisk_os_inject_failures(brisk_os_call_kind_t kind, uint64_t skip,
+                                            uint64_t count);
+/* Calls refused by injection so far, every kind. */
+BRISK_HIDDEN uint64_t _brisk_os_injected_failures(void);
 
 /* A monotonic clock in milliseconds, cheap enough for slow paths (vDSO). */
 BRISK_HIDDEN uint64_t _brisk_os_now_ms(void);

@@ -108,27 +108,75 @@ void _brisk_os_counts(brisk_os_counts_t *out) {
   out->bytes_mapped = mapped > 0 ? (size_t)mapped : 0;
 }
 
+/* ---- fault injection (os.h) ----
+ * A kind is armed by its bit in faults_armed; its remaining skips and
+ * refusals are counted down with CAS loops, so that threads racing through
+ * an armed kind refuse exactly `count` calls between them. The acquire load
+ * pairs with the release that sets the bit: a caller that sees the bit sees
+ * the counts stored before it. */
+static _Atomic(unsigned) faults_armed;
+static _Atomic(uint64_t) fault_skip[BRISK_OS_CALL_KINDS];
+static _Atomic(uint64_t) fault_left[BRISK_OS_CALL_KINDS];
+static _Atomic(uint64_t) faults_injected;
+
+void _brisk_os_inject_failures(brisk_os_call_kind_t kind, uint64_t skip, uint64_t count) {
+  unsigned bit = 1u << kind;
+  atomic_fetch_and_explicit(&faults_armed, ~bit, memory_order_relaxed);
+  if (count == 0) return;
+  atomic_store_explicit(&fault_skip[kind], skip, memory_order_relaxed);
+  atomic_store_explicit(&fault_left[kind], count, memory_order_relaxed);
+  atomic_fetch_or_explicit(&faults_armed, bit, memory_order_release);
+}
+
+uint64_t _brisk_os_injected_failures(void) {
+  return atomic_load_explicit(&faults_injected, memory_order_relaxed);
+}
+
+/* True when this call of `kind` is to be refused (errno is then ENOMEM). */
+static bool injected_failure(brisk_os_call_kind_t kind) {
+  if (BRISK_LIKELY((atomic_load_explicit(&faults_armed, memory_order_acquire) & (1u << kind)) == 0))
+    return false;
+  uint64_t skip = atomic_load_explicit(&fault_skip[kind], memory_order_relaxed);
+  while (skip != 0) {
+    if (atomic_compare_exchange_weak_explicit(&fault_skip[kind], &skip, skip - 1,
+                                              memory_order_relaxed, memory_order_relaxed))
+      return false;
+  }
+  uint64_t left = atomic_load_explicit(&fault_left[kind], memory_order_relaxed);
+  for (;;) {
+    if (left == 0) return false;
+    if (left == BRISK_OS_FAIL_ALWAYS) break;
+    if (atomic_compare_exchange_weak_explicit(&fault_left[kind], &left, left - 1,
+                                              memory_order_relaxed, memory_order_relaxed))
+      break;
+  }
+  atomic_fetch_add_explicit(&faults_injected, 1, memory_order_relaxed);
+  errno = ENOMEM;
+  return true;
+}
+
 static void *counted_mmap(void *hint, size_t size, int protection, int flags) {
-  void *p = mmap(hint, size, protection, flags, -1, 0);
+  void *p = injected_failure(BRISK_OS_MAP) ? MAP_FAILED
+                                           : mmap(hint, size, protection, flags, -1, 0);
   count_call(BRISK_OS_MAP, size, p != MAP_FAILED);
   if (p != MAP_FAILED) count_mapped((int64_t)size);
   return p;
 }
 
 static void counted_munmap(void *p, size_t size) {
-  bool ok = munmap(p, size) == 0;
+  bool ok = !injected_failure(BRISK_OS_UNMAP) && munmap(p, size) == 0;
   count_call(BRISK_OS_UNMAP, size, ok);
   if (ok) count_mapped(-(int64_t)size);
 }
 
 static bool counted_madvise(brisk_os_call_kind_t kind, void *p, size_t size, int advice) {
-  bool ok = madvise(p, size, advice) == 0;
+  bool ok = !injected_failure(kind) && madvise(p, size, advice) == 0;
   count_call(kind, size, ok);
   return ok;
 }
 
 static bool counted_mprotect(brisk_os_call_kind_t kind, void *p, size_t size, int protection) {
-  bool ok = mprotect(p, size, protection) == 0;
+  bool ok = !injected_failure(kind) && mprotect(p, size, protection) == 0;
   count_call(kind, size, ok);
   return ok;
 }
@@ -250,9 +298,11 @@ bool _brisk_os_commit(void *p, size_t size, size_t *calls) {
 
 void _brisk_os_uncommit(void *p, size_t size, size_t *calls) {
   if (size == 0) return;
+  int saved_errno = errno;
   add_calls(calls, 2);
   counted_madvise(BRISK_OS_DECOMMIT, p, size, MADV_DONTNEED);
   counted_mprotect(BRISK_OS_DECOMMIT, p, size, PROT_NONE);
+  errno = saved_errno;
 }
 
 bool _brisk_os_prefault(void *p, size_t size, size_t *calls) {
@@ -273,28 +323,33 @@ bool _brisk_os_prefault(void *p, size_t size, size_t *calls) {
 bool _brisk_os_lock(void *p, size_t size, size_t *calls) {
   if (size == 0) return true;
   add_calls(calls, 1);
-  bool ok = mlock(p, size) == 0;
+  bool ok = !injected_failure(BRISK_OS_OTHER) && mlock(p, size) == 0;
   count_call(BRISK_OS_OTHER, size, ok);
   return ok;
 }
 
 void _brisk_os_release(void *p, size_t size, size_t *calls) {
   if (p == NULL || size == 0) return;
+  int saved_errno = errno;
   add_calls(calls, 1);
   counted_munmap(p, size);
+  errno = saved_errno;
 }
 
-void _brisk_os_decommit(void *p, size_t size, size_t *calls) {
+bool _brisk_os_decommit(void *p, size_t size, size_t *calls) {
   /* MADV_DONTNEED (not MADV_FREE) so RSS falls at once and the range reads
-   * back as zero, which calloc relies on for fresh pages. */
-  if (size == 0) return;
+   * back as zero. */
+  if (size == 0) return true;
+  int saved_errno = errno;
   add_calls(calls, 1);
-  counted_madvise(BRISK_OS_DECOMMIT, p, size, MADV_DONTNEED);
+  bool ok = counted_madvise(BRISK_OS_DECOMMIT, p, size, MADV_DONTNEED);
+  errno = saved_errno;
+  return ok;
 }
 
 bool _brisk_os_resize(void *p, size_t old_size, size_t new_size, size_t *calls) {
   add_calls(calls, 1);
-  bool ok = mremap(p, old_size, new_size, 0) != MAP_FAILED;
+  bool ok = !injected_failure(BRISK_OS_REMAP) && mremap(p, old_size, new_size, 0) != MAP_FAILED;
   count_call(BRISK_OS_REMAP, new_size, ok);
   if (ok) count_mapped((int64_t)new_size - (int64_t)old_size);
   return ok;
@@ -302,7 +357,8 @@ bool _brisk_os_resize(void *p, size_t old_size, size_t new_size, size_t *calls) 
 
 bool _brisk_os_move(void *p, size_t old_size, void *new_base, size_t new_size, size_t *calls) {
   add_calls(calls, 1);
-  bool ok = mremap(p, old_size, new_size, MREMAP_MAYMOVE | MREMAP_FIXED, new_base) != MAP_FAILED;
+  bool ok = !injected_failure(BRISK_OS_REMAP) &&
+            mremap(p, old_size, new_size, MREMAP_MAYMOVE | MREMAP_FIXED, new_base) != MAP_FAILED;
   count_call(BRISK_OS_REMAP, new_size, ok);
   /* new_base's reservation was counted when it was made; p's range is gone. */
   if (ok) count_mapped(-(int64_t)old_size);
@@ -394,8 +450,10 @@ void _brisk_os_fatal_pointer(const char *caller, const void *p, const char *why)
 void _brisk_os_advise_huge_pages(void *p, size_t size, size_t *calls) {
   if (size == 0) return;
 #ifdef MADV_HUGEPAGE
+  int saved_errno = errno;
   counted_madvise(BRISK_OS_OTHER, p, size, MADV_HUGEPAGE);
   add_calls(calls, 1);
+  errno = saved_errno;
 #else
   (void)p;
   (void)calls;

@@ -480,7 +480,9 @@ static void zero_dropped(brisk_fifo_t *fifo, char *p, size_t n) {
     char *inner = (char *)brisk_align_up((uintptr_t)p, os_page);
     char *inner_end = (char *)((uintptr_t)(p + n) & ~(uintptr_t)(os_page - 1));
     memset(p, 0, (size_t)(inner - p));
-    _brisk_os_decommit(inner, (size_t)(inner_end - inner), &fifo->system_requests);
+    /* Refused (mlock'ed pages, for one), the pages keep their bytes. */
+    if (!_brisk_os_decommit(inner, (size_t)(inner_end - inner), &fifo->system_requests))
+      memset(inner, 0, (size_t)(inner_end - inner));
     memset(inner_end, 0, (size_t)(p + n - inner_end));
   } else {
     memset(p, 0, n);

@@ -1,0 +1,876 @@
+/*
+ * fuzz_brisk.c — a libFuzzer harness for every brisk allocator.
+ *
+ * The input is read as a sequence of operations: allocate (with a size and
+ * an alignment), free, realloc, usable size, a free or an allocation by
+ * another thread, a thread's exit, on the general allocator (brisk_malloc,
+ * brisk_calloc, brisk_realloc, brisk_aligned_alloc, brisk_free), and
+ * allocate, free, realloc, reset, push/pop, local caches and destroy on two
+ * instances each of the arena (and a cursor), the stack, the fifo, the pool,
+ * the buddy and the hybrid, created with parameters read from the input.
+ *
+ * A shadow model keeps every live block: its address, its size, the byte it
+ * was filled with and what it belongs to. The harness aborts (a crash for
+ * libFuzzer) on any mismatch: a block whose bytes changed, two live blocks
+ * that overlap, a misaligned block, a block that should be zero and is
+ * not, NULL where the allocator must succeed (or success where it must
+ * fail), an errno other than the documented one, a buddy tree that does not
+ * validate, or a region allocator still registered after every one was
+ * destroyed. It is built with AddressSanitizer (and UBSan), which also sees
+ * the region allocators' poisoning of what they take back: a byte the
+ * harness touches outside a live region block is a report.
+ *
+ * Each input starts from no region allocator and no live block, and ends by
+ * checking and freeing every block and destroying every allocator; the
+ * general allocator's heaps live on from input to input, as in a program.
+ *
+ * tests/fuzz/corpus holds the inputs that `-set_cover_merge=1
+ * -use_counters=0` kept of runs of a few minutes: the fewest that reach
+ * every edge those runs reached. Remade the same way when the operations
+ * or the allocators change much.
+ */
+#include <brisk.h>
+
+#include <errno.h>
+#include <pthread.h>
+#include <stdarg.h>
+#include <stdint.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+/* ---- failing ---- */
+
+static void fail(const char *format, ...) __attribute__((noreturn, format(printf, 1, 2)));
+static void fail(const char *format, ...) {
+  va_list args;
+  va_start(args, format);
+  fprintf(stderr, "fuzz_brisk: ");
+  vfprintf(stderr, format, args);
+  fprintf(stderr, "\n");
+  va_end(args);
+  abort();
+}
+
+/* ---- reading the input ---- */
+
+typedef struct input_s {
+  const uint8_t *p;
+  size_t n;
+} input_t;
+
+static uint8_t u8(input_t *in) {
+  if (in->n == 0) return 0;
+  in->n--;
+  return *in->p++;
+}
+
+static uint16_t u16(input_t *in) {
+  uint16_t lo = u8(in);
+  return (uint16_t)(lo | (uint16_t)u8(in) << 8);
+}
+
+/* Sizes around every boundary the allocators have: tiny, the general
+ * allocator's class limits (1 KiB direct, 8 KiB small, 64 KiB medium,
+ * 512 KiB large), huge, and exact edge values. */
+static size_t read_size(input_t *in) {
+  static const size_t edges[] = {0,     1,      7,      8,      9,      15,     16,     17,
+                                 128,   129,    1024,   1025,   4096,   4097,   8192,   8193,
+                                 65536, 65537,  524288, 524289, 1 << 20, 3 << 20, 4 << 20, 24};
+  static const size_t ranges[] = {16,    64,     128,      256,       512,       1024,     4096,
+                                  8193,  16384,  65537,    131072,    524289,    1 << 20,  4 << 20};
+  uint8_t shape = u8(in);
+  unsigned kind = shape % 16;
+  uint16_t value = u16(in);
+  if (kind == 14) return edges[value % (sizeof edges / sizeof edges[0])];
+  if (kind == 15) return value;
+  size_t max = ranges[kind];
+  if (max <= 65536) return value % (max + 1);
+  return ((size_t)value * (max >> 16) + (shape >> 4)) % (max + 1);
+}
+
+/* 0 (the default), a power of two up to 4 KiB, now and then a larger one,
+ * and rarely not a power of two (which must be refused). */
+static size_t read_align(input_t *in) {
+  uint8_t a = u8(in);
+  if (a < 64) return 0;
+  if (a < 232) return (size_t)1 << (a % 13);
+  if (a < 252) return (size_t)1 << (13 + a % 10); /* 8 KiB .. 4 MiB */
+  return (size_t)(a % 2 == 0 ? 24 : 48);
+}
+
+static bool power_of_two(size_t x) { return x != 0 && (x & (x - 1)) == 0; }
+
+static size_t pow2_at_least(size_t x) {
+  size_t p = 1;
+  while (p < x) p <<= 1;
+  return p;
+}
+
+/* ---- the shadow model ---- */
+
+enum kind { K_GENERAL, K_ARENA, K_STACK, K_FIFO, K_POOL, K_BUDDY, K_HYBRID, K_KINDS };
+
+#define MAX_BLOCKS 512
+#define MAX_LIVE_BYTES ((size_t)96 << 20)
+#define SLOTS 2
+
+typedef struct block_s {
+  unsigned char *p;
+  size_t size;    /* bytes the harness fills and checks */
+  size_t extent;  /* bytes no other live block may touch (>= size, >= 1) */
+  void *owner;    /* the allocator (a fifo's survives its destroy) */
+  uint32_t depth; /* stack: the frame depth it was allocated in */
+  uint8_t kind;
+  uint8_t fill;
+  uint8_t slot;
+  uint8_t orphan; /* a fifo block whose fifo was destroyed */
+} block_t;
+
+static block_t blocks[MAX_BLOCKS];
+static size_t nblocks;
+static size_t live_bytes;
+static uint8_t next_fill = 1;
+
+/* The region allocators, SLOTS of each kind, made on first use. */
+typedef struct slot_s {
+  void *handle;
+  /* arena */
+  size_t reserve;
+  brisk_arena_cursor_t cursor;
+  /* stack */
+  uint32_t depth;
+  /* pool */
+  size_t obj_size, obj_align, capacity;
+  unsigned flags;
+  brisk_pool_local_t local;
+  bool local_on;
+  /* buddy */
+  size_t min_block;
+  bool small_tree; /* few enough units to validate often */
+} slot_t;
+
+static slot_t slots[K_KINDS][SLOTS];
+
+static bool all_bytes(const unsigned char *p, size_t n, unsigned char value) {
+  static unsigned char pattern[256][4096];
+  static bool made[256];
+  if (!made[value]) {
+    memset(pattern[value], value, sizeof pattern[value]);
+    made[value] = true;
+  }
+  for (size_t off = 0; off < n; off += 4096) {
+    size_t chunk = n - off < 4096 ? n - off : 4096;
+    if (memcmp(p + off, pattern[value], chunk) != 0) return false;
+  }
+  return true;
+}
+
+static void check_block(const block_t *b, const char *when) {
+  if (!all_bytes(b->p, b->size, b->fill)) {
+    size_t at = 0;
+    while (at < b->size && b->p[at] == b->fill) at++;
+    fail("%s: block %p (kind %d, %zu bytes) changed at byte %zu: 0x%02x, not 0x%02x", when,
+         (void *)b->p, b->kind, b->size, at, b->p[at], b->fill);
+  }
+}
+
+static void check_aligned(const void *p, size_t align, const char *what) {
+  if (align != 0 && (uintptr_t)p % align != 0)
+    fail("%s: %p is not aligned to %zu", what, p, align);
+}
+
+/* Adds a live block after checking it overlaps none; fills it. The first
+ * `keep` bytes already hold the block's contents (realloc), and with
+ * `zeroed` the rest must read zero first. */
+static block_t *add_block(int kind, int slot, void *owner, void *p, size_t size, size_t extent,
+                          size_t keep, uint8_t keep_fill, bool zeroed) {
+  if (extent < size) extent = size;
+  if (extent == 0) extent = 1;
+  uintptr_t lo = (uintptr_t)p, hi = lo + extent;
+  for (size_t i = 0; i < nblocks; i++) {
+    uintptr_t blo = (uintptr_t)blocks[i].p, bhi = blo + blocks[i].extent;
+    if (lo < bhi && blo < hi)
+      fail("kind %d: new block [%p, +%zu) overlaps live block [%p, +%zu) of kind %d", kind, p,
+           extent, (void *)blocks[i].p, blocks[i].extent, blocks[i].kind);
+  }
+  if (nblocks == MAX_BLOCKS) fail("harness: too many blocks");
+  unsigned char *bytes = p;
+  if (keep > size) keep = size;
+  if (keep != 0 && !all_bytes(bytes, keep, keep_fill))
+    fail("kind %d: realloc lost the contents of %p", kind, p);
+  if (zeroed && !all_bytes(bytes + keep, size - keep, 0))
+    fail("kind %d: block %p (%zu bytes) is not zeroed", kind, p, size);
+  block_t *b = &blocks[nblocks++];
+  b->p = bytes;
+  b->size = size;
+  b->extent = extent;
+  b->owner = owner;
+  b->depth = 0;
+  b->kind = (uint8_t)kind;
+  b->slot = (uint8_t)slot;
+  b->orphan = 0;
+  b->fill = next_fill;
+  next_fill = (uint8_t)(next_fill % 255 + 1);
+  memset(bytes, b->fill, size);
+  live_bytes += size;
+  return b;
+}
+
+static void remove_block(size_t i) {
+  live_bytes -= blocks[i].size;
+  blocks[i] = blocks[--nblocks];
+}
+
+static bool room_for(size_t size) { return live_bytes + size <= MAX_LIVE_BYTES; }
+
+/* NULL from an allocation: errno must say why. */
+static void expect_errno(int expected, const char *what) {
+  if (errno != expected) fail("%s: NULL with errno %d, expected %d", what, errno, expected);
+}
+
+/* ---- another thread: frees and allocations on request ---- */
+
+typedef struct job_s {
+  int kind; /* K_* of the block to free, or -1: allocate `size` with brisk_malloc */
+  void *owner;
+  void *p;
+  size_t size;
+  bool exit; /* end the thread (its heap is abandoned; the next one adopts it) */
+} job_t;
+
+static pthread_mutex_t job_lock = PTHREAD_MUTEX_INITIALIZER;
+static pthread_cond_t job_cond = PTHREAD_COND_INITIALIZER;
+static job_t job;
+static bool job_posted, job_done;
+static pthread_t worker;
+
+static void *worker_main(void *unused) {
+  (void)unused;
+  for (;;) {
+    pthread_mutex_lock(&job_lock);
+    while (!job_posted) pthread_cond_wait(&job_cond, &job_lock);
+    job_t j = job;
+    pthread_mutex_unlock(&job_lock);
+    if (j.exit) {
+      /* Returns without signalling: run_job joins this thread. */
+      return NULL;
+    }
+    switch (j.kind) {
+      case -1:
+        j.p = brisk_malloc(j.size);
+        break;
+      case K_GENERAL: brisk_free(j.p); break;
+      case K_POOL: brisk_pool_free(j.owner, j.p); break;
+      case K_BUDDY: brisk_buddy_free(j.owner, j.p); break;
+      case K_HYBRID: brisk_hybrid_free(j.owner, j.p); break;
+      default: fail("harness: no remote free for kind %d", j.kind);
+    }
+    pthread_mutex_lock(&job_lock);
+    job = j;
+    job_posted = false;
+    job_done = true;
+    pthread_cond_broadcast(&job_cond);
+    pthread_mutex_unlock(&job_lock);
+  }
+}
+
+static void start_worker(void) {
+  if (pthread_create(&worker, NULL, worker_main, NULL) != 0) fail("harness: pthread_create");
+}
+
+/* Runs j on the worker and waits for it; returns the job as it ended. */
+static job_t run_job(job_t j) {
+  pthread_mutex_lock(&job_lock);
+  job = j;
+  job_posted = true;
+  job_done = false;
+  pthread_cond_broadcast(&job_cond);
+  if (j.exit) {
+    pthread_mutex_unlock(&job_lock);
+    pthread_join(worker, NULL);
+    pthread_mutex_lock(&job_lock);
+    job_posted = false;
+    pthread_mutex_unlock(&job_lock);
+    start_worker();
+    return j;
+  }
+  while (!job_done) pthread_cond_wait(&job_cond, &job_lock);
+  j = job;
+  pthread_mutex_unlock(&job_lock);
+  return j;
+}
+
+/* ---- freeing a block, whatever it is ---- */
+
+static void release_block(size_t i, bool remote) {
+  block_t *b = &blocks[i];
+  check_block(b, "free");
+  slot_t *s = &slots[b->kind][b->slot];
+  if (remote && (b->kind == K_GENERAL || b->kind == K_POOL || b->kind == K_BUDDY ||
+                 b->kind == K_HYBRID)) {
+    job_t j = {.kind = b->kind, .owner = b->owner, .p = b->p};
+    run_job(j);
+    remove_block(i);
+    return;
+  }
+  switch (b->kind) {
+    case K_GENERAL: {
+      int saved = errno = 4242;
+      brisk_free(b->p);
+      if (errno != saved) fail("brisk_free changed errno to %d", errno);
+      break;
+    }
+    case K_FIFO: brisk_fifo_free(b->owner, b->p); break;
+    case K_POOL:
+      if (s->local_on && s->handle == b->owner && b->fill % 2 == 0)
+        brisk_pool_local_free(&s->local, b->p);
+      else
+        brisk_pool_free(b->owner, b->p);
+      break;
+    case K_BUDDY: brisk_buddy_free(b->owner, b->p); break;
+    case K_HYBRID: brisk_hybrid_free(b->owner, b->p); break;
+    default: break; /* arena and stack blocks are dropped, never freed one by one */
+  }
+  remove_block(i);
+}
+
+/* ---- the region allocators: made and destroyed ---- */
+
+static void destroy_slot(int kind, int slot) {
+  slot_t *s = &slots[kind][slot];
+  if (s->handle == NULL) return;
+  for (size_t i = nblocks; i-- > 0;) {
+    block_t *b = &blocks[i];
+    if (b->kind != kind || b->owner != s->handle) continue;
+    check_block(b, "destroy");
+    if (kind == K_FIFO) {
+      b->orphan = 1; /* outlives the fifo, freed later */
+    } else if (kind == K_HYBRID) {
+      release_block(i, false); /* fallback blocks are brisk_malloc's */
+    } else {
+      remove_block(i); /* the destroy takes them back */
+    }
+  }
+  switch (kind) {
+    case K_ARENA: brisk_arena_destroy(s->handle); break;
+    case K_STACK: brisk_stack_destroy(s->handle); break;
+    case K_FIFO: brisk_fifo_destroy(s->handle); break;
+    case K_POOL:
+      if (s->local_on) brisk_pool_local_flush(&s->local);
+      brisk_pool_destroy(s->handle);
+      break;
+    case K_BUDDY: {
+      int all_free = 0;
+      brisk_buddy_trim(s->handle);
+      if (s->small_tree && !brisk_buddy_validate(s->handle, &all_free))
+        fail("buddy: tree inconsistent at destroy");
+      brisk_buddy_destroy(s->handle);
+      break;
+    }
+    case K_HYBRID: brisk_hybrid_destroy(s->handle); break;
+    default: break;
+  }
+  memset(s, 0, sizeof *s);
+}
+
+static slot_t *get_slot(input_t *in, int kind) {
+  int slot = u8(in) % SLOTS;
+  slot_t *s = &slots[kind][slot];
+  if (s->handle != NULL) return s;
+  uint8_t a = u8(in), b = u8(in), c = u8(in);
+  switch (kind) {
+    case K_ARENA: {
+      static const size_t reserves[] = {4096, 65536, 1 << 20, 64 << 20, 100, 12345};
+      s->reserve = reserves[a % 6];
+      s->handle = brisk_arena_create(s->reserve);
+      if (s->handle != NULL) brisk_arena_cursor_init(&s->cursor, s->handle, (size_t)(b % 4) * 4096);
+      break;
+    }
+    case K_STACK: {
+      static const size_t firsts[] = {0, 4096, 65536, 100};
+      s->handle = brisk_stack_create(firsts[a % 4]);
+      break;
+    }
+    case K_FIFO: {
+      static const size_t pages[] = {0, 4096, 16384, 65536, 1 << 20, 5000};
+      s->handle = brisk_fifo_create(pages[a % 6]);
+      break;
+    }
+    case K_POOL: {
+      static const size_t aligns[] = {0, 8, 16, 64, 4096};
+      static const size_t capacities[] = {0, 1, 7, 100, 1000};
+      static const unsigned flags[] = {0, BRISK_REGION_THREAD_CACHE, BRISK_REGION_PREFAULT,
+                                       BRISK_REGION_THREAD_CACHE | BRISK_REGION_PREFAULT};
+      s->obj_size = 1 + (size_t)a * 16 + b % 16;
+      s->obj_align = aligns[b % 5];
+      s->capacity = capacities[c % 5];
+      s->flags = flags[(c / 5) % 4];
+      s->handle = brisk_pool_create_ex(s->obj_size, s->obj_align, s->capacity, s->flags);
+      if (s->handle != NULL && (c & 0x80)) {
+        brisk_pool_local_init(&s->local, s->handle, (unsigned)(a % 8));
+        s->local_on = true;
+      }
+      break;
+    }
+    case K_BUDDY: {
+      static const size_t totals[] = {4096, 65536, 1 << 20, 3 << 20, 4 << 20, 5000};
+      static const size_t mins[] = {0, 16, 64, 256, 4096};
+      static const size_t maxs[] = {0, 4096, 65536, 1 << 20};
+      static const unsigned flags[] = {0, BRISK_REGION_THREAD_CACHE, BRISK_REGION_PREFAULT};
+      size_t total = totals[a % 6], min = mins[b % 5], max = maxs[c % 4];
+      if (max != 0 && max > pow2_at_least(total)) max = 0;
+      if (max != 0 && max < min) max = min;
+      s->min_block = pow2_at_least(min < 16 ? 16 : min);
+      s->small_tree = pow2_at_least(total) / s->min_block <= 4096;
+      s->handle = brisk_buddy_create_ex(total, min, max, flags[(c / 4) % 3]);
+      break;
+    }
+    case K_HYBRID: {
+      if (a % 16 == 0) { /* the default: 64 MiB, which ASan's poisoning makes slow */
+        s->handle = brisk_hybrid_create(NULL);
+        break;
+      }
+      brisk_hybrid_config_t config;
+      memset(&config, 0, sizeof config);
+      size_t buckets = a % 4, size = 8;
+      for (size_t i = 0; i < buckets; i++) {
+        size += 8 + (size_t)((b >> (2 * i)) & 3) * 40;
+        if (size > 512) size = 512;
+        config.bucket_sizes[i] = size;
+        config.bucket_counts[i] = 1 + (size_t)(c % 64) * (i + 1);
+        if (size == 512) {
+          buckets = i + 1;
+          break;
+        }
+      }
+      config.region_sizes[0] = (size_t)64 << (b % 12); /* 64 B .. 128 KiB */
+      if (c & 0x40) config.region_sizes[1] = 1 << 20;
+      static const unsigned flags[] = {0, BRISK_REGION_THREAD_CACHE, BRISK_REGION_PREFAULT};
+      config.flags = flags[(a / 4) % 3];
+      config.fallback_to_malloc = (c & 0x80) != 0;
+      s->handle = brisk_hybrid_create(&config);
+      if (s->handle == NULL && errno != EINVAL) fail("hybrid: create failed with errno %d", errno);
+      break;
+    }
+    default: break;
+  }
+  if (s->handle == NULL && kind != K_HYBRID)
+    fail("kind %d: create failed with errno %d", kind, errno);
+  return s->handle != NULL ? s : NULL;
+}
+
+static int slot_index(const slot_t *s, int kind) { return (int)(s - slots[kind]); }
+
+/* ---- the operations ---- */
+
+/* The alignment every general block has: 16 above 8 bytes, else 8. */
+static size_t general_align(size_t size) { return size > 8 ? 16 : 8; }
+
+static void add_general(void *p, size_t size, size_t align, size_t keep, uint8_t keep_fill,
+                        bool zeroed, const char *what) {
+  size_t usable = brisk_usable_size(p);
+  if (usable < size) fail("%s: usable size %zu below %zu", what, usable, size);
+  check_aligned(p, general_align(size), what);
+  check_aligned(p, align, what);
+  add_block(K_GENERAL, 0, NULL, p, size, usable, keep, keep_fill, zeroed);
+}
+
+static void op_general_alloc(input_t *in, int how) {
+  size_t size = read_size(in);
+  if (!room_for(size)) return;
+  errno = 0;
+  void *p;
+  size_t align = 0;
+  const char *what;
+  switch (how) {
+    case 0: what = "brisk_malloc"; p = brisk_malloc(size); break;
+    case 1: {
+      size_t count = 1 + u8(in) % 4;
+      size = size / count;
+      what = "brisk_calloc";
+      p = brisk_calloc(count, size);
+      size *= count;
+      break;
+    }
+    default:
+      align = read_align(in);
+      if (align == 0) align = 1;
+      what = "brisk_aligned_alloc";
+      p = brisk_aligned_alloc(align, size);
+      if (!power_of_two(align)) {
+        if (p != NULL) fail("brisk_aligned_alloc(%zu): not refused", align);
+        expect_errno(EINVAL, what);
+        return;
+      }
+      break;
+  }
+  if (p == NULL) fail("%s(%zu): NULL (errno %d)", what, size, errno);
+  add_general(p, size, align, 0, 0, how == 1, what);
+}
+
+static void op_general_realloc(size_t i, input_t *in) {
+  block_t old = blocks[i];
+  check_block(&old, "realloc");
+  size_t size = read_size(in);
+  if (!room_for(size)) return;
+  if (size == 0) {
+    /* Frees p and returns NULL, as glibc's does. */
+    if (brisk_realloc(old.p, 0) != NULL) fail("brisk_realloc(p, 0) returned a block");
+    remove_block(i);
+    return;
+  }
+  remove_block(i);
+  void *p = brisk_realloc(old.p, size);
+  if (p == NULL) fail("brisk_realloc(%zu): NULL (errno %d)", size, errno);
+  add_general(p, size, 0, old.size, old.fill, false, "brisk_realloc");
+}
+
+static void op_remote_malloc(input_t *in) {
+  size_t size = read_size(in);
+  if (!room_for(size)) return;
+  job_t j = {.kind = -1, .size = size};
+  j = run_job(j);
+  if (j.p == NULL) fail("brisk_malloc(%zu) in another thread: NULL", size);
+  add_general(j.p, size, 0, 0, 0, false, "brisk_malloc in another thread");
+}
+
+static void op_arena_alloc(input_t *in, bool cursor) {
+  slot_t *s = get_slot(in, K_ARENA);
+  if (s == NULL) return;
+  size_t size = read_size(in), align = read_align(in);
+  if (!room_for(size)) return;
+  size_t used = brisk_arena_used(s->handle);
+  errno = 0;
+  void *p = cursor ? brisk_arena_cursor_alloc(&s->cursor, size, align)
+                   : brisk_arena_alloc(s->handle, size, align);
+  if (align != 0 && !power_of_two(align)) {
+    if (p != NULL) fail("arena: alignment %zu not refused", align);
+    expect_errno(EINVAL, "arena alloc");
+    return;
+  }
+  if (!cursor) {
+    /* Exhaustion is exact: the block fits whenever its claim does. */
+    size_t padding = align > 16 ? align - 16 : 0;
+    size_t claim = ((size + (size == 0) + 15) & ~(size_t)15) + padding;
+    bool fits = size <= s->reserve && padding < s->reserve && used + claim <= s->reserve;
+    if (fits != (p != NULL))
+      fail("arena (%zu reserved, %zu used): %zu bytes aligned %zu %s", s->reserve, used, size,
+           align, p != NULL ? "handed out past the limit" : "refused though it fits");
+  }
+  if (p == NULL) {
+    expect_errno(ENOMEM, "arena alloc");
+    return;
+  }
+  check_aligned(p, align != 0 ? align : 16, "arena alloc");
+  add_block(K_ARENA, slot_index(s, K_ARENA), s->handle, p, size, size, 0, 0, false);
+}
+
+static void op_arena_reset(input_t *in) {
+  slot_t *s = get_slot(in, K_ARENA);
+  if (s == NULL) return;
+  int keep = u8(in) & 1;
+  for (size_t i = nblocks; i-- > 0;) {
+    if (blocks[i].kind == K_ARENA && blocks[i].owner == s->handle) {
+      check_block(&blocks[i], "arena reset");
+      remove_block(i);
+    }
+  }
+  brisk_arena_reset(s->handle, keep);
+  if (brisk_arena_used(s->handle) != 0) fail("arena: used after reset");
+}
+
+static void op_stack_alloc(input_t *in) {
+  slot_t *s = get_slot(in, K_STACK);
+  if (s == NULL) return;
+  size_t size = read_size(in), align = read_align(in);
+  if (!room_for(size)) return;
+  errno = 0;
+  void *p = brisk_stack_alloc(s->handle, size, align);
+  if (align != 0 && !power_of_two(align)) {
+    if (p != NULL) fail("stack: alignment %zu not refused", align);
+    expect_errno(EINVAL, "brisk_stack_alloc");
+    return;
+  }
+  if (p == NULL) fail("brisk_stack_alloc(%zu, %zu): NULL (errno %d)", size, align, errno);
+  check_aligned(p, align != 0 ? align : 16, "brisk_stack_alloc");
+  block_t *b = add_block(K_STACK, slot_index(s, K_STACK), s->handle, p, size, size, 0, 0, false);
+  b->depth = s->depth;
+}
+
+static void op_stack_push(input_t *in) {
+  slot_t *s = get_slot(in, K_STACK);
+  if (s == NULL || s->depth >= 300) return;
+  brisk_stack_push(s->handle);
+  s->depth++;
+}
+
+static void op_stack_pop(input_t *in) {
+  slot_t *s = get_slot(in, K_STACK);
+  if (s == NULL || s->depth == 0) return;
+  for (size_t i = nblocks; i-- > 0;) {
+    block_t *b = &blocks[i];
+    if (b->kind == K_STACK && b->owner == s->handle && b->depth == s->depth) {
+      check_block(b, "stack pop");
+      remove_block(i);
+    }
+  }
+  brisk_stack_pop(s->handle);
+  s->depth--;
+}
+
+static void op_stack_realloc(size_t i, input_t *in) {
+  block_t old = blocks[i];
+  slot_t *s = &slots[K_STACK][old.slot];
+  check_block(&old, "stack realloc");
+  size_t size = read_size(in), align = read_align(in);
+  if (align != 0 && !power_of_two(align)) align = 0;
+  if (!room_for(size)) return;
+  errno = 0;
+  void *p = brisk_stack_realloc(s->handle, old.p, old.size, size, align);
+  if (p == NULL) fail("brisk_stack_realloc(%zu): NULL (errno %d)", size, errno);
+  check_aligned(p, align != 0 ? align : 16, "brisk_stack_realloc");
+  remove_block(i);
+  block_t *b = add_block(K_STACK, old.slot, s->handle, p, size, size, old.size, old.fill, false);
+  /* In place it stays in its frame; moved, it is the top frame's. */
+  b->depth = p == old.p ? old.depth : s->depth;
+}
+
+static void op_fifo_alloc(input_t *in) {
+  slot_t *s = get_slot(in, K_FIFO);
+  if (s == NULL) return;
+  size_t size = read_size(in);
+  if (!room_for(size)) return;
+  void *p = brisk_fifo_alloc(s->handle, size);
+  if (p == NULL) fail("brisk_fifo_alloc(%zu): NULL (errno %d)", size, errno);
+  check_aligned(p, 16, "brisk_fifo_alloc");
+  add_block(K_FIFO, slot_index(s, K_FIFO), s->handle, p, size, size, 0, 0, true);
+}
+
+static void op_fifo_realloc(size_t i, input_t *in) {
+  block_t old = blocks[i];
+  if (old.orphan) {
+    release_block(i, false); /* its fifo is destroyed: only free is allowed */
+    return;
+  }
+  check_block(&old, "fifo realloc");
+  size_t size = read_size(in);
+  if (!room_for(size)) return;
+  void *p = brisk_fifo_realloc(old.owner, old.p, size);
+  if (p == NULL) fail("brisk_fifo_realloc(%zu): NULL (errno %d)", size, errno);
+  check_aligned(p, 16, "brisk_fifo_realloc");
+  remove_block(i);
+  /* What was past the old size reads zero, moved or not. */
+  add_block(K_FIFO, old.slot, old.owner, p, size, size, old.size, old.fill, true);
+}
+
+/* Objects of the pool in the program's hands: the model's, and those its
+ * local cache holds (which count as in use). */
+static size_t pool_in_use(const slot_t *s) {
+  size_t n = s->local_on ? s->local.count : 0;
+  for (size_t i = 0; i < nblocks; i++)
+    n += blocks[i].kind == K_POOL && blocks[i].owner == s->handle;
+  return n;
+}
+
+static void op_pool_alloc(input_t *in, bool local) {
+  slot_t *s = get_slot(in, K_POOL);
+  if (s == NULL) return;
+  if (!room_for(s->obj_size)) return;
+  local = local && s->local_on;
+  size_t in_use = pool_in_use(s);
+  errno = 0;
+  void *p = local ? brisk_pool_local_alloc(&s->local) : brisk_pool_alloc(s->handle);
+  /* A bounded pool without per-thread caches refuses exactly at capacity
+   * (its local cache's objects count as in use; other threads cache
+   * nothing without BRISK_REGION_THREAD_CACHE). */
+  if (s->capacity != 0 && !(s->flags & BRISK_REGION_THREAD_CACHE) && !local) {
+    bool fits = in_use < s->capacity;
+    if (fits != (p != NULL))
+      fail("pool (capacity %zu, %zu in use): %s", s->capacity, in_use,
+           p != NULL ? "handed out past capacity" : "refused below capacity");
+  }
+  if (p == NULL) {
+    if (s->capacity == 0) fail("unbounded pool: NULL (errno %d)", errno);
+    expect_errno(ENOMEM, "brisk_pool_alloc");
+    return;
+  }
+  check_aligned(p, s->obj_align != 0 ? s->obj_align : 16, "brisk_pool_alloc");
+  add_block(K_POOL, slot_index(s, K_POOL), s->handle, p, s->obj_size, s->obj_size, 0, 0, false);
+}
+
+static void op_buddy_alloc(input_t *in) {
+  slot_t *s = get_slot(in, K_BUDDY);
+  if (s == NULL) return;
+  size_t size = read_size(in), align = read_align(in);
+  if (!room_for(size)) return;
+  errno = 0;
+  void *p = brisk_buddy_alloc(s->handle, size, align);
+  if (size == 0 || (align != 0 && !power_of_two(align))) {
+    if (p != NULL) fail("buddy: size %zu align %zu not refused", size, align);
+    expect_errno(EINVAL, "brisk_buddy_alloc");
+    return;
+  }
+  if (p == NULL) {
+    expect_errno(ENOMEM, "brisk_buddy_alloc");
+    return;
+  }
+  /* The block is the size rounded up to a power of two (at least min_block
+   * and align) and is aligned to that. */
+  size_t block = pow2_at_least(size);
+  if (block < s->min_block) block = s->min_block;
+  if (block < align) block = align;
+  check_aligned(p, block, "brisk_buddy_alloc");
+  add_block(K_BUDDY, slot_index(s, K_BUDDY), s->handle, p, size, block, 0, 0, false);
+}
+
+static void op_buddy_validate(input_t *in) {
+  slot_t *s = get_slot(in, K_BUDDY);
+  if (s == NULL || !s->small_tree) return;
+  int all_free = 0;
+  if (u8(in) & 1) brisk_buddy_trim(s->handle);
+  if (!brisk_buddy_validate(s->handle, &all_free)) fail("buddy: tree inconsistent");
+}
+
+static void op_hybrid_alloc(input_t *in) {
+  slot_t *s = get_slot(in, K_HYBRID);
+  if (s == NULL) return;
+  size_t size = read_size(in), align = read_align(in);
+  if (!room_for(size)) return;
+  errno = 0;
+  void *p = brisk_hybrid_alloc(s->handle, size, align);
+  if (size == 0 || (align != 0 && !power_of_two(align))) {
+    if (p != NULL) fail("hybrid: size %zu align %zu not refused", size, align);
+    expect_errno(EINVAL, "brisk_hybrid_alloc");
+    return;
+  }
+  if (p == NULL) {
+    expect_errno(ENOMEM, "brisk_hybrid_alloc");
+    return;
+  }
+  check_aligned(p, align != 0 ? align : (size % 16 == 0 ? 16 : 8), "brisk_hybrid_alloc");
+  add_block(K_HYBRID, slot_index(s, K_HYBRID), s->handle, p, size, size, 0, 0, false);
+}
+
+/* A live block picked by the input (any kind), or -1 when there is none. */
+static ssize_t pick_block(input_t *in) {
+  if (nblocks == 0) return -1;
+  return (ssize_t)(u16(in) % nblocks);
+}
+
+static void op_free(input_t *in, bool remote) {
+  ssize_t i = pick_block(in);
+  if (i < 0) return;
+  if (blocks[i].kind == K_ARENA || blocks[i].kind == K_STACK) {
+    check_block(&blocks[i], "check");
+    return;
+  }
+  release_block((size_t)i, remote);
+}
+
+static void op_realloc(input_t *in) {
+  ssize_t i = pick_block(in);
+  if (i < 0) return;
+  switch (blocks[i].kind) {
+    case K_GENERAL: op_general_realloc((size_t)i, in); break;
+    case K_STACK: op_stack_realloc((size_t)i, in); break;
+    case K_FIFO: op_fifo_realloc((size_t)i, in); break;
+    default: check_block(&blocks[i], "check"); break;
+  }
+}
+
+/* A general block grows to its usable size: all of it is the program's. */
+static void op_use_usable(input_t *in) {
+  ssize_t i = pick_block(in);
+  if (i < 0 || blocks[i].kind != K_GENERAL) return;
+  block_t *b = &blocks[i];
+  check_block(b, "usable size");
+  size_t usable = brisk_usable_size(b->p);
+  if (usable != b->extent)
+    fail("usable size of %p changed: %zu, was %zu", (void *)b->p, usable, b->extent);
+  if (!room_for(usable - b->size)) return;
+  live_bytes += usable - b->size;
+  b->size = usable;
+  memset(b->p, b->fill, usable);
+}
+
+static void op_destroy(input_t *in) {
+  int kind = 1 + u8(in) % (K_KINDS - 1);
+  destroy_slot(kind, u8(in) % SLOTS);
+}
+
+static void check_all(void) {
+  for (size_t i = 0; i < nblocks; i++) check_block(&blocks[i], "check");
+}
+
+static void end_input(void) {
+  /* Orphaned fifo blocks and the rest, in an order the input chose. */
+  check_all();
+  while (nblocks > 0) {
+    size_t i = nblocks - 1;
+    if (blocks[i].kind == K_ARENA || blocks[i].kind == K_STACK) {
+      remove_block(i);
+      continue;
+    }
+    release_block(i, false);
+  }
+  for (int kind = 1; kind < K_KINDS; kind++)
+    for (int slot = 0; slot < SLOTS; slot++) destroy_slot(kind, slot);
+  if (live_bytes != 0) fail("harness: %zu live bytes left", live_bytes);
+  brisk_stats_t stats;
+  stats.size = sizeof stats;
+  if (brisk_stats_get(&stats) != 0) fail("brisk_stats_get failed");
+  for (int kind = 0; kind < BRISK_REGION_KINDS; kind++) {
+    if (stats.regions[kind].live != 0)
+      fail("region kind %d: %zu still registered after every one was destroyed", kind,
+           stats.regions[kind].live);
+  }
+}
+
+int LLVMFuzzerInitialize(int *argc, char ***argv) {
+  (void)argc;
+  (void)argv;
+  start_worker();
+  return 0;
+}
+
+int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size) {
+  input_t in = {data, size};
+  while (in.n > 0) {
+    uint8_t op = u8(&in);
+    switch (op % 32) {
+      case 0: case 1: op_general_alloc(&in, 0); break;
+      case 2: op_general_alloc(&in, 1); break;
+      case 3: op_general_alloc(&in, 2); break;
+      case 4: case 5: op_free(&in, false); break;
+      case 6: op_free(&in, true); break;
+      case 7: case 8: op_realloc(&in); break;
+      case 9: op_use_usable(&in); break;
+      case 10: op_remote_malloc(&in); break;
+      case 11:
+        if ((u8(&in) & 7) == 0) {
+          job_t j = {.exit = true};
+          run_job(j);
+        } else {
+          brisk_collect(u8(&in) & 1);
+        }
+        break;
+      case 12: case 13: op_arena_alloc(&in, false); break;
+      case 14: op_arena_alloc(&in, true); break;
+      case 15: op_arena_reset(&in); break;
+      case 16: op_stack_push(&in); break;
+      case 17: case 18: op_stack_alloc(&in); break;
+      case 19: op_stack_pop(&in); break;
+      case 20: case 21: op_fifo_alloc(&in); break;
+      case 22: case 23: op_pool_alloc(&in, false); break;
+      case 24: op_pool_alloc(&in, true); break;
+      case 25: case 26: op_buddy_alloc(&in); break;
+      case 27: op_buddy_validate(&in); break;
+      case 28: case 29: op_hybrid_alloc(&in); break;
+      case 30: op_destroy(&in); break;
+      default: check_all(); break;
+    }
+  }
+  end_input();
+  return 0;
+}

@@ -1,0 +1,370 @@
+// A process's awkward moments, through the brisk_* names: many forks while
+// other threads are inside malloc and free, fork from a signal handler,
+// allocation in exit handlers and in the main thread's thread_local
+// destructors while other threads still allocate, and a thread whose first
+// call is free() of another thread's block. (Allocation in thread-exit
+// destructors and a fork with a busier child are in test_threads.cc.)
+#include <brisk.h>
+#include <gtest/gtest.h>
+#include <pthread.h>
+#include <signal.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include <atomic>
+#include <cerrno>
+#include <cstdint>
+#include <cstdlib>
+#include <cstring>
+#include <thread>
+#include <vector>
+
+#include "test_util.h"
+
+using brisk_test::block_seed;
+using brisk_test::fill_pattern;
+using brisk_test::kMiB;
+using brisk_test::mix64;
+using brisk_test::pattern_intact;
+using brisk_test::scaled;
+
+namespace {
+
+struct Block {
+  void *p;
+  size_t size;
+};
+
+Block make_block(size_t size) {
+  Block b{brisk_malloc(size), size};
+  if (b.p != nullptr) fill_pattern(b.p, size, block_seed(b.p, size));
+  return b;
+}
+
+bool intact(const Block &b) { return pattern_intact(b.p, b.size, block_seed(b.p, b.size)); }
+
+// Mostly small, now and then up to 128 KiB or (every 500th) a huge block.
+size_t mixed_size(uint64_t i) {
+  const uint64_t h = mix64(i);
+  if (i % 500 == 499) return 2 * kMiB + h % kMiB;
+  return (i % 10 == 9) ? 2048 + h % (128 * 1024) : 8 + h % 2048;
+}
+
+// ---------------------------------------------------------------------------
+// Threads that stay inside brisk: each allocates and frees mixed sizes, and
+// swaps blocks through shared slots, so that blocks are freed by threads
+// that do not own them.
+
+constexpr int kSlots = 256;
+
+class Hammers {
+ public:
+  explicit Hammers(int threads) {
+    for (int id = 0; id < threads; id++) threads_.emplace_back([this, id] { run(id); });
+    // Let every hammer start allocating.
+    while (steps_.load() < 1000 * threads) std::this_thread::yield();
+  }
+  ~Hammers() { stop(); }
+
+  void stop() {
+    if (stopped_) return;
+    stopped_ = true;
+    stop_ = true;
+    for (std::thread &t : threads_) t.join();
+    for (std::atomic<void *> &slot : slots_) {
+      void *p = slot.exchange(nullptr);
+      if (p == nullptr) continue;
+      failures_ += !intact({p, slot_size(&slot)});
+      brisk_free(p);
+    }
+  }
+  long failures() const { return failures_.load(); }
+  long steps() const { return steps_.load(); }
+
+  // In a forked child: the slots' blocks belong to threads that were not
+  // copied; free them (their contents may have been mid-write at the fork).
+  void free_slots_in_child() {
+    for (std::atomic<void *> &slot : slots_) brisk_free(slot.exchange(nullptr));
+  }
+
+ private:
+  size_t slot_size(const std::atomic<void *> *slot) const {
+    return 16 + static_cast<size_t>(slot - slots_) * 40;
+  }
+
+  void run(int id) {
+    uint64_t i = static_cast<uint64_t>(id) << 40;
+    while (!stop_.load(std::memory_order_relaxed)) {
+      i++;
+      steps_.fetch_add(1, std::memory_order_relaxed);
+      Block b = make_block(mixed_size(i));
+      if (b.p == nullptr) {
+        failures_++;
+        continue;
+      }
+      failures_ += !intact(b);
+      brisk_free(b.p);
+      std::atomic<void *> &slot = slots_[mix64(i) % kSlots];
+      Block shared = make_block(slot_size(&slot));
+      if (shared.p == nullptr) {
+        failures_++;
+        continue;
+      }
+      void *old = slot.exchange(shared.p, std::memory_order_acq_rel);
+      if (old != nullptr) {
+        failures_ += !intact({old, slot_size(&slot)});
+        brisk_free(old);
+      }
+    }
+  }
+
+  std::vector<std::thread> threads_;
+  std::atomic<void *> slots_[kSlots] = {};
+  std::atomic<bool> stop_{false};
+  std::atomic<long> steps_{0};
+  std::atomic<long> failures_{0};
+  bool stopped_ = false;
+};
+
+// More threads than this machine has cores.
+int hammer_count() {
+  const unsigned cores = std::thread::hardware_concurrency();
+  return static_cast<int>(cores == 0 ? 4 : cores + 2);
+}
+
+// What a forked child checks: it allocates and frees with brisk; its exit
+// status says what went wrong. The bookkeeping is a fixed array, off any
+// malloc (under a sanitizer, the C library's malloc is the sanitizer's,
+// whose locks other parent threads may have held at the fork).
+enum ChildStatus { kChildOk = 0, kChildNull = 1, kChildCorrupt = 2 };
+
+int child_allocates(uint64_t seed, int count) {
+  Block blocks[64];
+  int live = 0;
+  for (int i = 0; i < count; i++) {
+    Block b = make_block(mixed_size(seed + static_cast<uint64_t>(i)));
+    if (b.p == nullptr) return kChildNull;
+    if (live == 64) {
+      const int victim = static_cast<int>(mix64(seed + i) % 64);
+      if (!intact(blocks[victim])) return kChildCorrupt;
+      brisk_free(blocks[victim].p);
+      blocks[victim] = b;
+    } else {
+      blocks[live++] = b;
+    }
+  }
+  for (int k = 0; k < live; k++) {
+    if (!intact(blocks[k])) return kChildCorrupt;
+    brisk_free(blocks[k].p);
+  }
+  return kChildOk;
+}
+
+// Waits for a child; a failure names how it ended.
+void expect_child_ok(pid_t pid, int fork_number) {
+  int status = 0;
+  ASSERT_EQ(waitpid(pid, &status, 0), pid) << std::strerror(errno);
+  if (WIFSIGNALED(status)) {
+    ADD_FAILURE() << "fork " << fork_number << ": child killed by signal " << WTERMSIG(status)
+                  << (WTERMSIG(status) == SIGALRM ? " (deadlocked: its alarm fired)" : "");
+  } else {
+    EXPECT_EQ(WEXITSTATUS(status), kChildOk) << "fork " << fork_number;
+  }
+}
+
+// fork() while the other threads are inside malloc and free: brisk's fork
+// handlers hold its locks across the fork, so every child finds brisk whole,
+// whatever the other threads were doing at that instant.
+TEST(Lifecycle, ForkManyTimesWhileThreadsMallocAndFree) {
+  Hammers hammers(hammer_count());
+  const int forks = static_cast<int>(scaled(100, 30));
+  for (int i = 0; i < forks; i++) {
+    const long target = hammers.steps() + 200;
+    while (hammers.steps() < target) std::this_thread::yield();
+    pid_t pid = fork();
+    ASSERT_NE(pid, -1) << std::strerror(errno);
+    if (pid == 0) {
+      alarm(10);  // a deadlocked child dies of SIGALRM instead of hanging the test
+      hammers.free_slots_in_child();
+      _exit(child_allocates(static_cast<uint64_t>(i) << 20, 300));
+    }
+    expect_child_ok(pid, i);
+  }
+  hammers.stop();
+  EXPECT_EQ(hammers.failures(), 0);
+}
+
+// fork() from a signal handler. brisk's fork handlers take its locks, so a
+// handler may fork when it interrupted code outside brisk (the case here:
+// the signal arrives while this thread computes, and other threads are
+// inside malloc and free); a handler that interrupted brisk itself in the
+// same thread would wait on a lock its own thread holds (README: fork).
+volatile sig_atomic_t g_forked_pid = 0;
+volatile sig_atomic_t g_fork_number = 0;
+
+void fork_in_handler(int) {
+  const int saved_errno = errno;
+  pid_t pid = fork();
+  if (pid == 0) {
+    alarm(10);
+    _exit(child_allocates(static_cast<uint64_t>(g_fork_number) << 24, 200));
+  }
+  g_forked_pid = pid;
+  errno = saved_errno;
+}
+
+TEST(Lifecycle, ForkFromASignalHandler) {
+#if defined(__SANITIZE_THREAD__)
+  // TSan holds a signal back until its thread next enters the runtime,
+  // which the spinning thread below never does.
+  GTEST_SKIP() << "ThreadSanitizer delivers signals only at its own calls";
+#endif
+  struct sigaction action = {};
+  action.sa_handler = fork_in_handler;
+  sigemptyset(&action.sa_mask);
+  struct sigaction previous;
+  ASSERT_EQ(sigaction(SIGUSR1, &action, &previous), 0);
+  Hammers hammers(hammer_count());
+  const pthread_t self = pthread_self();
+  const int forks = static_cast<int>(scaled(50, 20));
+  for (int i = 0; i < forks; i++) {
+    g_forked_pid = 0;
+    g_fork_number = i;
+    // Another thread sends the signal while this one spins outside brisk.
+    std::thread sender([self] { pthread_kill(self, SIGUSR1); });
+    volatile uint64_t work = 0;
+    while (g_forked_pid == 0) work = work + 1;
+    sender.join();
+    ASSERT_NE(g_forked_pid, -1) << "fork in the handler failed";
+    expect_child_ok(g_forked_pid, i);
+  }
+  hammers.stop();
+  sigaction(SIGUSR1, &previous, nullptr);
+  EXPECT_EQ(hammers.failures(), 0);
+}
+
+// ---------------------------------------------------------------------------
+// exit(): atexit handlers and the main thread's thread_local destructors
+// allocate and free, while other threads may still be allocating.
+
+std::atomic<int> g_exit_status{kChildOk};
+Block g_kept_for_last_handler;
+
+void record(int status) {
+  int expected = kChildOk;
+  g_exit_status.compare_exchange_strong(expected, status);
+}
+
+// Registered first, so it runs last: frees what the other handler kept.
+void last_exit_handler() {
+  if (!intact(g_kept_for_last_handler)) record(kChildCorrupt);
+  brisk_free(g_kept_for_last_handler.p);
+  const int more = child_allocates(77, 200);
+  if (more != kChildOk) record(more);
+  _exit(g_exit_status.load());
+}
+
+void first_exit_handler() {
+  const int status = child_allocates(99, 300);
+  if (status != kChildOk) record(status);
+  g_kept_for_last_handler = make_block(100000);
+  if (g_kept_for_last_handler.p == nullptr) record(kChildNull);
+}
+
+struct AllocatesInDestructor {
+  Block block{};
+  ~AllocatesInDestructor() {
+    if (block.p != nullptr && !intact(block)) record(kChildCorrupt);
+    brisk_free(block.p);
+    const int status = child_allocates(55, 200);
+    if (status != kChildOk) record(status);
+  }
+};
+thread_local AllocatesInDestructor t_main_thread_object;
+
+TEST(Lifecycle, ExitHandlersAndThreadLocalDestructorsAllocate) {
+  pid_t pid = fork();
+  ASSERT_NE(pid, -1) << std::strerror(errno);
+  if (pid == 0) {
+    alarm(20);
+    ASSERT_EQ(atexit(last_exit_handler), 0);
+    ASSERT_EQ(atexit(first_exit_handler), 0);
+    t_main_thread_object.block = make_block(3000);
+#if !defined(__SANITIZE_THREAD__) && !defined(__SANITIZE_ADDRESS__)
+    // exit() while other threads allocate (never stopped: exit ends them).
+    // Sanitizer runtimes are not made for threads started in a forked child.
+    new Hammers(2);
+#endif
+    std::exit(kChildOk);
+  }
+  expect_child_ok(pid, 0);
+}
+
+// ---------------------------------------------------------------------------
+// A thread whose first call into brisk is free() of another thread's block:
+// it has no heap yet (it gets a cold one for its outbox), and the blocks
+// must reach their owner, whose statistics then count every byte back (the
+// calling thread's counts are exact), and serve again.
+
+size_t bytes_in_use() {
+  brisk_stats_t stats;
+  stats.size = sizeof stats;
+  brisk_stats_get(&stats);
+  return stats.general.bytes_in_use;
+}
+
+TEST(Lifecycle, ThreadWhoseFirstCallIsFreeOfAnotherThreadsBlock) {
+  brisk_collect(false);
+  // Every other block is given to the thread; the bytes each allocation
+  // added to the statistics are what its free must take away.
+  std::vector<Block> given, kept;
+  size_t freed_bytes = 0;
+  int n = 0;
+  auto allocate = [&](size_t size, size_t alignment) {
+    const size_t in_use = bytes_in_use();
+    Block b{alignment != 0 ? brisk_aligned_alloc(alignment, size) : brisk_malloc(size), size};
+    ASSERT_NE(b.p, nullptr);
+    fill_pattern(b.p, size, block_seed(b.p, size));
+    if (n++ % 2 == 0) {
+      given.push_back(b);
+      freed_bytes += bytes_in_use() - in_use;
+    } else {
+      kept.push_back(b);
+    }
+  };
+  for (size_t size : {24, 500, 5000, 40000, 300000}) {
+    for (int i = 0; i < 40; i++) allocate(size, 0);
+  }
+  for (int i = 0; i < 4; i++) allocate(10000, 4096);   // aligned inside a class
+  for (int i = 0; i < 2; i++) allocate(3 * kMiB, 0);   // huge
+  for (int i = 0; i < 2; i++) allocate(5000, kMiB);    // aligned, huge
+  const size_t in_use_before = bytes_in_use();
+  long corrupt = 0;
+  std::thread([&given, &corrupt] {
+    for (const Block &b : given) {
+      corrupt += !intact(b);
+      brisk_free(b.p);  // the thread's first calls: no heap of its own
+    }
+  }).join();
+  brisk_collect(false);  // the owner takes its blocks back now
+  EXPECT_EQ(corrupt, 0);
+  EXPECT_EQ(bytes_in_use(), in_use_before - freed_bytes);
+  // The freed blocks serve again, and the kept ones are untouched.
+  for (const Block &b : kept) EXPECT_TRUE(intact(b));
+  std::vector<Block> again;
+  for (const Block &b : given) again.push_back(make_block(b.size));
+  for (const Block &b : again) EXPECT_TRUE(intact(b));
+  for (const Block &b : kept) EXPECT_TRUE(intact(b));
+  for (const Block &b : again) brisk_free(b.p);
+  for (const Block &b : kept) brisk_free(b.p);
+  // The same from a thread that then allocates and frees on its own.
+  Block other = make_block(700);
+  std::thread([&other, &corrupt] {
+    corrupt += !intact(other);
+    brisk_free(other.p);
+    for (int i = 0; i < 100; i++) brisk_free(make_block(mixed_size(i)).p);
+  }).join();
+  EXPECT_EQ(corrupt, 0);
+}
+
+}  // namespace
