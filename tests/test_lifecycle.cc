@@ -30,18 +30,9 @@ using brisk_test::scaled;
 
 namespace {
 
-struct Block {
-  void *p;
-  size_t size;
-};
-
-Block make_block(size_t size) {
-  Block b{brisk_malloc(size), size};
-  if (b.p != nullptr) fill_pattern(b.p, size, block_seed(b.p, size));
-  return b;
-}
-
-bool intact(const Block &b) { return pattern_intact(b.p, b.size, block_seed(b.p, b.size)); }
+using brisk_test::Block;
+using brisk_test::block_intact;
+using brisk_test::make_block;
 
 // Mostly small, now and then up to 128 KiB or (every 500th) a huge block.
 size_t mixed_size(uint64_t i) {
@@ -74,7 +65,7 @@ class Hammers {
     for (std::atomic<void *> &slot : slots_) {
       void *p = slot.exchange(nullptr);
       if (p == nullptr) continue;
-      failures_ += !intact({p, slot_size(&slot)});
+      failures_ += !block_intact({p, slot_size(&slot)});
       brisk_free(p);
     }
   }
@@ -102,7 +93,7 @@ class Hammers {
         failures_++;
         continue;
       }
-      failures_ += !intact(b);
+      failures_ += !block_intact(b);
       brisk_free(b.p);
       std::atomic<void *> &slot = slots_[mix64(i) % kSlots];
       Block shared = make_block(slot_size(&slot));
@@ -112,7 +103,7 @@ class Hammers {
       }
       void *old = slot.exchange(shared.p, std::memory_order_acq_rel);
       if (old != nullptr) {
-        failures_ += !intact({old, slot_size(&slot)});
+        failures_ += !block_intact({old, slot_size(&slot)});
         brisk_free(old);
       }
     }
@@ -146,7 +137,7 @@ int child_allocates(uint64_t seed, int count) {
     if (b.p == nullptr) return kChildNull;
     if (live == 64) {
       const int victim = static_cast<int>(mix64(seed + i) % 64);
-      if (!intact(blocks[victim])) return kChildCorrupt;
+      if (!block_intact(blocks[victim])) return kChildCorrupt;
       brisk_free(blocks[victim].p);
       blocks[victim] = b;
     } else {
@@ -154,7 +145,7 @@ int child_allocates(uint64_t seed, int count) {
     }
   }
   for (int k = 0; k < live; k++) {
-    if (!intact(blocks[k])) return kChildCorrupt;
+    if (!block_intact(blocks[k])) return kChildCorrupt;
     brisk_free(blocks[k].p);
   }
   return kChildOk;
@@ -257,7 +248,7 @@ void record(int status) {
 
 // Registered first, so it runs last: frees what the other handler kept.
 void last_exit_handler() {
-  if (!intact(g_kept_for_last_handler)) record(kChildCorrupt);
+  if (!block_intact(g_kept_for_last_handler)) record(kChildCorrupt);
   brisk_free(g_kept_for_last_handler.p);
   const int more = child_allocates(77, 200);
   if (more != kChildOk) record(more);
@@ -274,7 +265,7 @@ void first_exit_handler() {
 struct AllocatesInDestructor {
   Block block{};
   ~AllocatesInDestructor() {
-    if (block.p != nullptr && !intact(block)) record(kChildCorrupt);
+    if (block.p != nullptr && !block_intact(block)) record(kChildCorrupt);
     brisk_free(block.p);
     const int status = child_allocates(55, 200);
     if (status != kChildOk) record(status);
@@ -342,7 +333,7 @@ TEST(Lifecycle, ThreadWhoseFirstCallIsFreeOfAnotherThreadsBlock) {
   long corrupt = 0;
   std::thread([&given, &corrupt] {
     for (const Block &b : given) {
-      corrupt += !intact(b);
+      corrupt += !block_intact(b);
       brisk_free(b.p);  // the thread's first calls: no heap of its own
     }
   }).join();
@@ -350,17 +341,17 @@ TEST(Lifecycle, ThreadWhoseFirstCallIsFreeOfAnotherThreadsBlock) {
   EXPECT_EQ(corrupt, 0);
   EXPECT_EQ(bytes_in_use(), in_use_before - freed_bytes);
   // The freed blocks serve again, and the kept ones are untouched.
-  for (const Block &b : kept) EXPECT_TRUE(intact(b));
+  for (const Block &b : kept) EXPECT_TRUE(block_intact(b));
   std::vector<Block> again;
   for (const Block &b : given) again.push_back(make_block(b.size));
-  for (const Block &b : again) EXPECT_TRUE(intact(b));
-  for (const Block &b : kept) EXPECT_TRUE(intact(b));
+  for (const Block &b : again) EXPECT_TRUE(block_intact(b));
+  for (const Block &b : kept) EXPECT_TRUE(block_intact(b));
   for (const Block &b : again) brisk_free(b.p);
   for (const Block &b : kept) brisk_free(b.p);
   // The same from a thread that then allocates and frees on its own.
   Block other = make_block(700);
   std::thread([&other, &corrupt] {
-    corrupt += !intact(other);
+    corrupt += !block_intact(other);
     brisk_free(other.p);
     for (int i = 0; i < 100; i++) brisk_free(make_block(mixed_size(i)).p);
   }).join();

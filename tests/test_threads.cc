@@ -33,19 +33,9 @@ using brisk_test::scaled;
 
 namespace {
 
-struct Block {
-  void *p;
-  size_t size;
-};
-
-// Allocates `size` bytes and writes the block's pattern; p is NULL on failure.
-Block make_block(size_t size) {
-  Block b{brisk_malloc(size), size};
-  if (b.p != nullptr) fill_pattern(b.p, size, block_seed(b.p, size));
-  return b;
-}
-
-bool block_intact(const Block &b) { return pattern_intact(b.p, b.size, block_seed(b.p, b.size)); }
+using brisk_test::Block;
+using brisk_test::block_intact;
+using brisk_test::make_block;
 
 // Mixed sizes from a cheap deterministic sequence: mostly small, every
 // tenth up to 128 KiB.

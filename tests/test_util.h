@@ -2,6 +2,8 @@
 #ifndef BRISK_TEST_UTIL_H
 #define BRISK_TEST_UTIL_H
 
+#include <brisk.h>
+
 #include <cstddef>
 #include <cstdint>
 #include <cstdio>
@@ -172,6 +174,23 @@ class Rng {
  private:
   uint64_t state_;
 };
+
+// A block of the general allocator and its size, filled with its pattern.
+struct Block {
+  void *p;
+  size_t size;
+};
+
+// Allocates `size` bytes and writes the block's pattern; p is NULL on failure.
+inline Block make_block(size_t size) {
+  Block b{brisk_malloc(size), size};
+  if (b.p != nullptr) fill_pattern(b.p, size, block_seed(b.p, size));
+  return b;
+}
+
+inline bool block_intact(const Block &b) {
+  return pattern_intact(b.p, b.size, block_seed(b.p, b.size));
+}
 
 }  // namespace brisk_test
 
