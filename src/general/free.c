@@ -226,7 +226,7 @@ void _brisk_free_not_local(void *p, brisk_page_t *page) {
    * blocks (api.c hands out interior addresses there). */
   brisk_block_t *block = (brisk_block_t *)_brisk_page_block_start(page, p);
   if (block != p && !(owner & BRISK_OWNER_ALIGNED)) _brisk_fatal_not_block_start("free", p, page);
-  if (BRISK_SECURE) _brisk_secure_free_check("free", page, (uint8_t *)block);
+  if (BRISK_SECURE) brisk_secure_free_block("free", page, (uint8_t *)block);
   if ((owner & ~(uintptr_t)BRISK_OWNER_ALIGNED) == (uintptr_t)heap) {
     _brisk_page_free_block(heap, page, block);
   } else {
