@@ -33,12 +33,14 @@ void *_brisk_secure_malloc(size_t size) {
     errno = ENOMEM;
     return NULL;
   }
+  /* brisk_secure_malloc_inline's fast path failed: no free block on the
+   * page, or a size past the direct table. */
   size_t padded = size + BRISK_SECURE_OVERHEAD;
-  uint8_t *p = brisk_malloc_raw(padded);
+  uint8_t *p = _brisk_malloc_generic(padded, _brisk_tls_heap, false);
   /* Huge blocks (their own mapping) have no canary. */
   if (BRISK_LIKELY(p != NULL && padded <= BRISK_LARGE_MAX)) {
-    brisk_secure_stamp(p, brisk_class_to_size(brisk_size_to_class(padded)), brisk_block_secret(p),
-                       p, size);
+    brisk_secure_stamp(p, _brisk_secure_class_size[brisk_size_to_class(padded)],
+                       brisk_block_secret(p), p, size);
   }
   return p;
 }
