@@ -272,7 +272,7 @@ brisk_segment_t *_brisk_checked_segment(const void *p, const char *caller) {
 
 size_t _brisk_block_usable_size(const brisk_segment_t *segment, const void *p, const char *caller) {
   if (segment->kind == BRISK_KIND_HUGE) {
-    return (size_t)((const uint8_t *)segment + segment->mapped_size - (const uint8_t *)p);
+    return (size_t)(_brisk_huge_end(segment) - (const uint8_t *)p);
   }
   const brisk_page_t *page = brisk_page_of(segment, (uintptr_t)p);
   const uint8_t *start = _brisk_page_block_start(page, p);

@@ -353,6 +353,9 @@ BRISK_HIDDEN void _brisk_huge_free(brisk_heap_t *heap, brisk_segment_t *segment)
 BRISK_HIDDEN void *_brisk_huge_realloc(brisk_segment_t *segment, void *p, size_t new_size);
 BRISK_HIDDEN void _brisk_huge_cache_trim(brisk_heap_t *heap, uint64_t now_ms, uint64_t max_age_ms);
 BRISK_HIDDEN uint8_t *_brisk_huge_block(const brisk_segment_t *segment);
+/* The end of what a huge block may use: its mapping's end, less the secure
+ * build's guard page. */
+BRISK_HIDDEN uint8_t *_brisk_huge_end(const brisk_segment_t *segment);
 
 /* ---- free.c: free's paths past the fast one, and pointer checks ---- */
 
