@@ -1,7 +1,8 @@
 /*
  * secure.c — the secure build's checks (BRISK_SECURE; internal.h has the
- * block layout): the keys, malloc with a canary, the checks of a block
- * being freed or resized, and the message of a free list found corrupt.
+ * block layout; the fast paths are inline in alloc.h and internal.h): the
+ * keys and the class-size table, malloc's slow path with the canary, the
+ * checks of a block being resized and the messages of a failed check.
  * Compiled into both builds; the release build never calls it.
  */
 #include "general/alloc.h"
