@@ -6,7 +6,8 @@
 #                    (QUICK=1 for a short run, ONLY=larson,xmalloc, ALLOC=brisk,mimalloc,
 #                     CALLGRIND=1 for instruction counts)
 #   make install     release build, installed under PREFIX (default /usr/local): libbrisk.so
-#                    (SONAME libbrisk.so.MAJOR), libbrisk.a, include/brisk.h and brisk/*.h,
+#                    (SONAME libbrisk.so.MAJOR), libbrisk.a, libbrisk-secure.so and .a,
+#                    include/brisk.h and brisk/*.h,
 #                    lib/pkgconfig/brisk.pc, lib/cmake/brisk/ (DESTDIR=... stages it)
 #   make deb         release build + a Debian package, build/package/brisk_VERSION_ARCH.deb
 #   make clean

@@ -1,12 +1,16 @@
-# Install rules for libbrisk.so and libbrisk.a (included by the top-level
+# Install rules for libbrisk.so and libbrisk.a, and the secure build's
+# libbrisk-secure.so and libbrisk-secure.a (included by the top-level
 # CMakeLists.txt where those targets exist; not in sanitizer builds). Under
 # the prefix:
 #   lib/libbrisk.so.MAJOR.MINOR.PATCH, libbrisk.so.MAJOR (its SONAME), libbrisk.so
 #   lib/libbrisk.a
+#   lib/libbrisk-secure.so.MAJOR.MINOR.PATCH, libbrisk-secure.so.MAJOR, libbrisk-secure.so,
+#   lib/libbrisk-secure.a        the secure build (README): same API, checked heap
 #   include/brisk.h              the API; it includes include/brisk/*.h, each
 #                                one part of it (brisk/internal.h is not API)
 #   lib/pkgconfig/brisk.pc       pkg-config --cflags --libs brisk (--static for libbrisk.a)
-#   lib/cmake/brisk/             find_package(brisk CONFIG): brisk::brisk, brisk::brisk_static
+#   lib/cmake/brisk/             find_package(brisk CONFIG): brisk::brisk, brisk::brisk_static,
+#                                brisk::brisk_secure, brisk::brisk_secure_static
 # (lib/ is GNUInstallDirs' CMAKE_INSTALL_LIBDIR.) brisk.pc and the CMake
 # package find the library and header relative to their own place, so
 # `cmake --install --prefix P` may pick any P.
@@ -14,7 +18,7 @@ include(CMakePackageConfigHelpers)
 
 set(BRISK_CMAKE_INSTALL_DIR ${CMAKE_INSTALL_LIBDIR}/cmake/brisk)
 
-install(TARGETS brisk brisk_static EXPORT briskTargets
+install(TARGETS brisk brisk_static brisk_secure brisk_secure_static EXPORT briskTargets
   LIBRARY DESTINATION ${CMAKE_INSTALL_LIBDIR}
   ARCHIVE DESTINATION ${CMAKE_INSTALL_LIBDIR}
   INCLUDES DESTINATION ${CMAKE_INSTALL_INCLUDEDIR})

@@ -1,8 +1,8 @@
 # `make deb`: a Debian package of what cmake/install.cmake installs, under
 # /usr, built by CPack into build/package/ (`cpack -G DEB` in the build tree).
 #
-# One package, named `brisk`: it holds the runtime library (libbrisk.so.0,
-# what a linked or LD_PRELOADed program loads) and the development files
+# One package, named `brisk`: it holds the runtime libraries (libbrisk.so.0
+# and libbrisk-secure.so.0, what a linked or LD_PRELOADed program loads) and the development files
 # (libbrisk.so, libbrisk.a, the headers, brisk.pc, the CMake package) together.
 # Debian's name libbrisk-dev would say "headers beside a libbrisk0 runtime
 # package", a split this package does not make.
@@ -19,9 +19,12 @@ programs, plus region allocators (a lock-free arena, a frame stack, a FIFO)
 and pools for real-time code, called through <brisk.h>.
 .
 This package holds libbrisk.so.${PROJECT_VERSION_MAJOR} (link it, or LD_PRELOAD it into
-any program), libbrisk.a, the headers (brisk.h and brisk/*.h), the
+any program), libbrisk.a, the secure build libbrisk-secure.so.${PROJECT_VERSION_MAJOR} and
+libbrisk-secure.a (the same API with heap checks: double frees, overflows,
+writes after free), the headers (brisk.h and brisk/*.h), the
 pkg-config file brisk.pc and the
-CMake package (find_package(brisk): brisk::brisk and brisk::brisk_static).")
+CMake package (find_package(brisk): brisk::brisk, brisk::brisk_static,
+brisk::brisk_secure and brisk::brisk_secure_static).")
 set(BRISK_PACKAGE_MAINTAINER "brisk developers <dev@brisk.invalid>" CACHE STRING
   "the Maintainer field of the Debian package")
 set(CPACK_DEBIAN_PACKAGE_MAINTAINER "${BRISK_PACKAGE_MAINTAINER}")

@@ -5,8 +5,11 @@
  *   brisk_malloc_inline(size)
  *     size <= 1 KiB and the page has a free block: pop it        (fast)
  *     else _brisk_malloc_generic                                  (page.c)
- *   (secure build: brisk_malloc_inline is _brisk_secure_malloc, secure.c,
- *    which adds the canary; free checks the block first, secure.c)
+ *   (secure build: brisk_malloc_inline is brisk_secure_malloc_inline, the
+ *    same fast path for the size plus BRISK_SECURE_OVERHEAD, which checks
+ *    the popped block and writes its canary and trailer, else
+ *    _brisk_secure_malloc, secure.c; free checks the block first,
+ *    brisk_secure_free_block, internal.h)
  *   brisk_free_inline(p)
  *     p's segment slot is not brisk's (NULL, a foreign pointer, a
  *       segment-aligned huge block): _brisk_free_generic          (free.c)
@@ -44,8 +47,40 @@ BRISK_INLINE void *brisk_malloc_raw(size_t size) {
   return _brisk_malloc_generic(size, heap, false);
 }
 
+/* The secure build's malloc: brisk_malloc_raw's fast path for the padded
+ * size, with the pop's checks (brisk_page_pop) and the stamp sharing one
+ * secret word, and the block size from the page's class by one load. */
+BRISK_INLINE void *brisk_secure_malloc_inline(size_t size) {
+  brisk_heap_t *heap = _brisk_tls_heap;
+  if (BRISK_LIKELY(size <= BRISK_DIRECT_MAX - BRISK_SECURE_OVERHEAD)) {
+    size_t padded = size + BRISK_SECURE_OVERHEAD;
+    size_t word = (padded + 7) >> 3;
+    brisk_page_t *page = heap->direct[word];
+    brisk_block_t *block = page->free;
+    if (BRISK_LIKELY(block != NULL)) {
+      brisk_word_t *words = (brisk_word_t *)block;
+      /* The secret first: the stores below through brisk_word_t may alias
+       * the keys, which would make the compiler read them again. */
+      uint64_t secret = brisk_block_secret(block);
+      brisk_block_t *next = brisk_link_decode(page, block->next);
+      if (BRISK_UNLIKELY(!brisk_link_is_valid(page, next) || words[1] != secret)) {
+        _brisk_secure_fatal_pop(page, block);
+      }
+      words[1] = 0;
+      page->free = next;
+      page->used++;
+      heap->small_allocations_unfolded[word]++;
+      heap->bytes_requested_unfolded += padded;
+      brisk_secure_stamp((uint8_t *)block, _brisk_secure_class_size[page->class_index], secret,
+                         (uint8_t *)block, size);
+      return block;
+    }
+  }
+  return _brisk_secure_malloc(size);
+}
+
 BRISK_INLINE void *brisk_malloc_inline(size_t size) {
-  if (BRISK_SECURE) return _brisk_secure_malloc(size);
+  if (BRISK_SECURE) return brisk_secure_malloc_inline(size);
   return brisk_malloc_raw(size);
 }
 
@@ -64,7 +99,7 @@ BRISK_INLINE void brisk_free_inline(void *p) {
     brisk_block_t *block = (brisk_block_t *)p;
     if (BRISK_SECURE) {
       if (!brisk_page_is_block_start(page, address)) _brisk_fatal_not_block_start("free", p, page);
-      _brisk_secure_free_check("free", page, p);
+      brisk_secure_free_block("free", page, p);
     }
     brisk_page_push(page, &page->local_free, block);
     /* A pointer inside a block (free(p + 32)) must not stay on the list,

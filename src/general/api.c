@@ -35,7 +35,8 @@ static void *secure_malloc_aligned(brisk_heap_t *heap, size_t size, size_t align
   if (block == NULL) return NULL;
   uint8_t *aligned = (uint8_t *)brisk_align_up((uintptr_t)block, alignment);
   if (aligned != block) page_mark_aligned(block);
-  brisk_secure_stamp(block, brisk_class_to_size(brisk_size_to_class(padded)), aligned, size);
+  brisk_secure_stamp(block, brisk_class_to_size(brisk_size_to_class(padded)),
+                     brisk_block_secret(block), aligned, size);
   if (zero) memset(aligned, 0, size);
   return aligned;
 }

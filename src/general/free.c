@@ -226,7 +226,7 @@ void _brisk_free_not_local(void *p, brisk_page_t *page) {
    * blocks (api.c hands out interior addresses there). */
   brisk_block_t *block = (brisk_block_t *)_brisk_page_block_start(page, p);
   if (block != p && !(owner & BRISK_OWNER_ALIGNED)) _brisk_fatal_not_block_start("free", p, page);
-  if (BRISK_SECURE) _brisk_secure_free_check("free", page, (uint8_t *)block);
+  if (BRISK_SECURE) brisk_secure_free_block("free", page, (uint8_t *)block);
   if ((owner & ~(uintptr_t)BRISK_OWNER_ALIGNED) == (uintptr_t)heap) {
     _brisk_page_free_block(heap, page, block);
   } else {
@@ -272,7 +272,7 @@ brisk_segment_t *_brisk_checked_segment(const void *p, const char *caller) {
 
 size_t _brisk_block_usable_size(const brisk_segment_t *segment, const void *p, const char *caller) {
   if (segment->kind == BRISK_KIND_HUGE) {
-    return (size_t)((const uint8_t *)segment + segment->mapped_size - (const uint8_t *)p);
+    return (size_t)(_brisk_huge_end(segment) - (const uint8_t *)p);
   }
   const brisk_page_t *page = brisk_page_of(segment, (uintptr_t)p);
   const uint8_t *start = _brisk_page_block_start(page, p);

@@ -15,6 +15,12 @@
  *     BRISK_HUGE_CACHE_ENTRIES mappings and HUGE_CACHE_MAX_BYTES; the oldest
  *     goes first, and housekeeping releases entries idle for a second.
  *
+ * The secure build ends each huge mapping with a guard page (HUGE_GUARD):
+ * a linear overflow that runs past the mapping's usable end faults. It is
+ * counted in mapped_size, taken off what the block may use
+ * (_brisk_huge_end), and made accessible again before a resize (mremap
+ * moves one mapping of one protection) and set anew after.
+ *
  * Huge segments have no owner heap: any thread may free them into its own
  * cache, so no lock is needed. A block aligned to a segment or more sits one
  * segment above its header (free()'s offset-0 test sends it here).
@@ -31,6 +37,47 @@
 
 _Static_assert(sizeof(brisk_segment_t) + sizeof(brisk_page_t) <= HUGE_BLOCK_OFFSET,
                "the huge header must fit before the block");
+
+/* The guard page at the end of each huge mapping, secure build only. */
+#define HUGE_GUARD (BRISK_SECURE ? _brisk_os_page_size() : (size_t)0)
+
+uint8_t *_brisk_huge_end(const brisk_segment_t *segment) {
+  return (uint8_t *)segment + segment->mapped_size - HUGE_GUARD;
+}
+
+/* Make the mapping's last page its guard; false when the kernel refuses. */
+static bool guard_set(brisk_segment_t *segment) {
+  if (!BRISK_SECURE) return true;
+  return _brisk_os_guard(_brisk_huge_end(segment), HUGE_GUARD, NULL);
+}
+
+/* _brisk_segment_resize with the guard moved to the new end; NULL (the old
+ * mapping and its guard kept) when it cannot. */
+static brisk_segment_t *huge_resize(brisk_segment_t *segment, size_t new_size) {
+  if (BRISK_SECURE && !_brisk_os_commit(_brisk_huge_end(segment), HUGE_GUARD, NULL)) return NULL;
+  brisk_segment_t *resized = _brisk_segment_resize(segment, new_size);
+  if (resized == NULL) {
+    /* mprotect over a page already mapped that back does not fail for
+     * want of memory; the old guard is back as it was. */
+    guard_set(segment);
+    return NULL;
+  }
+  if (!guard_set(resized)) {
+    _brisk_segment_unmap(resized);
+    return NULL;
+  }
+  return resized;
+}
+
+/* _brisk_segment_reserve of a huge mapping, its guard set. */
+static brisk_segment_t *huge_reserve(size_t mapped_size, size_t block_align) {
+  brisk_segment_t *segment = _brisk_segment_reserve(mapped_size, block_align, BRISK_HUGE_PAGE_SHIFT);
+  if (segment != NULL && !guard_set(segment)) {
+    _brisk_segment_unmap(segment);
+    return NULL;
+  }
+  return segment;
+}
 
 uint8_t *_brisk_huge_block(const brisk_segment_t *segment) {
   return brisk_page_start(&segment->pages[0]);
@@ -94,7 +141,7 @@ static brisk_segment_t *cache_take(brisk_heap_t *heap, size_t needed) {
    * Only a mapping over 4x too big gives back its tail. */
   if (segment->mapped_size >= needed && segment->mapped_size / 4 <= wanted) return segment;
   if (segment->mapped_size >= needed) wanted *= 2;
-  brisk_segment_t *resized = _brisk_segment_resize(segment, wanted);
+  brisk_segment_t *resized = huge_resize(segment, wanted);
   if (resized == NULL) _brisk_segment_unmap(segment);
   return resized;
 }
@@ -106,7 +153,7 @@ void *_brisk_huge_alloc(brisk_heap_t *heap, size_t size, size_t align, bool zero
   }
   if (align < BRISK_SEGMENT_SIZE) {
     size_t offset = brisk_align_up(HUGE_BLOCK_OFFSET, align < 16 ? 16 : align);
-    size_t needed = brisk_align_up(offset + size, _brisk_os_page_size());
+    size_t needed = brisk_align_up(offset + size, _brisk_os_page_size()) + HUGE_GUARD;
     brisk_segment_t *segment = NULL;
     if (!heap->is_empty_heap) {
       _brisk_heap_lock_memory(heap);
@@ -116,11 +163,11 @@ void *_brisk_huge_alloc(brisk_heap_t *heap, size_t size, size_t align, bool zero
     bool fresh = segment == NULL;
     if (fresh) {
       size_t mapped = round_mapping_size(needed);
-      segment = _brisk_segment_reserve(mapped, 0, BRISK_HUGE_PAGE_SHIFT);
-      if (segment == NULL && mapped != needed) segment = _brisk_segment_reserve(needed, 0, BRISK_HUGE_PAGE_SHIFT);
+      segment = huge_reserve(mapped, 0);
+      if (segment == NULL && mapped != needed) segment = huge_reserve(needed, 0);
       /* Out of memory: what brisk holds unused may be in the way. */
       if (segment == NULL && _brisk_heap_reclaim(heap, needed))
-        segment = _brisk_segment_reserve(needed, 0, BRISK_HUGE_PAGE_SHIFT);
+        segment = huge_reserve(needed, 0);
       if (segment == NULL) {
         errno = ENOMEM;
         return NULL;
@@ -133,10 +180,9 @@ void *_brisk_huge_alloc(brisk_heap_t *heap, size_t size, size_t align, bool zero
     return block;
   }
   /* Aligned to a segment or more: header one segment below the block. */
-  size_t mapped = brisk_align_up(BRISK_SEGMENT_SIZE + size, _brisk_os_page_size());
-  brisk_segment_t *segment = _brisk_segment_reserve(mapped, align, BRISK_HUGE_PAGE_SHIFT);
-  if (segment == NULL && _brisk_heap_reclaim(heap, mapped))
-    segment = _brisk_segment_reserve(mapped, align, BRISK_HUGE_PAGE_SHIFT);
+  size_t mapped = brisk_align_up(BRISK_SEGMENT_SIZE + size, _brisk_os_page_size()) + HUGE_GUARD;
+  brisk_segment_t *segment = huge_reserve(mapped, align);
+  if (segment == NULL && _brisk_heap_reclaim(heap, mapped)) segment = huge_reserve(mapped, align);
   if (segment == NULL) {
     errno = ENOMEM;
     return NULL;
@@ -205,12 +251,13 @@ void _brisk_huge_cache_trim(brisk_heap_t *heap, uint64_t now_ms, uint64_t max_ag
 
 void *_brisk_huge_realloc(brisk_segment_t *segment, void *p, size_t new_size) {
   size_t offset = (size_t)((uint8_t *)p - (uint8_t *)segment);
-  size_t available = segment->mapped_size - offset;
+  size_t available = (size_t)(_brisk_huge_end(segment) - (uint8_t *)p);
   if (new_size <= available && new_size >= available / 2) return p;
   if (new_size > PTRDIFF_MAX - 2 * BRISK_SEGMENT_SIZE || offset >= BRISK_SEGMENT_SIZE) return NULL;
-  size_t wanted = round_mapping_size(brisk_align_up(offset + new_size, _brisk_os_page_size()));
+  size_t wanted =
+      round_mapping_size(brisk_align_up(offset + new_size, _brisk_os_page_size()) + HUGE_GUARD);
   size_t old_size = segment->mapped_size;
-  brisk_segment_t *resized = _brisk_segment_resize(segment, wanted);
+  brisk_segment_t *resized = huge_resize(segment, wanted);
   if (resized == NULL) return NULL;
   _brisk_stats_huge_in_use(0, (int64_t)resized->mapped_size - (int64_t)old_size);
   return (uint8_t *)resized + offset;

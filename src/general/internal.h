@@ -96,8 +96,12 @@ BRISK_INLINE bool brisk_page_is_block_start(const brisk_page_t *page, uintptr_t 
  *           order), and a pop that misses it a write after free.
  * A live block is asked for 16 bytes more than the caller's size: 8 bytes
  * of canary right after the requested size and, in the block's last 8
- * bytes, the offset of the requested end from the block start, encoded
- * (brisk_trailer_key); free and realloc check both (secure.c).
+ * bytes, the offset of the requested end from the block start, encoded;
+ * free and realloc check both. The free tag, the canary and the trailer's
+ * key all come from one secret word of the block (brisk_block_secret: one
+ * xor and one multiplication): the tag is the word, the canary and the
+ * trailer key its complement, so a live block's word 1 (user data, canary or
+ * trailer) never reads as its tag unless the program wrote it there.
  *
  * The page descriptor is 64 bytes with no room for a key, so a page's key
  * is two process-wide random words mixed with the descriptor's address.
@@ -110,6 +114,9 @@ BRISK_INLINE uint64_t brisk_rotate_left(uint64_t x, unsigned r) {
 
 /* Random, set once before the first page exists (_brisk_secure_init). */
 extern BRISK_HIDDEN uint64_t _brisk_secure_keys[2];
+/* Block size by size class, set with the keys: the secure paths find a
+ * block's trailer with one load instead of brisk_class_to_size's arithmetic. */
+extern BRISK_HIDDEN uint32_t _brisk_secure_class_size[BRISK_CLASS_COUNT];
 BRISK_HIDDEN void _brisk_secure_init(void);
 
 /* Bytes the secure build adds to each request of a size class. */
@@ -131,29 +138,27 @@ BRISK_INLINE brisk_block_t *brisk_link_decode(const brisk_page_t *page, brisk_bl
   return (brisk_block_t *)(uintptr_t)(x ^ (uintptr_t)page ^ _brisk_secure_keys[0]);
 }
 
-/* Whether next is NULL or the start of a block the page has carved: its
- * offset below 2^32, a multiple of the block size (n * c mod 2^64 < c for
- * c = ceil(2^64 / d), Lemire, Kaser and Kurz) and its index below capacity
- * (the high half of the same product). */
+/* Whether next is NULL or the start of a block the page has carved: in the
+ * page's segment (the descriptor lies in its header), so its offset from the
+ * page start fits in 32 bits (wrapped when below the start); with
+ * c = ceil(2^64 / d), offset * c's low 64 bits below 2^32 for multiples of
+ * the block size d only (brisk_page_is_block_start), and its high 64 bits,
+ * the block index, below capacity (which also rejects a wrapped offset). */
 BRISK_INLINE bool brisk_link_is_valid(const brisk_page_t *page, const brisk_block_t *next) {
   if (next == NULL) return true;
-  uint64_t offset = (uint64_t)((uintptr_t)next - (uintptr_t)brisk_page_start(page));
+  uint32_t offset = (uint32_t)(uintptr_t)next - page->start_low;
   unsigned __int128 product = (unsigned __int128)offset * page->block_magic;
-  return (offset >> 32) == 0 && (uint64_t)product < page->block_magic &&
-         (uint64_t)(product >> 64) < page->capacity;
+  return (((uintptr_t)next ^ (uintptr_t)page) >> BRISK_SEGMENT_SHIFT) == 0 &&
+         ((uint64_t)product >> 32) == 0 && (uint64_t)(product >> 64) < page->capacity;
 }
 
-BRISK_INLINE uint64_t brisk_free_tag(const void *block) {
+/* The block's secret word: its free tag; the canary and the trailer key are
+ * its complement. */
+BRISK_INLINE uint64_t brisk_block_secret(const void *block) {
   return ((uintptr_t)block ^ _brisk_secure_keys[0]) * (_brisk_secure_keys[1] | 1);
 }
 
-BRISK_INLINE uint64_t brisk_trailer_key(const void *block) {
-  return brisk_rotate_left((uintptr_t)block ^ _brisk_secure_keys[1], 29) + _brisk_secure_keys[0];
-}
-
-BRISK_INLINE uint64_t brisk_canary(const void *block) {
-  return brisk_rotate_left((uintptr_t)block + _brisk_secure_keys[0], 41) ^ _brisk_secure_keys[1];
-}
+BRISK_INLINE uint64_t brisk_free_tag(const void *block) { return brisk_block_secret(block); }
 
 /* A popped block's checks failed: name it ("write after free"), abort. */
 BRISK_HIDDEN BRISK_NORETURN BRISK_COLD void _brisk_secure_fatal_pop(const brisk_page_t *page,
@@ -180,24 +185,45 @@ BRISK_INLINE void brisk_page_push(const brisk_page_t *page, brisk_block_t **head
   *head = block;
 }
 
-/* Secure build: check a block start of a size-class page that is being
- * freed (caller: "free", "realloc", ...) and tag it free: a set free tag is a
- * double free, a bad canary or trailer an overflow; each aborts. */
-BRISK_HIDDEN void _brisk_secure_free_check(const char *caller, const brisk_page_t *page,
-                                           uint8_t *block);
-/* Secure build: the same checks without the tag; the bytes the caller asked
- * for from p (inside block) to the requested end. */
+/* Secure build: a block being freed failed brisk_secure_free_block's test:
+ * names what is wrong (freed already, the end overwritten, the canary) and
+ * aborts. */
+BRISK_HIDDEN BRISK_NORETURN BRISK_COLD void _brisk_secure_fatal_free(const char *caller,
+                                                                    const brisk_page_t *page,
+                                                                    const uint8_t *block);
+/* Secure build: the checks of a block start of a size-class page that is
+ * being freed (caller: "free", "realloc", ...), then its free tag set: a set
+ * tag is a double free, a trailer out of range or a bad canary an overflow;
+ * each aborts. Keys are read once (the stores through brisk_word_t may alias
+ * them). */
+BRISK_INLINE void brisk_secure_free_block(const char *caller, const brisk_page_t *page,
+                                          uint8_t *block) {
+  uint64_t tag = brisk_block_secret(block);
+  size_t block_size = _brisk_secure_class_size[page->class_index];
+  uint64_t end = *(const brisk_word_t *)(block + block_size - 8) ^ ~tag;
+  uint64_t canary = tag; /* never ~tag: fails when the trailer is out of range */
+  if (BRISK_LIKELY(end <= block_size - BRISK_SECURE_OVERHEAD)) {
+    __builtin_memcpy(&canary, block + end, sizeof canary);
+  }
+  if (BRISK_UNLIKELY(((const brisk_word_t *)block)[1] == tag || canary != ~tag)) {
+    _brisk_secure_fatal_free(caller, page, block);
+  }
+  ((brisk_word_t *)block)[1] = tag;
+}
+/* Secure build: the checks of brisk_secure_free_block without the tag; the
+ * bytes the caller asked for from p (inside block) to the requested end. */
 BRISK_HIDDEN size_t _brisk_secure_requested_size(const char *caller, const brisk_page_t *page,
                                                  const uint8_t *block, const uint8_t *p);
-/* Secure build: malloc(size) with the canary and trailer written. */
+/* Secure build: malloc(size) past brisk_secure_malloc_inline's fast path. */
 BRISK_HIDDEN void *_brisk_secure_malloc(size_t size);
 /* Secure build: write the canary and trailer of a block of block_size bytes
- * handed out at p (inside it) for size bytes. */
-BRISK_INLINE void brisk_secure_stamp(uint8_t *block, size_t block_size, uint8_t *p, size_t size) {
+ * whose secret word is secret, handed out at p (inside it) for size bytes. */
+BRISK_INLINE void brisk_secure_stamp(uint8_t *block, size_t block_size, uint64_t secret, uint8_t *p,
+                                     size_t size) {
   uint64_t end = (uint64_t)(p - block) + size;
-  uint64_t canary = brisk_canary(block);
+  uint64_t canary = ~secret;
   __builtin_memcpy(block + end, &canary, sizeof canary);
-  *(brisk_word_t *)(block + block_size - 8) = end ^ brisk_trailer_key(block);
+  *(brisk_word_t *)(block + block_size - 8) = end ^ ~secret;
 }
 
 /* ---- page queues: a class's pages, the full pages, the purge list ---- */
@@ -327,6 +353,9 @@ BRISK_HIDDEN void _brisk_huge_free(brisk_heap_t *heap, brisk_segment_t *segment)
 BRISK_HIDDEN void *_brisk_huge_realloc(brisk_segment_t *segment, void *p, size_t new_size);
 BRISK_HIDDEN void _brisk_huge_cache_trim(brisk_heap_t *heap, uint64_t now_ms, uint64_t max_age_ms);
 BRISK_HIDDEN uint8_t *_brisk_huge_block(const brisk_segment_t *segment);
+/* The end of what a huge block may use: its mapping's end, less the secure
+ * build's guard page. */
+BRISK_HIDDEN uint8_t *_brisk_huge_end(const brisk_segment_t *segment);
 
 /* ---- free.c: free's paths past the fast one, and pointer checks ---- */
 

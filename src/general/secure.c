@@ -1,7 +1,8 @@
 /*
  * secure.c — the secure build's checks (BRISK_SECURE; internal.h has the
- * block layout): the keys, malloc with a canary, the checks of a block
- * being freed or resized, and the message of a free list found corrupt.
+ * block layout; the fast paths are inline in alloc.h and internal.h): the
+ * keys and the class-size table, malloc's slow path with the canary, the
+ * checks of a block being resized and the messages of a failed check.
  * Compiled into both builds; the release build never calls it.
  */
 #include "general/alloc.h"
@@ -11,11 +12,15 @@
 #include <errno.h>
 
 uint64_t _brisk_secure_keys[2];
+uint32_t _brisk_secure_class_size[BRISK_CLASS_COUNT];
 
 void _brisk_secure_init(void) {
   /* Called under heaps_lock before the first heap exists, so before any
-   * block is encoded; the keys never change after. */
+   * block is encoded; the keys and sizes never change after. */
   if (_brisk_secure_keys[0] != 0) return;
+  for (size_t c = 1; c < BRISK_CLASS_COUNT; c++) {
+    _brisk_secure_class_size[c] = (uint32_t)brisk_class_to_size(c);
+  }
   uint64_t keys[2];
   do {
     _brisk_os_random(keys, sizeof keys);
@@ -29,11 +34,14 @@ void *_brisk_secure_malloc(size_t size) {
     errno = ENOMEM;
     return NULL;
   }
+  /* brisk_secure_malloc_inline's fast path failed: no free block on the
+   * page, or a size past the direct table. */
   size_t padded = size + BRISK_SECURE_OVERHEAD;
-  uint8_t *p = brisk_malloc_raw(padded);
+  uint8_t *p = _brisk_malloc_generic(padded, _brisk_tls_heap, false);
   /* Huge blocks (their own mapping) have no canary. */
   if (BRISK_LIKELY(p != NULL && padded <= BRISK_LARGE_MAX)) {
-    brisk_secure_stamp(p, brisk_class_to_size(brisk_size_to_class(padded)), p, size);
+    brisk_secure_stamp(p, _brisk_secure_class_size[brisk_size_to_class(padded)],
+                       brisk_block_secret(p), p, size);
   }
   return p;
 }
@@ -47,24 +55,25 @@ void _brisk_secure_fatal_pop(const brisk_page_t *page, const brisk_block_t *bloc
 size_t _brisk_secure_requested_size(const char *caller, const brisk_page_t *page,
                                     const uint8_t *block, const uint8_t *p) {
   const brisk_word_t *words = (const brisk_word_t *)block;
-  if (BRISK_UNLIKELY(words[1] == brisk_free_tag(block))) {
+  uint64_t secret = brisk_block_secret(block);
+  if (BRISK_UNLIKELY(words[1] == secret)) {
     _brisk_fatal_block(caller, p, page, "invalid pointer: block is already free (double free?)");
   }
   size_t block_size = brisk_page_block_size(page);
-  uint64_t end = *(const brisk_word_t *)(block + block_size - 8) ^ brisk_trailer_key(block);
+  uint64_t end = *(const brisk_word_t *)(block + block_size - 8) ^ ~secret;
   if (BRISK_UNLIKELY(end > block_size - BRISK_SECURE_OVERHEAD || end < (uint64_t)(p - block))) {
     _brisk_fatal_block(caller, p, page, "heap overflow: the block's end was overwritten");
   }
   uint64_t canary;
   __builtin_memcpy(&canary, block + end, sizeof canary);
-  if (BRISK_UNLIKELY(canary != brisk_canary(block))) {
+  if (BRISK_UNLIKELY(canary != ~secret)) {
     _brisk_fatal_block(caller, p, page, "heap overflow past the requested size");
   }
   return (size_t)(end - (uint64_t)(p - block));
 }
 
-void _brisk_secure_free_check(const char *caller, const brisk_page_t *page, uint8_t *block) {
+void _brisk_secure_fatal_free(const char *caller, const brisk_page_t *page, const uint8_t *block) {
   _brisk_secure_requested_size(caller, page, block, block);
-  /* Tag it free: a second free of it, by any thread, finds the tag. */
-  ((brisk_word_t *)block)[1] = brisk_free_tag(block);
+  /* brisk_secure_free_block found what the function above names. */
+  _brisk_fatal_block(caller, block, page, "heap corruption");
 }

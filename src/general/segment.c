@@ -161,6 +161,19 @@ static brisk_segment_t *segment_new(brisk_heap_t *heap, brisk_segment_kind_t kin
   segment->used_pages = 0;
   segment->heap = heap;
   if (_brisk_options.huge_pages) _brisk_os_advise_huge_pages(segment, BRISK_SEGMENT_SIZE, NULL);
+  /* The secure build keeps the metadata apart from the data: the rest of
+   * page 0 after the page descriptors is a guard, so a linear overflow out
+   * of the header or an underflow out of page 1 faults. */
+  if (BRISK_SECURE) {
+    size_t os_page = _brisk_os_page_size();
+    size_t header = brisk_align_up(sizeof(brisk_segment_t) + page_count * sizeof(brisk_page_t),
+                                   os_page);
+    size_t page0 = brisk_page_size(segment);
+    if (header < page0 && !_brisk_os_guard((uint8_t *)segment + header, page0 - header, NULL)) {
+      _brisk_segment_unmap(segment);
+      return NULL;
+    }
+  }
   /* Fresh memory is zero, so page descriptors start free and uncommitted.
    * Page 0 holds the header and is never handed out: its owner stays 0, so
    * a free() of an address in the header takes the slow path and aborts. */

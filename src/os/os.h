@@ -73,6 +73,11 @@ BRISK_HIDDEN bool _brisk_os_prefault(void *p, size_t size, size_t *calls);
  * limit (RLIMIT_MEMLOCK) refuses. */
 BRISK_HIDDEN bool _brisk_os_lock(void *p, size_t size, size_t *calls);
 
+/* Make a page-aligned part of a reservation inaccessible, keeping its
+ * address space: a guard page, where any access faults (SIGSEGV). Undone
+ * by _brisk_os_commit. false when the kernel refuses (the map count). */
+BRISK_HIDDEN bool _brisk_os_guard(void *p, size_t size, size_t *calls);
+
 /* Return a range from _brisk_os_reserve (or a page-aligned part of it). */
 BRISK_HIDDEN void _brisk_os_release(void *p, size_t size, size_t *calls);
 

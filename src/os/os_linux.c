@@ -296,6 +296,12 @@ bool _brisk_os_commit(void *p, size_t size, size_t *calls) {
   return counted_mprotect(BRISK_OS_COMMIT, p, size, PROT_READ | PROT_WRITE);
 }
 
+bool _brisk_os_guard(void *p, size_t size, size_t *calls) {
+  if (size == 0) return true;
+  add_calls(calls, 1);
+  return counted_mprotect(BRISK_OS_OTHER, p, size, PROT_NONE);
+}
+
 void _brisk_os_uncommit(void *p, size_t size, size_t *calls) {
   if (size == 0) return;
   int saved_errno = errno;

@@ -23,6 +23,8 @@ program and each build, what must happen:
              follows (the README says so): the bad call returns
              ("misuse: ... returned") without a `brisk:` line; the child may
              crash or see overlapping blocks later, which is not checked.
+  FAULTS     the bad access itself hits a guard page: the child dies of
+             SIGSEGV, with no `brisk:` line, and the bad step never returns.
 
 A build takes its entry in a row, else its default in BUILDS. To add a build
 (libbrisk-secure.so), add one entry to BUILDS ("secure": CAUGHT, or None to
@@ -38,8 +40,8 @@ import signal
 import subprocess
 import sys
 
-CAUGHT, CAUGHT_LATER, NEVER_OVERLAPPING, UNCAUGHT = (
-    "caught", "caught later", "never overlapping", "uncaught")
+CAUGHT, CAUGHT_LATER, NEVER_OVERLAPPING, UNCAUGHT, FAULTS = (
+    "caught", "caught later", "never overlapping", "uncaught", "faults")
 
 # Default outcome per build for a row that names no entry for it (None: every
 # row must name one).
@@ -102,6 +104,9 @@ TABLE = {
                                  {"release": UNCAUGHT, "secure": CAUGHT_LATER}),
     "write_after_free_tail":    (rf"malloc\({ADDR}\): .*(after free|free list)",
                                  {"release": NEVER_OVERLAPPING, "secure": CAUGHT_LATER}),
+    # A write past a huge block's mapping: the secure build's guard page.
+    "overflow_huge":            ("",
+                                 {"release": UNCAUGHT, "secure": FAULTS}),
 }
 
 TIMEOUT_S = 30
@@ -164,6 +169,13 @@ def check(program: str, outcome: str, result) -> list:
             problems.append("caught after all (update the table and the README)")
         if not returned:
             problems.append(f"the bad call did not return ({describe(result.returncode)})")
+    elif outcome == FAULTS:
+        if result.returncode != -signal.SIGSEGV:
+            problems.append(f"expected SIGSEGV, got {describe(result.returncode)}")
+        if brisk_lines:
+            problems.append("a `brisk:` line")
+        if returned:
+            problems.append("the bad call returned")
     else:
         problems.append(f"unknown outcome {outcome!r} in the table")
     return problems

@@ -46,6 +46,10 @@ expect_install() {
     "$top/$libdir/libbrisk.so.$major -> libbrisk.so.$version" \
     "$top/$libdir/libbrisk.so -> libbrisk.so.$major" \
     "$top/$libdir/libbrisk.a" \
+    "$top/$libdir/libbrisk-secure.so.$version" \
+    "$top/$libdir/libbrisk-secure.so.$major -> libbrisk-secure.so.$version" \
+    "$top/$libdir/libbrisk-secure.so -> libbrisk-secure.so.$major" \
+    "$top/$libdir/libbrisk-secure.a" \
     "$top/include/brisk.h" \
     "$top/include/brisk/internal.h" \
     "$top/include/brisk/malloc.h" \

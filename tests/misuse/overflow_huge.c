@@ -1,0 +1,22 @@
+/* One byte written just past what malloc_usable_size says of a block of
+ * 4 MiB (its own mapping): the first byte after the mapping's usable end.
+ * A page of the program's own is mapped there first where the address is
+ * free, so that without a guard page the write lands in memory and returns
+ * (and does not fault merely because nothing is mapped after the block). */
+#define _GNU_SOURCE
+#include "misuse.h"
+
+#include <malloc.h>
+#include <sys/mman.h>
+
+int main(void) {
+  unsigned char *p = opaque(malloc(4 << 20));
+  if (p == NULL) misuse_fail("malloc", NULL);
+  unsigned char *end = p + malloc_usable_size(p);
+  void *mine = mmap(end, 4096, PROT_READ | PROT_WRITE,
+                    MAP_PRIVATE | MAP_ANONYMOUS | MAP_FIXED_NOREPLACE, -1, 0);
+  if (mine != MAP_FAILED && mine != end) munmap(mine, 4096); /* a kernel without NOREPLACE */
+  *(volatile unsigned char *)end = 0;
+  misuse_returned("the write");
+  return 0;
+}
