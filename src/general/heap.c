@@ -156,6 +156,17 @@ void _brisk_heap_lock_memory(brisk_heap_t *heap) {
   }
 }
 
+bool _brisk_heap_try_lock_memory(brisk_heap_t *heap, uint64_t patience_ms) {
+  uint64_t deadline = 0;
+  while (atomic_exchange_explicit(&heap->memory_lock, true, memory_order_acquire)) {
+    uint64_t now = _brisk_os_now_ms();
+    if (deadline == 0) deadline = now + patience_ms;
+    if (now >= deadline) return false;
+    sched_yield();
+  }
+  return true;
+}
+
 void _brisk_heap_unlock_memory(brisk_heap_t *heap) {
   atomic_store_explicit(&heap->memory_lock, false, memory_order_release);
 }
@@ -483,6 +494,11 @@ static void fork_child(void) {
     drain_lock_release(heap);
     /* A thread of the parent may have held it; that thread is gone. */
     _brisk_heap_unlock_memory(heap);
+    /* ... or have been in the middle of a fold: its heap's sequence count
+     * would stay odd, and every snapshot would retry on it. The counts may
+     * be one fold off, as a snapshot taken then would have been. */
+    uint32_t sequence = atomic_load_explicit(&heap->stats.fold_sequence, memory_order_relaxed);
+    if (sequence & 1) atomic_store_explicit(&heap->stats.fold_sequence, sequence + 1, memory_order_relaxed);
   }
   /* The forking thread, the child's only one, took it in fork_prepare. */
   pthread_mutex_unlock(&heaps_lock);

@@ -435,8 +435,9 @@ BRISK_HIDDEN void _brisk_heap_fold_counts(brisk_heap_t *heap);
 /* Fold every page of the heap, and the plain counts. */
 BRISK_HIDDEN void _brisk_heap_fold_stats(brisk_heap_t *heap);
 /* segment.c: add the blocks live on each page of the heap to live[class]
- * (any thread; takes the heap's memory_lock). */
-BRISK_HIDDEN void _brisk_heap_count_live_blocks(brisk_heap_t *heap, uint64_t live[BRISK_CLASS_COUNT]);
+ * (any thread; takes the heap's memory_lock, waiting at most about 100 ms:
+ * false, and nothing added, when it could not be had). */
+BRISK_HIDDEN bool _brisk_heap_count_live_blocks(brisk_heap_t *heap, uint64_t live[BRISK_CLASS_COUNT]);
 /* Change the heap's live bytes; published to the process total (and peak)
  * in steps of BRISK_STATS_PUBLISH_BYTES. */
 BRISK_HIDDEN void _brisk_heap_stats_in_use(brisk_heap_t *heap, int64_t bytes);
@@ -449,6 +450,10 @@ BRISK_HIDDEN void _brisk_stats_start(void);
  * heap's. */
 BRISK_HIDDEN void _brisk_heap_lock_memory(brisk_heap_t *heap);
 BRISK_HIDDEN void _brisk_heap_unlock_memory(brisk_heap_t *heap);
+/* The memory lock, waiting at most about patience_ms for it: false when its
+ * holder does not let go (a thread stopped inside a page change: by a
+ * debugger, or by a signal handler that went on to call exit()). */
+BRISK_HIDDEN bool _brisk_heap_try_lock_memory(brisk_heap_t *heap, uint64_t patience_ms);
 /* validate.c: check every structure of the heap against the others; one
  * "brisk: heap check: ..." line and abort at the first disagreement (the
  * heap's owner, or the holder of an abandoned heap's drain_lock). */

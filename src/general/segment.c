@@ -373,8 +373,13 @@ static BRISK_NOINLINE BRISK_NO_TSAN uint32_t page_live_blocks_now(const brisk_he
   return used;
 }
 
-void _brisk_heap_count_live_blocks(brisk_heap_t *heap, uint64_t live[BRISK_CLASS_COUNT]) {
-  _brisk_heap_lock_memory(heap);
+/* How long a snapshot waits for a heap's memory lock: it is held for a page
+ * change or a purge, far less than this, unless its holder was stopped
+ * there (then a report at exit must not hang on it). */
+#define SNAPSHOT_LOCK_PATIENCE_MS 100
+
+bool _brisk_heap_count_live_blocks(brisk_heap_t *heap, uint64_t live[BRISK_CLASS_COUNT]) {
+  if (!_brisk_heap_try_lock_memory(heap, SNAPSHOT_LOCK_PATIENCE_MS)) return false;
   for (brisk_segment_t *segment = heap->segments; segment != NULL; segment = segment->heap_next) {
     for (size_t i = 1; i < segment->page_count; i++) {
       if (segment->free_pages[i / 64] & ((uint64_t)1 << (i % 64))) continue;
@@ -388,4 +393,5 @@ void _brisk_heap_count_live_blocks(brisk_heap_t *heap, uint64_t live[BRISK_CLASS
     }
   }
   _brisk_heap_unlock_memory(heap);
+  return true;
 }

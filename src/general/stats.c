@@ -39,6 +39,7 @@
 #include <inttypes.h>
 #include <pthread.h>
 #include <sched.h>
+#include <signal.h>
 #include <stdarg.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -205,6 +206,9 @@ static void add_heap(brisk_heap_t *heap, void *context) {
   brisk_stats_t *out = context;
   heap_allocations(heap, out);
   uint64_t live[BRISK_CLASS_COUNT] = {0};
+  /* A heap whose memory lock is held by a stopped thread is counted
+   * without its live blocks (its frees then read too high) rather than
+   * hang the snapshot. */
   _brisk_heap_count_live_blocks(heap, live);
   for (size_t c = 1; c < BRISK_CLASS_COUNT; c++) {
     /* frees holds live blocks until the sum is complete (raw_snapshot). */
@@ -586,6 +590,7 @@ static pthread_t writer_thread;
 static bool writer_running;
 static bool writer_stop;
 static int writer_fd = -1;
+static int writer_status_fd = -1; /* /proc/self/stat: is the writer alone? */
 
 static void write_line(void) { print_snapshot(FORM_JSON_LINE, NULL, writer_fd); }
 
@@ -626,7 +631,7 @@ static void *writer_main(void *unused) {
     wait_ms(until_line < LAST_THREAD_CHECK_MS ? until_line : LAST_THREAD_CHECK_MS);
     if (writer_stop) break;
     pthread_mutex_unlock(&writer_lock);
-    bool alone = _brisk_os_only_thread_left();
+    bool alone = _brisk_os_only_thread_left(writer_status_fd);
     pthread_mutex_lock(&writer_lock);
     if (alone) {
       /* Nobody joins us now; the report at exit runs on this thread. */
@@ -645,7 +650,16 @@ static void writer_start(void) {
   pthread_cond_init(&writer_wake, &attributes);
   pthread_condattr_destroy(&attributes);
   writer_stop = false;
+  /* This process's own (a forked child's refers to the child). */
+  if (writer_status_fd >= 0) close(writer_status_fd);
+  writer_status_fd = _brisk_os_open_process_status();
+  /* The writer takes no signal: a program that blocks one in its threads
+   * to wait for it (sigwait, signalfd) must not see it go to ours. */
+  sigset_t all_signals, previous;
+  sigfillset(&all_signals);
+  pthread_sigmask(SIG_SETMASK, &all_signals, &previous);
   writer_running = pthread_create(&writer_thread, NULL, writer_main, NULL) == 0;
+  pthread_sigmask(SIG_SETMASK, &previous, NULL);
   if (!writer_running) _brisk_os_write_error("brisk: BRISK_STATS_FILE: cannot start the writer thread\n");
 }
 

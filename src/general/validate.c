@@ -21,11 +21,13 @@
  *                                   for tests at quiet points
  *
  * Debug builds (BRISK_DEBUG, on in the sanitizer builds) validate the heap
- * in every 16th housekeeping; stress tests call both at quiet points.
+ * in every 16th housekeeping; stress tests call both at quiet points. One
+ * thread validates at a time: a call that finds another at it returns.
  */
 #include "general/internal.h"
 #include "general/size_class.h"
 
+#include <pthread.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -127,7 +129,13 @@ static size_t check_segment(const brisk_heap_t *heap, const brisk_segment_t *seg
 
 void _brisk_heap_validate(brisk_heap_t *heap) {
   if (heap->is_empty_heap) return;
-  static _Thread_local block_marks_t marks; /* 8 KiB: off the stack */
+  /* 8 KiB: neither on the stack nor in thread-local storage (that would
+   * grow every thread's, and keep the library from being dlopen'ed). One
+   * thread validates at a time; another that comes meanwhile skips its
+   * check rather than wait (a forked child may inherit the lock held). */
+  static block_marks_t marks;
+  static pthread_mutex_t marks_lock = PTHREAD_MUTEX_INITIALIZER;
+  if (pthread_mutex_trylock(&marks_lock) != 0) return;
   bool owned = !brisk_load_relaxed(&heap->abandoned);
   size_t pages_on_lists = 0;
   for (size_t c = 1; c < BRISK_CLASS_COUNT; c++) {
@@ -175,4 +183,5 @@ void _brisk_heap_validate(brisk_heap_t *heap) {
   _brisk_heap_unlock_memory(heap);
   CHECK(pages_on_lists == pages_in_use, NULL,
         "a page in use is on none of its heap's lists, or on two");
+  pthread_mutex_unlock(&marks_lock);
 }

@@ -142,11 +142,16 @@ BRISK_HIDDEN uint64_t _brisk_os_injected_failures(void);
 /* A monotonic clock in milliseconds, cheap enough for slow paths (vDSO). */
 BRISK_HIDDEN uint64_t _brisk_os_now_ms(void);
 
+/* A descriptor of this process's /proc/self/stat, for
+ * _brisk_os_only_thread_left (opened once: a thread that opened it at every
+ * look could take a descriptor number the program is about to reuse);
+ * -1 when it cannot be opened. A forked child opens its own. */
+BRISK_HIDDEN int _brisk_os_open_process_status(void);
 /* Whether the calling thread is the only one left running in its process
  * (the main thread may have ended with pthread_exit and be waiting as a
- * zombie for the rest): read from /proc/self/stat, without allocating.
- * False when that cannot be read. */
-BRISK_HIDDEN bool _brisk_os_only_thread_left(void);
+ * zombie for the rest), read from that descriptor without allocating.
+ * False when it cannot be read. */
+BRISK_HIDDEN bool _brisk_os_only_thread_left(int status_fd);
 
 /* Fill buffer with random bytes from the kernel (getrandom, without
  * blocking); where that fails, with bytes mixed from the clock, the

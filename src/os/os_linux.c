@@ -65,12 +65,14 @@ static void count_call(brisk_os_call_kind_t kind, size_t size, bool ok) {
   if (kind == BRISK_OS_UNMAP || kind == BRISK_OS_DECOMMIT) thread_releases++;
 }
 
-bool _brisk_os_only_thread_left(void) {
+int _brisk_os_open_process_status(void) {
+  return open("/proc/self/stat", O_RDONLY | O_CLOEXEC);
+}
+
+bool _brisk_os_only_thread_left(int status_fd) {
   char text[1024];
-  int fd = open("/proc/self/stat", O_RDONLY | O_CLOEXEC);
-  if (fd < 0) return false;
-  ssize_t length = read(fd, text, sizeof text - 1);
-  close(fd);
+  if (status_fd < 0) return false;
+  ssize_t length = pread(status_fd, text, sizeof text - 1, 0);
   if (length <= 0) return false;
   text[length] = '\0';
   /* "pid (comm) state ppid ...": comm may hold spaces and parentheses, so
