@@ -308,6 +308,7 @@ void _brisk_heap_housekeeping(brisk_heap_t *heap) {
    * looked at under the memory lock only. */
   _brisk_heap_purge(heap, now, BRISK_PURGE_DELAY_MS);
   _brisk_huge_cache_trim(heap, now, BRISK_HUGE_CACHE_MAX_AGE_MS);
+  _brisk_os_cache_expire(now); /* the region allocators' kept mappings */
 }
 
 void _brisk_heap_collect(brisk_heap_t *heap) {

@@ -89,7 +89,10 @@
  *   brisk_buddy_validate     (quiescent) recompute the trees, compare with
  *                            the index
  *   brisk_buddy_stats / _brisk_buddy_counters / _brisk_buddy_range
- *   brisk_buddy_destroy      unregister, release both reservations
+ *   brisk_buddy_destroy      unregister, flush the caches, both reservations
+ *                            to the OS layer's mapping cache (the meta one
+ *                            only when every tree is free: it is then zero
+ *                            past the header, which a reuse clears)
  *
  * Statistics: allocations and bytes_requested (the sizes asked, before
  * rounding) are counted per thread slot; bytes_in_use is block sizes;
@@ -185,6 +188,7 @@
 #include <brisk/buddy.h>
 #include <errno.h>
 #include <stdio.h>
+#include <string.h>
 
 #define MIN_BLOCK_FLOOR ((size_t)16)
 /* 64 TiB: keeps every size computation far from wrapping around. */
@@ -597,16 +601,21 @@ brisk_buddy_t *_brisk_buddy_create(size_t total, size_t min_block, size_t max_bl
   size_t region_size = brisk_align_up(total, page);
 
   size_t calls = 0;
-  uint8_t *meta = _brisk_os_reserve(meta_size, page, 0, &calls);
+  bool meta_reused, region_reused;
+  uint8_t *meta = _brisk_os_reserve_cached(BRISK_OS_CACHE_BUDDY_META, meta_size, page,
+                                           &meta_reused, &calls);
   if (meta == NULL) return NULL;
-  uint8_t *base = _brisk_os_reserve(region_size, max, 0, &calls);
+  uint8_t *base = _brisk_os_reserve_cached(BRISK_OS_CACHE_BUDDY_REGION, region_size, max,
+                                           &region_reused, &calls);
   if (base == NULL) {
     _brisk_os_release(meta, meta_size, NULL);
     errno = ENOMEM;
     return NULL;
   }
   /* Fresh pages read as zero: every counter 0 (all free), every index byte
-   * 0, every slot empty. */
+   * 0, every slot empty. A cached meta mapping is zero past the header
+   * (see brisk_buddy_destroy), which is cleared here. */
+  if (meta_reused) memset(meta, 0, header);
   brisk_buddy_t *b = (brisk_buddy_t *)meta;
   b->base = base;
   b->total = total;
@@ -641,13 +650,29 @@ brisk_buddy_t *_brisk_buddy_create(size_t total, size_t min_block, size_t max_bl
   return b;
 }
 
+/* Quiescent: every tree one free root. Then every counter is 0 (a count
+ * is the units of the live blocks below it) and every index byte too. */
+static bool trees_all_free(const brisk_buddy_t *b) {
+  for (size_t t = 0; t < b->ntrees; t++)
+    if (atomic_load_explicit(&tree_nodes(b, t)[1], memory_order_relaxed) != 0) return false;
+  return true;
+}
+
 void brisk_buddy_destroy(brisk_buddy_t *b) {
   if (b == NULL) return;
   _brisk_region_unregister(&b->entry); /* nothing for a hybrid's region */
   /* Clear our poisoning, so whatever is mapped here next starts clean. */
   brisk_annotate_internal(b->base, b->region_size);
-  _brisk_os_release(b->base, b->region_size, NULL);
-  _brisk_os_release(b, b->meta_size, NULL);
+  /* Both mappings to the OS layer's cache: the region as it is; the meta
+   * mapping only when, the caches flushed, every tree is free, so that
+   * it is zero past its header (what create relies on). */
+  brisk_buddy_trim(b);
+  bool clean = trees_all_free(b);
+  _brisk_os_release_cached(BRISK_OS_CACHE_BUDDY_REGION, b->base, b->region_size, NULL);
+  if (clean)
+    _brisk_os_release_cached(BRISK_OS_CACHE_BUDDY_META, b, b->meta_size, NULL);
+  else
+    _brisk_os_release(b, b->meta_size, NULL);
 }
 
 /* ---- Statistics ---- */

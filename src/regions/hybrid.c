@@ -197,9 +197,13 @@ brisk_hybrid_t *brisk_hybrid_create(const brisk_hybrid_config_t *config) {
   }
   size_t mapping_size = brisk_align_up(sizeof(brisk_hybrid_t), _brisk_os_page_size());
   size_t calls = 0;
-  brisk_hybrid_t *h = _brisk_os_reserve(mapping_size, 0, 0, &calls);
+  bool reused;
+  brisk_hybrid_t *h = _brisk_os_reserve_cached(BRISK_OS_CACHE_HYBRID, mapping_size, 0, &reused,
+                                               &calls);
   if (h == NULL) return NULL;
-  /* Fresh pages are zero: every pointer NULL, every counter 0. */
+  /* Fresh pages are zero (a kept mapping is cleared): every pointer NULL,
+   * every counter 0. */
+  if (reused) memset(h, 0, mapping_size);
   h->mapping_size = mapping_size;
   h->system_requests = calls;
   h->bucket_count = bucket_count;
@@ -249,7 +253,7 @@ fail:;
    * cleanup. */
   int saved_errno = errno;
   destroy_sections(h);
-  _brisk_os_release(h, mapping_size, NULL);
+  _brisk_os_release_cached(BRISK_OS_CACHE_HYBRID, h, mapping_size, NULL);
   errno = saved_errno ? saved_errno : ENOMEM;
   return NULL;
 }
@@ -258,7 +262,7 @@ void brisk_hybrid_destroy(brisk_hybrid_t *h) {
   if (h == NULL) return;
   _brisk_region_unregister(&h->entry);
   destroy_sections(h);
-  _brisk_os_release(h, h->mapping_size, NULL);
+  _brisk_os_release_cached(BRISK_OS_CACHE_HYBRID, h, h->mapping_size, NULL);
 }
 
 /* The calling thread had no slot behind its entry: take one now, or count

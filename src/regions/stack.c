@@ -31,6 +31,13 @@
  *                          list, counters, and the first frame records.
  *   block_t                one mapping per block: a 64-byte header, then
  *                          the area that allocations are bumped from.
+ *                          Blocks, frame records and the stack's page go
+ *                          to the OS layer's mapping cache when they are
+ *                          let go, and come from it when it has one of the
+ *                          size (os.h): a stack made per task takes no
+ *                          system call and no page fault for them. Their
+ *                          bytes are then what the last owner left: a
+ *                          stack hands out memory as it finds it.
  *                          The blocks form one list: every block up to the
  *                          current one (stack->hot.blk) is in use by some live
  *                          frame; every block after it is free, kept for
@@ -254,7 +261,9 @@ static block_t *block_create(brisk_stack_t *stack, size_t take, size_t align) {
   size_t need = sizeof(block_t) + pad + take;
   if (want < need) want = need;
   size_t size = brisk_align_up(want, page);
-  block_t *blk = _brisk_os_reserve(size, page, 0, &stack->system_requests);
+  bool reused;
+  block_t *blk = _brisk_os_reserve_cached(BRISK_OS_CACHE_STACK, size, page, &reused,
+                                          &stack->system_requests);
   if (blk == NULL) return NULL;
   brisk_annotate_internal(blk, sizeof *blk);
   blk->prev = blk->next = NULL;
@@ -272,7 +281,7 @@ static void block_destroy(brisk_stack_t *stack, block_t *blk) {
   stack->held -= blk->size;
   size_t size = blk->size;
   brisk_annotate_internal(blk, size);
-  _brisk_os_release(blk, size, &stack->system_requests);
+  _brisk_os_release_cached(BRISK_OS_CACHE_STACK, blk, size, &stack->system_requests);
 }
 
 /*
@@ -477,11 +486,14 @@ BRISK_INLINE void save_frame(brisk_stack_t *stack) {
 static BRISK_NOINLINE void push_slow(brisk_stack_t *stack) {
   size_t used = stack->hot.capacity * sizeof(frame_t);
   size_t bytes = brisk_align_up(2 * used, _brisk_os_page_size());
-  frame_t *bigger = _brisk_os_reserve(bytes, _brisk_os_page_size(), 0, &stack->system_requests);
+  bool reused;
+  frame_t *bigger = _brisk_os_reserve_cached(BRISK_OS_CACHE_STACK, bytes, _brisk_os_page_size(),
+                                             &reused, &stack->system_requests);
   if (bigger == NULL) stack_fatal("brisk_stack_push", "out of memory for frame records");
   memcpy(bigger, stack->hot.frames, used);
   if (stack->hot.frames != stack->inline_frames)
-    _brisk_os_release(stack->hot.frames, stack->frames_bytes, &stack->system_requests);
+    _brisk_os_release_cached(BRISK_OS_CACHE_STACK, stack->hot.frames, stack->frames_bytes,
+                             &stack->system_requests);
   stack->hot.frames = bigger;
   stack->frames_bytes = bytes;
   stack->hot.capacity = bytes / sizeof(frame_t);
@@ -558,7 +570,8 @@ brisk_stack_t *brisk_stack_create(size_t first_block) {
     return NULL;
   }
   size_t calls = 0;
-  brisk_stack_t *stack = _brisk_os_reserve(page, page, 0, &calls);
+  bool reused;
+  brisk_stack_t *stack = _brisk_os_reserve_cached(BRISK_OS_CACHE_STACK, page, page, &reused, &calls);
   if (stack == NULL) return NULL;
   memset(stack, 0, sizeof *stack);
   stack->system_requests = calls;
@@ -569,7 +582,7 @@ brisk_stack_t *brisk_stack_create(size_t first_block) {
 
   block_t *blk = block_create(stack, stack->min_block - sizeof(block_t), STACK_DEFAULT_ALIGN);
   if (blk == NULL) {
-    _brisk_os_release(stack, page, NULL);
+    _brisk_os_release_cached(BRISK_OS_CACHE_STACK, stack, page, NULL);
     return NULL;
   }
   list_insert_after(&stack->head, blk);
@@ -588,8 +601,8 @@ void brisk_stack_destroy(brisk_stack_t *stack) {
   _brisk_region_unregister(&stack->entry);
   while (stack->head.next != &stack->head) block_destroy(stack, stack->head.next);
   if (stack->hot.frames != stack->inline_frames)
-    _brisk_os_release(stack->hot.frames, stack->frames_bytes, NULL);
-  _brisk_os_release(stack, _brisk_os_page_size(), NULL);
+    _brisk_os_release_cached(BRISK_OS_CACHE_STACK, stack->hot.frames, stack->frames_bytes, NULL);
+  _brisk_os_release_cached(BRISK_OS_CACHE_STACK, stack, _brisk_os_page_size(), NULL);
 }
 
 /* One of the owner's words, read from any thread (see brisk_stack_stats). */
