@@ -41,10 +41,10 @@ BRISK_API void brisk_hybrid_default_config(brisk_hybrid_config_t *out);
  * mlock's errno) when memory can't be reserved. */
 BRISK_API brisk_hybrid_t *brisk_hybrid_create(const brisk_hybrid_config_t *config);
 /*
- * The smallest bucket that holds size, if its objects have the alignment
- * (align 0: what malloc would give, 16 for sizes that are multiples of 16,
- * else 8); then each buddy region; then brisk_malloc if the config allows
- * it. NULL/EINVAL for size 0 or an alignment that is not a power of two;
+ * A block, not zeroed: from the smallest bucket that holds size, if its
+ * objects have the alignment (align 0: what malloc would give, 16 for
+ * sizes that are multiples of 16, else 8); then each buddy region; then
+ * brisk_malloc if the config allows it. NULL/EINVAL for size 0 or an alignment that is not a power of two;
  * NULL/ENOMEM when every section is full. Lock-free, no system call.
  */
 BRISK_API void *brisk_hybrid_alloc(brisk_hybrid_t *hybrid, size_t size, size_t align);

@@ -49,7 +49,7 @@ BRISK_API void brisk_stack_pop_slow_(brisk_stack_t *stack);
 
 /*
  * `size` bytes aligned to `align` (power of two; 0 means 16) in the top
- * frame (or the stack's base frame if none is pushed). NULL/EINVAL for a bad
+ * frame (or the stack's base frame if none is pushed), not zeroed. NULL/EINVAL for a bad
  * alignment, NULL/ENOMEM when memory can't be had. Inline: a bump of the
  * current block's position; anything else goes to the library.
  */

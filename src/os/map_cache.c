@@ -48,6 +48,7 @@ typedef struct entry_s {
   size_t committed;
   size_t resident;
   uint64_t since_ms;
+  uint64_t seq;   /* order of the puts: the clock's milliseconds tie */
   brisk_os_cache_kind_t kind;
 } entry_t;
 
@@ -57,6 +58,7 @@ static size_t count;
 static size_t resident_total;
 static size_t max_bytes = BRISK_OS_CACHE_DEFAULT_BYTES;
 static size_t max_entries = BRISK_OS_CACHE_MAX_ENTRIES;
+static uint64_t next_seq;
 static uint64_t delay_ms = BRISK_OS_CACHE_DEFAULT_DELAY_MS;
 /* The oldest entry's since_ms, UINT64_MAX when there is none. */
 static _Atomic uint64_t oldest_ms = UINT64_MAX;
@@ -102,7 +104,7 @@ static void update_oldest(void) {
 static size_t oldest_index(void) {
   size_t best = 0;
   for (size_t i = 1; i < count; i++)
-    if (entries[i].since_ms < entries[best].since_ms) best = i;
+    if (entries[i].seq < entries[best].seq) best = i;
   return best;
 }
 
@@ -130,7 +132,7 @@ void _brisk_os_cache_put(brisk_os_cache_kind_t kind, void *p, size_t size, size_
     if (max_entries != 0 && resident <= max_bytes && delay_ms != 0) {
       while (count != 0 && (count >= max_entries || resident_total + resident > max_bytes))
         remove_at(oldest_index(), &v);
-      entries[count++] = (entry_t){p, size, committed, resident, now, kind};
+      entries[count++] = (entry_t){p, size, committed, resident, now, next_seq++, kind};
       resident_total += resident;
       kept = true;
     }
@@ -171,7 +173,7 @@ void *_brisk_os_cache_take(brisk_os_cache_kind_t kind, size_t size, size_t align
   for (size_t i = 0; i < count; i++) {
     const entry_t *e = &entries[i];
     if (e->kind == kind && e->size == size && ((uintptr_t)e->p & (align - 1)) == 0 &&
-        (best == count || e->since_ms > entries[best].since_ms))
+        (best == count || e->seq > entries[best].seq))
       best = i; /* the newest: its pages are the likeliest to be in cache */
   }
   if (best != count) {
