@@ -82,7 +82,7 @@ FifoPtr make_fifo(size_t page_size = 0) {
 }
 
 TEST(Fifo, CreateMapsOnePage) {
-  // The OS layer\'s mapping cache emptied: creation maps afresh.
+  // The OS layer's mapping cache emptied: creation maps afresh.
   brisk_test_os_cache_flush();
   const uint64_t os_before = brisk_test_os_calls();
   brisk_fifo_t *created = brisk_fifo_create(0);
@@ -449,7 +449,7 @@ TEST(Fifo, StatsCountWhatWasAskedAndEveryOsCall) {
   std::vector<void *> blocks(n, nullptr);
   size_t asked = 0, allocations = 0, peak_pages = 0;
   bool ok = true;
-  // The OS layer\'s mapping cache emptied: creation maps afresh.
+  // The OS layer's mapping cache emptied: creation maps afresh.
   brisk_test_os_cache_flush();
   const uint64_t os_before = brisk_test_os_calls();
   brisk_fifo_t *fifo = brisk_fifo_create(0);

@@ -478,7 +478,7 @@ TEST(Pool, StatsCountWhatWasAskedAndEveryOsCall) {
       SCOPED_TRACE(std::string(mode.name) + (capacity ? ", bounded" : ", unbounded"));
       std::vector<void *> objects(n, nullptr);
       size_t allocations = 0, live = 0;
-      // The OS layer\'s mapping cache emptied: creation maps afresh.
+      // The OS layer's mapping cache emptied: creation maps afresh.
       brisk_test_os_cache_flush();
       const uint64_t os_before = brisk_test_os_calls();
       brisk_pool_t *pool = brisk_pool_create_ex(kSize, 0, capacity, mode.flags);

@@ -391,8 +391,9 @@ size_t _brisk_os_huge_page_size(void) {
 }
 
 size_t _brisk_os_resident(void *p, size_t size, size_t *calls) {
-  /* One byte per page, 4096 pages per call: 16 MiB of 4 KiB pages. */
-  unsigned char vec[4096];
+  /* One byte per page (bit 0: resident), 4096 pages per call: 16 MiB of
+   * 4 KiB pages; counted 8 bytes at a time. */
+  uint64_t vec[512];
   size_t page = _brisk_os_page_size(), resident = 0;
   uint8_t *at = p;
   for (size_t left = size; left != 0;) {
@@ -400,11 +401,17 @@ size_t _brisk_os_resident(void *p, size_t size, size_t *calls) {
     if (pages > sizeof vec) pages = sizeof vec;
     size_t bytes = pages * page < left ? pages * page : left;
     add_calls(calls, 1);
-    bool ok = mincore(at, bytes, vec) == 0;
+    memset(vec, 0, (pages + 7) / 8 * 8);
+    bool ok = mincore(at, bytes, (unsigned char *)vec) == 0;
     count_call(BRISK_OS_OTHER, bytes, ok);
     /* A range the kernel will not describe counts as resident: the bound
      * it feeds stays an upper bound. */
-    for (size_t i = 0; i < pages; i++) resident += !ok || (vec[i] & 1) ? page : 0;
+    if (!ok) {
+      resident += pages * page;
+    } else {
+      for (size_t i = 0; i < (pages + 7) / 8; i++)
+        resident += (size_t)__builtin_popcountll(vec[i] & 0x0101010101010101ull) * page;
+    }
     at += bytes;
     left -= bytes;
   }

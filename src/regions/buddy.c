@@ -232,6 +232,7 @@ struct brisk_buddy_s {
   size_t region_size;     /* the region's reservation (total, page-rounded) */
   _Atomic uint32_t *nodes; /* ntrees * nodes_per_tree counters */
   _Atomic uint8_t *index; /* total / min_block bytes */
+  _Atomic uint8_t *used;  /* ntrees bytes: 1 once a tree has served a block */
   size_t meta_size;       /* this reservation: header, nodes, index */
   size_t ntrees;
   size_t nodes_per_tree;  /* 2^(depth + 1) */
@@ -367,6 +368,10 @@ static inline void *alloc_tree(brisk_buddy_t *b, slot_t *e, bool shared, uint32_
     size_t i = tree_take(tree_nodes(b, tree), b->depth, k, e->pref);
     if (i != 0) {
       if (!shared) e->cur_tree = tree;
+      /* Read-mostly: stored once per tree (destroy's estimate of what the
+       * buddy made resident). */
+      if (BRISK_UNLIKELY(!atomic_load_explicit(&b->used[tree], memory_order_relaxed)))
+        atomic_store_explicit(&b->used[tree], 1, memory_order_relaxed);
       return unit_address(b, node_unit(b, tree, i, k));
     }
     if (++tree == b->ntrees) tree = 0;
@@ -462,6 +467,57 @@ static BRISK_NOINLINE void *alloc_generic(brisk_buddy_t *b, slot_t *e, bool shar
   void *p = alloc_tree(b, e, shared, k);
   if (BRISK_UNLIKELY(p == NULL)) return alloc_slow(b, e, shared, k, size);
   return hand_out(b, e, shared, p, k, size);
+}
+
+/*
+ * A run of 2^j blocks of order k for a cache in front (the hybrid's): one
+ * block of order k + j taken by the usual search, then split where it
+ * stands: every node of its subtree down to order k set full (each counts
+ * the units below it, all used) and every order-k block's index byte set,
+ * so that each block is freed alone like any other. Nobody else reads or
+ * writes that subtree meanwhile: the block's node is full, so no search
+ * reserves through it (buddy.c's overlap argument), and the blocks' frees
+ * publish these stores with their release (tree_release). Returns how many
+ * blocks (2^j, or 0 when no block of order k + j is free).
+ */
+size_t _brisk_buddy_take_run(brisk_buddy_t *b, uint32_t k, uint32_t j, void **out) {
+  if (k + j > b->depth) return 0;
+  uint32_t id = brisk_thread_slot();
+  slot_t *e = &b->slots[id];
+  bool shared = id == BRISK_NO_THREAD_SLOT;
+  size_t tree = e->cur_tree;
+  size_t node = 0;
+  _Atomic uint32_t *n = NULL;
+  for (size_t tried = 0; tried < b->ntrees; tried++) {
+    n = tree_nodes(b, tree);
+    node = tree_take(n, b->depth, k + j, e->pref);
+    if (node != 0) break;
+    if (++tree == b->ntrees) tree = 0;
+  }
+  if (node == 0) return 0;
+  if (!shared) e->cur_tree = tree;
+  if (!atomic_load_explicit(&b->used[tree], memory_order_relaxed))
+    atomic_store_explicit(&b->used[tree], 1, memory_order_relaxed);
+  /* Levels below the run's node: order m nodes are full (2^m units). */
+  for (uint32_t m = k + j; m-- > k;) {
+    size_t first = node << (k + j - m), count = (size_t)1 << (k + j - m);
+    for (size_t i = 0; i < count; i++)
+      atomic_store_explicit(&n[first + i], (uint32_t)1 << m, memory_order_relaxed);
+  }
+  size_t blocks = (size_t)1 << j, bytes = b->min_block << k;
+  uint8_t *p = unit_address(b, node_unit(b, tree, node, k + j));
+  for (size_t i = 0; i < blocks; i++) {
+    out[i] = p + i * bytes;
+    atomic_store_explicit(&b->index[address_unit(b, out[i])], (uint8_t)(k + 1), memory_order_relaxed);
+    brisk_annotate_alloc(out[i], bytes, false);
+  }
+  count(&e->allocations, blocks, shared);
+  count(&e->requested, blocks * bytes, shared);
+  size_t pending = account_bytes(b, e, shared, blocks * bytes);
+  intptr_t now = (intptr_t)(atomic_load_explicit(&b->in_use, memory_order_relaxed) + pending);
+  if (now > (intptr_t)atomic_load_explicit(&b->high_water, memory_order_relaxed))
+    raise_high_water(b, (size_t)now);
+  return blocks;
 }
 
 static BRISK_COLD void *alloc_refused(brisk_buddy_t *b, size_t size, size_t align) {
@@ -597,7 +653,7 @@ brisk_buddy_t *_brisk_buddy_create(size_t total, size_t min_block, size_t max_bl
   size_t nodes_per_tree = (size_t)2 << depth;
   size_t header = brisk_align_up(sizeof(brisk_buddy_t), BRISK_CACHE_LINE);
   size_t nodes_bytes = ntrees * nodes_per_tree * sizeof(uint32_t); /* 8 bytes per unit */
-  size_t meta_size = brisk_align_up(header + nodes_bytes + units, page);
+  size_t meta_size = brisk_align_up(header + nodes_bytes + units + ntrees, page);
   size_t region_size = brisk_align_up(total, page);
 
   size_t calls = 0;
@@ -622,6 +678,7 @@ brisk_buddy_t *_brisk_buddy_create(size_t total, size_t min_block, size_t max_bl
   b->region_size = region_size;
   b->nodes = (_Atomic uint32_t *)(meta + header);
   b->index = (_Atomic uint8_t *)(meta + header + nodes_bytes);
+  b->used = (_Atomic uint8_t *)(meta + header + nodes_bytes + units);
   b->meta_size = meta_size;
   b->ntrees = ntrees;
   b->nodes_per_tree = nodes_per_tree;
@@ -665,12 +722,24 @@ void brisk_buddy_destroy(brisk_buddy_t *b) {
   brisk_annotate_internal(b->base, b->region_size);
   /* Both mappings to the OS layer's cache: the region as it is; the meta
    * mapping only when, the caches flushed, every tree is free, so that
-   * it is zero past its header (what create relies on). */
+   * it is zero past its header (what create relies on). What they hold in
+   * RAM is at most the trees that ever served a block, and their
+   * counters and index bytes. */
   brisk_buddy_trim(b);
   bool clean = trees_all_free(b);
-  _brisk_os_release_cached(BRISK_OS_CACHE_BUDDY_REGION, b->base, b->region_size, NULL);
+  size_t used = 0;
+  for (size_t t = 0; t < b->ntrees; t++) used += atomic_load_explicit(&b->used[t], memory_order_relaxed);
+  memset((void *)b->used, 0, b->ntrees);
+  size_t page = _brisk_os_page_size();
+  size_t meta_per_tree = b->nodes_per_tree * sizeof(uint32_t) + ((size_t)1 << b->depth);
+  size_t region_resident = used * b->max_block;
+  size_t meta_resident = brisk_align_up(sizeof(brisk_buddy_t), page) + used * meta_per_tree +
+                         2 * page * (used != 0);
+  _brisk_os_cache_put(BRISK_OS_CACHE_BUDDY_REGION, b->base, b->region_size, b->region_size,
+                      region_resident < b->region_size ? region_resident : b->region_size, NULL);
   if (clean)
-    _brisk_os_release_cached(BRISK_OS_CACHE_BUDDY_META, b, b->meta_size, NULL);
+    _brisk_os_cache_put(BRISK_OS_CACHE_BUDDY_META, b, b->meta_size, b->meta_size,
+                        meta_resident < b->meta_size ? meta_resident : b->meta_size, NULL);
   else
     _brisk_os_release(b, b->meta_size, NULL);
 }
@@ -716,6 +785,29 @@ void _brisk_buddy_range(const brisk_buddy_t *b, uintptr_t *lo, uintptr_t *hi) {
 }
 
 size_t _brisk_buddy_min_block(const brisk_buddy_t *b) { return b->min_block; }
+
+void _brisk_buddy_geometry(const brisk_buddy_t *b, brisk_buddy_geometry_t *out) {
+  out->base = (uintptr_t)b->base;
+  out->total = b->total;
+  out->min_shift = b->min_shift;
+  out->orders = b->depth + 1;
+  out->index = (const void *)b->index;
+}
+
+void _brisk_buddy_forget_blocks(brisk_buddy_t *b) {
+  brisk_buddy_trim(b);
+  size_t units_per_tree = (size_t)1 << b->depth;
+  for (size_t t = 0; t < b->ntrees; t++) {
+    _Atomic uint32_t *n = tree_nodes(b, t);
+    if (atomic_load_explicit(&n[1], memory_order_relaxed) == 0) continue;
+    memset((void *)n, 0, b->nodes_per_tree * sizeof *n);
+    memset((void *)&b->index[t * units_per_tree], 0, units_per_tree);
+  }
+  /* The blocks' bytes went with them. */
+  for (uint32_t i = 0; i <= BRISK_THREAD_SLOTS; i++)
+    atomic_store_explicit(&b->slots[i].pending, 0, memory_order_relaxed);
+  atomic_store_explicit(&b->in_use, 0, memory_order_relaxed);
+}
 size_t _brisk_buddy_max_block(const brisk_buddy_t *b) { return b->max_block; }
 
 /* ---- Validation (quiescent) ---- */

@@ -550,8 +550,11 @@ void brisk_pool_destroy(brisk_pool_t *pool) {
     return;
   }
   size_t committed = pool->header_size + atomic_load_explicit(&pool->committed, memory_order_relaxed);
+  /* In RAM at most: the header and the objects ever carved. */
+  size_t carved = atomic_load_explicit(&pool->carved, memory_order_relaxed) * pool->stride;
+  size_t resident = pool->header_size + brisk_align_up(carved, pool->page);
   _brisk_os_cache_put(BRISK_OS_CACHE_POOL, pool->base, pool->reservation_size, committed,
-                      BRISK_OS_CACHE_MEASURE, NULL);
+                      resident < committed ? resident : committed, NULL);
 }
 
 void _brisk_pool_range(const brisk_pool_t *pool, uintptr_t *lo, uintptr_t *hi) {
@@ -560,6 +563,13 @@ void _brisk_pool_range(const brisk_pool_t *pool, uintptr_t *lo, uintptr_t *hi) {
 }
 
 size_t _brisk_pool_object_size(const brisk_pool_t *pool) { return pool->stride; }
+
+void _brisk_pool_geometry(const brisk_pool_t *pool, brisk_pool_geometry_t *out) {
+  out->objects = (uintptr_t)pool->objects;
+  out->inverse = pool->inverse;
+  out->shift = pool->shift;
+  out->carved = &pool->carved;
+}
 
 void _brisk_pool_counters(const brisk_pool_t *pool, brisk_pool_counters_t *out) {
   brisk_pool_t *p = (brisk_pool_t *)pool;
