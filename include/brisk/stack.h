@@ -63,7 +63,6 @@ static inline void *brisk_stack_alloc(brisk_stack_t *stack, size_t size, size_t 
                            hot->average_nb < BRISK_STACK_AVERAGE_MAX_NB_,
                        1)) {
     hot->pos = (unsigned char *)(at + size);
-    hot->last = (unsigned char *)at;
     hot->requested += size;
     hot->average_nb += 1;
     return (void *)at;
@@ -81,9 +80,7 @@ static inline void brisk_stack_push(brisk_stack_t *stack) {
   brisk_stack_frame_t *frame = &hot->frames[hot->depth++];
   frame->blk = hot->blk;
   frame->pos = hot->pos;
-  frame->last = hot->last;
   frame->in_use = hot->requested - hot->released;
-  hot->last = NULL;
 }
 
 /* Pops the top frame; popping with no frame pushed aborts with a message.
@@ -96,7 +93,6 @@ static inline void brisk_stack_pop(brisk_stack_t *stack) {
     if (__builtin_expect(frame->blk == hot->blk, 1)) {
       hot->depth = depth - 1;
       hot->pos = frame->pos;
-      hot->last = frame->last;
       hot->released = hot->requested - frame->in_use;
       return;
     }

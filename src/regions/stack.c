@@ -16,7 +16,7 @@
  *                               ├─ adopt_block: make it current; empty frames move to it
  *                               └─ open_to (annotated builds): unpoison what is handed out
  *   brisk_stack_realloc ── in place (last allocation, room) | stack_alloc + memcpy
- *   brisk_stack_push ── stack_push: save (block, pos, last, in use)
+ *   brisk_stack_push ── stack_push: save (block, pos, in use)
  *                         └─(records full)── push_slow: double the records
  *   brisk_stack_pop ── stack_pop: restore ──(frame spanned blocks)── pop_slow: poison,
  *                                          │                                trim_free_blocks
@@ -44,7 +44,7 @@
  *                          reuse. Popping a frame moves the current block
  *                          back, which frees the later blocks in O(1).
  *   frame_t[]              one record per pushed frame: the (block, pos,
- *                          last, in_use) state at push, which pop restores
+ *                          in_use) state at push, which pop restores
  *                          exactly. The first records live in the stack's
  *                          own page; deeper stacks grow the array from the
  *                          OS layer (doubling). Never from malloc, and
@@ -150,7 +150,7 @@ typedef brisk_stack_frame_t frame_t;
 
 struct brisk_stack_s {
   /* Cache line 0 and the start of line 1: what the inline alloc, push and
-   * pop of brisk/stack.h touch (pos, end, last, requested, the seed's running
+   * pop of brisk/stack.h touch (pos, end, requested, the seed's running
    * mean as average_sum / average_nb with average_mark, blk, frames, depth,
    * capacity, released; see brisk_stack_hot_t). average_sum is folded
    * lazily: see average_sum(). */
@@ -329,7 +329,6 @@ static void adopt_block(brisk_stack_t *stack, block_t *blk) {
       if (frame->blk != cur || frame->pos != stack->hot.pos) break;
       frame->blk = blk;
       frame->pos = block_area(blk);
-      frame->last = NULL; /* the parent's last allocation stays behind in cur */
     }
   }
   stack->hot.blk = blk;
@@ -373,10 +372,7 @@ BRISK_INLINE bool fits_fast(const brisk_stack_t *stack, uintptr_t at, size_t siz
   return (align & (align - 1)) == 0 && size - 1 < PTRDIFF_MAX && at + size <= (uintptr_t)stack->hot.end;
 }
 
-BRISK_INLINE void account(brisk_stack_t *stack, void *p, size_t size) {
-  stack->hot.last = p;
-  average_update(stack, size);
-}
+BRISK_INLINE void account(brisk_stack_t *stack, size_t size) { average_update(stack, size); }
 
 /* The request needs another block: a free one, or a new one. */
 static BRISK_NOINLINE void *alloc_block_slow(brisk_stack_t *stack, size_t size, size_t take,
@@ -387,7 +383,7 @@ static BRISK_NOINLINE void *alloc_block_slow(brisk_stack_t *stack, size_t size, 
   uintptr_t at = align_ptr(stack->hot.pos, align);
   if (stack->hot.annotated) open_to(stack, (uint8_t *)(at + take));
   stack->hot.pos = (uint8_t *)(at + take);
-  account(stack, (void *)at, size);
+  account(stack, size);
   return (void *)at;
 }
 
@@ -408,7 +404,7 @@ static BRISK_NOINLINE void *alloc_slow(brisk_stack_t *stack, size_t size, size_t
   if (stack->hot.annotated && at + take > (uintptr_t)stack->hot.end)
     open_to(stack, (uint8_t *)(at + take));
   stack->hot.pos = (uint8_t *)(at + take);
-  account(stack, (void *)at, size);
+  account(stack, size);
   return (void *)at;
 }
 
@@ -420,13 +416,30 @@ BRISK_INLINE void *stack_alloc(brisk_stack_t *stack, size_t size, size_t align) 
   uintptr_t at = align_ptr(stack->hot.pos, align);
   if (BRISK_UNLIKELY(!fits_fast(stack, at, size, align))) return alloc_slow(stack, size, align);
   stack->hot.pos = (uint8_t *)(at + size);
-  account(stack, (void *)at, size);
+  account(stack, size);
   return (void *)at;
 }
 
 /* brisk/stack.h's inline brisk_stack_alloc comes here for all it does not do. */
 void *brisk_stack_alloc_slow_(brisk_stack_t *stack, size_t size, size_t align) {
   return stack_alloc(stack, size, align);
+}
+
+/*
+ * Whether p (old_size bytes) is the top frame's last allocation: it ends
+ * where the next one would start, in the current block, at or past where
+ * the top frame started there. (Nothing tracks it on the fast path: sizes
+ * are never rounded, so the last allocation ends at pos.)
+ */
+static bool is_last(const brisk_stack_t *stack, const uint8_t *p, size_t old_size) {
+  const block_t *blk = stack->hot.blk;
+  size_t took = old_size + (old_size == 0);
+  if (p < block_area((block_t *)blk) || p >= blk->end || took > (size_t)(blk->end - p) ||
+      p + took != stack->hot.pos)
+    return false;
+  if (stack->hot.depth == 0) return true;
+  const frame_t *top = &stack->hot.frames[stack->hot.depth - 1];
+  return top->blk != blk || p >= top->pos;
 }
 
 void *brisk_stack_realloc(brisk_stack_t *stack, void *p, size_t old_size, size_t new_size,
@@ -444,7 +457,7 @@ void *brisk_stack_realloc(brisk_stack_t *stack, void *p, size_t old_size, size_t
   uint8_t *old = p;
   bool aligned = ((uintptr_t)old & (align - 1)) == 0;
   size_t take = new_size + (new_size == 0);
-  if (old == stack->hot.last && aligned && take <= (size_t)(stack->hot.blk->end - old)) {
+  if (is_last(stack, old, old_size) && aligned && take <= (size_t)(stack->hot.blk->end - old)) {
     if (stack->hot.annotated && old + take > stack->hot.end) open_to(stack, old + take);
     stack->hot.pos = old + take;
     stack->realloc_calls++;
@@ -477,9 +490,7 @@ BRISK_INLINE void save_frame(brisk_stack_t *stack) {
   frame_t *frame = &stack->hot.frames[stack->hot.depth++];
   frame->blk = stack->hot.blk;
   frame->pos = stack->hot.pos;
-  frame->last = stack->hot.last;
   frame->in_use = stack->hot.requested - stack->hot.released;
-  stack->hot.last = NULL;
 }
 
 /* The frame records are full: double them (a new mapping, copied). */
@@ -534,7 +545,6 @@ static BRISK_NOINLINE void pop_slow(brisk_stack_t *stack, const frame_t *frame) 
   stack->hot.blk = frame->blk;
   stack->hot.pos = frame->pos;
   stack->hot.end = stack->hot.annotated ? frame->pos : frame->blk->end;
-  stack->hot.last = frame->last;
   stack->hot.released = stack->hot.requested - frame->in_use;
   trim_free_blocks(stack);
 }
@@ -549,7 +559,6 @@ BRISK_INLINE void stack_pop(brisk_stack_t *stack) {
   }
   if (stack->hot.annotated && stack->hot.end != frame->pos) close_from(stack, frame->pos);
   stack->hot.pos = frame->pos;
-  stack->hot.last = frame->last;
   stack->hot.released = stack->hot.requested - frame->in_use;
 }
 
