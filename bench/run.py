@@ -1000,8 +1000,11 @@ def user_table(regions: List[RegionRun]) -> List[str]:
         ratio = float(v["ratio"])
         met = "" if goal is None else (" ✓" if ratio >= goal else " ✗")
         goal_text = "–" if goal is None else f"≥ {goal:g}×"
+        # The arena's malloc trial without its frees, for what they cost.
+        no_frees = (f"; {float(v['ratio_no_frees']):.2f}× without malloc's frees"
+                    if "ratio_no_frees" in v else "")
         return (f"{float(v['region_ns']):.2f} / {float(v['baseline_ns']):.2f}",
-                f"**{ratio:.2f}×**{met} ({goal_text})")
+                f"**{ratio:.2f}×**{met} ({goal_text}{no_frees})")
 
     lines = ["| allocator, pattern | ns: region / glibc | vs glibc (goal) | "
              "ns: region / brisk | vs brisk's malloc (goal) |",
