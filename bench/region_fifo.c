@@ -387,7 +387,9 @@ int main(int argc, char **argv)
     printf("#### seed 002's loops\n\n");
     printf("brisk_fifo (page %zu B) against malloc/free; sizes uniform in %zu..%zu B, "
            "ring of %zu blocks, %zu operations per loop; medians of %zu runs, ns per "
-           "alloc+free pair; speedup: median of the per-run ratios malloc/fifo.\n\n",
+           "alloc+free pair; speedup: median of the per-run ratios malloc/fifo. System calls: "
+           "the last run's (a fifo made after another takes its pages from the OS layer's "
+           "cache of mappings).\n\n",
            c.page ? c.page : (size_t)65536, c.min, c.max, c.ring, c.ops, c.reps);
     printf("| loop | fifo ns/op | malloc ns/op | speedup | fifo system calls |\n");
     printf("| --- | ---: | ---: | ---: | ---: |\n");
