@@ -135,12 +135,14 @@ static void cas_arena_free(cas_arena *a) { munmap(a->data, a->limit); }
 /* ---- As a user calls it (region_user.h) ---- */
 
 /* Reserved per arena: generous, as the README's example (address space
- * only; what is used is committed as it goes). */
-#define USER_RESERVE ((size_t)64 << 30)
+ * only; what is used is committed as it goes). Valgrind refuses that
+ * much: the callgrind mode asks for 1 GiB. */
+static size_t g_user_reserve = (size_t)64 << 30;
 
 /* USER_MALLOC_ALLOCS: malloc's trial timed up to its last malloc, the
  * frees left out (shown beside, for what a trial's frees cost). */
-enum user_kind { USER_ARENA, USER_MALLOC, USER_CURSOR, USER_MALLOC_ALLOCS, USER_KINDS };
+enum user_kind { USER_ARENA, USER_MALLOC, USER_CURSOR, USER_MALLOC_ALLOCS, USER_KINDS,
+                 USER_FLOOR /* the callgrind mode's harness alone */ };
 
 typedef struct user_ctx {
     size_t count;
@@ -168,7 +170,21 @@ static double user_trial(void *arg, int kind)
             free(ptrs[i]);
         return kind == USER_MALLOC ? bench_now() - start : allocs;
     }
-    brisk_arena_t *arena = brisk_arena_create(USER_RESERVE);
+    if (kind == USER_FLOOR) {
+        /* The same loop and writes, the blocks bumped from one buffer. */
+        uint8_t *buffer = malloc(n * 64 + 64), *pos = buffer;
+        if (buffer == NULL)
+            return -1;
+        for (size_t i = 0; i < n; i++) {
+            void *p = pos;
+            pos += (sizes[i] + 15u) & ~(size_t)15;
+            user_write(p, sizes[i], (unsigned)i);
+            ptrs[i] = p;
+        }
+        free(buffer);
+        return bench_now() - start;
+    }
+    brisk_arena_t *arena = brisk_arena_create(g_user_reserve);
     if (arena == NULL)
         return -1;
     if (kind == USER_ARENA) {
@@ -235,6 +251,33 @@ static bool user_patterns(size_t count, int reps)
     free(c.sizes);
     free(c.ptrs);
     return true;
+}
+
+/* callgrind units (region_user.h): n blocks of the user's pattern. */
+static int user_units(const char *kind, size_t n)
+{
+    uint8_t *sizes = malloc(n + 1);
+    void **ptrs = malloc((n + 1) * sizeof(void *));
+    if (sizes == NULL || ptrs == NULL)
+        return 1;
+    g_user_reserve = (size_t)1 << 30;
+    bench_rng rng;
+    bench_rng_seed(&rng, 11);
+    for (size_t i = 0; i < n; i++)
+        sizes[i] = (uint8_t)bench_rng_range(&rng, 8, 64);
+    int status = 0;
+    user_ctx c = {n, sizes, ptrs};
+    if (strcmp(kind, "floor") == 0)
+        status = user_trial(&c, USER_FLOOR) < 0;
+    else if (strcmp(kind, "malloc") == 0)
+        status = user_trial(&c, USER_MALLOC) < 0;
+    else if (strcmp(kind, "arena") == 0 || strcmp(kind, "cursor") == 0)
+        status = user_trial(&c, kind[0] == 'a' ? USER_ARENA : USER_CURSOR) < 0;
+    else
+        status = 2;
+    free(sizes);
+    free(ptrs);
+    return status;
 }
 
 /* ---- The measurement ---- */
@@ -415,6 +458,9 @@ int main(int argc, char **argv)
     size_t user_blocks = (size_t)4 << 20;
     int reps = 7, user_reps = 5;
     bool user = true, seed = true;
+    int status;
+    if (user_callgrind_mode(argc, argv, "region_arena", user_units, &status))
+        return status;
     for (int i = 1; i < argc; i++) {
         if (strcmp(argv[i], "--quick") == 0) {
             allocs = 100000;

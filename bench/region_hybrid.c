@@ -362,6 +362,41 @@ static double user_trial(void *arg, int kind)
     return failed == 0 ? created + run + (bench_now() - start) : -1;
 }
 
+/* callgrind units (region_user.h): n rounds of thread 0's sequence, one
+ * hybrid for all of them, writes as in the benchmark. */
+static int user_units(const char *kind, size_t n)
+{
+    static sequence seq;
+    make_sequence_of(&seq, 9000, SIZES_USER, USER_LIVE);
+    void *slots[LIVE];
+    static unsigned char buffers[USER_LIVE][512];
+    bool floor = strcmp(kind, "floor") == 0, hybrid = strcmp(kind, "hybrid") == 0;
+    if (!floor && !hybrid && strcmp(kind, "malloc") != 0)
+        return 2;
+    if (hybrid && (g_user_hybrid = brisk_hybrid_create(NULL)) == NULL)
+        return 1;
+    for (size_t r = 0; r < n; r++) {
+        for (size_t i = 0; i < seq.count; i++) {
+            step s = seq.steps[i];
+            if (s.size != 0) {
+                void *p = floor ? buffers[s.slot] : hybrid ? a_user_hybrid(s.size) : a_glibc(s.size);
+                if (p == NULL)
+                    return 1;
+                user_write(p, s.size, (unsigned)i);
+                slots[s.slot] = p;
+            } else if (hybrid) {
+                f_user_hybrid(slots[s.slot]);
+            } else if (!floor) {
+                f_glibc(slots[s.slot]);
+            }
+        }
+    }
+    if (hybrid)
+        brisk_hybrid_destroy(g_user_hybrid);
+    free(seq.steps);
+    return 0;
+}
+
 static bool user_patterns(int reps, int rounds)
 {
     static sequence seqs[MAX_THREADS];
@@ -521,6 +556,9 @@ int main(int argc, char **argv)
 {
     int reps = 7, rounds = 5;
     bool quick = false, user = true, seed = true, reps_given = false;
+    int status;
+    if (user_callgrind_mode(argc, argv, "region_hybrid", user_units, &status))
+        return status;
     for (int i = 1; i < argc; i++) {
         if (strcmp(argv[i], "--quick") == 0) {
             quick = true;

@@ -225,6 +225,23 @@ static double user_trial(void *arg, int kind) {
   return now_s() - start;
 }
 
+/* callgrind units (region_user.h): n calls from the top. */
+static int user_units(const char *kind, size_t n) {
+  if (strcmp(kind, "floor") == 0) {
+    for (size_t i = 0; i < n; i++) user_frames_floor(USER_DEPTH);
+  } else if (strcmp(kind, "malloc") == 0) {
+    for (size_t i = 0; i < n; i++) user_frames_malloc(USER_DEPTH);
+  } else if (strcmp(kind, "stack") == 0) {
+    brisk_stack_t *s = brisk_stack_create(0);
+    if (s == NULL) return 1;
+    for (size_t i = 0; i < n; i++) user_frames_stack(s, USER_DEPTH);
+    brisk_stack_destroy(s);
+  } else {
+    return 2;
+  }
+  return 0;
+}
+
 static int user_patterns(long calls, int reps) {
   double s[3];
   if (!user_measure(user_trial, &calls, 3, reps, s)) {
@@ -270,7 +287,8 @@ static void usage(void) {
 }
 
 int main(int argc, char **argv) {
-  int quick = 0, user = 1, seed = 1, reps_given = 0;
+  int quick = 0, user = 1, seed = 1, reps_given = 0, status;
+  if (user_callgrind_mode(argc, argv, "region_stack", user_units, &status)) return status;
   for (int i = 1; i < argc; i++) {
     if (strcmp(argv[i], "--quick") == 0) quick = 1;
     else if (strcmp(argv[i], "--user") == 0) seed = 0;

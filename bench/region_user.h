@@ -18,6 +18,12 @@
  * sure the binary got the malloc it is named for. run.py runs both and puts
  * the two ratios side by side.
  *
+ * Instruction counts: `region_X callgrind KIND N` runs N units of the
+ * user's pattern for KIND (the region allocator's name, "malloc", or
+ * "floor": the same loop and writes with no allocator) and nothing else,
+ * for valgrind --tool=callgrind; run.py --callgrind takes two N and
+ * divides the difference.
+ *
  * Output, one line per pattern, after the program's Markdown:
  *   user=PATTERN malloc=glibc|brisk region_ns=R baseline_ns=B ratio=B/R
  *        reps=N unit=WHAT
@@ -29,6 +35,20 @@
 /* dladdr: the including program defines _GNU_SOURCE before its first include. */
 #ifndef _GNU_SOURCE
 #error "define _GNU_SOURCE before the first #include to use region_user.h"
+/* main's first lines: `prog callgrind KIND N` runs units(KIND, N) and
+ * exits; false when argv is anything else. */
+static inline bool user_callgrind_mode(int argc, char **argv, const char *prog,
+                                       int (*units)(const char *kind, size_t n), int *status)
+{
+    if (argc != 4 || strcmp(argv[1], "callgrind") != 0)
+        return false;
+    size_t n = (size_t)bench_parse_uint(prog, "N", argv[3]);
+    *status = units(argv[2], n);
+    if (*status == 2)
+        fprintf(stderr, "%s: no callgrind kind '%s'\n", prog, argv[2]);
+    return true;
+}
+
 #endif
 #include <dlfcn.h>
 #include <stdio.h>
@@ -39,6 +59,20 @@
 
 #ifndef BENCH_MALLOC
 #define BENCH_MALLOC "glibc"
+/* main's first lines: `prog callgrind KIND N` runs units(KIND, N) and
+ * exits; false when argv is anything else. */
+static inline bool user_callgrind_mode(int argc, char **argv, const char *prog,
+                                       int (*units)(const char *kind, size_t n), int *status)
+{
+    if (argc != 4 || strcmp(argv[1], "callgrind") != 0)
+        return false;
+    size_t n = (size_t)bench_parse_uint(prog, "N", argv[3]);
+    *status = units(argv[2], n);
+    if (*status == 2)
+        fprintf(stderr, "%s: no callgrind kind '%s'\n", prog, argv[2]);
+    return true;
+}
+
 #endif
 
 #define USER_MAX_REPS 64
@@ -128,6 +162,20 @@ static inline void user_table_head(const char *region, const char *baseline)
 {
     printf("| pattern | %s ns | %s (%s) ns | speedup |\n| --- | ---: | ---: | ---: |\n", region,
            baseline, BENCH_MALLOC);
+}
+
+/* main's first lines: `prog callgrind KIND N` runs units(KIND, N) and
+ * exits; false when argv is anything else. */
+static inline bool user_callgrind_mode(int argc, char **argv, const char *prog,
+                                       int (*units)(const char *kind, size_t n), int *status)
+{
+    if (argc != 4 || strcmp(argv[1], "callgrind") != 0)
+        return false;
+    size_t n = (size_t)bench_parse_uint(prog, "N", argv[3]);
+    *status = units(argv[2], n);
+    if (*status == 2)
+        fprintf(stderr, "%s: no callgrind kind '%s'\n", prog, argv[2]);
+    return true;
 }
 
 #endif

@@ -1016,6 +1016,10 @@ def user_table(regions: List[RegionRun]) -> List[str]:
     return lines
 
 
+# Filled by main when --callgrind ran with the region programs.
+REGION_INSTRUCTIONS: List[str] = []
+
+
 def user_section(regions: List[RegionRun]) -> List[str]:
     table = user_table(regions)
     if not table:
@@ -1029,7 +1033,7 @@ def user_section(regions: List[RegionRun]) -> List[str]:
             "malloc: each ratio is measured inside one process. ns per block (arena), "
             "allocation (stack, hybrid: with its free) or operation (fifo: a free and an "
             "allocation); the hybrid's time includes its creation and destruction.", ""] + \
-        table + [""]
+        table + [""] + REGION_INSTRUCTIONS
 
 
 def region_section(regions: List[RegionRun]) -> List[str]:
@@ -1050,6 +1054,66 @@ def region_section(regions: List[RegionRun]) -> List[str]:
         if r.kv_lines:
             lines += [f"`{r.name}`: `" + " ".join(r.kv_lines) + "`", ""]
     return lines
+
+
+# ---------------------------------------------------------------- region instructions
+
+# The user patterns under callgrind (`region_X callgrind KIND N`, region_user.h): per
+# program, its region kinds, malloc's kind, the unit N counts, how many of the
+# table's units one is, and the two N whose difference is divided.
+REGION_CALLGRIND = [
+    ("region_arena", ["arena", "cursor"], "malloc", "block", 1, (20_000, 220_000)),
+    ("region_stack", ["stack"], "malloc", "allocation", 2047 * 9, (2, 12)),
+    ("region_fifo", ["fifo"], "calloc", "operation", 1, (20_000, 220_000)),
+    ("region_hybrid", ["hybrid"], "malloc", "allocation (with its free)", 10_000, (1, 6)),
+]
+
+
+def region_callgrind(build: str) -> List[str]:
+    """Instructions per unit of each user pattern: the region allocator, glibc's malloc
+    (region_X) and brisk's (region_X_brisk), and the harness alone ("floor")."""
+    if shutil.which("valgrind") is None:
+        return ["(no region instruction counts: valgrind is not installed)", ""]
+    rows = []
+    with tempfile.TemporaryDirectory() as tmpdir:
+        def per_unit(binary, kind, ns, units):
+            counts = []
+            for n in ns:
+                out = os.path.join(tmpdir, f"{os.path.basename(binary)}.{kind}.{n}")
+                argv = ["valgrind", "--tool=callgrind", f"--callgrind-out-file={out}", binary,
+                        "callgrind", kind, str(n)]
+                proc = subprocess.run(argv, capture_output=True, text=True, timeout=600)
+                total = callgrind_total(out) if os.path.exists(out) else None
+                if proc.returncode != 0 or total is None:
+                    return None
+                counts.append(total)
+            return (counts[1] - counts[0]) / ((ns[1] - ns[0]) * units)
+
+        for program, kinds, baseline, unit, units, ns in REGION_CALLGRIND:
+            binary = os.path.join(build, "bench", program)
+            twin = binary + BRISK_TWIN
+            if not os.access(binary, os.X_OK):
+                continue
+            print(f"callgrind: {program} user patterns", file=sys.stderr, flush=True)
+            floor = per_unit(binary, "floor", ns, units)
+            glibc = per_unit(binary, baseline, ns, units)
+            brisk = per_unit(twin, baseline, ns, units) if os.access(twin, os.X_OK) else None
+            for kind in kinds:
+                mine = per_unit(binary, kind, ns, units)
+                rows.append((f"{program} {kind}", unit, mine, glibc, brisk, floor))
+    fmt = lambda x, floor: "–" if x is None or floor is None else f"{x - floor:.1f}"
+    lines = ["#### Instructions per operation (callgrind)", "",
+             "`valgrind --tool=callgrind <build>/bench/region_X callgrind KIND N` at two N, "
+             "the difference divided: the user patterns above (one thread; the hybrid's "
+             "sequence of thread 0, one hybrid for all rounds), less the same loop and "
+             "writes with no allocator (`floor`), so each figure is the allocator's own, "
+             "its calls included.", "",
+             "| pattern | per | region allocator | glibc malloc | brisk malloc | harness |",
+             "| --- | --- | ---: | ---: | ---: | ---: |"]
+    for name, unit, mine, glibc, brisk, floor in rows:
+        lines.append(f"| {name} | {unit} | {fmt(mine, floor)} | {fmt(glibc, floor)} | "
+                     f"{fmt(brisk, floor)} | {'–' if floor is None else f'{floor:.1f}'} |")
+    return lines + [""]
 
 
 # ---------------------------------------------------------------- publishing the regions
@@ -1243,6 +1307,9 @@ def main() -> int:
 
     regions = run_regions(args.build, args.quick, os.path.join(args.out, "raw.csv")) \
         if with_regions else None
+    global REGION_INSTRUCTIONS
+    if regions and args.callgrind:
+        REGION_INSTRUCTIONS = region_callgrind(args.build)
 
     callgrind = None
     if args.callgrind:
