@@ -792,8 +792,9 @@ void brisk_hybrid_free(brisk_hybrid_t *h, void *p) {
   }
   hybrid_slot_t *e = slot_at(h, _brisk_thread_slot_line);
   cache_class_t *k = &e->classes[c];
-  /* Class 0's cap is 0 and the entry of line 0 is full: both go slow. */
-  if (BRISK_UNLIKELY(((void **)p)[1] == (void *)h->key || list_length(k) >= h->class_cap[c]))
+  /* Class 0's cap is 0 and the entry of line 0 is full: both go slow,
+   * before the block is read (with the caches off it may be poisoned). */
+  if (BRISK_UNLIKELY(list_length(k) >= h->class_cap[c] || ((void **)p)[1] == (void *)h->key))
     return free_slow(h, r, p, order, c);
   push(h, k, p);
 }
