@@ -2,8 +2,10 @@
 #   make             release build in build/ (libbrisk.so, libbrisk.a)
 #   make test        the whole suite: release, ASan+UBSan and TSan builds, through ctest
 #   make bench       release build + the benchmark comparison against the peer allocators
-#                    (QUICK=1 for a short run, ONLY=larson,xmalloc, ALLOC=brisk,mimalloc,
-#                     CALLGRIND=1 for instruction counts)
+#                    (QUICK=1 for a short run, ONLY=larson,xmalloc or ONLY=regions,
+#                     ALLOC=brisk,mimalloc, CALLGRIND=1 for instruction counts); a full run
+#                    with the region programs rewrites bench/results/published/<date>-regions/
+#                    and the README's regions table
 #   make install     release build, installed under PREFIX (default /usr/local): libbrisk.so
 #                    (SONAME libbrisk.so.MAJOR), libbrisk.a, include/brisk.h and brisk/*.h,
 #                    lib/pkgconfig/brisk.pc, lib/cmake/brisk/ (DESTDIR=... stages it)

@@ -12,7 +12,8 @@ allocator as a user calls it, against glibc's malloc and brisk's).
 
   python3 bench/run.py --build build                  full run, ~15 min (2 cores, 6 allocators)
   python3 bench/run.py --build build --quick          small sizes, 3 reps, under 2 min
-  python3 bench/run.py --build build --callgrind      adds instructions per operation (callgrind)
+  python3 bench/run.py --build build --callgrind      adds instructions per operation (callgrind;
+                                                      with the region programs, theirs too)
   python3 bench/run.py --build build --smoke          CI: each workload once, brisk only
   python3 bench/run.py --build build --only larson,xmalloc --alloc brisk,glibc,mimalloc
   python3 bench/run.py --build build --only regions   the region allocator programs alone
@@ -1312,7 +1313,8 @@ def main() -> int:
         REGION_INSTRUCTIONS = region_callgrind(args.build)
 
     callgrind = None
-    if args.callgrind:
+    # The general workloads' counts; --only regions asks for the region ones alone.
+    if args.callgrind and workloads:
         if shutil.which("valgrind") is None:
             notes.append("callgrind skipped: valgrind is not installed (Debian package valgrind)")
         else:
