@@ -1195,7 +1195,11 @@ def publish_regions(args, regions: List[RegionRun]) -> Optional[str]:
                     f"{os.cpu_count()} CPUs, shared), by `make bench` ({command}); report: "
                     f"[`{relative}`]({relative}). Each cell: the region allocator's median "
                     "ns and malloc's, then malloc's time over the allocator's (✓: goal met).",
-                    ""] + table + ["", REGIONS_END]
+                    ""] + table + [""]
+            if chart:
+                image = os.path.relpath(chart, os.path.dirname(README))
+                body += [f"![seed 003's experiment: wall time by thread count]({image})", ""]
+            body += [REGIONS_END]
             text = text[:begin] + "\n".join(body) + text[end + len(REGIONS_END):]
             with open(README, "w") as f:
                 f.write(text)
