@@ -480,8 +480,8 @@ int main(int argc, char **argv)
             usage();
         }
     }
-    if (reps < 1 || reps > MAX_REPS || user_reps > USER_MAX_REPS || allocs == 0 || allocs > ((size_t)4 << 20) ||
-        (!user && !seed))
+    if (reps < 1 || reps > MAX_REPS || user_reps > USER_MAX_REPS || allocs == 0 ||
+        allocs > ((size_t)4 << 20) || (!user && !seed))
         usage();
     bench_check_malloc("region_arena");
 

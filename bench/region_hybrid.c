@@ -258,7 +258,8 @@ static double run_threads(const allocator *a, const sequence *seqs, int threads,
     worker workers[MAX_THREADS];
     pthread_barrier_init(&g_start, NULL, (unsigned)threads);
     for (int t = 0; t < threads; t++) {
-        workers[t] = (worker){.seq = &seqs[t], .a = a, .rounds = rounds, .write_whole = write_whole};
+        workers[t] =
+            (worker){.seq = &seqs[t], .a = a, .rounds = rounds, .write_whole = write_whole};
         if (pthread_create(&workers[t].thread, NULL, worker_main, &workers[t]) != 0) {
             fprintf(stderr, "region_hybrid: pthread_create failed\n");
             exit(1);
@@ -394,7 +395,9 @@ static int user_units(const char *kind, size_t n)
         for (size_t i = 0; i < seq.count; i++) {
             step s = seq.steps[i];
             if (s.size != 0) {
-                void *p = floor ? buffers[s.slot] : hybrid ? a_user_hybrid(s.size) : a_glibc(s.size);
+                void *p = floor    ? buffers[s.slot]
+                          : hybrid ? a_user_hybrid(s.size)
+                                   : a_glibc(s.size);
                 if (p == NULL)
                     return 1;
                 user_write(p, s.size, (unsigned)i);

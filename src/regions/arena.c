@@ -77,7 +77,7 @@
  *                  relaxed load + store (brisk_owner_add, no RMW); threads
  *                  without a slot share slots[BRISK_THREAD_SLOTS] with
  *                  fetch_add. Stats sum them with relaxed loads.
- *   data, limit, base, reservation_size, header_size, commit_align: written
+ *   data, limit, base, reservation_size, header_size, huge: written
  *                  at creation, read-only after; they share the read-mostly
  *                  line with `committed`.
  *   poisoned_end   reset and destroy only, never concurrent with reset

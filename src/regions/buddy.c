@@ -133,6 +133,10 @@
  *                  own pending delta above it: exact with one thread, within
  *                  FLUSH_BYTES per other active thread otherwise. Written
  *                  only while the peak rises, so its line stays shared.
+ *   used[t]        1 once tree t has served a block: a relaxed load, and a
+ *                  store only when it was 0 (the line stays shared);
+ *                  destroy (quiescent) reads and clears it, for its
+ *                  estimate of the memory the buddy made resident.
  *   everything else  written by create, read-only after.
  *
  * Spreading threads: slot i starts at tree (i * stride) % ntrees, stride
@@ -508,7 +512,8 @@ size_t _brisk_buddy_take_run(brisk_buddy_t *b, uint32_t k, uint32_t j, void **ou
   uint8_t *p = unit_address(b, node_unit(b, tree, node, k + j));
   for (size_t i = 0; i < blocks; i++) {
     out[i] = p + i * bytes;
-    atomic_store_explicit(&b->index[address_unit(b, out[i])], (uint8_t)(k + 1), memory_order_relaxed);
+    atomic_store_explicit(&b->index[address_unit(b, out[i])], (uint8_t)(k + 1),
+                          memory_order_relaxed);
     brisk_annotate_alloc(out[i], bytes, false);
   }
   count(&e->allocations, blocks, shared);
@@ -728,7 +733,8 @@ void brisk_buddy_destroy(brisk_buddy_t *b) {
   brisk_buddy_trim(b);
   bool clean = trees_all_free(b);
   size_t used = 0;
-  for (size_t t = 0; t < b->ntrees; t++) used += atomic_load_explicit(&b->used[t], memory_order_relaxed);
+  for (size_t t = 0; t < b->ntrees; t++)
+    used += atomic_load_explicit(&b->used[t], memory_order_relaxed);
   memset((void *)b->used, 0, b->ntrees);
   size_t page = _brisk_os_page_size();
   size_t meta_per_tree = b->nodes_per_tree * sizeof(uint32_t) + ((size_t)1 << b->depth);
@@ -786,6 +792,8 @@ void _brisk_buddy_range(const brisk_buddy_t *b, uintptr_t *lo, uintptr_t *hi) {
 
 size_t _brisk_buddy_min_block(const brisk_buddy_t *b) { return b->min_block; }
 
+size_t _brisk_buddy_max_block(const brisk_buddy_t *b) { return b->max_block; }
+
 void _brisk_buddy_geometry(const brisk_buddy_t *b, brisk_buddy_geometry_t *out) {
   out->base = (uintptr_t)b->base;
   out->total = b->total;
@@ -808,7 +816,6 @@ void _brisk_buddy_forget_blocks(brisk_buddy_t *b) {
     atomic_store_explicit(&b->slots[i].pending, 0, memory_order_relaxed);
   atomic_store_explicit(&b->in_use, 0, memory_order_relaxed);
 }
-size_t _brisk_buddy_max_block(const brisk_buddy_t *b) { return b->max_block; }
 
 /* ---- Validation (quiescent) ---- */
 

@@ -549,7 +549,8 @@ void brisk_pool_destroy(brisk_pool_t *pool) {
     _brisk_os_release(pool->base, pool->reservation_size, NULL);
     return;
   }
-  size_t committed = pool->header_size + atomic_load_explicit(&pool->committed, memory_order_relaxed);
+  size_t committed =
+      pool->header_size + atomic_load_explicit(&pool->committed, memory_order_relaxed);
   /* In RAM at most: the header and the objects ever carved. */
   size_t carved = atomic_load_explicit(&pool->carved, memory_order_relaxed) * pool->stride;
   size_t resident = pool->header_size + brisk_align_up(carved, pool->page);

@@ -580,7 +580,8 @@ brisk_stack_t *brisk_stack_create(size_t first_block) {
   }
   size_t calls = 0;
   bool reused;
-  brisk_stack_t *stack = _brisk_os_reserve_cached(BRISK_OS_CACHE_STACK, page, page, &reused, &calls);
+  brisk_stack_t *stack =
+      _brisk_os_reserve_cached(BRISK_OS_CACHE_STACK, page, page, &reused, &calls);
   if (stack == NULL) return NULL;
   memset(stack, 0, sizeof *stack);
   stack->system_requests = calls;
