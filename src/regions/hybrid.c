@@ -132,7 +132,7 @@
 #define DEFAULT_BUCKET_COUNT ((size_t)64 << 10)
 
 /* The thread caches' classes: every bucket of 16 bytes or more, and the
- * first CACHED_ORDERS orders of every region; each class keeps at most
+ * first CACHED_ORDERS orders of the first region; each class keeps at most
  * CLASS_BYTES of blocks, from CLASS_MIN to CLASS_MAX of them. Class 0 is
  * no class: its lists stay empty and take nothing (cap 0), so a size or a
  * block without a class needs no test of its own on the inline paths. */
@@ -163,7 +163,6 @@ typedef struct section_range_s {
   } u;
   uint8_t is_bucket; /* 1, 0 for a region, RANGE_OUTSIDE for the sentinel */
   uint8_t index;   /* into buckets[] or regions[] */
-  uint8_t section; /* index of the section in the statistics */
   uint8_t klass;   /* a bucket's class, a region's order-0 class; NO_CLASS: none */
 } BRISK_ALIGNED(BRISK_CACHE_LINE) section_range_t;
 
@@ -177,9 +176,9 @@ typedef struct cache_class_s {
   size_t unused;
 } cache_class_t;
 
-/* One thread's entry (thread_slot.h): what the inline paths touch, a power
- * of two in size, so that a thread's entry is one multiply of its
- * _brisk_thread_slot_line away. */
+/* One thread's entry (thread_slot.h): what the inline paths touch. The
+ * entries are SLOT_BYTES apart, a power of two, so that a thread's is a
+ * shift of its _brisk_thread_slot_line away. */
 typedef struct hybrid_slot_s {
   _Atomic size_t requested; /* sizes asked by its successful allocations */
   size_t unused[3];
@@ -200,6 +199,7 @@ typedef struct hybrid_slow_s {
  * then the shared entry of threads without a slot (its counts only). */
 #define SLOT_NONE 0u
 #define SLOT_SHARED (BRISK_THREAD_SLOTS + 1)
+_Static_assert(BRISK_NO_THREAD_SLOT + 1 == SLOT_SHARED, "slot_of(NO_THREAD_SLOT) is the shared entry");
 
 struct brisk_hybrid_s {
   /* Read-only after create. */
@@ -223,7 +223,7 @@ struct brisk_hybrid_s {
   uint8_t bucket_class[BRISK_HYBRID_MAX_BUCKETS]; /* NO_CLASS: not cached */
   brisk_buddy_t *regions[BRISK_HYBRID_MAX_REGIONS];
   uint8_t region_class[BRISK_HYBRID_MAX_REGIONS]; /* order 0's class; NO_CLASS: not cached */
-  uint32_t cached_orders;  /* orders of each region that have classes */
+  uint32_t cached_orders;  /* orders of the first region that have classes */
   uint32_t min_shift;      /* log2 of the regions' min_block */
   size_t class_count;      /* class 0 included */
   size_t class_cap[MAX_CLASSES];      /* 0 for class 0 */
@@ -297,13 +297,12 @@ static size_t region_min_block_for(const brisk_hybrid_config_t *c, size_t bucket
 }
 
 static section_range_t *add_range(brisk_hybrid_t *h, uintptr_t lo, uintptr_t hi, bool is_bucket,
-                                  size_t index, size_t section) {
+                                  size_t index) {
   section_range_t *r = &h->ranges[h->range_count++];
   r->lo = lo;
   r->size = hi - lo;
   r->is_bucket = is_bucket;
   r->index = (uint8_t)index;
-  r->section = (uint8_t)section;
   r->klass = NO_CLASS;
   return r;
 }
@@ -384,18 +383,15 @@ static void build_classes(brisk_hybrid_t *h) {
   h->class_count = 1; /* class 0: none (cap 0) */
   for (size_t b = 0; b < h->bucket_count; b++)
     h->bucket_class[b] = h->bucket_sizes[b] >= 16 ? add_class(h, h->bucket_sizes[b], b) : NO_CLASS;
-  h->cached_orders = 0;
-  for (size_t r = 0; r < h->region_count; r++) {
-    brisk_buddy_geometry_t g;
-    _brisk_buddy_geometry(h->regions[r], &g);
-    uint32_t orders = g.orders < CACHED_ORDERS ? g.orders : CACHED_ORDERS;
-    if (orders > h->cached_orders) h->cached_orders = orders;
-  }
   /* The first region's orders: the others serve when it is full. */
-  for (size_t r = 0; r < h->region_count && r < 1; r++) {
-    h->region_class[r] = (uint8_t)h->class_count;
+  h->cached_orders = 0;
+  if (h->region_count != 0) {
+    brisk_buddy_geometry_t g;
+    _brisk_buddy_geometry(h->regions[0], &g);
+    h->cached_orders = g.orders < CACHED_ORDERS ? g.orders : CACHED_ORDERS;
+    h->region_class[0] = (uint8_t)h->class_count;
     for (uint32_t k = 0; k < h->cached_orders; k++)
-      add_class(h, (size_t)1 << (h->min_shift + k), h->bucket_count + r);
+      add_class(h, (size_t)1 << (h->min_shift + k), h->bucket_count);
   }
   for (size_t r = 0; r < h->range_count; r++) {
     section_range_t *range = &h->ranges[r];
@@ -469,7 +465,7 @@ brisk_hybrid_t *brisk_hybrid_create(const brisk_hybrid_config_t *config) {
     _brisk_pool_geometry(h->buckets[i], &g);
     uintptr_t lo, hi;
     _brisk_pool_range(h->buckets[i], &lo, &hi);
-    section_range_t *range = add_range(h, lo, hi, true, i, i);
+    section_range_t *range = add_range(h, lo, hi, true, i);
     /* brisk_pool_geometry_index from the range's start: its objects'. */
     range->u.pool.inverse = g.inverse;
     range->u.pool.carved = g.carved;
@@ -499,7 +495,7 @@ brisk_hybrid_t *brisk_hybrid_create(const brisk_hybrid_config_t *config) {
     h->min_shift = g.min_shift;
     uintptr_t lo, hi;
     _brisk_buddy_range(h->regions[i], &lo, &hi);
-    section_range_t *range = add_range(h, lo, hi, false, i, bucket_count + i);
+    section_range_t *range = add_range(h, lo, hi, false, i);
     range->u.buddy.index = (const _Atomic uint8_t *)g.index;
     range->u.buddy.unit_mask = ((uintptr_t)1 << g.min_shift) - 1;
     range->u.buddy.min_shift = g.min_shift;
