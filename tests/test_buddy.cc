@@ -334,9 +334,6 @@ TEST(Buddy, StatsCountWhatWasAskedAndEveryOsCall) {
   }
 }
 
-// A cached block stays allocated in the tree: another thread cannot have
-// it until trim; the freeing thread gets it back, and flushes its cache
-// when the tree alone cannot serve a request.
 // A run (the hybrid's refill): 2^j adjacent blocks of order k from one
 // split block, each then freed alone; the tree stays consistent throughout
 // (the validator counts the run's blocks as live ones), a run needs a free
@@ -357,7 +354,7 @@ TEST(Buddy, RunsSplitOneBlockIntoBlocksFreedAlone) {
   EXPECT_EQ(s.bytes_in_use, 8 * 256u);
   EXPECT_EQ(s.allocations, 8u);
   expect_consistent(b, false);
-  // Order 7 (16 KiB) with j = 0 after a run: 3 more of them fit, not 4.
+  // 16 KiB blocks, a tree each: the run took one of the 4 trees.
   std::vector<void *> big;
   for (void *p; (p = brisk_buddy_alloc(b, 16 * kKiB, 0)) != nullptr;) big.push_back(p);
   EXPECT_EQ(big.size(), 3u);
@@ -373,7 +370,7 @@ TEST(Buddy, RunsSplitOneBlockIntoBlocksFreedAlone) {
   for (void *p : big) brisk_buddy_free(b, p);
   expect_consistent(b, true);
   EXPECT_EQ(stats_of(b).bytes_in_use, 0u);
-  // Whole again: one 64 KiB-wide set of 16 KiB blocks, and runs as big as a tree.
+  // Whole again: a run as big as a tree, none bigger.
   void *all[128];
   EXPECT_EQ(_brisk_buddy_take_run(b, 0, 7, all), 128u);
   EXPECT_EQ(_brisk_buddy_take_run(b, 0, 8, all), 0u) << "k + j above the largest order";
@@ -382,6 +379,9 @@ TEST(Buddy, RunsSplitOneBlockIntoBlocksFreedAlone) {
   brisk_buddy_destroy(b);
 }
 
+// A cached block stays allocated in the tree: another thread cannot have
+// it until trim; the freeing thread gets it back, and flushes its cache
+// when the tree alone cannot serve a request.
 TEST(Buddy, ThreadCacheHoldsBlocksUntilTrim) {
   brisk_buddy_t *b = brisk_buddy_create_ex(64 * kKiB, 64, 0, BRISK_REGION_THREAD_CACHE);
   ASSERT_NE(b, nullptr);
