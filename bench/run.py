@@ -1112,7 +1112,11 @@ def region_callgrind(build: str) -> List[str]:
              "the difference divided: the user patterns above (one thread; the hybrid's "
              "sequence of thread 0, one hybrid for all rounds), less the same loop and "
              "writes with no allocator (`floor`), so each figure is the allocator's own, "
-             "its calls included.", "",
+             "its calls included. Zeroing is counted as callgrind sees it: glibc's memset "
+             "clears big ranges with `rep stosb`, one instruction per byte for callgrind, so "
+             "the fifo, which zeroes a page's used part in one go when it reuses the page, "
+             "counts about one per byte it hands out, where a calloc that clears each block "
+             "with vector stores counts a few.", "",
              "| pattern | per | region allocator | glibc malloc | brisk malloc | harness |",
              "| --- | --- | ---: | ---: | ---: | ---: |"]
     for name, unit, mine, glibc, brisk, floor in rows:
