@@ -3,8 +3,10 @@
 #   make test        the whole suite: release, ASan+UBSan and TSan builds, through ctest
 #                    (FUZZ_SECONDS=n: how long the ASan tree's fuzz test runs, default 120)
 #   make bench       release build + the benchmark comparison against the peer allocators
-#                    (QUICK=1 for a short run, ONLY=larson,xmalloc, ALLOC=brisk,mimalloc,
-#                     CALLGRIND=1 for instruction counts)
+#                    (QUICK=1 for a short run, ONLY=larson,xmalloc or ONLY=regions,
+#                     ALLOC=brisk,mimalloc, CALLGRIND=1 for instruction counts); a full run
+#                    with the region programs rewrites bench/results/published/<date>-regions/
+#                    and the README's regions table
 #   make install     release build, installed under PREFIX (default /usr/local): libbrisk.so
 #                    (SONAME libbrisk.so.MAJOR), libbrisk.a, libbrisk-secure.so and .a,
 #                    include/brisk.h and brisk/*.h,

@@ -33,8 +33,16 @@
  * allocator under test is: a thread that is merely slower, or loses CAS
  * races, still runs the whole time.
  *
- * Usage: region_arena [--quick] [--reps N] [--allocs M]
- * Output: "### arena", a Markdown table, key=value lines, status=ok.
+ * Before that experiment, the arena as a user calls it (region_user.h):
+ * one thread makes USER_BLOCKS blocks of 8-64 B (4 M; --quick 256 K),
+ * writes each whole and keeps its pointer, in a new arena per trial
+ * (created, filled, destroyed: `brisk_arena_alloc`, and a cursor), against
+ * malloc (the same blocks, each written, then every one freed).
+ *
+ * Usage: region_arena [--quick] [--reps N] [--allocs M] [--user | --seed]
+ *   --user: only the user's patterns (what region_arena_brisk runs);
+ *   --seed: only seed 001's experiment.
+ * Output: "### arena", Markdown tables, key=value lines, status=ok.
  */
 #define _GNU_SOURCE
 #include <brisk.h>
@@ -46,6 +54,7 @@
 #include <sys/mman.h>
 
 #include "bench_common.h"
+#include "region_user.h"
 
 #define MAX_THREADS 8
 #define MAX_REPS 64
@@ -122,6 +131,154 @@ static __attribute__((noinline)) void *cas_arena_alloc(cas_arena *a, size_t size
 static void cas_arena_reset(cas_arena *a) { atomic_store(&a->offset, 0); }
 
 static void cas_arena_free(cas_arena *a) { munmap(a->data, a->limit); }
+
+/* ---- As a user calls it (region_user.h) ---- */
+
+/* Reserved per arena: generous, as the README's example (address space
+ * only; what is used is committed as it goes). Valgrind refuses that
+ * much: the callgrind mode asks for 1 GiB. */
+static size_t g_user_reserve = (size_t)64 << 30;
+
+/* USER_MALLOC_ALLOCS: malloc's trial timed up to its last malloc, the
+ * frees left out (shown beside, for what a trial's frees cost). */
+enum user_kind { USER_ARENA, USER_MALLOC, USER_CURSOR, USER_MALLOC_ALLOCS, USER_KINDS,
+                 USER_FLOOR /* the callgrind mode's harness alone */ };
+
+typedef struct user_ctx {
+    size_t count;
+    uint8_t *sizes; /* 8..64, drawn before any trial */
+    void **ptrs;
+} user_ctx;
+
+static double user_trial(void *arg, int kind)
+{
+    user_ctx *c = arg;
+    size_t n = c->count;
+    const uint8_t *sizes = c->sizes;
+    void **ptrs = c->ptrs;
+    double start = bench_now();
+    if (kind == USER_MALLOC || kind == USER_MALLOC_ALLOCS) {
+        for (size_t i = 0; i < n; i++) {
+            void *p = malloc(sizes[i]);
+            if (p == NULL)
+                return -1;
+            user_write(p, sizes[i], (unsigned)i);
+            ptrs[i] = p;
+        }
+        double allocs = bench_now() - start;
+        for (size_t i = 0; i < n; i++)
+            free(ptrs[i]);
+        return kind == USER_MALLOC ? bench_now() - start : allocs;
+    }
+    if (kind == USER_FLOOR) {
+        /* The same loop and writes, the blocks bumped from one buffer. */
+        uint8_t *buffer = malloc(n * 64 + 64), *pos = buffer;
+        if (buffer == NULL)
+            return -1;
+        for (size_t i = 0; i < n; i++) {
+            void *p = pos;
+            pos += (sizes[i] + 15u) & ~(size_t)15;
+            user_write(p, sizes[i], (unsigned)i);
+            ptrs[i] = p;
+        }
+        free(buffer);
+        return bench_now() - start;
+    }
+    brisk_arena_t *arena = brisk_arena_create(g_user_reserve);
+    if (arena == NULL)
+        return -1;
+    if (kind == USER_ARENA) {
+        for (size_t i = 0; i < n; i++) {
+            void *p = brisk_arena_alloc(arena, sizes[i], 0);
+            if (p == NULL)
+                return -1;
+            user_write(p, sizes[i], (unsigned)i);
+            ptrs[i] = p;
+        }
+    } else {
+        brisk_arena_cursor_t cursor;
+        brisk_arena_cursor_init(&cursor, arena, 0);
+        for (size_t i = 0; i < n; i++) {
+            void *p = brisk_arena_cursor_alloc(&cursor, sizes[i], 0);
+            if (p == NULL)
+                return -1;
+            user_write(p, sizes[i], (unsigned)i);
+            ptrs[i] = p;
+        }
+    }
+    brisk_arena_destroy(arena);
+    return bench_now() - start;
+}
+
+static bool user_patterns(size_t count, int reps)
+{
+    user_ctx c = {count, malloc(count), malloc(count * sizeof(void *))};
+    if (c.sizes == NULL || c.ptrs == NULL)
+        bench_oom("region_arena", count * sizeof(void *));
+    bench_rng rng;
+    bench_rng_seed(&rng, 11);
+    for (size_t i = 0; i < count; i++)
+        c.sizes[i] = (uint8_t)bench_rng_range(&rng, 8, 64);
+    memset(c.ptrs, 0, count * sizeof(void *));
+    double s[USER_KINDS];
+    if (!user_measure(user_trial, &c, USER_KINDS, reps, s)) {
+        fprintf(stderr, "region_arena: a user trial failed\n");
+        return false;
+    }
+    printf("#### arena as a user calls it\n\n");
+    printf("One thread: a new arena (64 GiB reserved) per trial, %zu blocks of 8-64 B, each "
+           "written whole (memset) and its pointer kept, then the arena destroyed; malloc: the "
+           "same blocks, each written, then all freed. ns per block, whole trial; medians of "
+           "%d interleaved trials.\n\n", count, reps);
+    user_table_head("arena", "malloc");
+    user_row("`brisk_arena_alloc`", s[USER_ARENA], s[USER_MALLOC], (double)count);
+    user_row("cursor (`brisk_arena_cursor_alloc`)", s[USER_CURSOR], s[USER_MALLOC],
+             (double)count);
+    printf("\nmalloc's trial without its frees (timed up to the last malloc): %.2f ns per "
+           "block; `brisk_arena_alloc` %.2fx, the cursor %.2fx against that.\n\n",
+           s[USER_MALLOC_ALLOCS] * 1e9 / (double)count, s[USER_MALLOC_ALLOCS] / s[USER_ARENA],
+           s[USER_MALLOC_ALLOCS] / s[USER_CURSOR]);
+    char extra[96];
+    snprintf(extra, sizeof extra, "baseline_no_frees_ns=%.3f ratio_no_frees=%.3f",
+             s[USER_MALLOC_ALLOCS] * 1e9 / (double)count, s[USER_MALLOC_ALLOCS] / s[USER_ARENA]);
+    user_report_extra("arena_alloc", s[USER_ARENA], s[USER_MALLOC], (double)count, reps, "block",
+                      extra);
+    snprintf(extra, sizeof extra, "baseline_no_frees_ns=%.3f ratio_no_frees=%.3f",
+             s[USER_MALLOC_ALLOCS] * 1e9 / (double)count, s[USER_MALLOC_ALLOCS] / s[USER_CURSOR]);
+    user_report_extra("arena_cursor", s[USER_CURSOR], s[USER_MALLOC], (double)count, reps,
+                      "block", extra);
+    printf("\n");
+    free(c.sizes);
+    free(c.ptrs);
+    return true;
+}
+
+/* callgrind units (region_user.h): n blocks of the user's pattern. */
+static int user_units(const char *kind, size_t n)
+{
+    uint8_t *sizes = malloc(n + 1);
+    void **ptrs = malloc((n + 1) * sizeof(void *));
+    if (sizes == NULL || ptrs == NULL)
+        return 1;
+    g_user_reserve = (size_t)1 << 30;
+    bench_rng rng;
+    bench_rng_seed(&rng, 11);
+    for (size_t i = 0; i < n; i++)
+        sizes[i] = (uint8_t)bench_rng_range(&rng, 8, 64);
+    int status = 0;
+    user_ctx c = {n, sizes, ptrs};
+    if (strcmp(kind, "floor") == 0)
+        status = user_trial(&c, USER_FLOOR) < 0;
+    else if (strcmp(kind, "malloc") == 0)
+        status = user_trial(&c, USER_MALLOC) < 0;
+    else if (strcmp(kind, "arena") == 0 || strcmp(kind, "cursor") == 0)
+        status = user_trial(&c, kind[0] == 'a' ? USER_ARENA : USER_CURSOR) < 0;
+    else
+        status = 2;
+    free(sizes);
+    free(ptrs);
+    return status;
+}
 
 /* ---- The measurement ---- */
 
@@ -291,28 +448,52 @@ static double run_concurrent(worker *workers, int threads, enum kind kind, bool 
 
 static void usage(void)
 {
-    fprintf(stderr, "usage: region_arena [--quick] [--reps N] [--allocs M]\n");
+    fprintf(stderr, "usage: region_arena [--quick] [--reps N] [--allocs M] [--user | --seed]\n");
     exit(2);
 }
 
 int main(int argc, char **argv)
 {
     size_t allocs = 500000; /* per thread */
-    int reps = 7;
+    size_t user_blocks = (size_t)4 << 20;
+    int reps = 7, user_reps = 5;
+    bool user = true, seed = true;
+    int status;
+    if (user_callgrind_mode(argc, argv, "region_arena", user_units, &status))
+        return status;
     for (int i = 1; i < argc; i++) {
         if (strcmp(argv[i], "--quick") == 0) {
             allocs = 100000;
             reps = 5;
+            user_blocks = (size_t)256 << 10;
+            user_reps = 3;
+        } else if (strcmp(argv[i], "--user") == 0) {
+            seed = false;
+        } else if (strcmp(argv[i], "--seed") == 0) {
+            user = false;
         } else if (strcmp(argv[i], "--reps") == 0 && i + 1 < argc) {
             reps = (int)bench_parse_uint("region_arena", "--reps", argv[++i]);
+            user_reps = reps;
         } else if (strcmp(argv[i], "--allocs") == 0 && i + 1 < argc) {
             allocs = (size_t)bench_parse_uint("region_arena", "--allocs", argv[++i]);
         } else {
             usage();
         }
     }
-    if (reps < 1 || reps > MAX_REPS || allocs == 0 || allocs > ((size_t)4 << 20))
+    if (reps < 1 || reps > MAX_REPS || user_reps > USER_MAX_REPS || allocs == 0 ||
+        allocs > ((size_t)4 << 20) || (!user && !seed))
         usage();
+    bench_check_malloc("region_arena");
+
+    printf("### arena\n\n");
+    /* First, with glibc's settings as a program has them (the experiment
+     * below changes its trim threshold). */
+    if (user && !user_patterns(user_blocks, user_reps))
+        return 1;
+    if (!seed) {
+        printf("status=ok\n");
+        return 0;
+    }
 
 #ifdef M_TRIM_THRESHOLD
     /* Keep freed blocks in glibc's heaps between runs (see the top). */
@@ -362,7 +543,7 @@ int main(int argc, char **argv)
             medians[c][k] = bench_median(samples[k], reps);
     }
 
-    printf("### arena\n\n");
+    printf("#### seed 001: fetch_add against a CAS loop\n\n");
     printf("T threads each make %zu allocations of 8-64 B (alignment 16) into one shared arena "
            "(4 GiB reserved). ns/alloc = wall time / (T x %zu); median of %d runs, allocators "
            "interleaved, after a warm-up run; arenas reset keeping their memory between runs, "

@@ -20,13 +20,23 @@
  * per-repetition ratios. Defaults: 2M operations per loop, 21 repetitions;
  * --quick: 500k operations, 7 repetitions (about a second).
  *
+ * Before them, the fifo as a user calls it (region_user.h): a ring of
+ * USER_RING blocks of 16-255 B freed in the order they were allocated,
+ * every block written whole, a new fifo per trial (created, USER_OPS
+ * replacements, every block freed, destroyed), against calloc (the fifo
+ * hands out zeroed memory, so calloc is what it replaces).
+ *
  * usage: region_fifo [--quick] [--ops N] [--ring N] [--min B] [--max B]
  *                    [--reps N] [--page B] [--loop 1|2|3] [--only fifo|malloc]
+ *                    [--user | --seed]
  * (--loop and --only narrow a run down for a profiler; the table then shows
- * zeros for what did not run.)
+ * zeros for what did not run; --user runs only the user's pattern, --seed
+ * only the seed's loops.)
  * Output: "### fifo", a Markdown table, key=value lines, last "status=ok".
  */
+#define _GNU_SOURCE
 #include "bench_common.h"
+#include "region_user.h"
 
 #include <brisk.h>
 
@@ -172,23 +182,153 @@ static double run_libc(int loop, const config *c, const workload *w)
     return elapsed * 1e9 / (double)c->ops;
 }
 
+/* ---- As a user calls it (region_user.h) ---- */
+
+#define USER_RING 1024
+#define USER_MIN 16
+#define USER_MAX 255
+
+typedef struct user_ctx {
+    size_t ops;
+    uint8_t *sizes;
+    void *ring[USER_RING];
+} user_ctx;
+
+static double user_trial(void *arg, int kind)
+{
+    user_ctx *c = arg;
+    double start = bench_now();
+    if (kind == 2) { /* the callgrind mode's harness alone: a buffer per slot */
+        static unsigned char buffers[USER_RING][256];
+        for (size_t i = 0; i < c->ops; i++) {
+            size_t slot = i % USER_RING;
+            void *p = buffers[slot];
+            user_write(p, c->sizes[i], (unsigned)i);
+            c->ring[slot] = p;
+        }
+        return bench_now() - start;
+    }
+    if (kind == 1) {
+        for (size_t i = 0; i < c->ops; i++) {
+            size_t slot = i % USER_RING;
+            free(c->ring[slot]);
+            void *p = calloc(1, c->sizes[i]);
+            if (p == NULL)
+                return -1;
+            user_write(p, c->sizes[i], (unsigned)i);
+            c->ring[slot] = p;
+        }
+        for (size_t slot = 0; slot < USER_RING; slot++) {
+            free(c->ring[slot]);
+            c->ring[slot] = NULL;
+        }
+        return bench_now() - start;
+    }
+    brisk_fifo_t *fifo = brisk_fifo_create(0);
+    if (fifo == NULL)
+        return -1;
+    for (size_t i = 0; i < c->ops; i++) {
+        size_t slot = i % USER_RING;
+        brisk_fifo_free(fifo, c->ring[slot]);
+        void *p = brisk_fifo_alloc(fifo, c->sizes[i]);
+        if (p == NULL)
+            return -1;
+        user_write(p, c->sizes[i], (unsigned)i);
+        c->ring[slot] = p;
+    }
+    for (size_t slot = 0; slot < USER_RING; slot++) {
+        brisk_fifo_free(fifo, c->ring[slot]);
+        c->ring[slot] = NULL;
+    }
+    brisk_fifo_destroy(fifo);
+    return bench_now() - start;
+}
+
+/* callgrind units (region_user.h): n operations of the ring. */
+static int user_units(const char *kind, size_t n)
+{
+    static user_ctx c;
+    c.ops = n;
+    c.sizes = malloc(n + 1);
+    if (c.sizes == NULL)
+        return 1;
+    bench_rng rng;
+    bench_rng_seed(&rng, 12);
+    for (size_t i = 0; i < n; i++)
+        c.sizes[i] = (uint8_t)bench_rng_range(&rng, USER_MIN, USER_MAX);
+    int status = 0;
+    if (strcmp(kind, "floor") == 0) {
+        status = user_trial(&c, 2) < 0;
+    } else if (strcmp(kind, "calloc") == 0 || strcmp(kind, "fifo") == 0) {
+        status = user_trial(&c, kind[0] == 'c') < 0;
+    } else {
+        status = 2;
+    }
+    free(c.sizes);
+    return status;
+}
+
+static bool user_patterns(size_t ops, int reps)
+{
+    static user_ctx c;
+    c.ops = ops;
+    c.sizes = malloc(ops);
+    if (c.sizes == NULL)
+        bench_oom("region_fifo", ops);
+    bench_rng rng;
+    bench_rng_seed(&rng, 12);
+    for (size_t i = 0; i < ops; i++)
+        c.sizes[i] = (uint8_t)bench_rng_range(&rng, USER_MIN, USER_MAX);
+    double s[2];
+    if (!user_measure(user_trial, &c, 2, reps, s)) {
+        fprintf(stderr, "region_fifo: a user trial failed\n");
+        return false;
+    }
+    free(c.sizes);
+    printf("#### fifo as a user calls it\n\n");
+    printf("A ring of %d blocks of %d-%d B freed in the order they were allocated: each "
+           "operation frees the oldest block and allocates one, written whole. A trial: a new "
+           "fifo (64 KiB pages), %zu operations, every block freed, the fifo destroyed; calloc: "
+           "the same (the fifo hands out zeroed memory). ns per operation (free + alloc); "
+           "medians of %d interleaved trials.\n\n",
+           USER_RING, USER_MIN, USER_MAX, ops, reps);
+    user_table_head("fifo", "calloc/free");
+    user_row("ring, FIFO order", s[0], s[1], (double)ops);
+    printf("\n");
+    user_report("fifo_ring", s[0], s[1], (double)ops, reps, "operation");
+    printf("\n");
+    return true;
+}
+
 static void usage(FILE *out)
 {
     fprintf(out, "usage: region_fifo [--quick] [--ops N] [--ring N] [--min B] [--max B] "
-                 "[--reps N] [--page B] [--loop 1|2|3] [--only fifo|malloc]\n");
+                 "[--reps N] [--page B] [--loop 1|2|3] [--only fifo|malloc] "
+                 "[--user | --seed]\n");
 }
 
 int main(int argc, char **argv)
 {
     config c = {.ops = 2000000, .ring = 4096, .min = 8, .max = 256, .reps = 21, .page = 0};
+    bool user = true, seed = true, reps_given = false;
+    int status;
+    if (user_callgrind_mode(argc, argv, "region_fifo", user_units, &status))
+        return status;
+    size_t user_ops = 2000000;
     for (int i = 1; i < argc; i++) {
         const char *a = argv[i];
         size_t *field = NULL;
         if (strcmp(a, "--quick") == 0) {
             c.ops = 500000;
             c.reps = 7;
+            user_ops = 200000;
             continue;
         }
+        if (strcmp(a, "--user") == 0 || strcmp(a, "--seed") == 0) {
+            *(a[2] == 'u' ? &seed : &user) = false;
+            continue;
+        }
+        reps_given |= strcmp(a, "--reps") == 0;
         if (strcmp(a, "--help") == 0 || strcmp(a, "-h") == 0) {
             usage(stdout);
             return 0;
@@ -212,10 +352,21 @@ int main(int argc, char **argv)
     }
     if (c.ops == 0 || c.ring == 0 || c.min < 8 || c.max < c.min || c.max > UINT32_MAX ||
         c.reps == 0 || c.reps > MAX_REPS || c.loop > LOOPS ||
-        (c.only != NULL && strcmp(c.only, "fifo") != 0 && strcmp(c.only, "malloc") != 0)) {
+        (c.only != NULL && strcmp(c.only, "fifo") != 0 && strcmp(c.only, "malloc") != 0) ||
+        (!user && !seed) || (reps_given && c.reps > USER_MAX_REPS)) {
         fprintf(stderr, "region_fifo: need ops, ring > 0, 8 <= min <= max, 1 <= reps <= %d\n",
                 MAX_REPS);
         return 2;
+    }
+
+    bench_check_malloc("region_fifo");
+    printf("### fifo\n\n");
+    int user_reps = reps_given ? (int)c.reps : c.reps > 7 ? 5 : 3;
+    if (user && !user_patterns(user_ops, user_reps))
+        return 1;
+    if (!seed) {
+        printf("status=ok\n");
+        return 0;
     }
 
     workload w;
@@ -270,10 +421,12 @@ int main(int argc, char **argv)
         if (c.only == NULL || strcmp(c.only, "fifo") == 0)
             fifo_peak(loop, &c, &w, &peak_held[loop], &live_at_peak[loop]);
 
-    printf("### fifo\n\n");
+    printf("#### seed 002's loops\n\n");
     printf("brisk_fifo (page %zu B) against malloc/free; sizes uniform in %zu..%zu B, "
            "ring of %zu blocks, %zu operations per loop; medians of %zu runs, ns per "
-           "alloc+free pair; speedup: median of the per-run ratios malloc/fifo.\n\n",
+           "alloc+free pair; speedup: median of the per-run ratios malloc/fifo. System calls: "
+           "the last run's (a fifo made after another takes its pages from the OS layer's "
+           "cache of mappings).\n\n",
            c.page ? c.page : (size_t)65536, c.min, c.max, c.ring, c.ops, c.reps);
     printf("| loop | fifo ns/op | malloc ns/op | speedup | fifo system calls |\n");
     printf("| --- | ---: | ---: | ---: | ---: |\n");

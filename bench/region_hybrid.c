@@ -26,18 +26,28 @@
  * twice as fast) and "degradation" is (t / t_malloc − 1) × 100 (+300% is
  * four times slower), both against glibc malloc in the same repetition.
  *
- * Usage: region_hybrid [--quick] [--reps N] [--rounds R]
+ * Before them, the hybrid as a user calls it (region_user.h): a new
+ * brisk_hybrid_create(NULL) per trial, 2, 8 and 32 threads replaying
+ * sequences of the same shape with sizes uniform in 16-512 B and at most
+ * USER_LIVE blocks alive per thread, every block written whole, against
+ * malloc on the same sequences. The time of a trial is the hybrid's
+ * creation, the threads' run (from the barrier to the last one's end) and
+ * the hybrid's destruction.
+ *
+ * Usage: region_hybrid [--quick] [--reps N] [--rounds R] [--user | --seed]
  * Output: Markdown tables, then key=value lines (table= threads= and one
  * <allocator>_ms= per allocator) that run.py turns into a chart, status=ok.
  */
 #define _GNU_SOURCE
 #include <brisk.h>
 #include <pthread.h>
+#include <sched.h>
 #include <stdatomic.h>
 #include <stdbool.h>
 #include <string.h>
 
 #include "bench_common.h"
+#include "region_user.h"
 #include "spinlocked.h"
 
 #define ALLOCS_PER_ROUND 10000
@@ -144,7 +154,11 @@ static size_t mixed_size(bench_rng *rng)
     return log_uniform(rng, 4097, 65536);
 }
 
-static void make_sequence(sequence *s, uint64_t seed, bool fixed)
+/* Sizes: 0 mixed (above), 1 fixed 64 B, 2 uniform in 16-512 B (the user's). */
+enum size_kind { SIZES_MIXED, SIZES_FIXED, SIZES_USER };
+#define USER_LIVE 128
+
+static void make_sequence_of(sequence *s, uint64_t seed, enum size_kind sizes, size_t max_live)
 {
     bench_rng rng;
     bench_rng_seed(&rng, seed);
@@ -152,16 +166,19 @@ static void make_sequence(sequence *s, uint64_t seed, bool fixed)
     if (s->steps == NULL)
         bench_oom("region_hybrid", sizeof(step) * 2 * ALLOCS_PER_ROUND);
     uint32_t live[LIVE], free_slots[LIVE];
-    size_t live_count = 0, free_count = LIVE, allocs = 0, n = 0;
-    for (uint32_t i = 0; i < LIVE; i++)
-        free_slots[i] = LIVE - 1 - i;
+    size_t live_count = 0, free_count = max_live, allocs = 0, n = 0;
+    for (uint32_t i = 0; i < max_live; i++)
+        free_slots[i] = (uint32_t)(max_live - 1 - i);
     while (allocs < ALLOCS_PER_ROUND || live_count > 0) {
         bool alloc = allocs < ALLOCS_PER_ROUND && free_count > 0 &&
                      (live_count == 0 || bench_rng_range(&rng, 0, 1) == 0);
         if (alloc) {
             uint32_t slot = free_slots[--free_count];
             live[live_count++] = slot;
-            s->steps[n++] = (step){fixed ? 64 : (uint32_t)mixed_size(&rng), slot};
+            uint32_t size = sizes == SIZES_FIXED  ? 64
+                            : sizes == SIZES_USER ? (uint32_t)bench_rng_range(&rng, 16, 512)
+                                                  : (uint32_t)mixed_size(&rng);
+            s->steps[n++] = (step){size, slot};
             allocs++;
         } else {
             size_t k = bench_rng_range(&rng, 0, live_count - 1);
@@ -174,6 +191,11 @@ static void make_sequence(sequence *s, uint64_t seed, bool fixed)
     s->count = n;
 }
 
+static void make_sequence(sequence *s, uint64_t seed, bool fixed)
+{
+    make_sequence_of(s, seed, fixed ? SIZES_FIXED : SIZES_MIXED, LIVE);
+}
+
 /* ---- The measurement ---- */
 
 typedef struct worker {
@@ -181,8 +203,10 @@ typedef struct worker {
     const sequence *seq;
     const allocator *a;
     int rounds;
+    bool write_whole; /* every block written whole (the user's pattern) */
     size_t failed;
     double start, end;
+    double cpu;       /* the thread's CPU time over its run */
 } worker;
 
 static pthread_barrier_t g_start;
@@ -200,34 +224,42 @@ static void *worker_main(void *arg)
     void (*release)(void *) = w->a->free;
     pthread_barrier_wait(&g_start);
     w->start = bench_now();
+    double cpu_start = bench_clock_seconds(CLOCK_THREAD_CPUTIME_ID);
     for (int r = 0; r < w->rounds; r++) {
         for (size_t i = 0; i < count; i++) {
             step s = steps[i];
             if (s.size != 0) {
                 void *p = alloc(s.size);
-                if (p != NULL)
-                    *(volatile char *)p = 1; /* a program touches what it asked for */
-                else
+                if (p == NULL)
                     failed++;
+                else if (w->write_whole)
+                    user_write(p, s.size, (unsigned)i);
+                else
+                    *(volatile char *)p = 1; /* a program touches what it asked for */
                 slots[s.slot] = p;
             } else if (slots[s.slot] != NULL) {
                 release(slots[s.slot]);
             }
         }
     }
+    w->cpu = bench_clock_seconds(CLOCK_THREAD_CPUTIME_ID) - cpu_start;
     w->end = bench_now();
     w->failed = failed;
     return NULL;
 }
 
 /* Wall time (s) of one run: `threads` threads replaying their sequences. */
-static double run_once(const allocator *a, const sequence *seqs, int threads, int rounds,
-                       size_t *failed)
+/* CPU time of the last run_threads, all threads together (seconds). */
+static double g_run_cpu;
+
+static double run_threads(const allocator *a, const sequence *seqs, int threads, int rounds,
+                          bool write_whole, size_t *failed)
 {
     worker workers[MAX_THREADS];
     pthread_barrier_init(&g_start, NULL, (unsigned)threads);
     for (int t = 0; t < threads; t++) {
-        workers[t] = (worker){.seq = &seqs[t], .a = a, .rounds = rounds};
+        workers[t] =
+            (worker){.seq = &seqs[t], .a = a, .rounds = rounds, .write_whole = write_whole};
         if (pthread_create(&workers[t].thread, NULL, worker_main, &workers[t]) != 0) {
             fprintf(stderr, "region_hybrid: pthread_create failed\n");
             exit(1);
@@ -242,8 +274,195 @@ static double run_once(const allocator *a, const sequence *seqs, int threads, in
             last = workers[t].end;
         *failed += workers[t].failed;
     }
+    g_run_cpu = 0;
+    for (int t = 0; t < threads; t++)
+        g_run_cpu += workers[t].cpu;
     pthread_barrier_destroy(&g_start);
     return last - first;
+}
+
+static double run_once(const allocator *a, const sequence *seqs, int threads, int rounds,
+                       size_t *failed)
+{
+    return run_threads(a, seqs, threads, rounds, false, failed);
+}
+
+/* ---- As a user calls it (region_user.h) ---- */
+
+static const int user_thread_counts[] = {2, 8, 32};
+#define USER_COUNTS ((int)(sizeof user_thread_counts / sizeof user_thread_counts[0]))
+
+static brisk_hybrid_t *g_user_hybrid;
+static NOINLINE void *a_user_hybrid(size_t n) { return brisk_hybrid_alloc(g_user_hybrid, n, 0); }
+static NOINLINE void f_user_hybrid(void *p) { brisk_hybrid_free(g_user_hybrid, p); }
+/* The harness alone: the same calls and writes, each thread's blocks taken
+ * in turn from a buffer of its own as big as its live blocks can be (a
+ * block may be reused while live: nothing reads them). */
+static __thread unsigned char *floor_buffer;
+static __thread unsigned floor_next;
+static NOINLINE void *a_floor(size_t n)
+{
+    (void)n;
+    if (floor_buffer == NULL && (floor_buffer = malloc((size_t)USER_LIVE * 512)) == NULL)
+        return NULL;
+    return floor_buffer + (size_t)(floor_next++ % USER_LIVE) * 512;
+}
+static NOINLINE void f_floor(void *p) { (void)p; }
+
+static const allocator user_allocators[] = {
+    {"hybrid", "brisk_hybrid_create(NULL)", a_user_hybrid, f_user_hybrid, false},
+    {"malloc", "malloc", a_glibc, f_glibc, false},
+    {"floor", "the harness alone", a_floor, f_floor, false},
+};
+
+typedef struct user_ctx {
+    const sequence *seqs;
+    int threads, rounds;
+} user_ctx;
+
+/* CPUs this process may run on. */
+static int usable_cpus(void)
+{
+    cpu_set_t set;
+    if (sched_getaffinity(0, sizeof set, &set) != 0)
+        return (int)sysconf(_SC_NPROCESSORS_ONLN);
+    return CPU_COUNT(&set);
+}
+
+/* User trials measured again because their threads kept fewer CPUs busy
+ * than they could (see user_run), and the most times one trial is. */
+static unsigned g_user_retries;
+enum { USER_MAX_RETRIES = 20 };
+
+/*
+ * One run of the user's pattern. On this shared 2-vCPU machine a run's
+ * threads sometimes get one CPU between them (the host runs both vCPUs on
+ * one core for a while, or other work takes one), which doubles its wall
+ * time whatever the allocator. So a run whose threads kept, together, less
+ * than 3/4 of the CPUs they could have used busy (CPU time over wall
+ * time) is run again, up to USER_MAX_RETRIES times. That measures the
+ * scheduler, not the allocator: a run that is merely slower keeps its
+ * CPUs just as busy.
+ */
+static double user_run(const allocator *a, const sequence *seqs, int threads, int rounds,
+                       size_t *failed)
+{
+    int cpus = usable_cpus();
+    double busy_floor = 0.75 * (threads < cpus ? threads : cpus);
+    double s = 0;
+    for (int attempt = 0;; attempt++) {
+        s = run_threads(a, seqs, threads, rounds, true, failed);
+        if (*failed != 0 || g_run_cpu >= busy_floor * s || attempt == USER_MAX_RETRIES)
+            return s;
+        g_user_retries++;
+    }
+}
+
+static double user_trial(void *arg, int kind)
+{
+    user_ctx *c = arg;
+    size_t failed = 0;
+    if (kind != 0) {
+        double s = user_run(&user_allocators[kind], c->seqs, c->threads, c->rounds, &failed);
+        return failed == 0 ? s : -1;
+    }
+    double start = bench_now();
+    g_user_hybrid = brisk_hybrid_create(NULL);
+    if (g_user_hybrid == NULL)
+        return -1;
+    double created = bench_now() - start;
+    double run = user_run(&user_allocators[0], c->seqs, c->threads, c->rounds, &failed);
+    start = bench_now();
+    brisk_hybrid_destroy(g_user_hybrid);
+    g_user_hybrid = NULL;
+    return failed == 0 ? created + run + (bench_now() - start) : -1;
+}
+
+/* callgrind units (region_user.h): n rounds of thread 0's sequence, one
+ * hybrid for all of them, writes as in the benchmark. */
+static int user_units(const char *kind, size_t n)
+{
+    static sequence seq;
+    make_sequence_of(&seq, 9000, SIZES_USER, USER_LIVE);
+    void *slots[LIVE];
+    static unsigned char buffers[USER_LIVE][512];
+    bool floor = strcmp(kind, "floor") == 0, hybrid = strcmp(kind, "hybrid") == 0;
+    if (!floor && !hybrid && strcmp(kind, "malloc") != 0)
+        return 2;
+    if (hybrid && (g_user_hybrid = brisk_hybrid_create(NULL)) == NULL)
+        return 1;
+    for (size_t r = 0; r < n; r++) {
+        for (size_t i = 0; i < seq.count; i++) {
+            step s = seq.steps[i];
+            if (s.size != 0) {
+                void *p = floor    ? buffers[s.slot]
+                          : hybrid ? a_user_hybrid(s.size)
+                                   : a_glibc(s.size);
+                if (p == NULL)
+                    return 1;
+                user_write(p, s.size, (unsigned)i);
+                slots[s.slot] = p;
+            } else if (hybrid) {
+                f_user_hybrid(slots[s.slot]);
+            } else if (!floor) {
+                f_glibc(slots[s.slot]);
+            }
+        }
+    }
+    if (hybrid)
+        brisk_hybrid_destroy(g_user_hybrid);
+    free(seq.steps);
+    return 0;
+}
+
+static bool user_patterns(int reps, int rounds)
+{
+    static sequence seqs[MAX_THREADS];
+    for (int t = 0; t < MAX_THREADS; t++)
+        make_sequence_of(&seqs[t], 9000 + (uint64_t)t, SIZES_USER, USER_LIVE);
+    double s[USER_COUNTS][3];
+    for (int c = 0; c < USER_COUNTS; c++) {
+        user_ctx ctx = {seqs, user_thread_counts[c], rounds};
+        if (!user_measure(user_trial, &ctx, 3, reps, s[c])) {
+            fprintf(stderr, "region_hybrid: a user trial failed at %d threads\n",
+                    user_thread_counts[c]);
+            return false;
+        }
+    }
+    printf("#### hybrid as a user calls it\n\n");
+    printf("Each thread replays its own sequence of %d allocations per round (%d round(s)) and "
+           "their frees, sizes uniform in 16-512 B, at most %d alive; every block written whole. "
+           "A trial: brisk_hybrid_create(NULL), the threads' run (barrier to the last thread's "
+           "end), brisk_hybrid_destroy; malloc: the run. ns per allocation (with its free) "
+           "over all threads; medians of %d interleaved trials. Runs measured again because "
+           "their threads kept less than 3/4 of the usable CPUs busy (the 2-vCPU VM sometimes "
+           "gives them one between them): %u. Harness: the same threads, calls and writes "
+           "with no allocator (blocks taken in turn from a buffer per thread): what no "
+           "allocator can go below, so malloc's time over it bounds any allocator's "
+           "speedup.\n\n",
+           ALLOCS_PER_ROUND, rounds, USER_LIVE, reps, g_user_retries);
+    printf("| pattern | hybrid ns | malloc/free (%s) ns | speedup | harness ns | malloc / harness "
+           "|\n| --- | ---: | ---: | ---: | ---: | ---: |\n", BENCH_MALLOC);
+    for (int c = 0; c < USER_COUNTS; c++) {
+        double allocs = (double)user_thread_counts[c] * ALLOCS_PER_ROUND * rounds;
+        printf("| %d threads | %.2f | %.2f | %.2fx | %.2f | %.2fx |\n", user_thread_counts[c],
+               s[c][0] * 1e9 / allocs, s[c][1] * 1e9 / allocs, s[c][1] / s[c][0],
+               s[c][2] * 1e9 / allocs, s[c][1] / s[c][2]);
+    }
+    printf("\n");
+    char key[64];
+    for (int c = 0; c < USER_COUNTS; c++) {
+        double allocs = (double)user_thread_counts[c] * ALLOCS_PER_ROUND * rounds;
+        snprintf(key, sizeof key, "hybrid_%dt", user_thread_counts[c]);
+        char extra[96];
+        snprintf(extra, sizeof extra, "harness_ns=%.3f retries=%u", s[c][2] * 1e9 / allocs,
+                 g_user_retries);
+        user_report_extra(key, s[c][0], s[c][1], allocs, reps, "allocation", extra);
+    }
+    printf("\n");
+    for (int t = 0; t < MAX_THREADS; t++)
+        free(seqs[t].steps);
+    return true;
 }
 
 /* Runs one sequence kind over every thread count; prints the tables. */
@@ -331,7 +550,7 @@ static void experiment(const char *table, const allocator *allocs, int num_alloc
 
 static void usage(FILE *out)
 {
-    fprintf(out, "usage: region_hybrid [--quick] [--reps N] [--rounds R]\n");
+    fprintf(out, "usage: region_hybrid [--quick] [--reps N] [--rounds R] [--user | --seed]\n");
 }
 
 static void create_allocators(void)
@@ -360,12 +579,20 @@ static void create_allocators(void)
 int main(int argc, char **argv)
 {
     int reps = 7, rounds = 5;
-    bool quick = false;
+    bool quick = false, user = true, seed = true, reps_given = false;
+    int status;
+    if (user_callgrind_mode(argc, argv, "region_hybrid", user_units, &status))
+        return status;
     for (int i = 1; i < argc; i++) {
         if (strcmp(argv[i], "--quick") == 0) {
             quick = true;
+        } else if (strcmp(argv[i], "--user") == 0) {
+            seed = false;
+        } else if (strcmp(argv[i], "--seed") == 0) {
+            user = false;
         } else if (strcmp(argv[i], "--reps") == 0 && i + 1 < argc) {
             reps = (int)bench_parse_uint("region_hybrid", "--reps", argv[++i]);
+            reps_given = true;
             if (reps < 1 || reps > MAX_REPS)
                 reps = reps < 1 ? 1 : MAX_REPS;
         } else if (strcmp(argv[i], "--rounds") == 0 && i + 1 < argc) {
@@ -384,6 +611,18 @@ int main(int argc, char **argv)
         reps = reps > 3 ? 3 : reps;
         rounds = 1;
     }
+    if (!user && !seed) {
+        usage(stderr);
+        return 2;
+    }
+    bench_check_malloc("region_hybrid");
+    printf("### hybrid\n\n");
+    if (user && !user_patterns(reps_given || quick ? reps : 5, rounds))
+        return 1;
+    if (!seed) {
+        printf("status=ok\n");
+        return 0;
+    }
     create_allocators();
     static sequence mixed[MAX_THREADS], fixed[MAX_THREADS];
     for (int t = 0; t < MAX_THREADS; t++) {
@@ -391,7 +630,7 @@ int main(int argc, char **argv)
         make_sequence(&fixed[t], 5000 + (uint64_t)t, true);
     }
 
-    printf("### hybrid (seed 003)\n\n");
+    printf("#### seed 003's experiment\n\n");
     printf("Per thread: %d allocations and their frees per round, at most %d live, %d round(s) "
            "per run; wall time from the start barrier to the last thread's end. Mixed sizes: "
            "70%% 1–64 B, 25%% 65 B–4 KiB, 5%% 4–64 KiB. Hybrid: buckets 16/32/64 B (65,536 "

@@ -5,12 +5,15 @@ The programs in bench/ call only malloc/free/realloc, so one binary measures any
 allocator: glibc runs it as it is, every other allocator comes in by LD_PRELOAD.
 Runs are interleaved (repetition, then workload, then allocator) so that drift of
 the machine hits every allocator alike. After them, each region allocator
-benchmark found in <build>/bench/region_* (linked to brisk, no preload) runs once
-and its Markdown joins the report.
+benchmark found in <build>/bench/region_* (linked to brisk, no preload) runs once,
+then its region_*_brisk twin (the same source with brisk's malloc) with --user,
+and their Markdown joins the report, led by issue 11's table (each region
+allocator as a user calls it, against glibc's malloc and brisk's).
 
   python3 bench/run.py --build build                  full run, ~15 min (2 cores, 6 allocators)
   python3 bench/run.py --build build --quick          small sizes, 3 reps, under 2 min
-  python3 bench/run.py --build build --callgrind      adds instructions per operation (callgrind)
+  python3 bench/run.py --build build --callgrind      adds instructions per operation (callgrind;
+                                                      with the region programs, theirs too)
   python3 bench/run.py --build build --smoke          CI: each workload once, brisk only
   python3 bench/run.py --build build --only larson,xmalloc --alloc brisk,glibc,mimalloc
   python3 bench/run.py --build build --only regions   the region allocator programs alone
@@ -18,7 +21,10 @@ and its Markdown joins the report.
 
 Writes <out>/raw.csv (one row per run, region programs included), <out>/report.md
 and, when matplotlib can be imported, <out>/relative_time.png, relative_rss.png
-and rss_over_time.png (rss_cycle). Exits non-zero if a brisk run or a region
+and rss_over_time.png (rss_cycle). A full run (not --quick) that includes the region
+programs also writes bench/results/published/<date>-regions/ (report.md, raw.csv,
+hybrid_scaling.png) and rewrites the README's regions table, each naming the commit
+and the CPU (--no-publish: neither). Exits non-zero if a brisk run or a region
 program fails; a peer allocator that fails is only noted in the report.
 """
 
@@ -890,39 +896,57 @@ def is_kv_line(line: str) -> bool:
 
 
 def find_region_programs(build: str) -> List[str]:
+    """<build>/bench/region_*, without the region_*_brisk twins (run_regions runs those)."""
     folder = os.path.join(build, "bench")
     if not os.path.isdir(folder):
         return []
     return sorted(os.path.join(folder, f) for f in os.listdir(folder)
-                  if f.startswith("region_") and os.access(os.path.join(folder, f), os.X_OK)
+                  if f.startswith("region_") and not f.endswith(BRISK_TWIN)
+                  and os.access(os.path.join(folder, f), os.X_OK)
                   and os.path.isfile(os.path.join(folder, f)))
 
 
+# region_X links brisk's core alone (malloc is glibc's); region_X_brisk, built from the
+# same source with libbrisk.a, gets brisk's malloc and runs the user patterns only.
+BRISK_TWIN = "_brisk"
+
+
+def run_region_program(argv: List[str], env: Dict[str, str], quick: bool) -> RegionRun:
+    """One region program: its stdout is Markdown followed by key=value lines; the
+    trailing key=value block is split off."""
+    name = os.path.basename(argv[0])
+    print(f"[region] {' '.join([name] + argv[1:])}", file=sys.stderr, flush=True)
+    code, wall, _, out, err = run_program(argv, env, RUN_TIMEOUT_S["quick" if quick else "full"])
+    lines = out.rstrip().splitlines()
+    cut = len(lines)
+    while cut > 0 and (is_kv_line(lines[cut - 1]) or not lines[cut - 1].strip()):
+        cut -= 1
+    # The user patterns' lines come right after their own table, before the rest.
+    kv_lines = [line.strip() for line in lines if line.startswith("user=")]
+    kv_lines += [line.strip() for line in lines[cut:] if line.strip() and
+                 not line.startswith("user=")]
+    markdown = "\n".join(line for line in lines[:cut] if not line.startswith("user="))
+    error = ""
+    if code != 0:
+        last = err.strip().splitlines()[-1] if err.strip() else ""
+        what = (f"killed by {signal.Signals(-code).name}" if code < 0 else f"exit {code}")
+        error = f"{what}: {last}" if last else what
+        print(f"      FAILED: {error}", file=sys.stderr, flush=True)
+    return RegionRun(name, argv, code, wall, markdown.strip(), kv_lines, error)
+
+
 def run_regions(build: str, quick: bool, csv_path: Optional[str]) -> List[RegionRun]:
-    """Each <build>/bench/region_* once (they link brisk; no preload). Their stdout is
-    Markdown followed by key=value lines; the trailing key=value block is split off."""
+    """Each <build>/bench/region_* once (they link brisk; no preload), then its
+    region_*_brisk twin, if built, with --user."""
     results = []
     env = dict(os.environ)
     env.pop("LD_PRELOAD", None)
     for program in find_region_programs(build):
-        name = os.path.basename(program)
-        argv = [program] + (["--quick"] if quick else [])
-        print(f"[region] {name}{' --quick' if quick else ''}", file=sys.stderr, flush=True)
-        code, wall, _, out, err = run_program(argv, env, RUN_TIMEOUT_S["quick" if quick
-                                                                         else "full"])
-        lines = out.rstrip().splitlines()
-        cut = len(lines)
-        while cut > 0 and (is_kv_line(lines[cut - 1]) or not lines[cut - 1].strip()):
-            cut -= 1
-        kv_lines = [line.strip() for line in lines[cut:] if line.strip()]
-        error = ""
-        if code != 0:
-            last = err.strip().splitlines()[-1] if err.strip() else ""
-            what = (f"killed by {signal.Signals(-code).name}" if code < 0 else f"exit {code}")
-            error = f"{what}: {last}" if last else what
-            print(f"      FAILED: {error}", file=sys.stderr, flush=True)
-        results.append(RegionRun(name, argv, code, wall, "\n".join(lines[:cut]).strip(),
-                                 kv_lines, error))
+        mode = ["--quick"] if quick else []
+        results.append(run_region_program([program] + mode, env, quick))
+        twin = program + BRISK_TWIN
+        if os.access(twin, os.X_OK):
+            results.append(run_region_program([twin, "--user"] + mode, env, quick))
     if csv_path and results:
         with open(csv_path, "a", newline="") as f:
             writer = csv.writer(f)
@@ -931,8 +955,90 @@ def run_regions(build: str, quick: bool, csv_path: Optional[str]) -> List[Region
                 writer.writerow([1, r.name, "brisk (linked)", r.exit_code, f"{r.wall_s:.4f}",
                                  f"{values.get('peak_rss_kib', float('nan')):.0f}", "",
                                  f"{values.get('ops_per_sec', float('nan')):.0f}",
-                                 " ".join(r.argv[1:]), " ".join(r.kv_lines), r.error])
+                                 " ".join(r.argv[1:]), " | ".join(r.kv_lines), r.error])
     return results
+
+
+# The user patterns (bench/region_user.h): what each measures and issue 11's goals,
+# as (times glibc's malloc, times brisk's malloc); None: no goal.
+USER_PATTERNS = [
+    ("arena_alloc", "arena, `brisk_arena_alloc`, 4 M blocks of 8–64 B, no frees", 3.0, 1.5),
+    ("arena_cursor", "arena cursor, the same blocks", 10.0, None),
+    ("stack_frames", "stack, recursive frames (push, 8 allocations, recurse twice, one more, "
+     "pop)", 5.0, 3.0),
+    ("fifo_ring", "fifo, ring of 1024 blocks of 16–255 B freed in order (vs calloc)", 1.3, 1.3),
+    ("hybrid_2t", "hybrid, `brisk_hybrid_create(NULL)`, 16–512 B, 128 live per thread, "
+     "2 threads", 1.4, 1.0),
+    ("hybrid_8t", "hybrid, the same, 8 threads", 1.9, 1.0),
+    ("hybrid_32t", "hybrid, the same, 32 threads", 1.9, 1.0),
+]
+
+
+def user_results(regions: List[RegionRun]) -> Dict[Tuple[str, str], Dict[str, str]]:
+    """(pattern, malloc) -> the values of its user= line."""
+    found = {}
+    for r in regions or []:
+        if r.exit_code != 0:
+            continue
+        for line in r.kv_lines:
+            if line.startswith("user="):
+                values = dict(token.split("=", 1) for token in line.split())
+                found[(values["user"], values.get("malloc", "?"))] = values
+    return found
+
+
+def user_table(regions: List[RegionRun]) -> List[str]:
+    """Issue 11's table: each region allocator as a user calls it, against glibc's
+    malloc (region_X) and brisk's (region_X_brisk), with the goals."""
+    found = user_results(regions)
+    if not found:
+        return []
+
+    def cell(pattern, malloc, goal):
+        v = found.get((pattern, malloc))
+        if v is None:
+            return "–", "–"
+        ratio = float(v["ratio"])
+        met = "" if goal is None else (" ✓" if ratio >= goal else " ✗")
+        goal_text = "–" if goal is None else f"≥ {goal:g}×"
+        # The arena's malloc trial without its frees, for what they cost.
+        no_frees = (f"; {float(v['ratio_no_frees']):.2f}× without malloc's frees"
+                    if "ratio_no_frees" in v else "")
+        # The harness alone (no allocator) bounds what any allocator can reach.
+        bound = (f"; harness {float(v['harness_ns']):.2f} ns: at most "
+                 f"{float(v['baseline_ns']) / float(v['harness_ns']):.2f}× for any allocator"
+                 if "harness_ns" in v and float(v["harness_ns"]) > 0 else "")
+        return (f"{float(v['region_ns']):.2f} / {float(v['baseline_ns']):.2f}",
+                f"**{ratio:.2f}×**{met} ({goal_text}{no_frees}{bound})")
+
+    lines = ["| allocator, pattern | ns: region / glibc | vs glibc (goal) | "
+             "ns: region / brisk | vs brisk's malloc (goal) |",
+             "| --- | ---: | ---: | ---: | ---: |"]
+    for pattern, label, goal_glibc, goal_brisk in USER_PATTERNS:
+        g_ns, g_ratio = cell(pattern, "glibc", goal_glibc)
+        b_ns, b_ratio = cell(pattern, "brisk", goal_brisk)
+        lines.append(f"| {label} | {g_ns} | {g_ratio} | {b_ns} | {b_ratio} |")
+    return lines
+
+
+# Filled by main when --callgrind ran with the region programs.
+REGION_INSTRUCTIONS: List[str] = []
+
+
+def user_section(regions: List[RegionRun]) -> List[str]:
+    table = user_table(regions)
+    if not table:
+        return []
+    return ["### As a user calls them", "",
+            "Each region allocator in the pattern it is made for, every block written whole "
+            "after it is handed out, the allocator created and destroyed in every trial (for "
+            "malloc: every block freed), medians of interleaved trials "
+            "(bench/region_user.h). `region_X` links brisk's core alone, so its malloc is "
+            "glibc's; `region_X_brisk`, the same source linked with libbrisk.a, gets brisk's "
+            "malloc: each ratio is measured inside one process. ns per block (arena), "
+            "allocation (stack, hybrid: with its free) or operation (fifo: a free and an "
+            "allocation); the hybrid's time includes its creation and destruction.", ""] + \
+        table + [""] + REGION_INSTRUCTIONS
 
 
 def region_section(regions: List[RegionRun]) -> List[str]:
@@ -941,6 +1047,7 @@ def region_section(regions: List[RegionRun]) -> List[str]:
         return lines + ["none built (no `<build>/bench/region_*` program).", ""]
     lines += ["Programs that call brisk's region APIs directly (linked, no preload) and "
               "compare them with malloc/free inside the same process; each is run once.", ""]
+    lines += user_section(regions)
     for r in regions:
         args = " ".join(r.argv[1:])
         if r.exit_code != 0:
@@ -952,6 +1059,157 @@ def region_section(regions: List[RegionRun]) -> List[str]:
         if r.kv_lines:
             lines += [f"`{r.name}`: `" + " ".join(r.kv_lines) + "`", ""]
     return lines
+
+
+# ---------------------------------------------------------------- region instructions
+
+# The user patterns under callgrind (`region_X callgrind KIND N`, region_user.h): per
+# program, its region kinds, malloc's kind, the unit N counts, how many of the
+# table's units one is, and the two N whose difference is divided.
+REGION_CALLGRIND = [
+    ("region_arena", ["arena", "cursor"], "malloc", "block", 1, (20_000, 220_000)),
+    ("region_stack", ["stack"], "malloc", "allocation", 2047 * 9, (2, 12)),
+    ("region_fifo", ["fifo"], "calloc", "operation", 1, (20_000, 220_000)),
+    ("region_hybrid", ["hybrid"], "malloc", "allocation (with its free)", 10_000, (1, 6)),
+]
+
+
+def region_callgrind(build: str) -> List[str]:
+    """Instructions per unit of each user pattern: the region allocator, glibc's malloc
+    (region_X) and brisk's (region_X_brisk), and the harness alone ("floor")."""
+    if shutil.which("valgrind") is None:
+        return ["(no region instruction counts: valgrind is not installed)", ""]
+    rows = []
+    with tempfile.TemporaryDirectory() as tmpdir:
+        def per_unit(binary, kind, ns, units):
+            counts = []
+            for n in ns:
+                out = os.path.join(tmpdir, f"{os.path.basename(binary)}.{kind}.{n}")
+                argv = ["valgrind", "--tool=callgrind", f"--callgrind-out-file={out}", binary,
+                        "callgrind", kind, str(n)]
+                proc = subprocess.run(argv, capture_output=True, text=True, timeout=600)
+                total = callgrind_total(out) if os.path.exists(out) else None
+                if proc.returncode != 0 or total is None:
+                    return None
+                counts.append(total)
+            return (counts[1] - counts[0]) / ((ns[1] - ns[0]) * units)
+
+        for program, kinds, baseline, unit, units, ns in REGION_CALLGRIND:
+            binary = os.path.join(build, "bench", program)
+            twin = binary + BRISK_TWIN
+            if not os.access(binary, os.X_OK):
+                continue
+            print(f"callgrind: {program} user patterns", file=sys.stderr, flush=True)
+            floor = per_unit(binary, "floor", ns, units)
+            glibc = per_unit(binary, baseline, ns, units)
+            brisk = per_unit(twin, baseline, ns, units) if os.access(twin, os.X_OK) else None
+            for kind in kinds:
+                mine = per_unit(binary, kind, ns, units)
+                rows.append((f"{program} {kind}", unit, mine, glibc, brisk, floor))
+    fmt = lambda x, floor: "–" if x is None or floor is None else f"{x - floor:.1f}"
+    lines = ["#### Instructions per operation (callgrind)", "",
+             "`valgrind --tool=callgrind <build>/bench/region_X callgrind KIND N` at two N, "
+             "the difference divided: the user patterns above (one thread; the hybrid's "
+             "sequence of thread 0, one hybrid for all rounds), less the same loop and "
+             "writes with no allocator (`floor`), so each figure is the allocator's own, "
+             "its calls included. Zeroing is counted as callgrind sees it: glibc's memset "
+             "clears big ranges with `rep stosb`, one instruction per byte for callgrind, so "
+             "the fifo, which zeroes a page's used part in one go when it reuses the page, "
+             "counts about one per byte it hands out, where a calloc that clears each block "
+             "with vector stores counts a few.", "",
+             "| pattern | per | region allocator | glibc malloc | brisk malloc | harness |",
+             "| --- | --- | ---: | ---: | ---: | ---: |"]
+    for name, unit, mine, glibc, brisk, floor in rows:
+        lines.append(f"| {name} | {unit} | {fmt(mine, floor)} | {fmt(glibc, floor)} | "
+                     f"{fmt(brisk, floor)} | {'–' if floor is None else f'{floor:.1f}'} |")
+    return lines + [""]
+
+
+# ---------------------------------------------------------------- publishing the regions
+
+README = os.path.join(os.path.dirname(HERE), "README.md")
+REGIONS_BEGIN = "<!-- regions table: written by bench/run.py, do not edit by hand -->"
+REGIONS_END = "<!-- end of the regions table -->"
+
+
+def git_revision() -> str:
+    """HEAD's short hash, with "+changes" when tracked files differ from it."""
+    try:
+        rev = subprocess.run(["git", "-C", HERE, "rev-parse", "--short", "HEAD"],
+                             capture_output=True, text=True).stdout.strip()
+        dirty = subprocess.run(["git", "-C", HERE, "status", "--porcelain",
+                                "--untracked-files=no"], capture_output=True, text=True).stdout
+    except OSError:
+        return "unknown"
+    return (rev or "unknown") + ("+changes" if dirty.strip() else "")
+
+
+def lscpu_model() -> str:
+    """lscpu's "Model name", else /proc/cpuinfo's."""
+    try:
+        out = subprocess.run(["lscpu"], capture_output=True, text=True).stdout
+        for line in out.splitlines():
+            if line.startswith("Model name:"):
+                return line.split(":", 1)[1].strip()
+    except OSError:
+        pass
+    return cpu_model()
+
+
+def publish_regions(args, regions: List[RegionRun]) -> Optional[str]:
+    """bench/results/published/<date>-regions/ (report.md, raw.csv, the scaling chart)
+    and the README's regions table between its markers, from this run's region
+    programs. Returns the report's path."""
+    today = datetime.date.today().isoformat()
+    folder = os.path.join(HERE, "results", "published", f"{today}-regions")
+    os.makedirs(folder, exist_ok=True)
+    rev, cpu = git_revision(), lscpu_model()
+    command = f"python3 bench/run.py --build {args.build}" + \
+        (f" --only {args.only}" if args.only else "") + \
+        (f" --reps {args.reps}" if args.reps else "")
+    lines = ["# brisk region allocators: benchmark report", "",
+             f"- date: {datetime.datetime.now().astimezone().isoformat(timespec='seconds')}",
+             f"- commit: {rev}",
+             f"- CPU: {cpu} (lscpu's model name), {os.cpu_count()} CPUs",
+             f"- kernel: {platform.release()}",
+             f"- command: `{command}` (`make bench` runs it)", ""]
+    lines += region_section(regions)
+    chart = write_scaling_chart(os.path.join(folder, "hybrid_scaling.png"), regions) \
+        if import_pyplot() is not None else None
+    if chart:
+        lines += ["![seed 003's experiment: wall time by thread count](hybrid_scaling.png)", ""]
+    report = os.path.join(folder, "report.md")
+    with open(report, "w") as f:
+        f.write("\n".join(lines) + "\n")
+    with open(os.path.join(folder, "raw.csv"), "w", newline="") as f:
+        writer = csv.writer(f)
+        writer.writerow(["program", "args", "exit_code", "wall_s", "output", "error"])
+        for r in regions:
+            writer.writerow([r.name, " ".join(r.argv[1:]), r.exit_code, f"{r.wall_s:.4f}",
+                             " | ".join(r.kv_lines), r.error])
+    table = user_table(regions)
+    if table and os.path.exists(README):
+        with open(README) as f:
+            text = f.read()
+        begin, end = text.find(REGIONS_BEGIN), text.find(REGIONS_END)
+        if 0 <= begin < end:
+            relative = os.path.relpath(report, os.path.dirname(README))
+            body = [REGIONS_BEGIN, "",
+                    f"Measured on {today} at commit {rev} on an {cpu} (lscpu's model name; "
+                    f"{os.cpu_count()} CPUs, shared), by `make bench` ({command}); report: "
+                    f"[`{relative}`]({relative}). Each cell: the region allocator's median "
+                    "ns and malloc's, then malloc's time over the allocator's (✓: goal met).",
+                    ""] + table + [""]
+            if chart:
+                image = os.path.relpath(chart, os.path.dirname(README))
+                body += [f"![seed 003's experiment: wall time by thread count]({image})", ""]
+            body += [REGIONS_END]
+            text = text[:begin] + "\n".join(body) + text[end + len(REGIONS_END):]
+            with open(README, "w") as f:
+                f.write(text)
+        else:
+            print(f"run.py: {README} has no regions table markers; left alone", file=sys.stderr)
+    return report
 
 
 # ---------------------------------------------------------------- main
@@ -1002,6 +1260,10 @@ def main() -> int:
                         help="also measure the allocator in shared library PATH under NAME "
                              "(e.g. an older brisk build: --lib brisk-before=/tmp/old/libbrisk.so); "
                              "repeatable")
+    parser.add_argument("--no-publish", action="store_true",
+                        help="a full run that includes the region programs rewrites "
+                             "bench/results/published/<date>-regions/ and the README's regions "
+                             "table; this leaves both alone")
     parser.add_argument("--smoke", action="store_true",
                         help="CI: each workload once at quick size under brisk; no report")
     args = parser.parse_args()
@@ -1058,9 +1320,13 @@ def main() -> int:
 
     regions = run_regions(args.build, args.quick, os.path.join(args.out, "raw.csv")) \
         if with_regions else None
+    global REGION_INSTRUCTIONS
+    if regions and args.callgrind:
+        REGION_INSTRUCTIONS = region_callgrind(args.build)
 
     callgrind = None
-    if args.callgrind:
+    # The general workloads' counts; --only regions asks for the region ones alone.
+    if args.callgrind and workloads:
         if shutil.which("valgrind") is None:
             notes.append("callgrind skipped: valgrind is not installed (Debian package valgrind)")
         else:
@@ -1086,6 +1352,9 @@ def main() -> int:
         chart = write_scaling_chart(os.path.join(args.out, "hybrid_scaling.png"), regions)
         if chart:
             charts.append(("hybrid pool, pool and buddy against malloc by thread count", chart))
+    if regions and not args.quick and not args.no_publish:
+        published = publish_regions(args, regions)
+        print(f"regions published: {published}", file=sys.stderr)
     report = os.path.join(args.out, "report.md")
     write_report(report, args, workloads, allocators, runs, table, callgrind, notes, charts,
                  regions)

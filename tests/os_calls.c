@@ -42,3 +42,32 @@ void brisk_test_os_fail_none(void) {
 }
 
 uint64_t brisk_test_os_injected_failures(void) { return _brisk_os_injected_failures(); }
+
+void brisk_test_os_cache_info(brisk_test_cache_info_t *out) {
+  brisk_os_cache_info_t info;
+  _brisk_os_cache_info(&info);
+  out->entries = info.entries;
+  out->resident = info.resident;
+  out->hits = info.hits;
+  out->puts = info.puts;
+  out->releases = info.releases;
+}
+
+void brisk_test_os_cache_flush(void) { _brisk_os_cache_flush(); }
+
+void brisk_test_os_cache_configure(size_t max_bytes, size_t max_entries, uint64_t delay_ms) {
+  _brisk_os_cache_configure(max_bytes, max_entries, delay_ms);
+}
+
+void brisk_test_os_cache_defaults(void) {
+  _brisk_os_cache_configure(BRISK_OS_CACHE_DEFAULT_BYTES, BRISK_OS_CACHE_MAX_ENTRIES,
+                            BRISK_OS_CACHE_DEFAULT_DELAY_MS);
+}
+
+int brisk_test_os_cache_holds(const void *p) { return _brisk_os_cache_holds(p); }
+
+void brisk_test_os_cache_expire(void) { _brisk_os_cache_expire(_brisk_os_now_ms()); }
+
+size_t brisk_test_os_resident(void *p, size_t size) { return _brisk_os_resident(p, size, NULL); }
+
+size_t brisk_test_os_huge_page_size(void) { return _brisk_os_huge_page_size(); }

@@ -43,6 +43,29 @@ void brisk_test_os_fail_none(void);
 // Calls refused by injection so far.
 uint64_t brisk_test_os_injected_failures(void);
 
+// The OS layer's mapping cache (os.h): what it holds and has done.
+typedef struct brisk_test_cache_info_s {
+  size_t entries;
+  size_t resident;
+  uint64_t hits, puts, releases;
+} brisk_test_cache_info_t;
+void brisk_test_os_cache_info(brisk_test_cache_info_t *out);
+// Everything it keeps back to the OS now: a test that counts system calls
+// from here on sees allocators created afresh.
+void brisk_test_os_cache_flush(void);
+// Its limits (0 bytes or entries: keep nothing); the defaults are
+// brisk_test_os_cache_defaults().
+void brisk_test_os_cache_configure(size_t max_bytes, size_t max_entries, uint64_t delay_ms);
+void brisk_test_os_cache_defaults(void);
+// Whether p lies in a mapping the cache keeps.
+int brisk_test_os_cache_holds(const void *p);
+// _brisk_os_cache_expire at the current time.
+void brisk_test_os_cache_expire(void);
+// Bytes of [p, p + size) resident in RAM (mincore).
+size_t brisk_test_os_resident(void *p, size_t size);
+// The transparent huge page size the OS layer uses, 0 when none.
+size_t brisk_test_os_huge_page_size(void);
+
 #ifdef __cplusplus
 }
 #endif

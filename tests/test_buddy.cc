@@ -294,6 +294,8 @@ TEST(Buddy, StatsCountWhatWasAskedAndEveryOsCall) {
     std::vector<size_t> taken(blocks.size(), 0);  // each live block's rounded size
     size_t asked = 0, allocations = 0, live_bytes = 0;
     bool ok = true;
+    // The OS layer's mapping cache emptied: creation maps afresh.
+    brisk_test_os_cache_flush();
     const uint64_t os_before = brisk_test_os_calls();
     brisk_buddy_t *b = brisk_buddy_create_ex(4 * kMiB, 64, 256 * kKiB, flags);
     if (b == nullptr) GTEST_FAIL() << "create";
@@ -330,6 +332,51 @@ TEST(Buddy, StatsCountWhatWasAskedAndEveryOsCall) {
     EXPECT_EQ(s.bytes_in_use, live_bytes);
     brisk_buddy_destroy(b);
   }
+}
+
+// A run (the hybrid's refill): 2^j adjacent blocks of order k from one
+// split block, each then freed alone; the tree stays consistent throughout
+// (the validator counts the run's blocks as live ones), a run needs a free
+// block of order k + j, and the region is whole again at the end.
+TEST(Buddy, RunsSplitOneBlockIntoBlocksFreedAlone) {
+  const size_t region = 64 * kKiB, min = 128;
+  brisk_buddy_t *b = brisk_buddy_create_ex(region, min, 16 * kKiB, 0);
+  ASSERT_NE(b, nullptr);
+  std::vector<void *> run(8, nullptr);
+  ASSERT_EQ(_brisk_buddy_take_run(b, 1, 3, run.data()), 8u);  // 8 blocks of 256 B
+  for (size_t i = 0; i < run.size(); i++) {
+    EXPECT_EQ(static_cast<char *>(run[i]) - static_cast<char *>(run[0]),
+              static_cast<ptrdiff_t>(i * 256));
+    EXPECT_TRUE(is_aligned(run[i], 256));
+    memset(run[i], 0x5A, 256);
+  }
+  brisk_region_stats_t s = stats_of(b);
+  EXPECT_EQ(s.bytes_in_use, 8 * 256u);
+  EXPECT_EQ(s.allocations, 8u);
+  expect_consistent(b, false);
+  // 16 KiB blocks, a tree each: the run took one of the 4 trees.
+  std::vector<void *> big;
+  for (void *p; (p = brisk_buddy_alloc(b, 16 * kKiB, 0)) != nullptr;) big.push_back(p);
+  EXPECT_EQ(big.size(), 3u);
+  // 14 KiB left, in the run's tree: a run from a 512 B block fits, one
+  // from a 16 KiB block does not.
+  void *small[4], *none[8];
+  EXPECT_EQ(_brisk_buddy_take_run(b, 0, 2, small), 4u);
+  EXPECT_EQ(_brisk_buddy_take_run(b, 4, 3, none), 0u);
+  for (void *p : small) brisk_buddy_free(b, p);
+  for (size_t i = 0; i < run.size(); i += 2) brisk_buddy_free(b, run[i]);
+  expect_consistent(b, false);
+  for (size_t i = 1; i < run.size(); i += 2) brisk_buddy_free(b, run[i]);
+  for (void *p : big) brisk_buddy_free(b, p);
+  expect_consistent(b, true);
+  EXPECT_EQ(stats_of(b).bytes_in_use, 0u);
+  // Whole again: a run as big as a tree, none bigger.
+  void *all[128];
+  EXPECT_EQ(_brisk_buddy_take_run(b, 0, 7, all), 128u);
+  EXPECT_EQ(_brisk_buddy_take_run(b, 0, 8, all), 0u) << "k + j above the largest order";
+  for (int i = 0; i < 128; i++) brisk_buddy_free(b, all[i]);
+  expect_consistent(b, true);
+  brisk_buddy_destroy(b);
 }
 
 // A cached block stays allocated in the tree: another thread cannot have

@@ -226,6 +226,9 @@ TEST(Pool, UnboundedPoolGrowsOverManySlabs) {
 void aba_storm(unsigned flags, size_t capacity, int max_burst = 3) {
   constexpr int kThreads = 16;
   const long budget = scaled(3000000, 200000);
+  // The marks start at 0 in fresh memory: a pool made from the OS layer's
+  // mapping cache would bring in what an earlier test left in its objects.
+  brisk_test_os_cache_flush();
   brisk_pool_t *pool = brisk_pool_create_ex(16, 8, capacity, flags);
   ASSERT_NE(pool, nullptr);
   std::atomic<long> taken{0};
@@ -475,6 +478,8 @@ TEST(Pool, StatsCountWhatWasAskedAndEveryOsCall) {
       SCOPED_TRACE(std::string(mode.name) + (capacity ? ", bounded" : ", unbounded"));
       std::vector<void *> objects(n, nullptr);
       size_t allocations = 0, live = 0;
+      // The OS layer's mapping cache emptied: creation maps afresh.
+      brisk_test_os_cache_flush();
       const uint64_t os_before = brisk_test_os_calls();
       brisk_pool_t *pool = brisk_pool_create_ex(kSize, 0, capacity, mode.flags);
       if (pool == nullptr) GTEST_FAIL() << "create";

@@ -26,10 +26,12 @@ typedef struct brisk_arena_s brisk_arena_t;
 BRISK_API brisk_arena_t *brisk_arena_create(size_t reserve);
 BRISK_API void brisk_arena_destroy(brisk_arena_t *arena);
 /*
- * `size` bytes aligned to `align` (a power of two; 0 means 16). Thread-safe
- * and lock-free. NULL/EINVAL for a bad alignment, NULL/ENOMEM when the
- * reservation is exhausted (never an overlapping block). size 0 gives a
- * valid, unique pointer.
+ * `size` bytes aligned to `align` (a power of two; 0 means 16), not zeroed:
+ * a new arena may be given a destroyed one's pages, contents and all (the
+ * OS layer keeps them a second for it). Thread-safe and lock-free.
+ * NULL/EINVAL for a bad alignment, NULL/ENOMEM when the reservation is
+ * exhausted (never an overlapping block). size 0 gives a valid, unique
+ * pointer.
  */
 BRISK_API void *brisk_arena_alloc(brisk_arena_t *arena, size_t size, size_t align);
 /*

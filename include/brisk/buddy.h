@@ -29,10 +29,10 @@ BRISK_API brisk_buddy_t *brisk_buddy_create(size_t total, size_t min_block);
  * Unknown flags: EINVAL. */
 BRISK_API brisk_buddy_t *brisk_buddy_create_ex(size_t total, size_t min_block, size_t max_block,
                                                unsigned flags);
-/* NULL/EINVAL for size 0 or a bad alignment; NULL/ENOMEM when no block of
- * the size fits (size or alignment above max_block included). The block is
- * size rounded up to a power of two (at least min_block and align) and is
- * aligned to that. */
+/* A block, not zeroed. NULL/EINVAL for size 0 or a bad alignment;
+ * NULL/ENOMEM when no block of the size fits (size or alignment above
+ * max_block included). The block is size rounded up to a power of two (at
+ * least min_block and align) and is aligned to that. */
 BRISK_API void *brisk_buddy_alloc(brisk_buddy_t *buddy, size_t size, size_t align);
 /* NULL does nothing; a foreign or interior pointer aborts with a message,
  * and so does a double free, unless the block was allocated again since

@@ -35,33 +35,48 @@ typedef struct brisk_hybrid_config_s {
 
 /* The default: buckets of 16/32/64 B (65,536 objects each) and one 64 MiB
  * buddy region (blocks of 128 B to 1 MiB), BRISK_REGION_THREAD_CACHE, no
- * fallback: any size up to 1 MiB without further setup. */
+ * fallback: any size up to 1 MiB without further setup.
+ *
+ * BRISK_REGION_THREAD_CACHE gives each thread a cache of free blocks per
+ * bucket and per block size of the first region up to 16 KiB (at most 32
+ * KiB and 64 blocks of each size: 223 KiB per thread in the default), from
+ * which alloc and free take and give without an atomic or a call. The
+ * bound stays hard: the hybrid never uses more memory than its sections.
+ * One thread meets it exactly (a request the sections cannot serve first
+ * gives this thread's cached blocks back); with several threads a request
+ * can fail while the other threads' caches hold up to that much each.
+ * Without the flag the bound is exact for any number of threads. */
 BRISK_API void brisk_hybrid_default_config(brisk_hybrid_config_t *out);
 /* NULL config: the default. NULL/EINVAL for a bad config, ENOMEM (or
  * mlock's errno) when memory can't be reserved. */
 BRISK_API brisk_hybrid_t *brisk_hybrid_create(const brisk_hybrid_config_t *config);
 /*
- * The smallest bucket that holds size, if its objects have the alignment
- * (align 0: what malloc would give, 16 for sizes that are multiples of 16,
- * else 8); then each buddy region; then brisk_malloc if the config allows
- * it. NULL/EINVAL for size 0 or an alignment that is not a power of two;
- * NULL/ENOMEM when every section is full. Lock-free, no system call.
+ * A block, not zeroed: from the smallest bucket that holds size, if its
+ * objects have the alignment (align 0: what malloc would give, 16 for
+ * sizes that are multiples of 16, else 8); then each buddy region; then
+ * brisk_malloc if the config allows it. NULL/EINVAL for size 0 or an
+ * alignment that is not a power of two; NULL/ENOMEM when every section is
+ * full. Lock-free, no system call.
  */
 BRISK_API void *brisk_hybrid_alloc(brisk_hybrid_t *hybrid, size_t size, size_t align);
 /* NULL does nothing; a pointer from no section (and not from brisk_malloc
- * with the fallback on) aborts with a message. */
+ * with the fallback on), not a block's start, or freed twice aborts with
+ * a message (a double free is caught while the block is still in the
+ * freeing thread's cache, or back in its region; in a bucket, debug
+ * builds catch it there too). */
 BRISK_API void brisk_hybrid_free(brisk_hybrid_t *hybrid, void *p);
 BRISK_API void brisk_hybrid_destroy(brisk_hybrid_t *hybrid);
 
 typedef struct brisk_hybrid_section_stats_s {
   size_t block_size;     /* bucket object size, or 0 for a buddy region */
   size_t bytes_reserved; /* memory the section owns */
-  size_t in_use;         /* bytes in live blocks now */
-  size_t high_water;     /* most bytes in live blocks at once; for a bucket,
-                            the bytes of objects ever taken from its store,
-                            which with THREAD_CACHE counts objects cached
-                            per thread too (up to 16 per refill) */
-  size_t allocations;    /* successful allocations */
+  size_t in_use;         /* bytes in the program's live blocks now (not
+                            those waiting in thread caches) */
+  size_t high_water;     /* for a region, the most bytes its blocks took at
+                            once; for a bucket, the bytes of objects ever
+                            taken from its store; both count blocks that
+                            waited in thread caches */
+  size_t allocations;    /* blocks it served the program */
   size_t failures;       /* requests this section could not serve */
 } brisk_hybrid_section_stats_t;
 

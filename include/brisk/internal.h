@@ -31,13 +31,12 @@ struct brisk_stack_block_s;
 typedef struct brisk_stack_frame_s {
   struct brisk_stack_block_s *blk;
   unsigned char *pos;
-  unsigned char *last;
   size_t in_use;
+  size_t unused; /* a record is 32 bytes: frames[depth] is a shift away */
 } brisk_stack_frame_t;
 typedef struct brisk_stack_hot_s {
   unsigned char *pos;   /* next free byte of the current block */
   unsigned char *end;   /* end of the usable part of the current block */
-  unsigned char *last;  /* last allocation of the top frame, NULL if none */
   size_t requested;     /* bytes asked in total */
   size_t average_sum;   /* the seed's running mean of request sizes */
   size_t average_nb;

@@ -87,10 +87,12 @@ BRISK_API size_t brisk_usable_size(const void *p);
  * wait for this thread's next slow path), blocks other threads freed for it
  * are returned to its pages, and its empty pages and cached huge mappings
  * go back to the system; so do the heaps of exited threads that no thread
- * has taken over. With force, the free pages and cached huge mappings of
- * every other thread's heap go back too, including those of threads that
- * are blocked or idle and will not call malloc again (what malloc_trim
- * does). Returns true when this call gave memory back to the system.
+ * has taken over, and the mappings of destroyed region allocators that
+ * have waited a second for the next one. With force, the free pages and
+ * cached huge mappings of every other thread's heap go back too, including
+ * those of threads that are blocked or idle and will not call malloc again
+ * (what malloc_trim does), and every mapping kept for region allocators.
+ * Returns true when this call gave memory back to the system.
  */
 BRISK_API bool brisk_collect(bool force);
 

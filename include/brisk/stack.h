@@ -49,7 +49,7 @@ BRISK_API void brisk_stack_pop_slow_(brisk_stack_t *stack);
 
 /*
  * `size` bytes aligned to `align` (power of two; 0 means 16) in the top
- * frame (or the stack's base frame if none is pushed). NULL/EINVAL for a bad
+ * frame (or the stack's base frame if none is pushed), not zeroed. NULL/EINVAL for a bad
  * alignment, NULL/ENOMEM when memory can't be had. Inline: a bump of the
  * current block's position; anything else goes to the library.
  */
@@ -63,7 +63,6 @@ static inline void *brisk_stack_alloc(brisk_stack_t *stack, size_t size, size_t 
                            hot->average_nb < BRISK_STACK_AVERAGE_MAX_NB_,
                        1)) {
     hot->pos = (unsigned char *)(at + size);
-    hot->last = (unsigned char *)at;
     hot->requested += size;
     hot->average_nb += 1;
     return (void *)at;
@@ -81,9 +80,7 @@ static inline void brisk_stack_push(brisk_stack_t *stack) {
   brisk_stack_frame_t *frame = &hot->frames[hot->depth++];
   frame->blk = hot->blk;
   frame->pos = hot->pos;
-  frame->last = hot->last;
   frame->in_use = hot->requested - hot->released;
-  hot->last = NULL;
 }
 
 /* Pops the top frame; popping with no frame pushed aborts with a message.
@@ -96,7 +93,6 @@ static inline void brisk_stack_pop(brisk_stack_t *stack) {
     if (__builtin_expect(frame->blk == hot->blk, 1)) {
       hot->depth = depth - 1;
       hot->pos = frame->pos;
-      hot->last = frame->last;
       hot->released = hot->requested - frame->in_use;
       return;
     }

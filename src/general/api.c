@@ -112,7 +112,12 @@ bool brisk_collect(bool force) {
   uint64_t releases_before = _brisk_os_thread_releases();
   if (!heap->is_empty_heap) _brisk_heap_collect(heap);
   _brisk_heaps_tidy_all();
-  if (force) _brisk_heaps_trim_others(heap);
+  if (force) {
+    _brisk_heaps_trim_others(heap);
+    _brisk_os_cache_flush(); /* mappings kept for the next region allocator */
+  } else {
+    _brisk_os_cache_expire(_brisk_os_now_ms());
+  }
   /* All of the above runs on this thread: memory went back when it
    * unmapped or decommitted anything. */
   return _brisk_os_thread_releases() != releases_before;

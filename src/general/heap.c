@@ -319,6 +319,7 @@ void _brisk_heap_housekeeping(brisk_heap_t *heap) {
    * looked at under the memory lock only. */
   _brisk_heap_purge(heap, now, BRISK_PURGE_DELAY_MS);
   _brisk_huge_cache_trim(heap, now, BRISK_HUGE_CACHE_MAX_AGE_MS);
+  _brisk_os_cache_expire(now); /* the region allocators' kept mappings */
   /* Debug builds check the whole heap now and then (every 1024 slow
    * mallocs): often enough to catch a broken invariant near its cause. */
   if (BRISK_DEBUG && (heap->generic_calls & 1023) == 0) _brisk_heap_validate(heap);

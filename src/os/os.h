@@ -100,6 +100,99 @@ BRISK_HIDDEN bool _brisk_os_move(void *p, size_t old_size, void *new_base, size_
  * hint the kernel may ignore, so nothing is reported. */
 BRISK_HIDDEN void _brisk_os_advise_huge_pages(void *p, size_t size, size_t *calls);
 
+/* The size of a transparent huge page (the PMD size, 2 MiB on x86-64) when
+ * the kernel gives them to ranges that ask (THP "always" or "madvise"), 0
+ * when it does not ("never", or no THP at all). Read from /sys once. */
+BRISK_HIDDEN size_t _brisk_os_huge_page_size(void);
+
+/* Bytes of a page-aligned range that are resident in RAM now (mincore),
+ * counted by OS page. Pages never touched are not. */
+BRISK_HIDDEN size_t _brisk_os_resident(void *p, size_t size, size_t *calls);
+
+/*
+ * The mapping cache (map_cache.c): mappings of destroyed region allocators
+ * kept a short while and handed to the next allocator of the same kind
+ * that asks for the same size, so that an allocator created and destroyed
+ * per task takes no system call, and no page fault for the pages its
+ * predecessor touched. Bounded: at most BRISK_OS_CACHE_MAX_ENTRIES
+ * mappings and max_bytes of their resident memory (256 MiB); a mapping
+ * waits at most delay_ms (1 s) and goes back to the OS on the first cache
+ * call after that (puts, takes, the general allocator's housekeeping and
+ * brisk_collect make them), the oldest first when the cache is full.
+ *
+ * A mapping's bytes are what its last owner left there: a taker that needs
+ * zeros (the fifo's pages, the pools' and buddies' counters) clears them.
+ * Only a taker of the same kind gets it, so each kind knows what it holds.
+ * Thread-safe: one try-lock, never waited for (a cache call that finds it
+ * taken does without the cache), so it holds no thread up and no fork.
+ */
+typedef enum brisk_os_cache_kind_e {
+  BRISK_OS_CACHE_ARENA,        /* an arena's reservation: header, data committed lazily */
+  BRISK_OS_CACHE_STACK,        /* a stack's blocks, frame records and its own page */
+  BRISK_OS_CACHE_FIFO,         /* a fifo's pages and control page */
+  BRISK_OS_CACHE_POOL,         /* a pool's reservation */
+  BRISK_OS_CACHE_BUDDY_META,   /* a buddy's header, counters and index, all zero but the header */
+  BRISK_OS_CACHE_BUDDY_REGION, /* a buddy's blocks */
+  BRISK_OS_CACHE_HYBRID,       /* a hybrid's own pages */
+  BRISK_OS_CACHE_KINDS
+} brisk_os_cache_kind_t;
+
+#define BRISK_OS_CACHE_MAX_ENTRIES 32
+#define BRISK_OS_CACHE_DEFAULT_BYTES ((size_t)256 << 20)
+#define BRISK_OS_CACHE_DEFAULT_DELAY_MS 1000u
+/* For put's `resident`: count the resident pages (mincore) instead. */
+#define BRISK_OS_CACHE_MEASURE ((size_t)-1)
+
+/*
+ * Instead of _brisk_os_release: keep [p, p + size) for a later take of this
+ * kind and size. committed: the bytes from p that are read-write (size for
+ * a _brisk_os_reserve mapping; a prefix of a _brisk_os_reserve_address_space
+ * one, whose rest must be no-access and read as zero when committed).
+ * resident: an upper bound of the bytes it holds in RAM, or
+ * BRISK_OS_CACHE_MEASURE. Released at once when the cache cannot keep it.
+ * The system calls it makes (the measuring, that release, and the release
+ * of older mappings it makes room by) are added to *calls: the caller's,
+ * as its allocator made them; those of expire and flush are nobody's.
+ */
+BRISK_HIDDEN void _brisk_os_cache_put(brisk_os_cache_kind_t kind, void *p, size_t size,
+                                      size_t committed, size_t resident, size_t *calls);
+/* A kept mapping of this kind, exactly `size` bytes, whose start is a
+ * multiple of `align`; NULL when there is none. *committed and *resident:
+ * its read-write prefix and its resident bytes, as put had them. Its only
+ * system calls release mappings kept too long (added to *calls). */
+BRISK_HIDDEN void *_brisk_os_cache_take(brisk_os_cache_kind_t kind, size_t size, size_t align,
+                                        size_t *committed, size_t *resident, size_t *calls);
+/* _brisk_os_reserve(size, align, 0, calls) served by the cache when it
+ * can: *reused tells whether it was (the bytes are then not zero). */
+BRISK_HIDDEN void *_brisk_os_reserve_cached(brisk_os_cache_kind_t kind, size_t size, size_t align,
+                                           bool *reused, size_t *calls);
+/* _brisk_os_release of such a mapping, through the cache (all of it
+ * read-write; its resident bytes measured when it is over 1 MiB). */
+BRISK_HIDDEN void _brisk_os_release_cached(brisk_os_cache_kind_t kind, void *p, size_t size,
+                                           size_t *calls);
+/* Release what has waited longer than the delay: one relaxed load when
+ * nothing has (the general allocator's housekeeping calls it). */
+BRISK_HIDDEN void _brisk_os_cache_expire(uint64_t now_ms);
+/* Release every kept mapping now (brisk_collect(true), malloc_trim). */
+BRISK_HIDDEN void _brisk_os_cache_flush(void);
+
+/* What the cache holds now, and its limits (tests). */
+typedef struct brisk_os_cache_info_s {
+  size_t entries;
+  size_t resident;     /* sum of the entries' resident bytes */
+  size_t max_bytes;
+  size_t max_entries;
+  uint64_t delay_ms;
+  uint64_t hits, puts, releases; /* takes served, mappings kept, mappings released by the cache */
+} brisk_os_cache_info_t;
+BRISK_HIDDEN void _brisk_os_cache_info(brisk_os_cache_info_t *out);
+/* Whether p lies in a mapping the cache keeps (tests). */
+BRISK_HIDDEN bool _brisk_os_cache_holds(const void *p);
+/* Set the limits (tests; 0 bytes or entries: keep nothing), flushing what
+ * no longer fits. */
+BRISK_HIDDEN void _brisk_os_cache_configure(size_t max_bytes, size_t max_entries,
+                                            uint64_t delay_ms);
+
 /* System calls by kind, each counted once, for statistics and for tests
  * that check a caller's own count of its OS calls against this one. */
 typedef enum brisk_os_call_kind_e {

@@ -455,6 +455,72 @@ void _brisk_os_fatal_pointer(const char *caller, const void *p, const char *why)
   abort();
 }
 
+/* Reads a small /sys file into buf (NUL-terminated); false if it cannot. */
+static bool read_small_file(const char *path, char *buf, size_t size) {
+  int fd = open(path, O_RDONLY | O_CLOEXEC);
+  if (fd < 0) return false;
+  ssize_t n = read(fd, buf, size - 1);
+  close(fd);
+  if (n <= 0) return false;
+  buf[n] = '\0';
+  return true;
+}
+
+/* 0 before the first read; then the size, or 1 for "none" (so 0 stays
+ * "not read"). Relaxed: every racing reader stores the same value. */
+static _Atomic size_t huge_page_size;
+
+static BRISK_COLD size_t read_huge_page_size(void) {
+  size_t size = 1;
+  char text[128];
+  /* "always [madvise] never": the bracketed word is the setting. */
+  if (read_small_file("/sys/kernel/mm/transparent_hugepage/enabled", text, sizeof text) &&
+      strstr(text, "[never]") == NULL) {
+    size = (size_t)2 << 20;
+    if (read_small_file("/sys/kernel/mm/transparent_hugepage/hpage_pmd_size", text,
+                        sizeof text)) {
+      unsigned long long value = strtoull(text, NULL, 10);
+      if (value != 0 && (value & (value - 1)) == 0) size = (size_t)value;
+    }
+  }
+  atomic_store_explicit(&huge_page_size, size, memory_order_relaxed);
+  return size;
+}
+
+size_t _brisk_os_huge_page_size(void) {
+  size_t size = atomic_load_explicit(&huge_page_size, memory_order_relaxed);
+  if (BRISK_UNLIKELY(size == 0)) size = read_huge_page_size();
+  return size == 1 ? 0 : size;
+}
+
+size_t _brisk_os_resident(void *p, size_t size, size_t *calls) {
+  /* One byte per page (bit 0: resident), 4096 pages per call: 16 MiB of
+   * 4 KiB pages; counted 8 bytes at a time. */
+  uint64_t vec[512];
+  size_t page = _brisk_os_page_size(), resident = 0;
+  uint8_t *at = p;
+  for (size_t left = size; left != 0;) {
+    size_t pages = (left + page - 1) / page;
+    if (pages > sizeof vec) pages = sizeof vec;
+    size_t bytes = pages * page < left ? pages * page : left;
+    add_calls(calls, 1);
+    memset(vec, 0, (pages + 7) / 8 * 8);
+    bool ok = mincore(at, bytes, (unsigned char *)vec) == 0;
+    count_call(BRISK_OS_OTHER, bytes, ok);
+    /* A range the kernel will not describe counts as resident: the bound
+     * it feeds stays an upper bound. */
+    if (!ok) {
+      resident += pages * page;
+    } else {
+      for (size_t i = 0; i < (pages + 7) / 8; i++)
+        resident += (size_t)__builtin_popcountll(vec[i] & 0x0101010101010101ull) * page;
+    }
+    at += bytes;
+    left -= bytes;
+  }
+  return resident < size ? resident : size;
+}
+
 void _brisk_os_advise_huge_pages(void *p, size_t size, size_t *calls) {
   if (size == 0) return;
 #ifdef MADV_HUGEPAGE

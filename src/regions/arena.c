@@ -11,8 +11,25 @@
  * chunks (1 MiB, growing to a quarter of what is committed, at most 64 MiB)
  * when an allocation crosses the committed frontier. No malloc anywhere.
  *
+ * Transparent huge pages: where the kernel gives them to ranges that ask
+ * (os.h: _brisk_os_huge_page_size), a reservation of two huge pages or
+ * more is aligned to the huge page and asks for them (MADV_HUGEPAGE)
+ * beyond its first huge page, which keeps a small arena small; past that
+ * first huge page the commit frontier stops on huge-page boundaries, so
+ * the kernel can back each one whole at its first touch (one fault where
+ * 4 KiB pages take 512).
+ *
+ * Reuse: destroy hands the reservation to the OS layer's mapping cache
+ * (os.h) with its read-write prefix (`mapped`) and the bytes it touched;
+ * a create of the same size takes it back, so an arena made and destroyed
+ * per task faults its pages in once, not every time. The new arena clears
+ * its header; its data holds what the old one left: brisk_arena_alloc
+ * never promised zeroed memory.
+ *
  * Call tree:
- *   brisk_arena_create   reserve, commit the header pages, register
+ *   brisk_arena_create   a cached reservation of the size (cleared header),
+ *                        else reserve, commit the header pages, advise huge
+ *                        pages; register
  *   brisk_arena_alloc    check size/align; fetch_add(offset); fast return
  *                        when the block ends below `committed`
  *     alloc_slow         (cold) the block ends past the frontier:
@@ -21,7 +38,7 @@
  *     hand_out           count it in the thread's slot; ASan/Valgrind
  *   brisk_arena_reset    poison what was used, offset = 0, maybe uncommit
  *   brisk_arena_used / brisk_arena_stats / brisk_arena_destroy (unregister
- *                        first, then release)
+ *                        first, then to the mapping cache)
  *
  * Who touches which field, and with what memory order:
  *   offset         every allocating thread: fetch_add, relaxed. It only
@@ -41,6 +58,18 @@
  *                  need themselves (mprotect of a range already read-write
  *                  is harmless and keeps its contents), so nobody waits for
  *                  anybody: lock-free, not even a spin.
+ *   mapped         data bytes read-write in the reservation: at least
+ *                  `committed`, more when the reservation came from the
+ *                  cache with more committed, or a commit rounded past the
+ *                  limit. CAS-max (release) by the commit path after its
+ *                  own mprotect has returned; the commit path loads it
+ *                  (acquire) to skip what is read-write already, so the
+ *                  mprotect behind a value it sees comes before the
+ *                  frontier it then publishes. Reset and destroy read it
+ *                  alone.
+ *   touched        the most data bytes handed out since the reservation's
+ *                  pages were last dropped: reset (keeping them) and
+ *                  destroy only, never concurrent with allocation.
  *   system_requests  OS calls made for the arena: set at creation, then
  *                  relaxed fetch_adds by the commit path and by reset.
  *   slots[i]       per-thread counts of allocations and requested bytes
@@ -48,9 +77,9 @@
  *                  relaxed load + store (brisk_owner_add, no RMW); threads
  *                  without a slot share slots[BRISK_THREAD_SLOTS] with
  *                  fetch_add. Stats sum them with relaxed loads.
- *   data, limit, base, reservation_size, header_size: written at creation,
- *                  read-only after; they share the read-mostly line with
- *                  `committed`.
+ *   data, limit, base, reservation_size, header_size, huge: written
+ *                  at creation, read-only after; they share the read-mostly
+ *                  line with `committed`.
  *   poisoned_end   reset and destroy only, never concurrent with reset
  *                  (documented).
  *   entry          the registry's (registry.h), under its lock.
@@ -85,6 +114,7 @@
 
 #include <brisk/arena.h>
 #include <errno.h>
+#include <string.h>
 
 #define MIN_CHUNK ((size_t)1 << 20)
 #define MAX_CHUNK ((size_t)64 << 20)
@@ -109,6 +139,7 @@ struct brisk_arena_s {
   size_t reservation_size;
   size_t header_size;       /* pages of this struct, committed at creation */
   size_t page;
+  size_t huge;              /* transparent huge page size, 0 when not asked for */
   /* Hand each block to ASan/Valgrind: brisk_tools_watch_blocks at
    * creation, so that other builds pay a predictable branch per allocation
    * rather than a client request. */
@@ -119,10 +150,12 @@ struct brisk_arena_s {
   size_t resets;
   /* Single-threaded (reset, destroy). */
   size_t poisoned_end; /* ASan shadow poisoned over data[0, poisoned_end) */
+  size_t touched;      /* most data bytes handed out since the pages were last dropped */
   brisk_region_entry_t entry;
   /* The one contended word. */
   BRISK_ALIGNED(BRISK_CACHE_LINE) _Atomic size_t offset;
   BRISK_ALIGNED(BRISK_CACHE_LINE) _Atomic size_t system_requests;
+  _Atomic size_t mapped; /* data bytes read-write (see the top) */
   arena_slot_t slots[BRISK_THREAD_SLOTS + 1]; /* the last: threads without a slot */
 };
 
@@ -168,6 +201,11 @@ static void registry_stats(const brisk_region_entry_t *entry, brisk_region_stats
 
 /* ---- The arena ---- */
 
+/* Where the reservation starts: on a huge page when it asks for them. */
+static size_t reservation_align(size_t total, size_t page, size_t huge) {
+  return huge != 0 && total >= 2 * huge ? huge : page;
+}
+
 brisk_arena_t *brisk_arena_create(size_t reserve) {
   if (reserve == 0) {
     errno = EINVAL;
@@ -180,23 +218,40 @@ brisk_arena_t *brisk_arena_create(size_t reserve) {
   size_t page = _brisk_os_page_size();
   size_t header_size = brisk_align_up(sizeof(brisk_arena_t), page);
   size_t total = header_size + brisk_align_up(reserve, page);
-  size_t calls = 0;
-  uint8_t *base = _brisk_os_reserve_address_space(total, page, &calls);
-  if (base == NULL) return NULL;
-  if (!_brisk_os_commit(base, header_size, &calls)) {
-    _brisk_os_release(base, total, NULL);
-    errno = ENOMEM;
-    return NULL;
+  size_t align = reservation_align(total, page, _brisk_os_huge_page_size());
+  size_t calls = 0, committed = 0, resident = 0;
+  uint8_t *base =
+      _brisk_os_cache_take(BRISK_OS_CACHE_ARENA, total, align, &committed, &resident, &calls);
+  if (base != NULL) {
+    /* A destroyed arena's reservation: the header pages and `committed`
+     * bytes from base are read-write, with its data in them. */
+    memset(base, 0, header_size);
+  } else {
+    base = _brisk_os_reserve_address_space(total, align, &calls);
+    if (base == NULL) return NULL;
+    if (!_brisk_os_commit(base, header_size, &calls)) {
+      _brisk_os_release(base, total, NULL);
+      errno = ENOMEM;
+      return NULL;
+    }
+    /* Huge pages past the first one (see the top). */
+    if (align > page) _brisk_os_advise_huge_pages(base + align, total - align, &calls);
+    committed = header_size;
   }
-  /* Fresh pages read as zero: the slots' counts start at 0. */
+  /* Cleared or fresh: the slots' counts start at 0. */
   brisk_arena_t *arena = (brisk_arena_t *)base;
   arena->data = base + header_size;
   arena->limit = reserve;
-  atomic_init(&arena->committed, 0);
+  /* What the cache brought in is committed as far as the limit lets it. */
+  size_t data_mapped = committed - header_size;
+  atomic_init(&arena->committed, data_mapped < reserve ? data_mapped : reserve);
+  atomic_init(&arena->mapped, data_mapped);
+  arena->touched = resident > header_size ? resident - header_size : 0;
   arena->base = base;
   arena->reservation_size = total;
   arena->header_size = header_size;
   arena->page = page;
+  arena->huge = align > page ? align : 0;
   arena->announce = brisk_tools_watch_blocks();
   brisk_annotate_mempool_create(arena);
   arena->poisoned_end = 0;
@@ -213,7 +268,14 @@ void brisk_arena_destroy(brisk_arena_t *arena) {
   /* Clear our poisoning, so whatever is mapped here next starts clean. */
   brisk_annotate_internal(arena->data, arena->poisoned_end);
   brisk_annotate_mempool_destroy(arena);
-  _brisk_os_release(arena->base, arena->reservation_size, NULL);
+  size_t mapped = atomic_load_explicit(&arena->mapped, memory_order_relaxed);
+  size_t touched = brisk_arena_used(arena);
+  if (touched < arena->touched) touched = arena->touched;
+  if (touched > mapped) touched = mapped;
+  size_t header_size = arena->header_size;
+  _brisk_os_cache_put(BRISK_OS_CACHE_ARENA, arena->base, arena->reservation_size,
+                      header_size + mapped,
+                      header_size + brisk_align_up(touched, arena->page), NULL);
 }
 
 /* The chunk to commit beyond `committed` bytes: grows with the arena. */
@@ -222,6 +284,17 @@ static size_t chunk_size(size_t committed) {
   if (chunk < MIN_CHUNK) return MIN_CHUNK;
   if (chunk > MAX_CHUNK) return MAX_CHUNK;
   return chunk;
+}
+
+/* Where a commit up to `target` data bytes stops: on a page, or past the
+ * first huge page on a huge page, and within the reservation. */
+static size_t commit_end(const brisk_arena_t *arena, size_t target) {
+  uintptr_t end = (uintptr_t)arena->data + target;
+  bool huge = arena->huge != 0 && end > (uintptr_t)arena->base + arena->huge;
+  end = brisk_align_up(end, huge ? arena->huge : arena->page);
+  size_t data_pages = arena->reservation_size - arena->header_size;
+  target = (size_t)(end - (uintptr_t)arena->data);
+  return target < data_pages ? target : data_pages;
 }
 
 /*
@@ -233,16 +306,24 @@ static bool ensure_committed(brisk_arena_t *arena, size_t end) {
   if (cur >= end) return true; /* another thread got there first */
   size_t target = cur + chunk_size(cur);
   if (target < end) target = end;
-  target = brisk_align_up(target, arena->page);
-  size_t data_pages = arena->reservation_size - arena->header_size;
-  if (target > data_pages) target = data_pages;
-  size_t calls = 0;
-  bool ok = _brisk_os_commit(arena->data + cur, target - cur, &calls);
-  count_calls(arena, calls);
-  if (!ok) return false;
+  target = commit_end(arena, target);
+  /* What is read-write already (from the cache, or a commit that went past
+   * the limit) needs no mprotect. */
+  size_t mapped = atomic_load_explicit(&arena->mapped, memory_order_acquire);
+  if (target > mapped) {
+    size_t from = cur > mapped ? cur : mapped;
+    size_t calls = 0;
+    bool ok = _brisk_os_commit(arena->data + from, target - from, &calls);
+    count_calls(arena, calls);
+    if (!ok) return false;
+    while (mapped < target &&
+           !atomic_compare_exchange_weak_explicit(&arena->mapped, &mapped, target,
+                                                  memory_order_release, memory_order_relaxed)) {
+    }
+  }
   /* CAS-max: publish the new frontier unless someone published a larger
-   * one. Our own mprotect already covers [cur, target), so whatever the
-   * outcome our block is accessible. */
+   * one. Our own mprotect (or an earlier one) already covers [cur, target),
+   * so whatever the outcome our block is accessible. */
   size_t frontier = target < arena->limit ? target : arena->limit;
   while (cur < frontier &&
          !atomic_compare_exchange_weak_explicit(&arena->committed, &cur, frontier,
@@ -319,11 +400,16 @@ void brisk_arena_reset(brisk_arena_t *arena, int keep_committed) {
   brisk_annotate_mempool_create(arena);
   brisk_annotate_no_access(arena->data, committed);
   if (committed > arena->poisoned_end) arena->poisoned_end = committed;
-  if (!keep_committed && committed != 0) {
+  size_t used = brisk_arena_used(arena);
+  if (used > arena->touched) arena->touched = used;
+  size_t mapped = atomic_load_explicit(&arena->mapped, memory_order_relaxed);
+  if (!keep_committed && mapped != 0) {
     size_t calls = 0;
-    _brisk_os_uncommit(arena->data, brisk_align_up(committed, arena->page), &calls);
+    _brisk_os_uncommit(arena->data, mapped, &calls);
     count_calls(arena, calls);
     atomic_store_explicit(&arena->committed, 0, memory_order_relaxed);
+    atomic_store_explicit(&arena->mapped, 0, memory_order_relaxed);
+    arena->touched = 0;
   }
   atomic_store_explicit(&arena->offset, 0, memory_order_relaxed);
   arena->resets++;

@@ -89,7 +89,10 @@
  *   brisk_buddy_validate     (quiescent) recompute the trees, compare with
  *                            the index
  *   brisk_buddy_stats / _brisk_buddy_counters / _brisk_buddy_range
- *   brisk_buddy_destroy      unregister, release both reservations
+ *   brisk_buddy_destroy      unregister, flush the caches, both reservations
+ *                            to the OS layer's mapping cache (the meta one
+ *                            only when every tree is free: it is then zero
+ *                            past the header, which a reuse clears)
  *
  * Statistics: allocations and bytes_requested (the sizes asked, before
  * rounding) are counted per thread slot; bytes_in_use is block sizes;
@@ -130,6 +133,10 @@
  *                  own pending delta above it: exact with one thread, within
  *                  FLUSH_BYTES per other active thread otherwise. Written
  *                  only while the peak rises, so its line stays shared.
+ *   used[t]        1 once tree t has served a block: a relaxed load, and a
+ *                  store only when it was 0 (the line stays shared);
+ *                  destroy (quiescent) reads and clears it, for its
+ *                  estimate of the memory the buddy made resident.
  *   everything else  written by create, read-only after.
  *
  * Spreading threads: slot i starts at tree (i * stride) % ntrees, stride
@@ -185,6 +192,7 @@
 #include <brisk/buddy.h>
 #include <errno.h>
 #include <stdio.h>
+#include <string.h>
 
 #define MIN_BLOCK_FLOOR ((size_t)16)
 /* 64 TiB: keeps every size computation far from wrapping around. */
@@ -228,6 +236,7 @@ struct brisk_buddy_s {
   size_t region_size;     /* the region's reservation (total, page-rounded) */
   _Atomic uint32_t *nodes; /* ntrees * nodes_per_tree counters */
   _Atomic uint8_t *index; /* total / min_block bytes */
+  _Atomic uint8_t *used;  /* ntrees bytes: 1 once a tree has served a block */
   size_t meta_size;       /* this reservation: header, nodes, index */
   size_t ntrees;
   size_t nodes_per_tree;  /* 2^(depth + 1) */
@@ -236,6 +245,7 @@ struct brisk_buddy_s {
   uint32_t min_shift;
   uint32_t depth;         /* D: log2(max_block / min_block) */
   uint32_t cache_orders;  /* 0 without a thread cache */
+  bool memory_locked;     /* BRISK_REGION_LOCK: never to the mapping cache */
   size_t system_requests; /* OS calls made for it (all at creation) */
   brisk_region_entry_t entry; /* registry.h; its links NULL when not registered */
   /* Written rarely, read by every allocation. */
@@ -363,6 +373,10 @@ static inline void *alloc_tree(brisk_buddy_t *b, slot_t *e, bool shared, uint32_
     size_t i = tree_take(tree_nodes(b, tree), b->depth, k, e->pref);
     if (i != 0) {
       if (!shared) e->cur_tree = tree;
+      /* Read-mostly: stored once per tree (destroy's estimate of what the
+       * buddy made resident). */
+      if (BRISK_UNLIKELY(!atomic_load_explicit(&b->used[tree], memory_order_relaxed)))
+        atomic_store_explicit(&b->used[tree], 1, memory_order_relaxed);
       return unit_address(b, node_unit(b, tree, i, k));
     }
     if (++tree == b->ntrees) tree = 0;
@@ -458,6 +472,58 @@ static BRISK_NOINLINE void *alloc_generic(brisk_buddy_t *b, slot_t *e, bool shar
   void *p = alloc_tree(b, e, shared, k);
   if (BRISK_UNLIKELY(p == NULL)) return alloc_slow(b, e, shared, k, size);
   return hand_out(b, e, shared, p, k, size);
+}
+
+/*
+ * A run of 2^j blocks of order k for a cache in front (the hybrid's): one
+ * block of order k + j taken by the usual search, then split where it
+ * stands: every node of its subtree down to order k set full (each counts
+ * the units below it, all used) and every order-k block's index byte set,
+ * so that each block is freed alone like any other. Nobody else reads or
+ * writes that subtree meanwhile: the block's node is full, so no search
+ * reserves through it (buddy.c's overlap argument), and the blocks' frees
+ * publish these stores with their release (tree_release). Returns how many
+ * blocks (2^j, or 0 when no block of order k + j is free).
+ */
+size_t _brisk_buddy_take_run(brisk_buddy_t *b, uint32_t k, uint32_t j, void **out) {
+  if (k + j > b->depth) return 0;
+  uint32_t id = brisk_thread_slot();
+  slot_t *e = &b->slots[id];
+  bool shared = id == BRISK_NO_THREAD_SLOT;
+  size_t tree = e->cur_tree;
+  size_t node = 0;
+  _Atomic uint32_t *n = NULL;
+  for (size_t tried = 0; tried < b->ntrees; tried++) {
+    n = tree_nodes(b, tree);
+    node = tree_take(n, b->depth, k + j, e->pref);
+    if (node != 0) break;
+    if (++tree == b->ntrees) tree = 0;
+  }
+  if (node == 0) return 0;
+  if (!shared) e->cur_tree = tree;
+  if (!atomic_load_explicit(&b->used[tree], memory_order_relaxed))
+    atomic_store_explicit(&b->used[tree], 1, memory_order_relaxed);
+  /* Levels below the run's node: order m nodes are full (2^m units). */
+  for (uint32_t m = k + j; m-- > k;) {
+    size_t first = node << (k + j - m), count = (size_t)1 << (k + j - m);
+    for (size_t i = 0; i < count; i++)
+      atomic_store_explicit(&n[first + i], (uint32_t)1 << m, memory_order_relaxed);
+  }
+  size_t blocks = (size_t)1 << j, bytes = b->min_block << k;
+  uint8_t *p = unit_address(b, node_unit(b, tree, node, k + j));
+  for (size_t i = 0; i < blocks; i++) {
+    out[i] = p + i * bytes;
+    atomic_store_explicit(&b->index[address_unit(b, out[i])], (uint8_t)(k + 1),
+                          memory_order_relaxed);
+    brisk_annotate_alloc(out[i], bytes, false);
+  }
+  count(&e->allocations, blocks, shared);
+  count(&e->requested, blocks * bytes, shared);
+  size_t pending = account_bytes(b, e, shared, blocks * bytes);
+  intptr_t now = (intptr_t)(atomic_load_explicit(&b->in_use, memory_order_relaxed) + pending);
+  if (now > (intptr_t)atomic_load_explicit(&b->high_water, memory_order_relaxed))
+    raise_high_water(b, (size_t)now);
+  return blocks;
 }
 
 static BRISK_COLD void *alloc_refused(brisk_buddy_t *b, size_t size, size_t align) {
@@ -593,26 +659,32 @@ brisk_buddy_t *_brisk_buddy_create(size_t total, size_t min_block, size_t max_bl
   size_t nodes_per_tree = (size_t)2 << depth;
   size_t header = brisk_align_up(sizeof(brisk_buddy_t), BRISK_CACHE_LINE);
   size_t nodes_bytes = ntrees * nodes_per_tree * sizeof(uint32_t); /* 8 bytes per unit */
-  size_t meta_size = brisk_align_up(header + nodes_bytes + units, page);
+  size_t meta_size = brisk_align_up(header + nodes_bytes + units + ntrees, page);
   size_t region_size = brisk_align_up(total, page);
 
   size_t calls = 0;
-  uint8_t *meta = _brisk_os_reserve(meta_size, page, 0, &calls);
+  bool meta_reused, region_reused;
+  uint8_t *meta = _brisk_os_reserve_cached(BRISK_OS_CACHE_BUDDY_META, meta_size, page,
+                                           &meta_reused, &calls);
   if (meta == NULL) return NULL;
-  uint8_t *base = _brisk_os_reserve(region_size, max, 0, &calls);
+  uint8_t *base = _brisk_os_reserve_cached(BRISK_OS_CACHE_BUDDY_REGION, region_size, max,
+                                           &region_reused, &calls);
   if (base == NULL) {
     _brisk_os_release(meta, meta_size, NULL);
     errno = ENOMEM;
     return NULL;
   }
   /* Fresh pages read as zero: every counter 0 (all free), every index byte
-   * 0, every slot empty. */
+   * 0, every slot empty. A cached meta mapping is zero past the header
+   * (see brisk_buddy_destroy), which is cleared here. */
+  if (meta_reused) memset(meta, 0, header);
   brisk_buddy_t *b = (brisk_buddy_t *)meta;
   b->base = base;
   b->total = total;
   b->region_size = region_size;
   b->nodes = (_Atomic uint32_t *)(meta + header);
   b->index = (_Atomic uint8_t *)(meta + header + nodes_bytes);
+  b->used = (_Atomic uint8_t *)(meta + header + nodes_bytes + units);
   b->meta_size = meta_size;
   b->ntrees = ntrees;
   b->nodes_per_tree = nodes_per_tree;
@@ -621,6 +693,7 @@ brisk_buddy_t *_brisk_buddy_create(size_t total, size_t min_block, size_t max_bl
   b->min_shift = min_shift;
   b->depth = depth;
   b->cache_orders = 0;
+  b->memory_locked = (flags & BRISK_REGION_LOCK) != 0;
   if ((flags & BRISK_REGION_THREAD_CACHE) != 0)
     b->cache_orders = depth + 1 < CACHE_ORDERS ? depth + 1 : CACHE_ORDERS;
   b->system_requests = calls; /* make_resident adds its own */
@@ -641,13 +714,49 @@ brisk_buddy_t *_brisk_buddy_create(size_t total, size_t min_block, size_t max_bl
   return b;
 }
 
+/* Quiescent: every tree one free root. Then every counter is 0 (a count
+ * is the units of the live blocks below it) and every index byte too. */
+static bool trees_all_free(const brisk_buddy_t *b) {
+  for (size_t t = 0; t < b->ntrees; t++)
+    if (atomic_load_explicit(&tree_nodes(b, t)[1], memory_order_relaxed) != 0) return false;
+  return true;
+}
+
 void brisk_buddy_destroy(brisk_buddy_t *b) {
   if (b == NULL) return;
   _brisk_region_unregister(&b->entry); /* nothing for a hybrid's region */
   /* Clear our poisoning, so whatever is mapped here next starts clean. */
   brisk_annotate_internal(b->base, b->region_size);
-  _brisk_os_release(b->base, b->region_size, NULL);
-  _brisk_os_release(b, b->meta_size, NULL);
+  /* Both mappings to the OS layer's cache: the region as it is; the meta
+   * mapping only when, the caches flushed, every tree is free, so that
+   * it is zero past its header (what create relies on). What they hold in
+   * RAM is at most the trees that ever served a block, and their
+   * counters and index bytes. */
+  if (b->memory_locked) {
+    /* mlock'ed memory kept in the cache would stay locked (and count
+     * against RLIMIT_MEMLOCK) after its allocator is gone. */
+    _brisk_os_release(b->base, b->region_size, NULL);
+    _brisk_os_release(b, b->meta_size, NULL);
+    return;
+  }
+  brisk_buddy_trim(b);
+  bool clean = trees_all_free(b);
+  size_t used = 0;
+  for (size_t t = 0; t < b->ntrees; t++)
+    used += atomic_load_explicit(&b->used[t], memory_order_relaxed);
+  memset((void *)b->used, 0, b->ntrees);
+  size_t page = _brisk_os_page_size();
+  size_t meta_per_tree = b->nodes_per_tree * sizeof(uint32_t) + ((size_t)1 << b->depth);
+  size_t region_resident = used * b->max_block;
+  size_t meta_resident = brisk_align_up(sizeof(brisk_buddy_t), page) + used * meta_per_tree +
+                         2 * page * (used != 0);
+  _brisk_os_cache_put(BRISK_OS_CACHE_BUDDY_REGION, b->base, b->region_size, b->region_size,
+                      region_resident < b->region_size ? region_resident : b->region_size, NULL);
+  if (clean)
+    _brisk_os_cache_put(BRISK_OS_CACHE_BUDDY_META, b, b->meta_size, b->meta_size,
+                        meta_resident < b->meta_size ? meta_resident : b->meta_size, NULL);
+  else
+    _brisk_os_release(b, b->meta_size, NULL);
 }
 
 /* ---- Statistics ---- */
@@ -691,7 +800,31 @@ void _brisk_buddy_range(const brisk_buddy_t *b, uintptr_t *lo, uintptr_t *hi) {
 }
 
 size_t _brisk_buddy_min_block(const brisk_buddy_t *b) { return b->min_block; }
+
 size_t _brisk_buddy_max_block(const brisk_buddy_t *b) { return b->max_block; }
+
+void _brisk_buddy_geometry(const brisk_buddy_t *b, brisk_buddy_geometry_t *out) {
+  out->base = (uintptr_t)b->base;
+  out->total = b->total;
+  out->min_shift = b->min_shift;
+  out->orders = b->depth + 1;
+  out->index = (const void *)b->index;
+}
+
+void _brisk_buddy_forget_blocks(brisk_buddy_t *b) {
+  brisk_buddy_trim(b);
+  size_t units_per_tree = (size_t)1 << b->depth;
+  for (size_t t = 0; t < b->ntrees; t++) {
+    _Atomic uint32_t *n = tree_nodes(b, t);
+    if (atomic_load_explicit(&n[1], memory_order_relaxed) == 0) continue;
+    memset((void *)n, 0, b->nodes_per_tree * sizeof *n);
+    memset((void *)&b->index[t * units_per_tree], 0, units_per_tree);
+  }
+  /* The blocks' bytes went with them. */
+  for (uint32_t i = 0; i <= BRISK_THREAD_SLOTS; i++)
+    atomic_store_explicit(&b->slots[i].pending, 0, memory_order_relaxed);
+  atomic_store_explicit(&b->in_use, 0, memory_order_relaxed);
+}
 
 /* ---- Validation (quiescent) ---- */
 

@@ -40,6 +40,33 @@ __attribute__((visibility("hidden"))) void _brisk_buddy_range(const brisk_buddy_
                                                               uintptr_t *lo, uintptr_t *hi);
 __attribute__((visibility("hidden"))) void _brisk_buddy_counters(const brisk_buddy_t *b,
                                                                  brisk_buddy_counters_t *out);
+/* Where a buddy's blocks lie and how free finds their order, for a cache
+ * in front of it (the hybrid's): fixed at creation. A block of order k
+ * (min_block << k bytes) starting at unit u = (p - base) >> min_shift has
+ * index[u] == k + 1 while it is handed out; 0 marks no block's start. */
+typedef struct brisk_buddy_geometry_s {
+  uintptr_t base;
+  size_t total;
+  uint32_t min_shift;
+  uint32_t orders;                /* log2(max_block / min_block) + 1 */
+  const void *index;              /* _Atomic uint8_t[]: not spelled so for C++ */
+} brisk_buddy_geometry_t;
+__attribute__((visibility("hidden"))) void _brisk_buddy_geometry(const brisk_buddy_t *b,
+                                                                 brisk_buddy_geometry_t *out);
+/* Every block is free, or held by a cache in front that is being thrown
+ * away with the buddy (the caller knows): make every tree one free root
+ * again, clearing the counters and index bytes of the trees in use, so
+ * that destroy can keep the metadata for reuse. Quiescent. */
+__attribute__((visibility("hidden"))) void _brisk_buddy_forget_blocks(brisk_buddy_t *b);
+
+/* 2^j blocks of order k (min_block << k bytes each, adjacent) into out[],
+ * from one free block of order k + j split where it stands: one search of
+ * the trees for 2^j blocks (a cache's refill). Each is then a block like
+ * any other, freed alone. Returns 2^j, or 0 when no block of order k + j
+ * is free (k + j above the largest order included). */
+__attribute__((visibility("hidden"))) size_t _brisk_buddy_take_run(brisk_buddy_t *b, uint32_t k,
+                                                                   uint32_t j, void **out);
+
 /* The smallest and largest block sizes, after rounding (powers of two). */
 __attribute__((visibility("hidden"))) size_t _brisk_buddy_min_block(const brisk_buddy_t *b);
 __attribute__((visibility("hidden"))) size_t _brisk_buddy_max_block(const brisk_buddy_t *b);

@@ -78,6 +78,12 @@
  * decommitting them (madvise) would make every reuse fault its pages back
  * in, which costs more than the memset that zeroes them.
  *
+ * Pages and the control page go to the OS layer's mapping cache (os.h)
+ * when the fifo lets them go, their used part zeroed, and come back from
+ * it when it holds one of the size: a fifo made per task then maps
+ * nothing and faults nothing in that its predecessor did. A kept mapping
+ * is zero but for its head (CACHE_DIRTY_HEAD bytes), which a taker clears.
+ *
  * Zeroing: fresh pages are zero. A page is zeroed (its used part only) when
  * it re-enters service as current, so a page's free space is always zero
  * and alloc never clears memory (clearing each block in alloc instead was
@@ -140,6 +146,11 @@
                            ~(uintptr_t)((PAGE_COLORS - 1) * PAGE_COLOR))
 /* The control block sits in the middle of its page, away from the colors. */
 #define FIFO_COLOR        ((size_t)2048)
+/* A fifo's mapping in the OS layer's cache is zero past its first
+ * CACHE_DIRTY_HEAD bytes (a page header at any color, the control block). */
+#define CACHE_DIRTY_HEAD  (FIFO_COLOR + sizeof(brisk_fifo_t))
+/* Big pages (a block of their own) up to this size go to that cache. */
+#define BIG_CACHED        ((size_t)1 << 20)
 #define BLOCK_HEADER      ((size_t)8)
 /* A block header's state: a 5-bit tag that says live or freed, so free
  * tells both "not a fifo block" and "freed twice" from one compare. */
@@ -277,8 +288,12 @@ BRISK_INLINE void write_header(block_t *block, size_t page_offs, size_t span) {
 /* ---- pages ---- */
 
 static page_t *page_map(brisk_fifo_t *fifo, size_t map_size, bool big) {
-  char *base = _brisk_os_reserve(map_size, ~fifo->window_mask + 1, 0, &fifo->system_requests);
+  bool reused;
+  char *base = _brisk_os_reserve_cached(BRISK_OS_CACHE_FIFO, map_size, ~fifo->window_mask + 1,
+                                        &reused, &fifo->system_requests);
   if (base == NULL) return NULL;
+  /* A kept mapping is zero past its head (see page_release). */
+  if (reused) memset(base, 0, CACHE_DIRTY_HEAD);
   page_t *page = page_of(fifo, base);
   uint32_t color = (uint32_t)((char *)page - base);
   page->color = color;
@@ -297,7 +312,16 @@ static void page_release(brisk_fifo_t *fifo, page_t *page) {
   fifo->bytes_held -= page->map_size;
   char *base = (char *)page - page->color;
   asan_open(base, page->map_size);
-  _brisk_os_release(base, page->map_size, &fifo->system_requests);
+  /* Into the mapping cache zero past its head, so that the next fifo to
+   * take it clears the head alone: the used part is all that is not. A big
+   * page over BIG_CACHED goes back to the OS: clearing it would cost more
+   * than the faults a fresh one takes. */
+  if (page->size == 0 && page->map_size > BIG_CACHED) {
+    _brisk_os_release(base, page->map_size, &fifo->system_requests);
+    return;
+  }
+  memset(area_of(page), 0, page->size != 0 ? page->used_size : big_span(page));
+  _brisk_os_release_cached(BRISK_OS_CACHE_FIFO, base, page->map_size, &fifo->system_requests);
 }
 
 /* An empty page back in service: its used part zeroed, used_size 0. */
@@ -330,7 +354,9 @@ static void page_drop(brisk_fifo_t *fifo, page_t *page) {
 
 /* The control page goes last: after destroy, once no page is left. */
 static void fifo_release(brisk_fifo_t *fifo) {
-  _brisk_os_release((char *)fifo - FIFO_COLOR, _brisk_os_page_size(), NULL);
+  memset(fifo, 0, sizeof *fifo); /* zero past the head, as page_release leaves pages */
+  _brisk_os_release_cached(BRISK_OS_CACHE_FIFO, (char *)fifo - FIFO_COLOR, _brisk_os_page_size(),
+                           NULL);
 }
 
 /* ---- alloc ---- */
@@ -546,8 +572,10 @@ brisk_fifo_t *brisk_fifo_create(size_t page_size) {
   size_t os_page = _brisk_os_page_size();
   page_size = brisk_align_up(page_size, os_page);
   size_t calls = 0;
-  char *control = _brisk_os_reserve(os_page, os_page, 0, &calls);
+  bool reused;
+  char *control = _brisk_os_reserve_cached(BRISK_OS_CACHE_FIFO, os_page, os_page, &reused, &calls);
   if (control == NULL) return NULL;
+  if (reused) memset(control, 0, CACHE_DIRTY_HEAD);
   brisk_fifo_t *fifo = (brisk_fifo_t *)(control + FIFO_COLOR);
   _Static_assert(FIFO_COLOR + sizeof(brisk_fifo_t) <= BRISK_OS_MIN_PAGE_SIZE,
                  "the control block fits its page");

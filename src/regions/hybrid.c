@@ -1,54 +1,114 @@
 /*
  * hybrid.c — seed 003's bounded hybrid pool: fixed-size buckets (lock-free
  * pools, the seed's SP section) in front of buddy regions (lock-free buddy
- * trees, the GP section), with frees dispatched by address.
+ * trees, the GP section), with frees dispatched by address, and (with
+ * BRISK_REGION_THREAD_CACHE, the default) a cache per thread in front of
+ * both.
  *
  * Layout: the brisk_hybrid_t itself sits in pages of its own from the OS
- * layer. Every bucket is a bounded brisk_pool_t and every region a
- * brisk_buddy_t, each over its own reservation; all of them are created,
- * committed (and with BRISK_REGION_PREFAULT / LOCK faulted in and locked)
- * by brisk_hybrid_create, so alloc and free make no system call afterwards.
+ * layer, its per-thread slots included. Every bucket is a bounded
+ * brisk_pool_t and every region a brisk_buddy_t, each over its own
+ * reservation; all of them are created, committed (and with
+ * BRISK_REGION_PREFAULT / LOCK faulted in and locked) by
+ * brisk_hybrid_create, so alloc and free make no system call afterwards.
+ *
+ * Thread caches. A class is a bucket of 16 bytes or more, or one order of
+ * the first region (blocks of min_block << k bytes, k < CACHED_ORDERS: 128
+ * B to 16 KiB in the default configuration; further regions, which serve
+ * when the first is full, are not cached). Each thread slot (thread_slot.h)
+ * holds, per class, a LIFO list of free blocks linked through their first
+ * word, the second word holding the hybrid's key (below), and its length:
+ * at most cap(class) blocks, 32 KiB of them, from 2 to 64 blocks. A cached
+ * block is handed out from its section's point of view (a pool's object
+ * taken, a buddy block's tree node and index byte set), so the sections
+ * see only the caches' refills and flushes:
+ *   alloc  (inline, align 0, sizes up to 512 B) the size's class from one
+ *          table, pop its list: no atomic, no call; an empty list is
+ *          refilled with half a list: a region's in one search of its
+ *          trees (a block split where it stands, _brisk_buddy_take_run), a
+ *          bucket's one object at a time;
+ *   free   the section by address (the range table: the regions first,
+ *          then the buckets, largest first), the class from the address (a
+ *          bucket) or the block's index byte (a region: its order), push
+ *          onto the list; a full list gives its older half back to the
+ *          section first.
+ * Frees check what they can without a shared write: the pointer is an
+ * object of the bucket that was handed out (the pool's index and its
+ * carved count), or a block's start in the region (its index byte set,
+ * else the buddy's own free says why). A block in a cache carries the key
+ * in its second word, which alloc clears: a free that finds the key walks
+ * its own list and aborts when the block is there (a double free while the
+ * block is still in the freeing thread's cache); a double free of a block
+ * that went back to its section is caught by the buddy's index byte
+ * (regions) and, in debug builds, the pool's live bits (buckets). Buckets
+ * of 8 bytes have no room for the key and are not cached.
+ *
+ * The bound with caches: one thread meets it exactly (a region that
+ * cannot serve a request first takes back this thread's cached blocks of
+ * every order, which may be what fragments it; a bucket's own list is
+ * empty when it is refilled). Other threads' caches are theirs: with T
+ * threads a request can fail while (T - 1) x the per-thread maximum (the
+ * sum of the caps: 223 KiB in the default configuration, 7 KiB of it in
+ * the buckets) sits in them. The caches are off (every call goes to the
+ * sections, which then keep their own caches, as before) when a tool
+ * watches blocks (an ASan build, Valgrind), so that it sees each block
+ * come and go, and for threads without a slot.
  *
  * Call tree:
  *   brisk_hybrid_create   check the config, create the buckets and regions
  *                         (not registered: registry.h counts them under
- *                         the hybrid), build the size → bucket table and
- *                         the range table, register the hybrid
- *   brisk_hybrid_alloc    size → smallest fitting bucket (one table load)
- *                         → brisk_pool_alloc; on NULL or an alignment the
- *                         bucket can't give, each region in turn
- *                         → brisk_buddy_alloc; then brisk_malloc (if the
- *                         config allows it) or NULL/ENOMEM; a success is
- *                         counted in the thread's slot
- *   brisk_hybrid_free     range table → brisk_pool_free / brisk_buddy_free;
- *                         outside every range → brisk_free (fallback on) or
- *                         a message and abort
- *   brisk_hybrid_stats    each section's counters, summed per thread slot
- *                         by the pool and buddy themselves
- *   brisk_hybrid_totals   the whole hybrid in brisk_region_stats_t's words
- *   brisk_hybrid_destroy  unregisters, destroys every section (no
- *                         concurrent calls)
+ *                         the hybrid; without their own caches), build the
+ *                         size -> bucket and size -> class tables, the
+ *                         classes and the range table, register
+ *   brisk_hybrid_alloc    (inline path above) or
+ *     alloc_slow          (noinline) arguments, the thread's slot, then
+ *                         the bucket (its class: pop, refill; or the pool),
+ *                         each region in turn (its order's class: pop,
+ *                         refill, take this thread's region caches back and
+ *                         refill; or the buddy), brisk_malloc if the config
+ *                         allows it, else NULL/ENOMEM
+ *   brisk_hybrid_free     range -> class -> push (inline path above), or
+ *     free_slow           (noinline) the double-free check, a full list's
+ *                         flush, a block no class caches (to its section)
+ *                         and pointers outside every range (brisk_free with
+ *                         the fallback on, else a message and abort)
+ *   brisk_hybrid_stats / brisk_hybrid_totals  the per-slot counts summed
+ *   brisk_hybrid_destroy  unregister; a region whose blocks were all freed
+ *                         forgets what the caches hold (so that its
+ *                         metadata can be reused); destroy every section
+ *                         (no concurrent calls)
  *
- * Threads: every field of brisk_hybrid_t except `fallbacks`, `slots` and
- * `entry` is written by create and only read afterwards (the seed's
- * "read-only acceleration structure": dispatch needs no synchronisation at
- * all); the hybrid is published to other threads by whatever the program
- * uses to share the pointer. `fallbacks` is a relaxed counter bumped only
- * on the fallback path. slots[i] counts the allocations of the thread
- * holding slot i and the sizes they asked for (thread_slot.h): only that
- * thread writes it, with a relaxed load + store; threads without a slot
- * share slots[BRISK_THREAD_SLOTS] with fetch_add; totals sum them with
- * relaxed loads. `entry` is the registry's, under its lock. All other
- * concurrency lives inside the pools and buddies, which are lock-free.
+ * Threads: every field of brisk_hybrid_t but `fallbacks`, `slow`, `slots`
+ * and `entry` is written by create and only read afterwards (the seed's
+ * "read-only acceleration structure"); the hybrid is published to other
+ * threads by whatever the program uses to share the pointer. `fallbacks`
+ * is a relaxed counter bumped on the fallback path. slots[i + 1] and
+ * slow[i] belong to the thread holding slot i: its lists, their lengths
+ * and its counts are written by that thread alone (lengths and counts as
+ * relaxed atomics, a load and a store, so that statistics may read them
+ * from any thread); threads without a slot share the last entry of each,
+ * whose counts take fetch_add and whose lists stay empty; slots[0] is the
+ * entry of a thread with no slot yet, whose lists are empty and full. A
+ * slot's next holder inherits its lists (thread_slot.h orders the
+ * handover). A block moves between threads only through its section,
+ * whose atomics order its bytes (pool.c, buddy.c). `entry` is the
+ * registry's, under its lock.
  *
- * Statistics (brisk_hybrid_totals, the registry): allocations and
- * bytes_requested are the hybrid's own counts of its successful
- * brisk_hybrid_alloc calls and the sizes they asked for (a bucket's pool
- * knows only its object size), fallbacks included; bytes_in_use and
- * bytes_held are the sections' (a fallback block is the general
- * allocator's), bytes_held plus the hybrid's own pages; system_requests
- * the OS calls made for the hybrid and its sections, all at creation.
+ * Statistics: each slot counts, per class, the blocks it handed out (the
+ * lengths of its lists are counted anyway), and per section the blocks
+ * served without a class and the requests the section could not serve. A
+ * section's in_use is the bytes of the blocks the program holds: the
+ * section's own count, less the bytes in the thread caches; its
+ * allocations the blocks it served the program; high_water is the
+ * section's own (a bucket: objects ever taken from its store, a region:
+ * the most bytes its buddy had handed out; both count blocks that sat in
+ * caches). brisk_hybrid_totals: allocations and bytes_requested the
+ * successful brisk_hybrid_alloc calls and their sizes (fallbacks
+ * included), bytes_in_use the sections' in_use, bytes_held the sections'
+ * memory and the hybrid's own pages, system_requests every OS call made
+ * for them, all at creation.
  */
+#include "base/annotate.h"
 #include "base/base.h"
 #include "os/os.h"
 #include "regions/buddy.h"
@@ -63,6 +123,7 @@
 
 #define MAX_BUCKET_SIZE ((size_t)512)
 #define SIZE_TABLE_ENTRIES (MAX_BUCKET_SIZE / 8 + 1)
+#define CLASS_TABLE_ENTRIES (MAX_BUCKET_SIZE + 1)
 #define MAX_SECTIONS (BRISK_HYBRID_MAX_BUCKETS + BRISK_HYBRID_MAX_REGIONS)
 #define NO_BUCKET 0xFF
 
@@ -70,19 +131,75 @@
 #define DEFAULT_MAX_BLOCK ((size_t)1 << 20)
 #define DEFAULT_BUCKET_COUNT ((size_t)64 << 10)
 
-/* An address range of one section, for free's dispatch. */
+/* The thread caches' classes: every bucket of 16 bytes or more, and the
+ * first CACHED_ORDERS orders of the first region; each class keeps at most
+ * CLASS_BYTES of blocks, from CLASS_MIN to CLASS_MAX of them. Class 0 is
+ * no class: its lists stay empty and take nothing (cap 0), so a size or a
+ * block without a class needs no test of its own on the inline paths. */
+#define CACHED_ORDERS 8u
+#define CLASS_BYTES ((size_t)32 << 10)
+#define CLASS_MIN 2u
+#define CLASS_MAX 64u
+#define NO_CLASS 0u
+#define MAX_CLASSES (1 + BRISK_HYBRID_MAX_BUCKETS + CACHED_ORDERS)
+
+/* An address range of one section, for free's dispatch, with what free
+ * needs to check a pointer of it and find its class: one cache line. */
 typedef struct section_range_s {
   uintptr_t lo;
-  uintptr_t size; /* hi - lo: one unsigned compare tests lo <= p < hi */
-  uint8_t is_bucket;
-  uint8_t index; /* into buckets[] or regions[] */
-} section_range_t;
+  uintptr_t size;  /* hi - lo: one unsigned compare tests lo <= p < hi */
+  union {
+    struct {       /* a bucket: brisk_pool_geometry_t's fields */
+      uint64_t inverse;
+      const _Atomic size_t *carved;
+      uint32_t shift;
+    } pool;
+    struct {       /* a region: brisk_buddy_geometry_t's */
+      const _Atomic uint8_t *index;
+      uintptr_t unit_mask;    /* min_block - 1 */
+      uint32_t min_shift;
+      uint32_t cached_orders; /* orders with a class (0: none) */
+    } buddy;
+  } u;
+  uint8_t is_bucket; /* 1, 0 for a region, RANGE_OUTSIDE for the sentinel */
+  uint8_t index;   /* into buckets[] or regions[] */
+  uint8_t klass;   /* a bucket's class, a region's order-0 class; NO_CLASS: none */
+} BRISK_ALIGNED(BRISK_CACHE_LINE) section_range_t;
 
-/* One thread's counts (see thread_slot.h), a cache line of its own. */
+#define RANGE_OUTSIDE 2
+
+/* One class of one thread's cache. */
+typedef struct cache_class_s {
+  void *head;              /* the newest block; its first word links the next */
+  _Atomic size_t count;    /* blocks in the list */
+  _Atomic size_t allocs;   /* blocks of the class this thread handed out */
+  size_t unused;
+} cache_class_t;
+
+/* One thread's entry (thread_slot.h): what the inline paths touch. The
+ * entries are SLOT_BYTES apart, a power of two, so that a thread's is a
+ * shift of its _brisk_thread_slot_line away. */
 typedef struct hybrid_slot_s {
-  _Atomic size_t allocations; /* successful brisk_hybrid_alloc calls */
-  _Atomic size_t requested;   /* the sizes they asked for */
-} BRISK_ALIGNED(BRISK_CACHE_LINE) hybrid_slot_t;
+  _Atomic size_t requested; /* sizes asked by its successful allocations */
+  size_t unused[3];
+  cache_class_t classes[MAX_CLASSES];
+} hybrid_slot_t;
+#define SLOT_BYTES ((size_t)1024)
+_Static_assert(sizeof(hybrid_slot_t) <= SLOT_BYTES, "a slot entry fits its stride");
+_Static_assert(sizeof(cache_class_t) == 32, "a class is half a cache line");
+
+/* One thread's counts of its slow paths. */
+typedef struct hybrid_slow_s {
+  _Atomic size_t direct_allocs[MAX_SECTIONS]; /* blocks served without a class */
+  _Atomic size_t failures[MAX_SECTIONS];      /* requests the section could not serve */
+} hybrid_slow_t;
+
+/* slots[]: the entry of line 0 (no slot yet, or none: every list empty
+ * and full, so the inline paths go out of line), then slot i's at i + 1,
+ * then the shared entry of threads without a slot (its counts only). */
+#define SLOT_NONE 0u
+#define SLOT_SHARED (BRISK_THREAD_SLOTS + 1)
+_Static_assert(BRISK_NO_THREAD_SLOT + 1 == SLOT_SHARED, "slot_of(NO_THREAD_SLOT) is the shared entry");
 
 struct brisk_hybrid_s {
   /* Read-only after create. */
@@ -90,24 +207,40 @@ struct brisk_hybrid_s {
   size_t region_count;
   size_t range_count;
   size_t largest_bucket;  /* bytes; 0 when there is no bucket */
-  /* (size + 7) / 8 → the smallest bucket that holds size, or NO_BUCKET. */
+  uintptr_t key;          /* a cached block's second word (never 0) */
+  /* size -> the class an align-0 request of that size takes first (the
+   * inline alloc's table; NO_CLASS without caches). */
+  uint8_t class_of_size[CLASS_TABLE_ENTRIES];
+  /* (size + 7) / 8 -> the smallest bucket that holds size, or NO_BUCKET. */
   uint8_t bucket_for_size[SIZE_TABLE_ENTRIES];
+  /* Regions first, then buckets, largest first (what most frees meet
+   * first: a region takes most sizes, the biggest bucket the most of the
+   * small ones), then a sentinel that holds every address. */
+  section_range_t ranges[MAX_SECTIONS + 1];
   size_t bucket_align[BRISK_HYBRID_MAX_BUCKETS]; /* alignment every object has */
   brisk_pool_t *buckets[BRISK_HYBRID_MAX_BUCKETS];
   size_t bucket_sizes[BRISK_HYBRID_MAX_BUCKETS];
+  uint8_t bucket_class[BRISK_HYBRID_MAX_BUCKETS]; /* NO_CLASS: not cached */
   brisk_buddy_t *regions[BRISK_HYBRID_MAX_REGIONS];
-  section_range_t ranges[MAX_SECTIONS]; /* buckets first: small sizes are the common case */
+  uint8_t region_class[BRISK_HYBRID_MAX_REGIONS]; /* order 0's class; NO_CLASS: not cached */
+  uint32_t cached_orders;  /* orders of the first region that have classes */
+  uint32_t min_shift;      /* log2 of the regions' min_block */
+  size_t class_count;      /* class 0 included */
+  size_t class_cap[MAX_CLASSES];      /* 0 for class 0 */
+  size_t class_block[MAX_CLASSES];    /* bytes of a class's blocks */
+  uint8_t class_section[MAX_CLASSES]; /* the section a class's blocks come from */
+  bool cached;             /* thread caches in use */
   bool fallback_to_malloc;
   size_t mapping_size;
   size_t system_requests;  /* the OS calls for this mapping (the sections count theirs) */
   brisk_region_entry_t entry;
   /* Written on the fallback path only. */
   _Atomic size_t fallbacks;
-  hybrid_slot_t slots[BRISK_THREAD_SLOTS + 1]; /* the last: threads without a slot */
+  hybrid_slow_t slow[BRISK_THREAD_SLOTS + 1]; /* by slot; the last: threads without one */
+  BRISK_ALIGNED(SLOT_BYTES) unsigned char slots[BRISK_THREAD_SLOTS + 2][SLOT_BYTES];
 };
 
-_Static_assert(sizeof(hybrid_slot_t) == BRISK_CACHE_LINE, "slot entries are one cache line");
-
+_Static_assert(MAX_CLASSES <= 255 && MAX_SECTIONS <= 255, "classes and sections fit a byte");
 
 void brisk_hybrid_default_config(brisk_hybrid_config_t *out) {
   if (out == NULL) return;
@@ -163,13 +296,29 @@ static size_t region_min_block_for(const brisk_hybrid_config_t *c, size_t bucket
   return min_block;
 }
 
-static void add_range(brisk_hybrid_t *h, uintptr_t lo, uintptr_t hi, bool is_bucket,
-                      size_t index) {
+static section_range_t *add_range(brisk_hybrid_t *h, uintptr_t lo, uintptr_t hi, bool is_bucket,
+                                  size_t index) {
   section_range_t *r = &h->ranges[h->range_count++];
   r->lo = lo;
   r->size = hi - lo;
   r->is_bucket = is_bucket;
   r->index = (uint8_t)index;
+  r->klass = NO_CLASS;
+  return r;
+}
+
+/* Regions first, buckets largest first (see `ranges`), then the sentinel. */
+static void order_ranges(brisk_hybrid_t *h) {
+  section_range_t sorted[MAX_SECTIONS + 1];
+  size_t n = 0;
+  for (size_t i = 0; i < h->range_count; i++)
+    if (!h->ranges[i].is_bucket) sorted[n++] = h->ranges[i];
+  for (size_t i = h->range_count; i-- > 0;)
+    if (h->ranges[i].is_bucket) sorted[n++] = h->ranges[i];
+  memcpy(h->ranges, sorted, n * sizeof sorted[0]);
+  memset(&h->ranges[n], 0, sizeof h->ranges[n]);
+  h->ranges[n].size = UINTPTR_MAX;
+  h->ranges[n].is_bucket = RANGE_OUTSIDE;
 }
 
 static void registry_stats(const brisk_region_entry_t *entry, brisk_region_stats_t *out) {
@@ -182,6 +331,94 @@ static void destroy_sections(brisk_hybrid_t *h) {
     if (h->buckets[i] != NULL) brisk_pool_destroy(h->buckets[i]);
   for (size_t i = 0; i < BRISK_HYBRID_MAX_REGIONS; i++)
     if (h->regions[i] != NULL) brisk_buddy_destroy(h->regions[i]);
+}
+
+/* ---- Slots ---- */
+
+/* The entry of the thread whose _brisk_thread_slot_line is line: (slot +
+ * 1) * 64, or 0 (the entry of no slot). */
+BRISK_INLINE hybrid_slot_t *slot_at(brisk_hybrid_t *h, uint32_t line) {
+  return (hybrid_slot_t *)(h->slots[0] + (size_t)line * (SLOT_BYTES / BRISK_CACHE_LINE));
+}
+
+/* Slot i's entry (thread_slot.h's numbers), or the shared one for
+ * BRISK_NO_THREAD_SLOT. */
+BRISK_INLINE hybrid_slot_t *slot_of(brisk_hybrid_t *h, uint32_t slot) {
+  return (hybrid_slot_t *)h->slots[slot + 1];
+}
+
+/* Add v to a count of slot `slot`: its holder alone writes it (load +
+ * store), unless it is the shared entry of threads without a slot. */
+BRISK_INLINE void count(_Atomic size_t *c, size_t v, uint32_t slot) {
+  if (BRISK_UNLIKELY(slot == BRISK_NO_THREAD_SLOT))
+    atomic_fetch_add_explicit(c, v, memory_order_relaxed);
+  else
+    brisk_owner_add(c, v);
+}
+
+BRISK_INLINE size_t list_length(cache_class_t *k) {
+  return atomic_load_explicit(&k->count, memory_order_relaxed);
+}
+
+/* ---- Classes (create, with caches on) ---- */
+
+/* A new class of blocks of `block` bytes from section `section`. */
+static uint8_t add_class(brisk_hybrid_t *h, size_t block, size_t section) {
+  size_t c = h->class_count++;
+  size_t cap = CLASS_BYTES / block;
+  h->class_cap[c] = cap < CLASS_MIN ? CLASS_MIN : cap > CLASS_MAX ? CLASS_MAX : cap;
+  h->class_block[c] = block;
+  h->class_section[c] = (uint8_t)section;
+  return (uint8_t)c;
+}
+
+/* The order of the region block that serves `need` bytes (need >= 1). */
+static inline uint32_t order_for(const brisk_hybrid_t *h, size_t need) {
+  size_t min_block = (size_t)1 << h->min_shift;
+  return need <= min_block ? 0
+                           : (uint32_t)(brisk_bit_scan_reverse(need - 1) + 1 - h->min_shift);
+}
+
+static void build_classes(brisk_hybrid_t *h) {
+  h->class_count = 1; /* class 0: none (cap 0) */
+  for (size_t b = 0; b < h->bucket_count; b++)
+    h->bucket_class[b] = h->bucket_sizes[b] >= 16 ? add_class(h, h->bucket_sizes[b], b) : NO_CLASS;
+  /* The first region's orders: the others serve when it is full. */
+  h->cached_orders = 0;
+  if (h->region_count != 0) {
+    brisk_buddy_geometry_t g;
+    _brisk_buddy_geometry(h->regions[0], &g);
+    h->cached_orders = g.orders < CACHED_ORDERS ? g.orders : CACHED_ORDERS;
+    h->region_class[0] = (uint8_t)h->class_count;
+    for (uint32_t k = 0; k < h->cached_orders; k++)
+      add_class(h, (size_t)1 << (h->min_shift + k), h->bucket_count);
+  }
+  for (size_t r = 0; r < h->range_count; r++) {
+    section_range_t *range = &h->ranges[r];
+    if (range->is_bucket) {
+      range->klass = h->bucket_class[range->index];
+    } else if (h->region_class[range->index] != NO_CLASS) {
+      range->klass = h->region_class[range->index];
+      range->u.buddy.cached_orders = h->cached_orders;
+    }
+  }
+  /* The class of an align-0 request: its bucket when the bucket's objects
+   * have the alignment the size needs, else the region's order. */
+  for (size_t size = 1; size < CLASS_TABLE_ENTRIES; size++) {
+    size_t need = natural_align(size);
+    uint8_t c = NO_CLASS;
+    uint8_t b = h->bucket_for_size[(size + 7) / 8];
+    if (size <= h->largest_bucket && b != NO_BUCKET && need <= h->bucket_align[b]) {
+      c = h->bucket_class[b];
+    } else if (h->region_count != 0) {
+      uint32_t k = order_for(h, size);
+      if (k < h->cached_orders) c = (uint8_t)(h->region_class[0] + k);
+    }
+    h->class_of_size[size] = c;
+  }
+  /* The entry of no slot: every list full, so that free goes out of line. */
+  hybrid_slot_t *none = (hybrid_slot_t *)h->slots[SLOT_NONE];
+  for (size_t c = 0; c < MAX_CLASSES; c++) atomic_init(&none->classes[c].count, CLASS_MAX);
 }
 
 brisk_hybrid_t *brisk_hybrid_create(const brisk_hybrid_config_t *config) {
@@ -197,16 +434,25 @@ brisk_hybrid_t *brisk_hybrid_create(const brisk_hybrid_config_t *config) {
   }
   size_t mapping_size = brisk_align_up(sizeof(brisk_hybrid_t), _brisk_os_page_size());
   size_t calls = 0;
-  brisk_hybrid_t *h = _brisk_os_reserve(mapping_size, 0, 0, &calls);
+  bool reused;
+  brisk_hybrid_t *h = _brisk_os_reserve_cached(BRISK_OS_CACHE_HYBRID, mapping_size, SLOT_BYTES,
+                                               &reused, &calls);
   if (h == NULL) return NULL;
-  /* Fresh pages are zero: every pointer NULL, every counter 0. */
+  /* Fresh pages are zero (a kept mapping is cleared): every pointer NULL,
+   * every list empty, every count 0, every table entry NO_CLASS. */
+  if (reused) memset(h, 0, mapping_size);
   h->mapping_size = mapping_size;
   h->system_requests = calls;
   h->bucket_count = bucket_count;
   h->region_count = region_count;
   h->fallback_to_malloc = config->fallback_to_malloc != 0;
-  /* Every section gets the config's flags: PREFAULT, LOCK, THREAD_CACHE. */
+  /* The hybrid's caches, when asked for, replace the sections' own (they
+   * keep theirs while a tool watches blocks). */
+  h->cached = (config->flags & BRISK_REGION_THREAD_CACHE) != 0 && !brisk_tools_watch_blocks();
   unsigned flags = config->flags;
+  if (h->cached) flags &= ~(unsigned)BRISK_REGION_THREAD_CACHE;
+  uintptr_t key = ((uintptr_t)h ^ (uintptr_t)_brisk_os_now_ms() << 20) * 0x9E3779B97F4A7C15ull;
+  h->key = key | 1;
 
   for (size_t i = 0; i < bucket_count; i++) {
     size_t size = config->bucket_sizes[i];
@@ -215,9 +461,15 @@ brisk_hybrid_t *brisk_hybrid_create(const brisk_hybrid_config_t *config) {
     h->buckets[i] = _brisk_pool_create(size, h->bucket_align[i], config->bucket_counts[i],
                                        flags, false);
     if (h->buckets[i] == NULL) goto fail;
+    brisk_pool_geometry_t g;
+    _brisk_pool_geometry(h->buckets[i], &g);
     uintptr_t lo, hi;
     _brisk_pool_range(h->buckets[i], &lo, &hi);
-    add_range(h, lo, hi, true, i);
+    section_range_t *range = add_range(h, lo, hi, true, i);
+    /* brisk_pool_geometry_index from the range's start: its objects'. */
+    range->u.pool.inverse = g.inverse;
+    range->u.pool.carved = g.carved;
+    range->u.pool.shift = g.shift;
   }
   h->largest_bucket = bucket_count ? config->bucket_sizes[bucket_count - 1] : 0;
   for (size_t slot = 0, b = 0; slot < SIZE_TABLE_ENTRIES; slot++) {
@@ -237,10 +489,19 @@ brisk_hybrid_t *brisk_hybrid_create(const brisk_hybrid_config_t *config) {
     if (max_block < min_block) max_block = min_block;
     h->regions[i] = _brisk_buddy_create(size, min_block, max_block, flags, false);
     if (h->regions[i] == NULL) goto fail;
+    brisk_buddy_geometry_t g;
+    _brisk_buddy_geometry(h->regions[i], &g);
+    /* The buddy's own rounding (at least 16): every region's is the same. */
+    h->min_shift = g.min_shift;
     uintptr_t lo, hi;
     _brisk_buddy_range(h->regions[i], &lo, &hi);
-    add_range(h, lo, hi, false, i);
+    section_range_t *range = add_range(h, lo, hi, false, i);
+    range->u.buddy.index = (const _Atomic uint8_t *)g.index;
+    range->u.buddy.unit_mask = ((uintptr_t)1 << g.min_shift) - 1;
+    range->u.buddy.min_shift = g.min_shift;
   }
+  order_ranges(h);
+  if (h->cached) build_classes(h);
   _brisk_region_register(&h->entry, BRISK_REGION_HYBRID, registry_stats);
   return h;
 
@@ -249,97 +510,330 @@ fail:;
    * cleanup. */
   int saved_errno = errno;
   destroy_sections(h);
-  _brisk_os_release(h, mapping_size, NULL);
+  _brisk_os_release_cached(BRISK_OS_CACHE_HYBRID, h, mapping_size, NULL);
   errno = saved_errno ? saved_errno : ENOMEM;
   return NULL;
 }
 
-void brisk_hybrid_destroy(brisk_hybrid_t *h) {
-  if (h == NULL) return;
-  _brisk_region_unregister(&h->entry);
-  destroy_sections(h);
-  _brisk_os_release(h, h->mapping_size, NULL);
+/* ---- The thread caches ---- */
+
+/* A cached block's first two words: the next block, and the key. */
+BRISK_INLINE void push(brisk_hybrid_t *h, cache_class_t *k, void *p) {
+  void **words = p;
+  words[0] = k->head;
+  words[1] = (void *)h->key;
+  k->head = p;
+  brisk_owner_add(&k->count, 1);
 }
 
-/* The calling thread had no slot behind its entry: take one now, or count
- * in the shared entry of threads without one. */
-static BRISK_NOINLINE void *count_alloc_no_slot(brisk_hybrid_t *h, void *p, size_t size) {
-  uint32_t slot = brisk_thread_slot();
-  hybrid_slot_t *e = &h->slots[slot];
-  if (slot != BRISK_NO_THREAD_SLOT) {
-    brisk_owner_add(&e->allocations, 1);
-    brisk_owner_add(&e->requested, size);
-  } else {
-    atomic_fetch_add_explicit(&e->allocations, 1, memory_order_relaxed);
-    atomic_fetch_add_explicit(&e->requested, size, memory_order_relaxed);
+/* Pop the head of a non-empty list (the key cleared: the program's bytes
+ * never look cached). */
+BRISK_INLINE void *pop(cache_class_t *k, void *p) {
+  void **words = p;
+  k->head = words[0];
+  words[1] = NULL;
+  brisk_owner_add(&k->count, (size_t)-1);
+  return p;
+}
+
+/* One block of class c goes back to its section. */
+static void give_back(brisk_hybrid_t *h, size_t c, void *p) {
+  ((void **)p)[1] = NULL;
+  size_t s = h->class_section[c];
+  if (s < h->bucket_count)
+    brisk_pool_free(h->buckets[s], p);
+  else
+    brisk_buddy_free(h->regions[s - h->bucket_count], p);
+}
+
+/* The blocks after the first `keep` of class c's list go back. */
+static void trim_list(brisk_hybrid_t *h, cache_class_t *k, size_t c, size_t keep) {
+  size_t n = list_length(k);
+  if (keep >= n) return;
+  void **cut = NULL, *p = k->head;
+  for (size_t i = 0; i < keep; i++) {
+    cut = p;
+    p = cut[0];
   }
-  return p;
+  if (cut == NULL)
+    k->head = NULL;
+  else
+    cut[0] = NULL;
+  atomic_store_explicit(&k->count, keep, memory_order_relaxed);
+  while (p != NULL) {
+    void *next = ((void **)p)[0];
+    give_back(h, c, p);
+    p = next;
+  }
 }
 
-/* p (not NULL) goes to the program for a request of `size` bytes: counted
- * in the calling thread's own entry (one TLS word, no atomic RMW). */
-BRISK_INLINE void *count_alloc(brisk_hybrid_t *h, void *p, size_t size) {
-  uint32_t line = _brisk_thread_slot_line;
-  if (BRISK_UNLIKELY(line == 0)) return count_alloc_no_slot(h, p, size);
-  hybrid_slot_t *e = (hybrid_slot_t *)((char *)h->slots + line) - 1;
-  brisk_owner_add(&e->allocations, 1);
+/*
+ * Class c's list is empty: half a list of blocks from its section, the
+ * first for the caller (counted), the others into the list. NULL when the
+ * section has none.
+ */
+static void *refill(brisk_hybrid_t *h, hybrid_slot_t *e, size_t c, size_t size) {
+  cache_class_t *k = &e->classes[c];
+  size_t s = h->class_section[c];
+  size_t want = h->class_cap[c] / 2;
+  void *first = NULL;
+  if (s >= h->bucket_count) {
+    /* A region: the half list in one search, as one split block. */
+    void *run[CLASS_MAX / 2];
+    uint32_t order = (uint32_t)brisk_bit_scan_reverse(h->class_block[c]) - h->min_shift;
+    uint32_t j = (uint32_t)brisk_bit_scan_reverse(want);
+    size_t got = _brisk_buddy_take_run(h->regions[s - h->bucket_count], order, j, run);
+    for (size_t i = got; i-- > 1;) push(h, k, run[i]);
+    if (got != 0) first = run[0];
+  }
+  for (size_t got = first != NULL ? want : 0; got < want; got++) {
+    void *p = s < h->bucket_count
+                  ? brisk_pool_alloc(h->buckets[s])
+                  : brisk_buddy_alloc(h->regions[s - h->bucket_count], h->class_block[c], 0);
+    if (p == NULL) break;
+    if (first == NULL)
+      first = p;
+    else
+      push(h, k, p);
+  }
+  if (first == NULL) return NULL;
+  brisk_owner_add(&k->allocs, 1);
   brisk_owner_add(&e->requested, size);
+  return first;
+}
+
+/* A block of class c for the calling thread (entry e): its list, else a
+ * refill. */
+static void *class_take(brisk_hybrid_t *h, hybrid_slot_t *e, size_t c, size_t size) {
+  cache_class_t *k = &e->classes[c];
+  void *p = k->head;
+  if (p != NULL) {
+    pop(k, p);
+    brisk_owner_add(&k->allocs, 1);
+    brisk_owner_add(&e->requested, size);
+    return p;
+  }
+  return refill(h, e, c, size);
+}
+
+/* The calling thread's cached blocks of region r all go back to it. */
+static void flush_region(brisk_hybrid_t *h, hybrid_slot_t *e, size_t r) {
+  for (size_t k = 0; k < h->cached_orders; k++) {
+    size_t c = h->region_class[r] + k;
+    trim_list(h, &e->classes[c], c, 0);
+  }
+}
+
+/* ---- Allocation past the inline path ---- */
+
+/* A block from section s, not through a class. */
+BRISK_INLINE void *count_direct(brisk_hybrid_t *h, uint32_t slot, size_t s, void *p, size_t size) {
+  count(&h->slow[slot].direct_allocs[s], 1, slot);
+  count(&slot_of(h, slot)->requested, size, slot);
   return p;
 }
 
-static BRISK_NOINLINE void *alloc_from_regions(brisk_hybrid_t *h, size_t size, size_t align) {
-  for (size_t i = 0; i < h->region_count; i++) {
-    void *p = brisk_buddy_alloc(h->regions[i], size, align);
-    if (p != NULL) return count_alloc(h, p, size);
+static void *from_bucket(brisk_hybrid_t *h, uint32_t slot, size_t b, size_t size) {
+  if (slot != BRISK_NO_THREAD_SLOT && h->bucket_class[b] != NO_CLASS)
+    return class_take(h, slot_of(h, slot), h->bucket_class[b], size);
+  void *p = brisk_pool_alloc(h->buckets[b]);
+  return p != NULL ? count_direct(h, slot, b, p, size) : NULL;
+}
+
+static void *from_region(brisk_hybrid_t *h, uint32_t slot, size_t r, size_t size, size_t need) {
+  uint32_t k = order_for(h, size > need ? size : need);
+  if (slot != BRISK_NO_THREAD_SLOT && h->region_class[r] != NO_CLASS && k < h->cached_orders) {
+    hybrid_slot_t *e = slot_of(h, slot);
+    size_t c = h->region_class[r] + k;
+    void *p = class_take(h, e, c, size);
+    if (p != NULL) return p;
+    /* This thread's own cached blocks may be what the region lacks. */
+    flush_region(h, e, r);
+    return refill(h, e, c, size);
+  }
+  void *p = brisk_buddy_alloc(h->regions[r], size, need);
+  return p != NULL ? count_direct(h, slot, h->bucket_count + r, p, size) : NULL;
+}
+
+static BRISK_NOINLINE void *alloc_slow(brisk_hybrid_t *h, size_t size, size_t align) {
+  if (size == 0 || (align & (align - 1)) != 0) {
+    errno = EINVAL;
+    return NULL;
+  }
+  uint32_t slot = brisk_thread_slot();
+  hybrid_slow_t *counts = &h->slow[slot];
+  /* align 0: what malloc would give an object of this size. */
+  size_t need = align != 0 ? align : natural_align(size);
+  if (size <= h->largest_bucket) {
+    size_t b = h->bucket_for_size[(size + 7) / 8];
+    if (need <= h->bucket_align[b]) {
+      void *p = from_bucket(h, slot, b, size);
+      if (p != NULL) return p;
+      count(&counts->failures[b], 1, slot);
+    }
+  }
+  size_t want = size > need ? size : need;
+  for (size_t r = 0; r < h->region_count; r++) {
+    if (want <= _brisk_buddy_max_block(h->regions[r])) {
+      void *p = from_region(h, slot, r, size, need);
+      if (p != NULL) return p;
+    }
+    count(&counts->failures[h->bucket_count + r], 1, slot);
   }
   if (h->fallback_to_malloc) {
     void *p = align <= natural_align(size) ? brisk_malloc(size) : brisk_aligned_alloc(align, size);
     if (p == NULL) return NULL;
     atomic_fetch_add_explicit(&h->fallbacks, 1, memory_order_relaxed);
-    return count_alloc(h, p, size);
+    count(&slot_of(h, slot)->requested, size, slot);
+    return p;
   }
   errno = ENOMEM;
   return NULL;
 }
 
+/*
+ * The inline path: an align-0 request of up to 512 bytes whose class has a
+ * block in the calling thread's list. Everything else goes out of line: a
+ * size without a class finds class 0's list empty, a thread without a
+ * slot the entry of line 0, whose lists are all empty.
+ */
 void *brisk_hybrid_alloc(brisk_hybrid_t *h, size_t size, size_t align) {
-  if (BRISK_UNLIKELY(size == 0 || (align & (align - 1)) != 0)) {
-    errno = EINVAL;
-    return NULL;
-  }
-  if (BRISK_LIKELY(size <= h->largest_bucket)) {
-    size_t b = h->bucket_for_size[(size + 7) / 8];
-    /* align 0: what malloc would give an object of this size. */
-    size_t need = align != 0 ? align : natural_align(size);
-    if (BRISK_LIKELY(need <= h->bucket_align[b])) {
-      void *p = brisk_pool_alloc(h->buckets[b]);
-      if (BRISK_LIKELY(p != NULL)) return count_alloc(h, p, size);
+  /* size - 1 wraps for 0: one comparison sends it out of line too. */
+  if (BRISK_LIKELY(size - 1 < MAX_BUCKET_SIZE && align == 0)) {
+    hybrid_slot_t *e = slot_at(h, _brisk_thread_slot_line);
+    cache_class_t *k = &e->classes[h->class_of_size[size]];
+    void *p = k->head;
+    if (BRISK_LIKELY(p != NULL)) {
+      pop(k, p);
+      brisk_owner_add(&k->allocs, 1);
+      brisk_owner_add(&e->requested, size);
+      return p;
     }
   }
-  return alloc_from_regions(h, size, align != 0 ? align : natural_align(size));
+  return alloc_slow(h, size, align);
 }
 
-void brisk_hybrid_free(brisk_hybrid_t *h, void *p) {
+/* ---- Free ---- */
+
+static BRISK_COLD BRISK_NORETURN void bad_free(const void *p, const char *why) {
+  _brisk_os_fatal_pointer("brisk_hybrid_free", p, why);
+}
+
+/* bad_free for the inline free, which tail-calls it (a call to a noreturn
+ * function would give the inline path a stack frame). */
+static BRISK_COLD void free_bad(const void *p, const char *why) { bad_free(p, why); }
+
+/* The block at p carries the key: abort if it is in the thread's own list
+ * of its class (a double free), else it is the program's data. */
+static BRISK_NOINLINE void check_not_cached(const cache_class_t *k, const void *p) {
+  for (const void *q = k->head; q != NULL; q = ((void *const *)q)[0])
+    if (q == p) bad_free(p, "double free");
+}
+
+/* A block (of `order` in a region) of range r's section that the calling
+ * thread's class c did not take inline: the key seen, the list full, no
+ * class, or no slot. */
+static BRISK_NOINLINE void free_slow(brisk_hybrid_t *h, const section_range_t *r, void *p,
+                                     uint32_t order, size_t c) {
+  uint32_t slot = brisk_thread_slot();
+  if (slot != BRISK_NO_THREAD_SLOT && c != NO_CLASS) {
+    hybrid_slot_t *e = slot_of(h, slot);
+    cache_class_t *k = &e->classes[c];
+    if (((void **)p)[1] == (void *)h->key) check_not_cached(k, p);
+    size_t cap = h->class_cap[c];
+    if (list_length(k) >= cap) trim_list(h, k, c, cap / 2);
+    push(h, k, p);
+    return;
+  }
+  (void)order;
+  if (r->is_bucket)
+    brisk_pool_free(h->buckets[r->index], p);
+  else
+    brisk_buddy_free(h->regions[r->index], p);
+}
+
+static BRISK_NOINLINE void free_outside(brisk_hybrid_t *h, void *p) {
   if (p == NULL) return;
+  if (!h->fallback_to_malloc) bad_free(p, "pointer not from this hybrid pool");
+  brisk_free(p);
+}
+
+/*
+ * The section by address; its class by the pool's object index (a bucket)
+ * or the block's index byte (a region's order); then the thread's list.
+ */
+void brisk_hybrid_free(brisk_hybrid_t *h, void *p) {
   uintptr_t address = (uintptr_t)p;
-  for (size_t i = 0; i < h->range_count; i++) {
-    const section_range_t *r = &h->ranges[i];
-    if (address - r->lo < r->size) {
-      if (r->is_bucket)
-        brisk_pool_free(h->buckets[r->index], p);
-      else
-        brisk_buddy_free(h->regions[r->index], p);
-      return;
+  const section_range_t *r = h->ranges;
+  while (address - r->lo >= r->size) r++; /* the sentinel stops it */
+  uintptr_t offset = address - r->lo;
+  uint32_t order = 0;
+  size_t c = r->klass;
+  if (r->is_bucket) {
+    if (BRISK_UNLIKELY(r->is_bucket == RANGE_OUTSIDE)) return free_outside(h, p); /* NULL too */
+    /* brisk_pool_geometry_index: the object's index, or past carved. */
+    uint32_t shift = r->u.pool.shift;
+    uint64_t rotated = (offset >> shift) | (offset << ((64 - shift) & 63));
+    if (BRISK_UNLIKELY(rotated * r->u.pool.inverse >=
+                       atomic_load_explicit(r->u.pool.carved, memory_order_relaxed)))
+      return free_bad(p, "not an object of this hybrid's bucket (or never handed out)");
+  } else {
+    if (BRISK_UNLIKELY((offset & r->u.buddy.unit_mask) != 0))
+      return free_bad(p, "not the start of a block");
+    order = (uint32_t)atomic_load_explicit(&r->u.buddy.index[offset >> r->u.buddy.min_shift],
+                                           memory_order_relaxed) - 1;
+    /* No block starts here (index byte 0: 0 - 1 wraps, past every cached
+     * order): the buddy's own free says why, out of line. */
+    c = order < r->u.buddy.cached_orders ? c + order : NO_CLASS;
+  }
+  hybrid_slot_t *e = slot_at(h, _brisk_thread_slot_line);
+  cache_class_t *k = &e->classes[c];
+  /* Class 0's cap is 0 and the entry of line 0 is full: both go slow,
+   * before the block is read (with the caches off it may be poisoned). */
+  if (BRISK_UNLIKELY(list_length(k) >= h->class_cap[c] || ((void **)p)[1] == (void *)h->key))
+    return free_slow(h, r, p, order, c);
+  push(h, k, p);
+}
+
+/* ---- Statistics ---- */
+
+/* Section s: the bytes of the blocks the program holds (the section's own
+ * count, less the blocks the thread caches hold), the blocks it served the
+ * program, and the requests it could not serve. */
+static void section_counts(const brisk_hybrid_t *h, size_t s, size_t *in_use,
+                           size_t *allocations, size_t *failures) {
+  brisk_hybrid_t *m = (brisk_hybrid_t *)h;
+  size_t held;
+  if (s < h->bucket_count) {
+    brisk_pool_counters_t c;
+    _brisk_pool_counters(h->buckets[s], &c);
+    held = c.in_use * h->bucket_sizes[s];
+  } else {
+    brisk_buddy_counters_t c;
+    _brisk_buddy_counters(h->regions[s - h->bucket_count], &c);
+    held = c.in_use;
+  }
+  size_t cached = 0, served = 0, failed = 0;
+  for (uint32_t i = 0; i <= BRISK_THREAD_SLOTS; i++) {
+    hybrid_slot_t *e = slot_of(m, i);
+    served += atomic_load_explicit(&m->slow[i].direct_allocs[s], memory_order_relaxed);
+    failed += atomic_load_explicit(&m->slow[i].failures[s], memory_order_relaxed);
+    for (size_t c = 1; c < h->class_count; c++) {
+      if (h->class_section[c] != s) continue;
+      served += atomic_load_explicit(&e->classes[c].allocs, memory_order_relaxed);
+      cached += list_length(&e->classes[c]) * h->class_block[c];
     }
   }
-  if (!h->fallback_to_malloc)
-    _brisk_os_fatal_pointer("brisk_hybrid_free", p, "pointer not from this hybrid pool");
-  brisk_free(p);
+  /* Read while threads run, the two counts can be a moment apart. */
+  *in_use = held > cached ? held - cached : 0;
+  *allocations = served;
+  *failures = failed;
 }
 
 size_t brisk_hybrid_stats(const brisk_hybrid_t *h, brisk_hybrid_section_stats_t *out, size_t max,
                           size_t *fallbacks) {
   if (h == NULL) return 0;
+  brisk_hybrid_t *m = (brisk_hybrid_t *)h;
   size_t n = 0;
   for (size_t i = 0; i < h->bucket_count; i++, n++) {
     if (n >= max || out == NULL) continue;
@@ -351,11 +845,9 @@ size_t brisk_hybrid_stats(const brisk_hybrid_t *h, brisk_hybrid_section_stats_t 
     out[n] = (brisk_hybrid_section_stats_t){
         .block_size = size,
         .bytes_reserved = hi - lo,
-        .in_use = c.in_use * size,
         .high_water = c.high_water * size,
-        .allocations = c.allocations,
-        .failures = c.failures,
     };
+    section_counts(h, i, &out[n].in_use, &out[n].allocations, &out[n].failures);
   }
   for (size_t i = 0; i < h->region_count; i++, n++) {
     if (n >= max || out == NULL) continue;
@@ -366,13 +858,12 @@ size_t brisk_hybrid_stats(const brisk_hybrid_t *h, brisk_hybrid_section_stats_t 
     out[n] = (brisk_hybrid_section_stats_t){
         .block_size = 0,
         .bytes_reserved = hi - lo,
-        .in_use = c.in_use,
         .high_water = c.high_water,
-        .allocations = c.allocations,
-        .failures = c.failures,
     };
+    section_counts(h, h->bucket_count + i, &out[n].in_use, &out[n].allocations,
+                   &out[n].failures);
   }
-  if (fallbacks != NULL) *fallbacks = atomic_load_explicit(&h->fallbacks, memory_order_relaxed);
+  if (fallbacks != NULL) *fallbacks = atomic_load_explicit(&m->fallbacks, memory_order_relaxed);
   return n;
 }
 
@@ -381,23 +872,45 @@ void brisk_hybrid_totals(const brisk_hybrid_t *h, brisk_region_stats_t *out) {
   brisk_region_stats_t total = {
       .bytes_held = h->mapping_size,
       .system_requests = h->system_requests,
+      .allocations = atomic_load_explicit(&m->fallbacks, memory_order_relaxed),
   };
-  for (uint32_t i = 0; i <= BRISK_THREAD_SLOTS; i++) {
-    total.allocations += atomic_load_explicit(&m->slots[i].allocations, memory_order_relaxed);
-    total.bytes_requested += atomic_load_explicit(&m->slots[i].requested, memory_order_relaxed);
+  for (uint32_t i = 0; i <= BRISK_THREAD_SLOTS; i++)
+    total.bytes_requested += atomic_load_explicit(&slot_of(m, i)->requested, memory_order_relaxed);
+  for (size_t s = 0; s < h->bucket_count + h->region_count; s++) {
+    size_t in_use, allocations, failures;
+    section_counts(h, s, &in_use, &allocations, &failures);
+    total.bytes_in_use += in_use;
+    total.allocations += allocations;
   }
   brisk_region_stats_t section;
   for (size_t i = 0; i < h->bucket_count; i++) {
     brisk_pool_stats(h->buckets[i], &section);
-    total.bytes_in_use += section.bytes_in_use;
     total.bytes_held += section.bytes_held;
     total.system_requests += section.system_requests;
   }
   for (size_t i = 0; i < h->region_count; i++) {
     brisk_buddy_stats(h->regions[i], &section);
-    total.bytes_in_use += section.bytes_in_use;
     total.bytes_held += section.bytes_held;
     total.system_requests += section.system_requests;
   }
   *out = total;
+}
+
+/* ---- Destruction ---- */
+
+void brisk_hybrid_destroy(brisk_hybrid_t *h) {
+  if (h == NULL) return;
+  _brisk_region_unregister(&h->entry);
+  /* A region whose blocks the program all gave back holds only cached
+   * ones, which go with the hybrid: it forgets them, so that its metadata
+   * is clean for the mapping cache. */
+  if (h->cached) {
+    for (size_t r = 0; r < h->region_count; r++) {
+      size_t in_use, allocations, failures;
+      section_counts(h, h->bucket_count + r, &in_use, &allocations, &failures);
+      if (in_use == 0) _brisk_buddy_forget_blocks(h->regions[r]);
+    }
+  }
+  destroy_sections(h);
+  _brisk_os_release_cached(BRISK_OS_CACHE_HYBRID, h, h->mapping_size, NULL);
 }

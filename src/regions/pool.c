@@ -17,8 +17,17 @@
  * otherwise: no free list is built, objects are carved from the frontier
  * (`carved`, an atomic counter) when every list is empty.
  *
+ * Reuse: destroy hands the reservation to the OS layer's mapping cache
+ * (os.h) with what it committed; a pool created with the same layout
+ * takes it back, clears its header and, when everything is read-write
+ * already and nothing is to be pinned, makes no system call at all. Its
+ * objects hold what the old pool's held: pools never promised zeroes.
+ * Debug builds keep their pools out of it (their live bits would come in
+ * set).
+ *
  * Call tree:
- *   brisk_pool_create(_ex)  check arguments, reserve, commit the header
+ *   brisk_pool_create(_ex)  check arguments, a cached reservation (cleared
+ *                           header) or reserve and commit the header
  *                           (bounded + PREFAULT/LOCK: commit, prefault and
  *                           lock everything), register (registry.h; a
  *                           hybrid's buckets, made by _brisk_pool_create,
@@ -38,7 +47,7 @@
  *   carve                   commit up to the claim, then CAS(carved);
  *     ensure_committed      (cold) commit a slab, CAS-max `committed`
  *   brisk_pool_stats / _brisk_pool_counters: sum the per-slot counters
- *   brisk_pool_destroy      unregister, release the reservation
+ *   brisk_pool_destroy      unregister, the reservation to the mapping cache
  *
  * Destroy must not run concurrently with alloc or free on the same pool.
  *
@@ -54,6 +63,7 @@
 #include "regions/pool_internal.h"
 
 #include <errno.h>
+#include <string.h>
 
 /* Objects start page-aligned: any alignment up to the smallest page. */
 #define MAX_ALIGN BRISK_OS_MIN_PAGE_SIZE
@@ -434,25 +444,39 @@ brisk_pool_t *_brisk_pool_create(size_t obj_size, size_t align, size_t capacity,
   size_t header_size = brisk_align_up(sizeof(brisk_pool_t), page);
   size_t bitmap_size, total;
   size_t calls = 0; /* system calls, refused reservations included */
-  uint8_t *base;
-  for (;;) {
+  uint8_t *base = NULL;
+  size_t cached_committed = 0, cached_resident;
+  /* A destroyed pool's reservation of the same size, from the OS layer's
+   * cache: not in debug builds, whose live bits it would bring in set. */
+  bitmap_size = BRISK_DEBUG ? brisk_align_up((max_objects + 63) / 64 * 8, page) : 0;
+  object_bytes = brisk_align_up(max_objects * stride, page);
+  total = header_size + bitmap_size + object_bytes;
+  if (bitmap_size == 0)
+    base = _brisk_os_cache_take(BRISK_OS_CACHE_POOL, total, page, &cached_committed,
+                                &cached_resident, &calls);
+  if (base != NULL) {
+    memset(base, 0, header_size);
+  }
+  for (; base == NULL;) {
     bitmap_size = BRISK_DEBUG ? brisk_align_up((max_objects + 63) / 64 * 8, page) : 0;
     object_bytes = brisk_align_up(max_objects * stride, page);
     total = header_size + bitmap_size + object_bytes;
     base = _brisk_os_reserve_address_space(total, page, &calls);
-    if (base != NULL) break;
+    if (base != NULL) {
+      if (!_brisk_os_commit(base, header_size, &calls)) {
+        _brisk_os_release(base, total, NULL);
+        errno = ENOMEM;
+        return NULL;
+      }
+      break;
+    }
     /* Capacity 0: a smaller reservation where the address space is
      * limited (ulimit -v, or Valgrind, which refuses 64 GiB). */
     if (capacity != 0 || object_bytes <= MIN_UNBOUNDED_BYTES || max_objects < 4) return NULL;
     max_objects /= 4;
   }
-  if (!_brisk_os_commit(base, header_size, &calls)) {
-    _brisk_os_release(base, total, NULL);
-    errno = ENOMEM;
-    return NULL;
-  }
-  /* Fresh pages read as zero: heads, bitmap, counters and magazines start
-   * empty. */
+  /* Fresh (or cleared) pages read as zero: heads, bitmap, counters and
+   * magazines start empty. */
   brisk_pool_t *pool = (brisk_pool_t *)base;
   pool->objects = base + header_size + bitmap_size;
   pool->bias = (uintptr_t)pool->objects - stride;
@@ -487,7 +511,10 @@ brisk_pool_t *_brisk_pool_create(size_t obj_size, size_t align, size_t capacity,
   /* A bounded pool commits everything now (faulted in and locked too with
    * PREFAULT/LOCK), so its alloc and free never call the OS. */
   if (capacity != 0) {
-    if (!commit_range(pool, base + header_size, bitmap_size + object_bytes)) goto failed;
+    /* A cached reservation may have it all read-write already. */
+    bool mapped = cached_committed >= total;
+    if (!(mapped && !pin) && !commit_range(pool, base + header_size, bitmap_size + object_bytes))
+      goto failed;
     atomic_init(&pool->committed, object_bytes);
   }
   brisk_annotate_mempool_create(pool);
@@ -516,7 +543,21 @@ void brisk_pool_destroy(brisk_pool_t *pool) {
   brisk_annotate_internal(pool->objects, atomic_load_explicit(&pool->committed, memory_order_relaxed));
 #endif
   brisk_annotate_mempool_destroy(pool);
-  _brisk_os_release(pool->base, pool->reservation_size, NULL);
+  /* To the OS layer's cache: the header and the objects committed so far
+   * are read-write (debug builds' live bits keep it from the cache). */
+  if (pool->bitmap_size != 0 || (pool->flags & BRISK_REGION_LOCK) != 0) {
+    /* ... nor mlock'ed memory, which would stay locked (and count against
+     * RLIMIT_MEMLOCK) after its pool is gone. */
+    _brisk_os_release(pool->base, pool->reservation_size, NULL);
+    return;
+  }
+  size_t committed =
+      pool->header_size + atomic_load_explicit(&pool->committed, memory_order_relaxed);
+  /* In RAM at most: the header and the objects ever carved. */
+  size_t carved = atomic_load_explicit(&pool->carved, memory_order_relaxed) * pool->stride;
+  size_t resident = pool->header_size + brisk_align_up(carved, pool->page);
+  _brisk_os_cache_put(BRISK_OS_CACHE_POOL, pool->base, pool->reservation_size, committed,
+                      resident < committed ? resident : committed, NULL);
 }
 
 void _brisk_pool_range(const brisk_pool_t *pool, uintptr_t *lo, uintptr_t *hi) {
@@ -525,6 +566,13 @@ void _brisk_pool_range(const brisk_pool_t *pool, uintptr_t *lo, uintptr_t *hi) {
 }
 
 size_t _brisk_pool_object_size(const brisk_pool_t *pool) { return pool->stride; }
+
+void _brisk_pool_geometry(const brisk_pool_t *pool, brisk_pool_geometry_t *out) {
+  out->objects = (uintptr_t)pool->objects;
+  out->inverse = pool->inverse;
+  out->shift = pool->shift;
+  out->carved = &pool->carved;
+}
 
 void _brisk_pool_counters(const brisk_pool_t *pool, brisk_pool_counters_t *out) {
   brisk_pool_t *p = (brisk_pool_t *)pool;

@@ -38,4 +38,25 @@ BRISK_HIDDEN void _brisk_pool_counters(const brisk_pool_t *pool, brisk_pool_coun
  * Every byte of it may be used by the program while the object is live. */
 BRISK_HIDDEN size_t _brisk_pool_object_size(const brisk_pool_t *pool);
 
+/* Where a pool's objects lie, for a cache in front of it (the hybrid's)
+ * that checks a freed pointer without calling the pool: fixed at creation
+ * but `carved`, which only grows. */
+typedef struct brisk_pool_geometry_s {
+  uintptr_t objects;           /* the first object */
+  uint64_t inverse;            /* see brisk_pool_geometry_index */
+  uint32_t shift;
+  const _Atomic size_t *carved; /* objects ever handed out: index < *carved */
+} brisk_pool_geometry_t;
+
+BRISK_HIDDEN void _brisk_pool_geometry(const brisk_pool_t *pool, brisk_pool_geometry_t *out);
+
+/* The index of the object at p, or a value >= max_objects (hence >= carved)
+ * when p is no object's start: pool_internal.h's brisk_pool_index_of. */
+BRISK_INLINE size_t brisk_pool_geometry_index(const brisk_pool_geometry_t *g, const void *p) {
+  uint64_t offset = (uint64_t)((uintptr_t)p - g->objects);
+  uint32_t s = g->shift;
+  uint64_t rotated = (offset >> s) | (offset << ((64 - s) & 63));
+  return (size_t)(rotated * g->inverse);
+}
+
 #endif /* BRISK_REGIONS_POOL_H */

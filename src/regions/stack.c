@@ -16,7 +16,7 @@
  *                               ├─ adopt_block: make it current; empty frames move to it
  *                               └─ open_to (annotated builds): unpoison what is handed out
  *   brisk_stack_realloc ── in place (last allocation, room) | stack_alloc + memcpy
- *   brisk_stack_push ── stack_push: save (block, pos, last, in use)
+ *   brisk_stack_push ── stack_push: save (block, pos, in use)
  *                         └─(records full)── push_slow: double the records
  *   brisk_stack_pop ── stack_pop: restore ──(frame spanned blocks)── pop_slow: poison,
  *                                          │                                trim_free_blocks
@@ -31,13 +31,20 @@
  *                          list, counters, and the first frame records.
  *   block_t                one mapping per block: a 64-byte header, then
  *                          the area that allocations are bumped from.
+ *                          Blocks, frame records and the stack's page go
+ *                          to the OS layer's mapping cache when they are
+ *                          let go, and come from it when it has one of the
+ *                          size (os.h): a stack made per task takes no
+ *                          system call and no page fault for them. Their
+ *                          bytes are then what the last owner left: a
+ *                          stack hands out memory as it finds it.
  *                          The blocks form one list: every block up to the
  *                          current one (stack->hot.blk) is in use by some live
  *                          frame; every block after it is free, kept for
  *                          reuse. Popping a frame moves the current block
  *                          back, which frees the later blocks in O(1).
  *   frame_t[]              one record per pushed frame: the (block, pos,
- *                          last, in_use) state at push, which pop restores
+ *                          in_use) state at push, which pop restores
  *                          exactly. The first records live in the stack's
  *                          own page; deeper stacks grow the array from the
  *                          OS layer (doubling). Never from malloc, and
@@ -143,7 +150,7 @@ typedef brisk_stack_frame_t frame_t;
 
 struct brisk_stack_s {
   /* Cache line 0 and the start of line 1: what the inline alloc, push and
-   * pop of brisk/stack.h touch (pos, end, last, requested, the seed's running
+   * pop of brisk/stack.h touch (pos, end, requested, the seed's running
    * mean as average_sum / average_nb with average_mark, blk, frames, depth,
    * capacity, released; see brisk_stack_hot_t). average_sum is folded
    * lazily: see average_sum(). */
@@ -254,7 +261,9 @@ static block_t *block_create(brisk_stack_t *stack, size_t take, size_t align) {
   size_t need = sizeof(block_t) + pad + take;
   if (want < need) want = need;
   size_t size = brisk_align_up(want, page);
-  block_t *blk = _brisk_os_reserve(size, page, 0, &stack->system_requests);
+  bool reused;
+  block_t *blk = _brisk_os_reserve_cached(BRISK_OS_CACHE_STACK, size, page, &reused,
+                                          &stack->system_requests);
   if (blk == NULL) return NULL;
   brisk_annotate_internal(blk, sizeof *blk);
   blk->prev = blk->next = NULL;
@@ -272,7 +281,7 @@ static void block_destroy(brisk_stack_t *stack, block_t *blk) {
   stack->held -= blk->size;
   size_t size = blk->size;
   brisk_annotate_internal(blk, size);
-  _brisk_os_release(blk, size, &stack->system_requests);
+  _brisk_os_release_cached(BRISK_OS_CACHE_STACK, blk, size, &stack->system_requests);
 }
 
 /*
@@ -320,7 +329,6 @@ static void adopt_block(brisk_stack_t *stack, block_t *blk) {
       if (frame->blk != cur || frame->pos != stack->hot.pos) break;
       frame->blk = blk;
       frame->pos = block_area(blk);
-      frame->last = NULL; /* the parent's last allocation stays behind in cur */
     }
   }
   stack->hot.blk = blk;
@@ -364,10 +372,7 @@ BRISK_INLINE bool fits_fast(const brisk_stack_t *stack, uintptr_t at, size_t siz
   return (align & (align - 1)) == 0 && size - 1 < PTRDIFF_MAX && at + size <= (uintptr_t)stack->hot.end;
 }
 
-BRISK_INLINE void account(brisk_stack_t *stack, void *p, size_t size) {
-  stack->hot.last = p;
-  average_update(stack, size);
-}
+BRISK_INLINE void account(brisk_stack_t *stack, size_t size) { average_update(stack, size); }
 
 /* The request needs another block: a free one, or a new one. */
 static BRISK_NOINLINE void *alloc_block_slow(brisk_stack_t *stack, size_t size, size_t take,
@@ -378,7 +383,7 @@ static BRISK_NOINLINE void *alloc_block_slow(brisk_stack_t *stack, size_t size, 
   uintptr_t at = align_ptr(stack->hot.pos, align);
   if (stack->hot.annotated) open_to(stack, (uint8_t *)(at + take));
   stack->hot.pos = (uint8_t *)(at + take);
-  account(stack, (void *)at, size);
+  account(stack, size);
   return (void *)at;
 }
 
@@ -399,7 +404,7 @@ static BRISK_NOINLINE void *alloc_slow(brisk_stack_t *stack, size_t size, size_t
   if (stack->hot.annotated && at + take > (uintptr_t)stack->hot.end)
     open_to(stack, (uint8_t *)(at + take));
   stack->hot.pos = (uint8_t *)(at + take);
-  account(stack, (void *)at, size);
+  account(stack, size);
   return (void *)at;
 }
 
@@ -411,13 +416,30 @@ BRISK_INLINE void *stack_alloc(brisk_stack_t *stack, size_t size, size_t align) 
   uintptr_t at = align_ptr(stack->hot.pos, align);
   if (BRISK_UNLIKELY(!fits_fast(stack, at, size, align))) return alloc_slow(stack, size, align);
   stack->hot.pos = (uint8_t *)(at + size);
-  account(stack, (void *)at, size);
+  account(stack, size);
   return (void *)at;
 }
 
 /* brisk/stack.h's inline brisk_stack_alloc comes here for all it does not do. */
 void *brisk_stack_alloc_slow_(brisk_stack_t *stack, size_t size, size_t align) {
   return stack_alloc(stack, size, align);
+}
+
+/*
+ * Whether p (old_size bytes) is the top frame's last allocation: it ends
+ * where the next one would start, in the current block, at or past where
+ * the top frame started there. (Nothing tracks it on the fast path: sizes
+ * are never rounded, so the last allocation ends at pos.)
+ */
+static bool is_last(const brisk_stack_t *stack, const uint8_t *p, size_t old_size) {
+  const block_t *blk = stack->hot.blk;
+  size_t took = old_size + (old_size == 0);
+  if (p < block_area((block_t *)blk) || p >= blk->end || took > (size_t)(blk->end - p) ||
+      p + took != stack->hot.pos)
+    return false;
+  if (stack->hot.depth == 0) return true;
+  const frame_t *top = &stack->hot.frames[stack->hot.depth - 1];
+  return top->blk != blk || p >= top->pos;
 }
 
 void *brisk_stack_realloc(brisk_stack_t *stack, void *p, size_t old_size, size_t new_size,
@@ -435,7 +457,7 @@ void *brisk_stack_realloc(brisk_stack_t *stack, void *p, size_t old_size, size_t
   uint8_t *old = p;
   bool aligned = ((uintptr_t)old & (align - 1)) == 0;
   size_t take = new_size + (new_size == 0);
-  if (old == stack->hot.last && aligned && take <= (size_t)(stack->hot.blk->end - old)) {
+  if (is_last(stack, old, old_size) && aligned && take <= (size_t)(stack->hot.blk->end - old)) {
     if (stack->hot.annotated && old + take > stack->hot.end) open_to(stack, old + take);
     stack->hot.pos = old + take;
     stack->realloc_calls++;
@@ -468,20 +490,21 @@ BRISK_INLINE void save_frame(brisk_stack_t *stack) {
   frame_t *frame = &stack->hot.frames[stack->hot.depth++];
   frame->blk = stack->hot.blk;
   frame->pos = stack->hot.pos;
-  frame->last = stack->hot.last;
   frame->in_use = stack->hot.requested - stack->hot.released;
-  stack->hot.last = NULL;
 }
 
 /* The frame records are full: double them (a new mapping, copied). */
 static BRISK_NOINLINE void push_slow(brisk_stack_t *stack) {
   size_t used = stack->hot.capacity * sizeof(frame_t);
   size_t bytes = brisk_align_up(2 * used, _brisk_os_page_size());
-  frame_t *bigger = _brisk_os_reserve(bytes, _brisk_os_page_size(), 0, &stack->system_requests);
+  bool reused;
+  frame_t *bigger = _brisk_os_reserve_cached(BRISK_OS_CACHE_STACK, bytes, _brisk_os_page_size(),
+                                             &reused, &stack->system_requests);
   if (bigger == NULL) stack_fatal("brisk_stack_push", "out of memory for frame records");
   memcpy(bigger, stack->hot.frames, used);
   if (stack->hot.frames != stack->inline_frames)
-    _brisk_os_release(stack->hot.frames, stack->frames_bytes, &stack->system_requests);
+    _brisk_os_release_cached(BRISK_OS_CACHE_STACK, stack->hot.frames, stack->frames_bytes,
+                             &stack->system_requests);
   stack->hot.frames = bigger;
   stack->frames_bytes = bytes;
   stack->hot.capacity = bytes / sizeof(frame_t);
@@ -522,7 +545,6 @@ static BRISK_NOINLINE void pop_slow(brisk_stack_t *stack, const frame_t *frame) 
   stack->hot.blk = frame->blk;
   stack->hot.pos = frame->pos;
   stack->hot.end = stack->hot.annotated ? frame->pos : frame->blk->end;
-  stack->hot.last = frame->last;
   stack->hot.released = stack->hot.requested - frame->in_use;
   trim_free_blocks(stack);
 }
@@ -537,7 +559,6 @@ BRISK_INLINE void stack_pop(brisk_stack_t *stack) {
   }
   if (stack->hot.annotated && stack->hot.end != frame->pos) close_from(stack, frame->pos);
   stack->hot.pos = frame->pos;
-  stack->hot.last = frame->last;
   stack->hot.released = stack->hot.requested - frame->in_use;
 }
 
@@ -558,7 +579,9 @@ brisk_stack_t *brisk_stack_create(size_t first_block) {
     return NULL;
   }
   size_t calls = 0;
-  brisk_stack_t *stack = _brisk_os_reserve(page, page, 0, &calls);
+  bool reused;
+  brisk_stack_t *stack =
+      _brisk_os_reserve_cached(BRISK_OS_CACHE_STACK, page, page, &reused, &calls);
   if (stack == NULL) return NULL;
   memset(stack, 0, sizeof *stack);
   stack->system_requests = calls;
@@ -569,7 +592,7 @@ brisk_stack_t *brisk_stack_create(size_t first_block) {
 
   block_t *blk = block_create(stack, stack->min_block - sizeof(block_t), STACK_DEFAULT_ALIGN);
   if (blk == NULL) {
-    _brisk_os_release(stack, page, NULL);
+    _brisk_os_release_cached(BRISK_OS_CACHE_STACK, stack, page, NULL);
     return NULL;
   }
   list_insert_after(&stack->head, blk);
@@ -588,8 +611,8 @@ void brisk_stack_destroy(brisk_stack_t *stack) {
   _brisk_region_unregister(&stack->entry);
   while (stack->head.next != &stack->head) block_destroy(stack, stack->head.next);
   if (stack->hot.frames != stack->inline_frames)
-    _brisk_os_release(stack->hot.frames, stack->frames_bytes, NULL);
-  _brisk_os_release(stack, _brisk_os_page_size(), NULL);
+    _brisk_os_release_cached(BRISK_OS_CACHE_STACK, stack->hot.frames, stack->frames_bytes, NULL);
+  _brisk_os_release_cached(BRISK_OS_CACHE_STACK, stack, _brisk_os_page_size(), NULL);
 }
 
 /* One of the owner's words, read from any thread (see brisk_stack_stats). */

@@ -1,0 +1,252 @@
+/*
+ * map_cache.c — the mapping cache of os.h: mappings of destroyed region
+ * allocators, kept a short while for the next allocator of the same kind
+ * and size (an arena, stack, fifo, pool, buddy or hybrid created and
+ * destroyed per task then takes no system call and, for what its
+ * predecessor touched, no page fault). Portable: it calls the OS only
+ * through os.h.
+ *
+ * Call tree:
+ *   _brisk_os_cache_put     measure what is resident if asked (mincore);
+ *                           under the lock: expire, make room (oldest
+ *                           first), keep it; after the lock: release what
+ *                           went (munmap), or the mapping itself when it
+ *                           cannot be kept
+ *   _brisk_os_cache_take    under the lock: expire, take the newest entry
+ *                           of the kind and size; after it: release
+ *   _brisk_os_cache_expire  one relaxed load of the oldest entry's time;
+ *                           past the delay: under the lock, take out what
+ *                           is due, release it after
+ *   _brisk_os_cache_flush   everything out (brisk_collect(true))
+ *
+ * Bounds: BRISK_OS_CACHE_MAX_ENTRIES mappings (max_entries), max_bytes of
+ * their `resident` bytes (what put was told, or measured), delay_ms for
+ * each. Time is read only by put and take, and by expire's callers.
+ *
+ * Threads: every field below except `oldest_ms` and the counters is read
+ * and written only with `lock_word` held. The lock is a test-and-set word
+ * that is never waited for long: a call that fails to take it after a few
+ * tries goes without the cache (put releases the mapping, take finds
+ * nothing, expire tries next time), so no thread ever blocks on another,
+ * and a fork while a thread holds it leaves a child that only loses the
+ * cache. Acquire on taking the lock, release on giving it back: the
+ * entries a thread wrote are seen by the next holder. oldest_ms is stored
+ * under the lock and read without it (relaxed) by expire's early test;
+ * a stale read only moves an expiry to the next call. The counters are
+ * relaxed statistics.
+ */
+#include "os/os.h"
+
+/* _brisk_os_release_cached counts the resident pages of bigger mappings. */
+#define MEASURE_ABOVE ((size_t)1 << 20)
+/* Tries of the lock before going without the cache. */
+#define LOCK_TRIES 64
+
+typedef struct entry_s {
+  uint8_t *p;
+  size_t size;
+  size_t committed;
+  size_t resident;
+  uint64_t since_ms;
+  uint64_t seq;   /* order of the puts: the clock's milliseconds tie */
+  brisk_os_cache_kind_t kind;
+} entry_t;
+
+static _Atomic bool lock_word;
+static entry_t entries[BRISK_OS_CACHE_MAX_ENTRIES];
+static size_t count;
+static size_t resident_total;
+static size_t max_bytes = BRISK_OS_CACHE_DEFAULT_BYTES;
+static size_t max_entries = BRISK_OS_CACHE_MAX_ENTRIES;
+static uint64_t next_seq;
+static uint64_t delay_ms = BRISK_OS_CACHE_DEFAULT_DELAY_MS;
+/* The oldest entry's since_ms, UINT64_MAX when there is none. */
+static _Atomic uint64_t oldest_ms = UINT64_MAX;
+static _Atomic uint64_t hits, kept_count, releases;
+
+static bool try_lock(void) {
+  for (int i = 0; i < LOCK_TRIES; i++) {
+    if (!atomic_load_explicit(&lock_word, memory_order_relaxed) &&
+        !atomic_exchange_explicit(&lock_word, true, memory_order_acquire))
+      return true;
+    brisk_cpu_relax();
+  }
+  return false;
+}
+
+static void unlock(void) { atomic_store_explicit(&lock_word, false, memory_order_release); }
+
+/* What left the cache under the lock, released after it. */
+typedef struct victims_s {
+  entry_t list[BRISK_OS_CACHE_MAX_ENTRIES + 1];
+  size_t n;
+} victims_t;
+
+static void release_victims(const victims_t *v, size_t *calls) {
+  for (size_t i = 0; i < v->n; i++) _brisk_os_release(v->list[i].p, v->list[i].size, calls);
+  if (v->n != 0) atomic_fetch_add_explicit(&releases, v->n, memory_order_relaxed);
+}
+
+/* Under the lock. */
+static void remove_at(size_t i, victims_t *v) {
+  if (v != NULL) v->list[v->n++] = entries[i];
+  resident_total -= entries[i].resident;
+  entries[i] = entries[--count];
+}
+
+static void update_oldest(void) {
+  uint64_t oldest = UINT64_MAX;
+  for (size_t i = 0; i < count; i++)
+    if (entries[i].since_ms < oldest) oldest = entries[i].since_ms;
+  atomic_store_explicit(&oldest_ms, oldest, memory_order_relaxed);
+}
+
+static size_t oldest_index(void) {
+  size_t best = 0;
+  for (size_t i = 1; i < count; i++)
+    if (entries[i].seq < entries[best].seq) best = i;
+  return best;
+}
+
+/* Under the lock: out with every entry kept since before now - delay. */
+static void expire_locked(uint64_t now, victims_t *v) {
+  for (size_t i = 0; i < count;) {
+    /* since_ms may be a moment ahead of `now`, read by another thread. */
+    if (now >= entries[i].since_ms && now - entries[i].since_ms >= delay_ms)
+      remove_at(i, v);
+    else
+      i++;
+  }
+}
+
+void _brisk_os_cache_put(brisk_os_cache_kind_t kind, void *p, size_t size, size_t committed,
+                         size_t resident, size_t *calls) {
+  if (p == NULL || size == 0) return;
+  if (resident == BRISK_OS_CACHE_MEASURE) resident = _brisk_os_resident(p, committed, calls);
+  if (resident > committed) resident = committed;
+  uint64_t now = _brisk_os_now_ms();
+  victims_t v = {.n = 0};
+  bool kept = false;
+  if (try_lock()) {
+    expire_locked(now, &v);
+    if (max_entries != 0 && resident <= max_bytes && delay_ms != 0) {
+      while (count != 0 && (count >= max_entries || resident_total + resident > max_bytes))
+        remove_at(oldest_index(), &v);
+      entries[count++] = (entry_t){p, size, committed, resident, now, next_seq++, kind};
+      resident_total += resident;
+      kept = true;
+    }
+    update_oldest();
+    unlock();
+  }
+  release_victims(&v, calls);
+  if (kept)
+    atomic_fetch_add_explicit(&kept_count, 1, memory_order_relaxed);
+  else
+    _brisk_os_release(p, size, calls);
+}
+
+void *_brisk_os_reserve_cached(brisk_os_cache_kind_t kind, size_t size, size_t align,
+                               bool *reused, size_t *calls) {
+  size_t page = _brisk_os_page_size(), committed, resident;
+  void *p = _brisk_os_cache_take(kind, size, align > page ? align : page, &committed, &resident,
+                                 calls);
+  *reused = p != NULL;
+  return p != NULL ? p : _brisk_os_reserve(size, align, 0, calls);
+}
+
+void _brisk_os_release_cached(brisk_os_cache_kind_t kind, void *p, size_t size, size_t *calls) {
+  _brisk_os_cache_put(kind, p, size, size, size <= MEASURE_ABOVE ? size : BRISK_OS_CACHE_MEASURE,
+                      calls);
+}
+
+void *_brisk_os_cache_take(brisk_os_cache_kind_t kind, size_t size, size_t align,
+                           size_t *committed, size_t *resident, size_t *calls) {
+  /* Nothing kept: no lock, no clock. */
+  if (atomic_load_explicit(&oldest_ms, memory_order_relaxed) == UINT64_MAX) return NULL;
+  uint64_t now = _brisk_os_now_ms();
+  victims_t v = {.n = 0};
+  void *p = NULL;
+  if (!try_lock()) return NULL;
+  expire_locked(now, &v);
+  size_t best = count;
+  for (size_t i = 0; i < count; i++) {
+    const entry_t *e = &entries[i];
+    if (e->kind == kind && e->size == size && ((uintptr_t)e->p & (align - 1)) == 0 &&
+        (best == count || e->seq > entries[best].seq))
+      best = i; /* the newest: its pages are the likeliest to be in cache */
+  }
+  if (best != count) {
+    p = entries[best].p;
+    *committed = entries[best].committed;
+    *resident = entries[best].resident;
+    remove_at(best, NULL);
+  }
+  update_oldest();
+  unlock();
+  release_victims(&v, calls);
+  if (p != NULL) atomic_fetch_add_explicit(&hits, 1, memory_order_relaxed);
+  return p;
+}
+
+void _brisk_os_cache_expire(uint64_t now_ms) {
+  uint64_t oldest = atomic_load_explicit(&oldest_ms, memory_order_relaxed);
+  if (oldest == UINT64_MAX || now_ms < oldest || now_ms - oldest < delay_ms) return;
+  victims_t v = {.n = 0};
+  if (!try_lock()) return;
+  expire_locked(now_ms, &v);
+  update_oldest();
+  unlock();
+  release_victims(&v, NULL);
+}
+
+void _brisk_os_cache_flush(void) {
+  if (atomic_load_explicit(&oldest_ms, memory_order_relaxed) == UINT64_MAX) return;
+  victims_t v = {.n = 0};
+  if (!try_lock()) return;
+  while (count != 0) remove_at(count - 1, &v);
+  update_oldest();
+  unlock();
+  release_victims(&v, NULL);
+}
+
+void _brisk_os_cache_info(brisk_os_cache_info_t *out) {
+  *out = (brisk_os_cache_info_t){0};
+  /* Spin: a test's reading must not come back empty for a busy lock. */
+  while (!try_lock()) {
+  }
+  out->entries = count;
+  out->resident = resident_total;
+  out->max_bytes = max_bytes;
+  out->max_entries = max_entries;
+  out->delay_ms = delay_ms;
+  unlock();
+  out->hits = atomic_load_explicit(&hits, memory_order_relaxed);
+  out->puts = atomic_load_explicit(&kept_count, memory_order_relaxed);
+  out->releases = atomic_load_explicit(&releases, memory_order_relaxed);
+}
+
+bool _brisk_os_cache_holds(const void *p) {
+  while (!try_lock()) {
+  }
+  bool found = false;
+  for (size_t i = 0; i < count && !found; i++)
+    found = (uintptr_t)p - (uintptr_t)entries[i].p < entries[i].size;
+  unlock();
+  return found;
+}
+
+void _brisk_os_cache_configure(size_t bytes, size_t entries_max, uint64_t delay) {
+  if (entries_max > BRISK_OS_CACHE_MAX_ENTRIES) entries_max = BRISK_OS_CACHE_MAX_ENTRIES;
+  victims_t v = {.n = 0};
+  while (!try_lock()) {
+  }
+  max_bytes = bytes;
+  max_entries = entries_max;
+  delay_ms = delay;
+  while (count != 0 && (count > max_entries || resident_total > max_bytes || delay_ms == 0))
+    remove_at(oldest_index(), &v);
+  update_oldest();
+  unlock();
+  release_victims(&v, NULL);
+}

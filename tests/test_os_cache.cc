@@ -1,0 +1,418 @@
+// The OS layer's mapping cache (src/os/map_cache.c) as the region
+// allocators use it: a destroyed allocator's mappings go to the next one of
+// the same kind and size (same addresses, no system call, its pages still
+// resident), within the bound in bytes and in entries and for the delay
+// only; brisk_collect expires them (force: all); what an allocator promises
+// zeroed is zeroed on reuse, and what it keeps counters in starts at zero;
+// threads that create and destroy allocators at once never share a
+// mapping. Also: an arena's reservation asks for transparent huge pages.
+#include <brisk.h>
+#include <gtest/gtest.h>
+#include <sys/mman.h>
+
+#include <algorithm>
+#include <atomic>
+#include <chrono>
+#include <cstdint>
+#include <cstring>
+#include <fstream>
+#include <string>
+#include <thread>
+#include <vector>
+
+#include "os_calls.h"
+#include "test_util.h"
+
+using brisk_test::block_seed;
+using brisk_test::fill_pattern;
+using brisk_test::find_pattern_mismatch;
+using brisk_test::scaled;
+
+namespace {
+
+constexpr size_t kKiB = size_t{1} << 10;
+constexpr size_t kMiB = size_t{1} << 20;
+
+// Sanitizer builds turn brisk's debug checks on; their pools keep out of
+// the cache (their live bits would come in set).
+constexpr bool kDebugPools = brisk_test::kSanitized;
+
+bool is_mapped(const void *p) {
+  unsigned char vec[1];
+  void *page = reinterpret_cast<void *>(reinterpret_cast<uintptr_t>(p) & ~uintptr_t{4095});
+  return mincore(page, 4096, vec) == 0;
+}
+
+brisk_test_cache_info_t cache_info() {
+  brisk_test_cache_info_t info;
+  brisk_test_os_cache_info(&info);
+  return info;
+}
+
+// Every test starts from an empty cache with the default limits and leaves
+// it so.
+class MapCache : public testing::Test {
+ protected:
+  void SetUp() override {
+    brisk_test_os_cache_defaults();
+    brisk_test_os_cache_flush();
+  }
+  void TearDown() override {
+    brisk_test_os_cache_defaults();
+    brisk_test_os_cache_flush();
+  }
+};
+
+// An arena's first block after its predecessor was destroyed: the same
+// address, no system call to make the arena, the page still resident and
+// holding what the predecessor wrote (the arena never promised zeroes).
+TEST_F(MapCache, ArenaTakesItsPredecessorsReservation) {
+  const size_t reserve = 256 * kMiB, used = 4 * kMiB;
+  const uint64_t hits = cache_info().hits;
+  brisk_arena_t *a = brisk_arena_create(reserve);
+  ASSERT_NE(a, nullptr);
+  auto *first = static_cast<unsigned char *>(brisk_arena_alloc(a, used, 0));
+  ASSERT_NE(first, nullptr);
+  memset(first, 0xAB, used);
+  brisk_arena_destroy(a);
+  EXPECT_TRUE(brisk_test_os_cache_holds(first));
+  EXPECT_EQ(cache_info().entries, 1u);
+
+  const uint64_t before = brisk_test_os_calls();
+  brisk_arena_t *b = brisk_arena_create(reserve);
+  const uint64_t calls = brisk_test_os_calls() - before;
+  ASSERT_NE(b, nullptr);
+  EXPECT_EQ(calls, 0u);
+  brisk_region_stats_t s;
+  brisk_arena_stats(b, &s);
+  EXPECT_EQ(s.system_requests, 0u);
+  EXPECT_EQ(s.allocations, 0u);  // the header was cleared
+  EXPECT_EQ(s.bytes_in_use, 0u);
+  EXPECT_FALSE(brisk_test_os_cache_holds(first));
+  EXPECT_EQ(cache_info().hits, hits + 1);
+  auto *again = static_cast<unsigned char *>(brisk_arena_alloc(b, used, 0));
+  ASSERT_EQ(again, first);
+  // Resident before this arena wrote anything: no fault to bring it in.
+  EXPECT_EQ(brisk_test_os_resident(again, used), used);
+  EXPECT_EQ(again[0], 0xAB);
+  EXPECT_EQ(again[used - 1], 0xAB);
+  brisk_arena_stats(b, &s);
+  EXPECT_EQ(s.system_requests, 0u) << "the cached reservation was committed already";
+  brisk_arena_destroy(b);
+}
+
+// Another size, or another kind, does not get it.
+TEST_F(MapCache, OnlyTheSameKindAndSize) {
+  const uint64_t hits = cache_info().hits;
+  brisk_arena_t *a = brisk_arena_create(64 * kMiB);
+  ASSERT_NE(a, nullptr);
+  void *p = brisk_arena_alloc(a, 100, 0);
+  brisk_arena_destroy(a);
+  ASSERT_TRUE(brisk_test_os_cache_holds(p));
+  brisk_arena_t *other = brisk_arena_create(128 * kMiB);
+  ASSERT_NE(other, nullptr);
+  brisk_stack_t *s = brisk_stack_create(0);
+  ASSERT_NE(s, nullptr);
+  EXPECT_TRUE(brisk_test_os_cache_holds(p));
+  EXPECT_EQ(cache_info().hits, hits);
+  brisk_stack_destroy(s);
+  brisk_arena_destroy(other);
+}
+
+// A mapping with more resident bytes than the bound goes back to the OS at
+// once; smaller ones are kept, the oldest going first to make room.
+TEST_F(MapCache, BoundInBytes) {
+  brisk_test_os_cache_configure(3 * kMiB, 32, 60000);
+  brisk_arena_t *big = brisk_arena_create(64 * kMiB);
+  ASSERT_NE(big, nullptr);
+  auto *p = static_cast<unsigned char *>(brisk_arena_alloc(big, 4 * kMiB, 0));
+  ASSERT_NE(p, nullptr);
+  memset(p, 1, 4 * kMiB);
+  brisk_arena_destroy(big);
+  EXPECT_FALSE(brisk_test_os_cache_holds(p));
+  EXPECT_FALSE(is_mapped(p));
+
+  // Two arenas of 2 MiB touched each (of two sizes: the second must not
+  // take the first's reservation): the second puts the first out.
+  unsigned char *blocks[2];
+  for (int i = 0; i < 2; i++) {
+    unsigned char *&block = blocks[i];
+    brisk_arena_t *a = brisk_arena_create((size_t{32} + i) * kMiB);
+    ASSERT_NE(a, nullptr);
+    block = static_cast<unsigned char *>(brisk_arena_alloc(a, 2 * kMiB - 64 * kKiB, 0));
+    ASSERT_NE(block, nullptr);
+    memset(block, 2, 2 * kMiB - 64 * kKiB);
+    brisk_arena_destroy(a);
+    EXPECT_TRUE(brisk_test_os_cache_holds(block));
+  }
+  EXPECT_FALSE(brisk_test_os_cache_holds(blocks[0]));
+  EXPECT_FALSE(is_mapped(blocks[0]));
+  brisk_test_cache_info_t info = cache_info();
+  EXPECT_EQ(info.entries, 1u);
+  EXPECT_LE(info.resident, 3 * kMiB);
+  EXPECT_GE(info.resident, 2 * kMiB - 64 * kKiB);
+}
+
+// No more entries than the bound: the oldest go.
+TEST_F(MapCache, BoundInEntries) {
+  brisk_test_os_cache_configure(256 * kMiB, 3, 60000);
+  const uint64_t releases = cache_info().releases;
+  // Six reservations alive at once, so that none reuses the address of
+  // one released before it; then destroyed in order.
+  std::vector<brisk_arena_t *> arenas;
+  std::vector<void *> firsts;
+  for (int i = 0; i < 6; i++) {
+    // Different sizes, so that none takes another's reservation.
+    arenas.push_back(brisk_arena_create((size_t{16} + i) * kMiB));
+    ASSERT_NE(arenas.back(), nullptr);
+    firsts.push_back(brisk_arena_alloc(arenas.back(), 1000, 0));
+    memset(firsts.back(), 3, 1000);
+  }
+  for (brisk_arena_t *a : arenas) brisk_arena_destroy(a);
+  brisk_test_cache_info_t info = cache_info();
+  EXPECT_EQ(info.entries, 3u);
+  EXPECT_GE(info.releases, releases + 3);
+  for (int i = 0; i < 6; i++) {
+    EXPECT_EQ(brisk_test_os_cache_holds(firsts[i]) != 0, i >= 3) << i;
+    EXPECT_EQ(is_mapped(firsts[i]), i >= 3) << i;
+  }
+}
+
+// Kept for the delay only: an expiry before it leaves the mapping, one
+// after it releases it, and so does brisk_collect.
+TEST_F(MapCache, ReleasedAfterTheDelay) {
+  brisk_test_os_cache_configure(256 * kMiB, 32, 3600 * 1000);
+  brisk_stack_t *s = brisk_stack_create(0);
+  ASSERT_NE(s, nullptr);
+  void *p = brisk_stack_alloc(s, 1000, 0);
+  memset(p, 4, 1000);
+  brisk_stack_destroy(s);
+  brisk_test_os_cache_expire();
+  EXPECT_TRUE(brisk_test_os_cache_holds(p)) << "an hour has not passed";
+  EXPECT_TRUE(is_mapped(p));
+
+  brisk_test_os_cache_configure(256 * kMiB, 32, 20);
+  std::this_thread::sleep_for(std::chrono::milliseconds(60));
+  brisk_test_os_cache_expire();
+  EXPECT_FALSE(brisk_test_os_cache_holds(p));
+  EXPECT_FALSE(is_mapped(p));
+
+  // brisk_collect without force expires by age too.
+  s = brisk_stack_create(0);
+  ASSERT_NE(s, nullptr);
+  p = brisk_stack_alloc(s, 1000, 0);
+  brisk_stack_destroy(s);
+  EXPECT_TRUE(brisk_test_os_cache_holds(p));
+  std::this_thread::sleep_for(std::chrono::milliseconds(60));
+  EXPECT_TRUE(brisk_collect(false));
+  EXPECT_FALSE(is_mapped(p));
+  EXPECT_EQ(cache_info().entries, 0u);
+}
+
+// brisk_collect(true) (malloc_trim) gives everything back at once.
+TEST_F(MapCache, CollectWithForceReleasesEverything) {
+  brisk_fifo_t *f = brisk_fifo_create(0);
+  ASSERT_NE(f, nullptr);
+  void *p = brisk_fifo_alloc(f, 100);
+  brisk_fifo_free(f, p);
+  brisk_fifo_destroy(f);
+  EXPECT_TRUE(brisk_test_os_cache_holds(p));
+  EXPECT_TRUE(brisk_collect(true));
+  EXPECT_FALSE(is_mapped(p));
+  EXPECT_EQ(cache_info().entries, 0u);
+  EXPECT_EQ(cache_info().resident, 0u);
+}
+
+// The fifo promises zeroed blocks: from pages another fifo filled, too.
+TEST_F(MapCache, FifoPagesComeBackZeroed) {
+  const size_t page = 64 * kKiB;
+  std::vector<void *> blocks;
+  brisk_fifo_t *f = brisk_fifo_create(page);
+  ASSERT_NE(f, nullptr);
+  for (int i = 0; i < 600; i++) {  // ten pages and more, and a big block
+    size_t size = i == 300 ? 200 * kKiB : 1000 + i;
+    void *p = brisk_fifo_alloc(f, size);
+    ASSERT_NE(p, nullptr);
+    memset(p, 0xEE, size);
+    blocks.push_back(p);
+  }
+  for (void *p : blocks) brisk_fifo_free(f, p);
+  brisk_fifo_destroy(f);
+  EXPECT_GE(cache_info().entries, 2u);
+
+  const uint64_t hits = cache_info().hits;
+  f = brisk_fifo_create(page);
+  ASSERT_NE(f, nullptr);
+  blocks.clear();
+  for (int i = 0; i < 600; i++) {
+    size_t size = i == 300 ? 200 * kKiB : 1000 + (i * 7) % 900;
+    auto *p = static_cast<unsigned char *>(brisk_fifo_alloc(f, size));
+    ASSERT_NE(p, nullptr);
+    for (size_t k = 0; k < size; k++) ASSERT_EQ(p[k], 0) << "block " << i << " byte " << k;
+    memset(p, 0x11, size);
+    blocks.push_back(p);
+  }
+  EXPECT_GT(cache_info().hits, hits) << "no page came from the cache: nothing tested";
+  for (void *p : blocks) brisk_fifo_free(f, p);
+  brisk_fifo_destroy(f);
+}
+
+// A buddy allocator's counters and index start at zero on a reused
+// mapping, which goes into the cache only when every block was freed.
+TEST_F(MapCache, BuddyCountersStartAtZero) {
+  const uint64_t hits = cache_info().hits;
+  for (int round = 0; round < 3; round++) {
+    SCOPED_TRACE(round);
+    brisk_buddy_t *b = brisk_buddy_create_ex(4 * kMiB, 64, 256 * kKiB, BRISK_REGION_THREAD_CACHE);
+    ASSERT_NE(b, nullptr);
+    brisk_region_stats_t s;
+    brisk_buddy_stats(b, &s);
+    EXPECT_EQ(s.allocations, 0u);
+    EXPECT_EQ(s.bytes_in_use, 0u);
+    int all_free = 0;
+    EXPECT_EQ(brisk_buddy_validate(b, &all_free), 1);
+    EXPECT_EQ(all_free, 1);
+    if (round > 0) EXPECT_GE(cache_info().hits, hits + 2u * static_cast<unsigned>(round));
+    // The whole region, block by block: everything free at the start.
+    std::vector<void *> blocks;
+    for (void *p; (p = brisk_buddy_alloc(b, 4096, 0)) != nullptr;) blocks.push_back(p);
+    EXPECT_EQ(blocks.size(), 4 * kMiB / 4096);
+    for (void *p : blocks) memset(p, 0x5A, 4096);
+    for (void *p : blocks) brisk_buddy_free(b, p);
+    brisk_buddy_destroy(b);
+    // Its header is its meta mapping: kept, as every block was freed.
+    EXPECT_TRUE(brisk_test_os_cache_holds(b));
+  }
+  // A block still live at destroy: the meta mapping is not kept.
+  brisk_buddy_t *b = brisk_buddy_create_ex(4 * kMiB, 64, 256 * kKiB, 0);
+  ASSERT_NE(b, nullptr);
+  ASSERT_NE(brisk_buddy_alloc(b, 100, 0), nullptr);
+  brisk_buddy_destroy(b);
+  EXPECT_FALSE(brisk_test_os_cache_holds(b));
+  b = brisk_buddy_create_ex(4 * kMiB, 64, 256 * kKiB, 0);
+  ASSERT_NE(b, nullptr);
+  int all_free = 0;
+  EXPECT_EQ(brisk_buddy_validate(b, &all_free), 1);
+  EXPECT_EQ(all_free, 1);
+  brisk_buddy_destroy(b);
+}
+
+// A bounded pool made again from its predecessor's reservation: counters at
+// zero, the capacity exact.
+TEST_F(MapCache, PoolStartsEmptyAndKeepsItsBound) {
+  const size_t capacity = 1000;
+  for (int round = 0; round < 2; round++) {
+    SCOPED_TRACE(round);
+    const uint64_t hits = cache_info().hits;
+    brisk_pool_t *pool = brisk_pool_create_ex(48, 16, capacity, 0);
+    ASSERT_NE(pool, nullptr);
+    if (round > 0 && !kDebugPools) EXPECT_EQ(cache_info().hits, hits + 1);
+    brisk_region_stats_t s;
+    brisk_pool_stats(pool, &s);
+    EXPECT_EQ(s.allocations, 0u);
+    EXPECT_EQ(s.bytes_in_use, 0u);
+    std::vector<void *> objects;
+    for (void *p; (p = brisk_pool_alloc(pool)) != nullptr;) objects.push_back(p);
+    EXPECT_EQ(objects.size(), capacity);
+    std::sort(objects.begin(), objects.end());
+    EXPECT_EQ(std::adjacent_find(objects.begin(), objects.end()), objects.end());
+    for (void *p : objects) memset(p, 0x77, 48);
+    for (void *p : objects) brisk_pool_free(pool, p);
+    brisk_pool_destroy(pool);
+  }
+}
+
+// A hybrid made again from the cache: its sections' counts start at zero
+// and it serves as the first one did.
+TEST_F(MapCache, HybridStartsEmpty) {
+  const uint64_t hits = cache_info().hits;
+  for (int round = 0; round < 2; round++) {
+    SCOPED_TRACE(round);
+    brisk_hybrid_t *h = brisk_hybrid_create(nullptr);
+    ASSERT_NE(h, nullptr);
+    brisk_region_stats_t s;
+    brisk_hybrid_totals(h, &s);
+    EXPECT_EQ(s.allocations, 0u);
+    EXPECT_EQ(s.bytes_in_use, 0u);
+    std::vector<void *> blocks;
+    for (size_t size = 1; size <= 4096; size += 7) {
+      void *p = brisk_hybrid_alloc(h, size, 0);
+      ASSERT_NE(p, nullptr);
+      memset(p, 0x33, size);
+      blocks.push_back(p);
+    }
+    for (void *p : blocks) brisk_hybrid_free(h, p);
+    brisk_hybrid_destroy(h);
+  }
+  EXPECT_GE(cache_info().hits, hits + 2);
+}
+
+// Threads (more than cores) creating, filling, checking and destroying
+// allocators at once: no two live allocators ever share a mapping (each
+// block's pattern survives until its allocator goes).
+TEST_F(MapCache, ThreadsNeverShareAMapping) {
+  constexpr int kThreads = 8;
+  const int rounds = static_cast<int>(scaled(300, 40));
+  std::atomic<long> bad{0};
+  const uint64_t hits = cache_info().hits;
+  std::vector<std::thread> threads;
+  for (int t = 0; t < kThreads; t++) {
+    threads.emplace_back([&, t] {
+      for (int r = 0; r < rounds; r++) {
+        uint64_t serial = (static_cast<uint64_t>(t) << 32) | static_cast<uint64_t>(r);
+        brisk_arena_t *a = brisk_arena_create(16 * kMiB);
+        brisk_stack_t *s = brisk_stack_create(0);
+        brisk_fifo_t *f = brisk_fifo_create(0);
+        if (a == nullptr || s == nullptr || f == nullptr) {
+          bad++;
+          return;
+        }
+        void *blocks[3] = {brisk_arena_alloc(a, 3000, 0), brisk_stack_alloc(s, 3000, 0),
+                           brisk_fifo_alloc(f, 3000)};
+        for (void *p : blocks) fill_pattern(p, 3000, block_seed(p, 3000, serial));
+        std::this_thread::yield();
+        for (void *p : blocks)
+          if (find_pattern_mismatch(p, 3000, block_seed(p, 3000, serial)) != 3000) bad++;
+        brisk_fifo_free(f, blocks[2]);
+        brisk_fifo_destroy(f);
+        brisk_stack_destroy(s);
+        brisk_arena_destroy(a);
+      }
+    });
+  }
+  for (auto &th : threads) th.join();
+  EXPECT_EQ(bad.load(), 0);
+  EXPECT_GT(cache_info().hits, hits) << "nothing was reused: nothing tested";
+}
+
+// Where the kernel gives transparent huge pages to ranges that ask, an
+// arena's reservation asks for them past its first huge page (VmFlags "hg").
+TEST_F(MapCache, ArenaAsksForHugePages) {
+  const size_t huge = brisk_test_os_huge_page_size();
+  if (huge == 0) GTEST_SKIP() << "no transparent huge pages here";
+  brisk_arena_t *a = brisk_arena_create(256 * kMiB);
+  ASSERT_NE(a, nullptr);
+  auto *p = static_cast<unsigned char *>(brisk_arena_alloc(a, 8 * kMiB, 0));
+  ASSERT_NE(p, nullptr);
+  memset(p, 1, 8 * kMiB);
+  uintptr_t probe = reinterpret_cast<uintptr_t>(p) + 6 * kMiB;
+  std::ifstream smaps("/proc/self/smaps");
+  std::string line;
+  bool inside = false, found = false, asked = false;
+  while (std::getline(smaps, line)) {
+    unsigned long lo, hi;
+    if (sscanf(line.c_str(), "%lx-%lx ", &lo, &hi) == 2 && line.find(' ') > 8) {
+      inside = lo <= probe && probe < hi;
+      continue;
+    }
+    if (inside && line.rfind("VmFlags:", 0) == 0) {
+      found = true;
+      asked = line.find(" hg") != std::string::npos;
+    }
+  }
+  EXPECT_TRUE(found);
+  EXPECT_TRUE(asked) << "no MADV_HUGEPAGE on the arena's data";
+  brisk_arena_destroy(a);
+}
+
+}  // namespace
