@@ -102,13 +102,13 @@ static void fold_queue(brisk_heap_t *heap, brisk_page_t *page) {
   for (; page != NULL; page = page->next) _brisk_page_fold_stats(heap, page);
 }
 
-/* A count of the heap's `stats` plus what is added to it when the owner
- * next folds: the snapshot reads both sides (see heap_allocations). */
+/* Move an owner's plain count into its `stats` counter; a snapshot reads
+ * both (heap_allocations). */
 #define FOLD_INTO(counter, unfolded)                                           \
   do {                                                                         \
     uint64_t unfolded_count_ = (unfolded);                                     \
     if (unfolded_count_ != 0) {                                                \
-      /* release: after the odd sequence count (see fold_begin). */            \
+      /* release: after the odd sequence count (_brisk_heap_fold_counts). */   \
       atomic_store_explicit((counter), atomic_load_explicit((counter), memory_order_relaxed) + \
                             unfolded_count_, memory_order_release);           \
       __atomic_store_n(&(unfolded), 0, __ATOMIC_RELEASE);                      \

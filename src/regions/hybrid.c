@@ -338,7 +338,10 @@ static void destroy_sections(brisk_hybrid_t *h) {
 /* The entry of the thread whose _brisk_thread_slot_line is line: (slot +
  * 1) * 64, or 0 (the entry of no slot). */
 BRISK_INLINE hybrid_slot_t *slot_at(brisk_hybrid_t *h, uint32_t line) {
-  return (hybrid_slot_t *)(h->slots[0] + (size_t)line * (SLOT_BYTES / BRISK_CACHE_LINE));
+  /* From the start of the whole array: entries past the first row are
+   * reached by byte offset, not by indexing slots[0] past its end. */
+  unsigned char *entries = (unsigned char *)h->slots;
+  return (hybrid_slot_t *)(entries + (size_t)line * (SLOT_BYTES / BRISK_CACHE_LINE));
 }
 
 /* Slot i's entry (thread_slot.h's numbers), or the shared one for
