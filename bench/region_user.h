@@ -35,21 +35,8 @@
 /* dladdr: the including program defines _GNU_SOURCE before its first include. */
 #ifndef _GNU_SOURCE
 #error "define _GNU_SOURCE before the first #include to use region_user.h"
-/* main's first lines: `prog callgrind KIND N` runs units(KIND, N) and
- * exits; false when argv is anything else. */
-static inline bool user_callgrind_mode(int argc, char **argv, const char *prog,
-                                       int (*units)(const char *kind, size_t n), int *status)
-{
-    if (argc != 4 || strcmp(argv[1], "callgrind") != 0)
-        return false;
-    size_t n = (size_t)bench_parse_uint(prog, "N", argv[3]);
-    *status = units(argv[2], n);
-    if (*status == 2)
-        fprintf(stderr, "%s: no callgrind kind '%s'\n", prog, argv[2]);
-    return true;
-}
-
 #endif
+
 #include <dlfcn.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -59,20 +46,6 @@ static inline bool user_callgrind_mode(int argc, char **argv, const char *prog,
 
 #ifndef BENCH_MALLOC
 #define BENCH_MALLOC "glibc"
-/* main's first lines: `prog callgrind KIND N` runs units(KIND, N) and
- * exits; false when argv is anything else. */
-static inline bool user_callgrind_mode(int argc, char **argv, const char *prog,
-                                       int (*units)(const char *kind, size_t n), int *status)
-{
-    if (argc != 4 || strcmp(argv[1], "callgrind") != 0)
-        return false;
-    size_t n = (size_t)bench_parse_uint(prog, "N", argv[3]);
-    *status = units(argv[2], n);
-    if (*status == 2)
-        fprintf(stderr, "%s: no callgrind kind '%s'\n", prog, argv[2]);
-    return true;
-}
-
 #endif
 
 #define USER_MAX_REPS 64
