@@ -434,6 +434,9 @@ BRISK_HIDDEN void _brisk_page_fold_stats(brisk_heap_t *heap, brisk_page_t *page)
 BRISK_HIDDEN void _brisk_heap_fold_counts(brisk_heap_t *heap);
 /* Fold every page of the heap, and the plain counts. */
 BRISK_HIDDEN void _brisk_heap_fold_stats(brisk_heap_t *heap);
+/* segment.c: the blocks a page in use holds, its queue's pin left out (any
+ * thread: another's read is a few operations old). */
+BRISK_HIDDEN uint32_t _brisk_page_live_blocks(const brisk_heap_t *heap, const brisk_page_t *page);
 /* segment.c: add the blocks live on each page of the heap to live[class]
  * (any thread; takes the heap's memory_lock, waiting at most about 100 ms:
  * false, and nothing added, when it could not be had). */

@@ -360,12 +360,13 @@ void _brisk_heap_release_empty_segments(brisk_heap_t *heap, bool keep_spare) {
 }
 
 /* The blocks a page in use holds now. Its owner changes `used` on every
- * malloc and free with plain stores; a snapshot reads it anyway (an aligned
- * 32-bit load: a count at most a few operations old), so ThreadSanitizer is
- * kept from instrumenting this one read, as it is for `pinned`, which the
- * owner changes when a class queue's head does. */
-static BRISK_NOINLINE BRISK_NO_TSAN uint32_t page_live_blocks_now(const brisk_heap_t *heap,
-                                                                  const brisk_page_t *page) {
+ * malloc and free with plain stores; a snapshot of another thread reads it
+ * anyway (an aligned 32-bit load: a count at most a few operations old), so
+ * ThreadSanitizer is kept from instrumenting this one read, as it is for
+ * `pinned`, which the owner changes when a class queue's head does. The
+ * owner's own fold (stats.c) reads the same way. */
+BRISK_NOINLINE BRISK_NO_TSAN uint32_t _brisk_page_live_blocks(const brisk_heap_t *heap,
+                                                             const brisk_page_t *page) {
   uint32_t used = *(const volatile uint32_t *)&page->used & ~BRISK_PAGE_FULL_FLAG;
   /* The head page of a class queue holds one phantom count (page.c). */
   const brisk_page_t *pinned = *(const brisk_page_t *const volatile *)&heap->pinned[page->class_index];
@@ -389,7 +390,7 @@ bool _brisk_heap_count_live_blocks(brisk_heap_t *heap, uint64_t live[BRISK_CLASS
        * page from being freed and set up again while we look. A page just
        * taken from the segment and not set up yet has no owner. */
       if (atomic_load_explicit(&page->owner, memory_order_acquire) == 0) continue;
-      live[page->class_index] += page_live_blocks_now(heap, page);
+      live[page->class_index] += _brisk_page_live_blocks(heap, page);
     }
   }
   _brisk_heap_unlock_memory(heap);

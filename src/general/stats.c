@@ -61,15 +61,8 @@ static uint64_t start_ms;
 
 /* ---- folding ---- */
 
-static uint32_t page_live_blocks(const brisk_heap_t *heap, const brisk_page_t *page) {
-  uint32_t used = page->used & ~BRISK_PAGE_FULL_FLAG;
-  /* The head page of a class queue holds one phantom count (page.c). */
-  if (heap->pinned[page->class_index] == page && used != 0) used--;
-  return used;
-}
-
 void _brisk_page_fold_stats(brisk_heap_t *heap, brisk_page_t *page) {
-  uint32_t live = page_live_blocks(heap, page);
+  uint32_t live = _brisk_page_live_blocks(heap, page);
   int64_t live_change = (int64_t)live - (int64_t)page->live_at_fold;
   if (live_change == 0) return;
   page->live_at_fold = (uint16_t)live; /* a page holds at most 65535 blocks */
