@@ -13,15 +13,17 @@
  *   brisk_free_inline(p)
  *     p's segment slot is not brisk's (NULL, a foreign pointer, a
  *       segment-aligned huge block): _brisk_free_generic          (free.c)
- *     page owned by this thread's heap: push to page->local_free  (fast)
+ *     segment owned by this thread's heap: push to page->local_free (fast)
  *       p not a block's start (one multiplication, internal.h's
- *         brisk_page_is_block_start): "not the start of a block", abort
- *       page became empty or was full: _brisk_page_free_slow     (page.c)
- *     else _brisk_free_not_local(p, page): remote frees into the
- *       outbox, huge blocks, interior aligned pointers, misuse    (free.c)
+ *         brisk_page_is_block_start): _brisk_free_local_not_block_start,
+ *         an aligned block's start or "not the start of a block", abort
+ *       page became empty or was full, or serves no class:
+ *         _brisk_page_free_slow                                   (page.c)
+ *     else _brisk_free_not_local(p, segment): remote frees into the
+ *       outbox, huge blocks, misuse                               (free.c)
  *
  * No atomics and no locks on either fast path; the shared words read are the
- * segment map and page->owner (both relaxed; see types.h).
+ * segment map and segment->heap (see types.h).
  */
 #ifndef BRISK_GENERAL_ALLOC_H
 #define BRISK_GENERAL_ALLOC_H
@@ -92,31 +94,43 @@ BRISK_INLINE void brisk_free_inline(void *p) {
     return;
   }
   brisk_segment_t *segment = brisk_segment_of(address);
-  brisk_page_t *page = &segment->pages[(address & BRISK_SEGMENT_MASK) >> page_shift];
-  BRISK_KEEP_IN_REGISTER(page);
   brisk_heap_t *heap = _brisk_tls_heap;
-  if (BRISK_LIKELY(brisk_load_relaxed(&page->owner) == (uintptr_t)heap)) {
+  /* The segment's owner, not the page's descriptor: another thread's block
+   * must not pull the descriptor's line from its owner's cache (types.h). */
+  if (BRISK_LIKELY(segment->heap == heap)) {
+    brisk_page_t *page = &segment->pages[(address & BRISK_SEGMENT_MASK) >> page_shift];
+    BRISK_KEEP_IN_REGISTER(page);
     brisk_block_t *block = (brisk_block_t *)p;
     if (BRISK_SECURE) {
-      if (!brisk_page_is_block_start(page, address)) _brisk_fatal_not_block_start("free", p, page);
+      /* A page serving no class, or an interior pointer (of an aligned
+       * block, or a bad one): the checked path names it or finds the
+       * block's start. */
+      if (!page->in_use || !brisk_page_is_block_start(page, address)) {
+        _brisk_free_not_local(p, segment);
+        return;
+      }
       brisk_secure_free_block("free", page, p);
     }
     brisk_page_push(page, &page->local_free, block);
     /* A pointer inside a block (free(p + 32)) must not stay on the list,
      * where malloc would hand it out over live blocks. Tested after the
-     * push, which leaves p's register free for the test; the failure path
-     * reads p back from local_free and aborts. (The secure build tested it
-     * before the push.) */
+     * push, which leaves p's register free for the test; the checked path
+     * takes p back off local_free and aborts, or frees the block that holds
+     * it on a page of aligned blocks. (The secure build tested it before
+     * the push.) */
     if (!BRISK_SECURE && BRISK_UNLIKELY(!brisk_page_is_block_start(page, address))) {
-      _brisk_free_local_not_block_start(page);
+      _brisk_free_local_not_block_start(segment, page);
+      return;
     }
-    /* One test for "now empty" and for the full flag (the sign bit). */
+    /* One test for "now empty" and for the full flag (the sign bit). A
+     * page serving no class (a block freed again after its page was given
+     * back) has used 0 and goes there too, to be named. */
     if (BRISK_UNLIKELY(brisk_decrement_was_at_most_one(&page->used))) {
       _brisk_page_free_slow(heap, page);
     }
     return;
   }
-  _brisk_free_not_local(p, page);
+  _brisk_free_not_local(p, segment);
 }
 
 #endif /* BRISK_GENERAL_ALLOC_H */

@@ -21,8 +21,8 @@ static brisk_heap_t *current_heap(void) {
 static void page_mark_aligned(uint8_t *block) {
   brisk_segment_t *segment = brisk_segment_of((uintptr_t)block);
   brisk_page_t *page = brisk_page_of(segment, (uintptr_t)block);
-  uintptr_t owner = brisk_load_relaxed(&page->owner);
-  brisk_store_relaxed(&page->owner, owner | BRISK_OWNER_ALIGNED);
+  _Atomic(uint8_t) *info = brisk_page_info(page);
+  brisk_store_relaxed(info, (uint8_t)(brisk_load_relaxed(info) | BRISK_PAGE_INFO_ALIGNED));
 }
 
 /* The secure build's aligned blocks of a size class: always over-allocated
@@ -174,9 +174,9 @@ void *brisk_realloc(void *p, size_t size) {
   if (BRISK_LIKELY((address & BRISK_SEGMENT_MASK) != 0 && brisk_segment_map_contains(address))) {
     const brisk_segment_t *segment = brisk_segment_of(address);
     const brisk_page_t *page = brisk_page_of(segment, address);
-    uintptr_t owner = brisk_load_relaxed(&page->owner);
-    if (BRISK_LIKELY(owner != 0 && !(owner & BRISK_OWNER_ALIGNED) &&
-                     segment->kind != BRISK_KIND_HUGE)) {
+    /* 0 for a huge segment's page and for a page serving no class. */
+    uint8_t info = brisk_load_relaxed(&segment->page_info[brisk_page_index(segment, address)]);
+    if (BRISK_LIKELY(info != 0 && !(info & BRISK_PAGE_INFO_ALIGNED))) {
       if (!brisk_page_is_block_start(page, address)) {
         _brisk_fatal_not_block_start("realloc", p, page);
       }

@@ -7,14 +7,16 @@
  *       NULL: nothing; a segment-aligned huge block: _brisk_huge_free;
  *       anything else: "not allocated by brisk", abort
  *     this thread's page, p not a block start: after the fast path's push,
- *       _brisk_free_local_not_block_start: "not the start of a block", abort
- *     not this thread's page: _brisk_free_not_local(p, page)
+ *       _brisk_free_local_not_block_start takes it back off, then as below
+ *     not this thread's segment: _brisk_free_not_local(p, segment)
  *       huge block:            _brisk_huge_free                (huge.c)
  *       page not in use:       "not an allocated block", abort
  *       interior pointer:      the block's start on a page of aligned
  *                              blocks, else "not the start of a block", abort
  *       owner is this heap:    _brisk_page_free_block          (page.c)
  *       another heap's block:  outbox_push, below
+ *     Another heap's block is found from the segment's page info alone: the
+ *     descriptor's line stays in its owner's cache (types.h).
  *
  * Remote batching. A block freed by a thread that does not own its page is
  * recorded in the freeing heap's outbox: the open batch of its owner heap (a
@@ -201,37 +203,64 @@ void _brisk_fatal_block(const char *caller, const void *p, const brisk_page_t *p
   _brisk_os_fatal_pointer(caller, p, m.text);
 }
 
-void _brisk_free_local_not_block_start(brisk_page_t *page) {
-  _brisk_fatal_not_block_start("free", page->local_free, page);
+void _brisk_free_local_not_block_start(brisk_segment_t *segment, brisk_page_t *page) {
+  brisk_block_t *block = page->local_free;
+  page->local_free = brisk_page_pop(page, block);
+  _brisk_free_not_local(block, segment);
 }
 
-void _brisk_free_not_local(void *p, brisk_page_t *page) {
-  /* The page descriptor is in its segment's header (p itself may sit one
-   * segment above it: a huge block aligned to a segment). */
-  brisk_segment_t *segment = brisk_segment_of((uintptr_t)page);
+/* ceil(2^64 / size) of each class (brisk_block_magic), made on first use:
+ * every thread that makes one stores the same value. */
+static _Atomic(uint64_t) class_magic[BRISK_CLASS_COUNT];
+
+static uint64_t class_magic_of(size_t class_index) {
+  uint64_t magic = brisk_load_relaxed(&class_magic[class_index]);
+  if (BRISK_UNLIKELY(magic == 0)) {
+    magic = brisk_block_magic(brisk_class_to_size(class_index));
+    brisk_store_relaxed(&class_magic[class_index], magic);
+  }
+  return magic;
+}
+
+void _brisk_free_not_local(void *p, brisk_segment_t *segment) {
   brisk_heap_t *heap = _brisk_tls_heap;
   if (!heap->is_empty_heap) heap->slow_frees_unfolded++;
   if (segment->kind == BRISK_KIND_HUGE) {
     if ((uint8_t *)p != _brisk_huge_block(segment)) {
       brisk_fatal_pointer("free", p, "not the start of a block");
     }
-    if (page->used == 0) brisk_fatal_pointer("free", p, "block is already free (double free?)");
+    if (segment->pages[0].used == 0) {
+      brisk_fatal_pointer("free", p, "block is already free (double free?)");
+    }
     _brisk_huge_free(heap, segment);
     return;
   }
-  /* Owner 0: page 0 (the header) or a page with no blocks handed out. */
-  uintptr_t owner = brisk_load_relaxed(&page->owner);
-  if (owner == 0) brisk_fatal_pointer("free", p, "not an allocated block (double free?)");
+  /* The block's start from the segment's page info and the class's size,
+   * without the page descriptor (types.h). Info 0: page 0 (the header) or a
+   * page serving no class. */
+  uintptr_t address = (uintptr_t)p;
+  size_t index = brisk_page_index(segment, address);
+  uint8_t info = brisk_load_relaxed(&segment->page_info[index]);
+  if (info == 0) brisk_fatal_pointer("free", p, "not an allocated block (double free?)");
+  size_t class_index = info & BRISK_PAGE_INFO_CLASS;
+  size_t block_size = brisk_class_to_size(class_index);
+  uintptr_t page_start = (uintptr_t)segment + (index << segment->page_shift);
+  uint32_t offset = (uint32_t)(address - page_start);
+  size_t block_index = (size_t)(((unsigned __int128)offset * class_magic_of(class_index)) >> 64);
+  brisk_block_t *block = (brisk_block_t *)(page_start + block_index * block_size);
   /* A pointer inside a block is the block's only on a page of aligned
    * blocks (api.c hands out interior addresses there). */
-  brisk_block_t *block = (brisk_block_t *)_brisk_page_block_start(page, p);
-  if (block != p && !(owner & BRISK_OWNER_ALIGNED)) _brisk_fatal_not_block_start("free", p, page);
-  if (BRISK_SECURE) brisk_secure_free_block("free", page, (uint8_t *)block);
-  if ((owner & ~(uintptr_t)BRISK_OWNER_ALIGNED) == (uintptr_t)heap) {
-    _brisk_page_free_block(heap, page, block);
-  } else {
-    outbox_push(heap, segment->heap, block, brisk_page_block_size(page));
+  if (block != p && !(info & BRISK_PAGE_INFO_ALIGNED)) {
+    _brisk_fatal_not_block_start("free", p, &segment->pages[index]);
   }
+  if (segment->heap == heap) {
+    brisk_page_t *page = &segment->pages[index];
+    if (BRISK_SECURE) brisk_secure_free_block("free", page, (uint8_t *)block);
+    _brisk_page_free_block(heap, page, block);
+    return;
+  }
+  if (BRISK_SECURE) brisk_secure_free_block("free", &segment->pages[index], (uint8_t *)block);
+  outbox_push(heap, segment->heap, block, block_size);
 }
 
 brisk_segment_t *_brisk_checked_segment(const void *p, const char *caller) {
@@ -262,9 +291,9 @@ brisk_segment_t *_brisk_checked_segment(const void *p, const char *caller) {
     }
     return segment;
   }
-  brisk_page_t *page = brisk_page_of(segment, address);
-  if (page == &segment->pages[0]) brisk_fatal_pointer(caller, p, "not allocated by brisk");
-  if (brisk_load_relaxed(&page->owner) == 0) {
+  size_t index = brisk_page_index(segment, address);
+  if (index == 0) brisk_fatal_pointer(caller, p, "not allocated by brisk");
+  if (brisk_load_relaxed(&segment->page_info[index]) == 0) {
     brisk_fatal_pointer(caller, p, "block is already free (double free?)");
   }
   return segment;
@@ -276,7 +305,8 @@ size_t _brisk_block_usable_size(const brisk_segment_t *segment, const void *p, c
   }
   const brisk_page_t *page = brisk_page_of(segment, (uintptr_t)p);
   const uint8_t *start = _brisk_page_block_start(page, p);
-  if (start != (const uint8_t *)p && !(brisk_load_relaxed(&page->owner) & BRISK_OWNER_ALIGNED)) {
+  uint8_t info = brisk_load_relaxed(&segment->page_info[brisk_page_index(segment, (uintptr_t)p)]);
+  if (start != (const uint8_t *)p && !(info & BRISK_PAGE_INFO_ALIGNED)) {
     _brisk_fatal_not_block_start(caller, p, page);
   }
   if (BRISK_SECURE) return _brisk_secure_requested_size(caller, page, start, p);
@@ -286,5 +316,5 @@ size_t _brisk_block_usable_size(const brisk_segment_t *segment, const void *p, c
 void _brisk_free_generic(void *p) {
   if (p == NULL) return;
   brisk_segment_t *segment = _brisk_checked_segment(p, "free");
-  _brisk_free_not_local(p, brisk_page_of(segment, (uintptr_t)p));
+  _brisk_free_not_local(p, segment);
 }

@@ -33,9 +33,9 @@
 
 #define HUGE_CACHE_MAX_BYTES (_brisk_options.huge_cache_bytes)
 /* Where the block starts in its mapping when it needs no special alignment. */
-#define HUGE_BLOCK_OFFSET ((size_t)256)
+#define HUGE_BLOCK_OFFSET ((size_t)1024)
 
-_Static_assert(sizeof(brisk_segment_t) + sizeof(brisk_page_t) <= HUGE_BLOCK_OFFSET,
+_Static_assert(offsetof(brisk_segment_t, pages) + sizeof(brisk_page_t) <= HUGE_BLOCK_OFFSET,
                "the huge header must fit before the block");
 
 /* The guard page at the end of each huge mapping, secure build only. */
@@ -102,7 +102,7 @@ static void huge_init(brisk_segment_t *segment, size_t block_offset) {
   page->in_use = 1;
   page->used = 1;
   page->class_index = 0;
-  brisk_store_relaxed(&page->owner, 0);
+  brisk_store_relaxed(&segment->page_info[0], 0);
 }
 
 /* Statistics: a huge block made live (+1) or freed (-1), with its mapping. */

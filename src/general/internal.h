@@ -19,6 +19,17 @@ BRISK_INLINE brisk_page_t *brisk_page_of(const brisk_segment_t *segment, uintptr
   return (brisk_page_t *)&segment->pages[(address - (uintptr_t)segment) >> segment->page_shift];
 }
 
+/* The index in its segment of the page that holds address. */
+BRISK_INLINE size_t brisk_page_index(const brisk_segment_t *segment, uintptr_t address) {
+  return (address - (uintptr_t)segment) >> segment->page_shift;
+}
+
+/* A page's class and aligned flag as other threads see it (types.h). */
+BRISK_INLINE _Atomic(uint8_t) *brisk_page_info(brisk_page_t *page) {
+  brisk_segment_t *segment = brisk_segment_of((uintptr_t)page);
+  return &segment->page_info[page - segment->pages];
+}
+
 /* One byte per possible segment address: 0 where brisk has no segment, else
  * the segment's page shift (types.h). */
 extern BRISK_HIDDEN _Atomic(uint8_t) _brisk_segment_map[BRISK_SEGMENT_MAP_SIZE];
@@ -361,12 +372,17 @@ BRISK_HIDDEN uint8_t *_brisk_huge_end(const brisk_segment_t *segment);
 
 /* NULL, a segment-aligned huge block, or a pointer brisk never handed out. */
 BRISK_HIDDEN void _brisk_free_generic(void *p);
-/* free() of a pointer into a segment brisk owns (page: its page) whose page
- * is not the calling thread's (or is huge, aligned, or not in use). */
-BRISK_HIDDEN void _brisk_free_not_local(void *p, brisk_page_t *page);
+/* free() of a pointer into a segment brisk owns (for a segment-aligned huge
+ * block, its header's) that belongs to another heap or is huge, and the
+ * checked free of any pointer into a segment: the misuse checks, an aligned
+ * block found from an interior pointer. Reads the segment's page info, not
+ * the page descriptor, for another heap's block. */
+BRISK_HIDDEN void _brisk_free_not_local(void *p, brisk_segment_t *segment);
 /* free()'s fast path pushed a pointer that is not the start of a block on
- * page's local_free list (owned by the calling thread): name it, abort. */
-BRISK_HIDDEN BRISK_NORETURN BRISK_COLD void _brisk_free_local_not_block_start(brisk_page_t *page);
+ * page's local_free list (owned by the calling thread): takes it back off
+ * and frees it the checked way (an aligned block's start, else abort). */
+BRISK_HIDDEN BRISK_COLD void _brisk_free_local_not_block_start(brisk_segment_t *segment,
+                                                               brisk_page_t *page);
 /* "brisk: caller(p): invalid pointer: not the start of a block, size class
  * N (S-byte blocks)", then abort. */
 BRISK_HIDDEN BRISK_NORETURN BRISK_COLD void _brisk_fatal_not_block_start(const char *caller,

@@ -20,7 +20,7 @@
  *
  * A page's lists (free, local_free) and its queue links belong to the
  * owning heap's thread; nothing here takes a lock or an atomic except the
- * relaxed page->owner stores.
+ * stores of the segment's page info when a page starts serving a class.
  */
 #include "general/alloc.h"
 #include "general/size_class.h"
@@ -166,7 +166,7 @@ static void page_extend(brisk_page_t *page) {
   page->free = (brisk_block_t *)first;
 }
 
-static void page_init(brisk_heap_t *heap, brisk_page_t *page, size_t class_index) {
+static void page_init(brisk_page_t *page, size_t class_index) {
   brisk_segment_t *segment = brisk_segment_of((uintptr_t)page);
   size_t index = (size_t)(page - segment->pages);
   size_t block_size = brisk_class_to_size(class_index);
@@ -181,9 +181,9 @@ static void page_init(brisk_heap_t *heap, brisk_page_t *page, size_t class_index
   page->local_free = NULL;
   page->is_committed = 1;
   page->live_at_fold = 0;
-  /* release: a statistics snapshot that sees the owner sees the page's
+  /* release: a statistics snapshot that sees the page's info sees its
    * class and size above (_brisk_heap_count_live_blocks). */
-  atomic_store_explicit(&page->owner, (uintptr_t)heap, memory_order_release);
+  atomic_store_explicit(&segment->page_info[index], (uint8_t)class_index, memory_order_release);
   atomic_fetch_add_explicit(&_brisk_class_pages[class_index], 1, memory_order_relaxed);
   page_extend(page);
 }
@@ -223,7 +223,7 @@ BRISK_INLINE brisk_page_t *find_page(brisk_heap_t *heap, size_t class_index) {
   if (page == NULL) {
     page = _brisk_segment_page_alloc(heap, brisk_class_to_kind(class_index));
     if (page != NULL) {
-      page_init(heap, page, class_index);
+      page_init(page, class_index);
       brisk_page_queue_push_front(queue, page);
     }
   } else if (page != queue->head) {
@@ -299,6 +299,12 @@ static void *malloc_slow(brisk_heap_t *heap, size_t size, bool zero) {
 }
 
 void _brisk_page_free_slow(brisk_heap_t *heap, brisk_page_t *page) {
+  if (BRISK_UNLIKELY(!page->in_use)) {
+    /* Only free()'s fast path brings a page serving no class here: a block
+     * freed again after its page was given back, or a pointer into the
+     * segment's header. It pushed the pointer on local_free. */
+    brisk_fatal_pointer("free", page->local_free, "not an allocated block (double free?)");
+  }
   size_t class_index = page->class_index;
   heap->slow_frees_unfolded++;
   brisk_page_queue_t *queue = &heap->queues[class_index];

@@ -43,7 +43,7 @@ static size_t segment_page_count(brisk_segment_kind_t kind) {
   return BRISK_SEGMENT_SIZE >> page_shift_of_kind[kind];
 }
 
-_Static_assert(sizeof(brisk_segment_t) + (BRISK_SEGMENT_SIZE >> BRISK_SMALL_PAGE_SHIFT) *
+_Static_assert(offsetof(brisk_segment_t, pages) + (BRISK_SEGMENT_SIZE >> BRISK_SMALL_PAGE_SHIFT) *
                                              sizeof(brisk_page_t) <=
                    ((size_t)1 << BRISK_SMALL_PAGE_SHIFT),
                "a segment's header must fit in its page 0");
@@ -166,7 +166,7 @@ static brisk_segment_t *segment_new(brisk_heap_t *heap, brisk_segment_kind_t kin
    * of the header or an underflow out of page 1 faults. */
   if (BRISK_SECURE) {
     size_t os_page = _brisk_os_page_size();
-    size_t header = brisk_align_up(sizeof(brisk_segment_t) + page_count * sizeof(brisk_page_t),
+    size_t header = brisk_align_up(offsetof(brisk_segment_t, pages) + page_count * sizeof(brisk_page_t),
                                    os_page);
     size_t page0 = brisk_page_size(segment);
     if (header < page0 && !_brisk_os_guard((uint8_t *)segment + header, page0 - header, NULL)) {
@@ -244,7 +244,7 @@ static brisk_page_t *page_alloc(brisk_heap_t *heap, brisk_segment_kind_t kind) {
   if (segment->used_pages == segment->page_count - 1) available_remove(heap, segment);
 
   brisk_page_t *page = &segment->pages[index];
-  BRISK_ASSERT(index != 0 && !page->in_use && brisk_load_relaxed(&page->owner) == 0);
+  BRISK_ASSERT(index != 0 && !page->in_use && brisk_load_relaxed(&segment->page_info[index]) == 0);
   if (page->in_purge_list) purge_list_remove(heap, page);
   page->in_use = 1;
   brisk_global_stat_add(BRISK_STAT_PAGES_IN_USE, 1);
@@ -278,7 +278,7 @@ void _brisk_segment_page_free(brisk_heap_t *heap, brisk_page_t *page) {
   BRISK_ASSERT(page->in_use && segment->heap == heap && segment->used_pages > 0);
   BRISK_ASSERT((segment->free_pages[index / 64] & ((uint64_t)1 << (index % 64))) == 0);
   uint64_t now_ms = _brisk_os_now_ms();
-  brisk_store_relaxed(&page->owner, 0);
+  brisk_store_relaxed(&segment->page_info[index], 0);
   page->in_use = 0;
   brisk_global_stat_add(BRISK_STAT_PAGES_IN_USE, -1);
   brisk_global_stat_add(BRISK_STAT_PAGE_BYTES_IN_USE, -(int64_t)brisk_page_size(segment));
@@ -385,11 +385,11 @@ bool _brisk_heap_count_live_blocks(brisk_heap_t *heap, uint64_t live[BRISK_CLASS
     for (size_t i = 1; i < segment->page_count; i++) {
       if (segment->free_pages[i / 64] & ((uint64_t)1 << (i % 64))) continue;
       const brisk_page_t *page = &segment->pages[i];
-      /* acquire: pairs with page_init's release store of the owner, so the
-       * page's class is the one it serves now; the memory lock keeps the
-       * page from being freed and set up again while we look. A page just
-       * taken from the segment and not set up yet has no owner. */
-      if (atomic_load_explicit(&page->owner, memory_order_acquire) == 0) continue;
+      /* acquire: pairs with page_init's release store of the page's info,
+       * so the page's class is the one it serves now; the memory lock
+       * keeps the page from being freed and set up again while we look. A
+       * page just taken from the segment and not set up yet has none. */
+      if (atomic_load_explicit(&segment->page_info[i], memory_order_acquire) == 0) continue;
       live[page->class_index] += _brisk_page_live_blocks(heap, page);
     }
   }

@@ -24,9 +24,15 @@
  * Who touches what (see also heap.c's overview):
  *   page.free, local_free, used, capacity, queue links — the owning thread only
  *       (or, while the heap is abandoned, whoever holds heap->drain_lock).
- *   page.owner — written by the owner; read by any thread in free() (relaxed:
- *       any stale value it can see is "not mine", which sends the free down
- *       the remote path, and that path only needs segment->heap).
+ *   segment.heap — set when the segment is made, read by every free() to
+ *       tell the owner's blocks from other heaps'.
+ *   segment.page_info — each page's class (and whether it holds interior
+ *       aligned blocks), written by the owner only when a page starts or
+ *       stops serving a class, read by any thread's free (relaxed). Other
+ *       threads' frees read this and never a page descriptor, which the
+ *       owner writes on every malloc and free: a remote free that read the
+ *       descriptor's line would take it from the owner's cache, and the
+ *       owner's next malloc would have to take it back.
  *   heap.remote — a multi-producer single-consumer queue: any thread pushes
  *       a batch of blocks (or one block) with one atomic exchange, the owner
  *       drains.
@@ -84,9 +90,14 @@
 #define BRISK_PURGE_DELAY_MS (_brisk_options.purge_delay_ms)
 #define BRISK_HUGE_CACHE_MAX_AGE_MS (_brisk_options.huge_cache_ms)
 
-/* page.owner's low bit: the page holds blocks handed out at an interior,
- * aligned address, so free() must find the block start first. */
-#define BRISK_OWNER_ALIGNED 1u
+/* segment.page_info[i]: page i's size class, or 0 while it serves none
+ * (page 0, the header, always), with this bit when the page holds blocks
+ * handed out at an interior, aligned address, so free() must find the
+ * block start first. */
+#define BRISK_PAGE_INFO_ALIGNED 0x80u
+#define BRISK_PAGE_INFO_CLASS   0x7Fu
+#define BRISK_SEGMENT_MAX_PAGES 512
+_Static_assert(BRISK_CLASS_COUNT <= BRISK_PAGE_INFO_CLASS + 1, "a class index fits in page_info");
 
 typedef enum brisk_segment_kind_e {
   BRISK_KIND_SMALL = 0,
@@ -116,7 +127,6 @@ typedef struct brisk_page_s {
    * page from it in 32 bits. The block size comes from class_index
    * (brisk_page_block_size). */
   uint32_t start_low;
-  _Atomic(uintptr_t) owner;      /* heap address | BRISK_OWNER_ALIGNED; 0 when free */
   uint16_t capacity;             /* blocks carved into lists so far */
   uint16_t reserved;             /* blocks the page can hold */
   uint8_t class_index;
@@ -133,29 +143,34 @@ typedef struct brisk_page_s {
   uint64_t block_magic;
   struct brisk_page_s *next;     /* class queue, full list, or purge list */
   struct brisk_page_s *prev;
+  uint64_t unused;               /* the descriptor is 64 B (below) */
 } brisk_page_t;
 
 _Static_assert(sizeof(brisk_page_t) == 64, "free() finds a page descriptor with one shift");
 
 typedef struct brisk_segment_s {
+  /* Set when the segment is made and read by every thread's free(): on a
+   * line of their own, which no later write takes out of readers' caches. */
   uint8_t kind;
   uint8_t page_shift;
   uint16_t page_count;
-  uint16_t used_pages;
-  /* Here, in the padding, so that pages[] starts at 120 bytes: at a multiple
-   * of 64, GCC spends one more instruction in free() on the descriptor's
-   * address. */
-  bool in_available_list;
   struct brisk_heap_s *heap;     /* owner, for life; NULL for huge segments */
   size_t mapped_size;            /* bytes reserved from the OS for this segment */
+  /* The owner's (or its memory_lock holder's), changed as pages are taken
+   * and given back. */
+  BRISK_ALIGNED(BRISK_CACHE_LINE) uint16_t used_pages;
+  bool in_available_list;
   struct brisk_segment_s *next;  /* heap's list of segments with a free page */
   struct brisk_segment_s *prev;
   /* Every segment of the heap (under its memory_lock): a statistics
    * snapshot counts the live blocks of their pages. */
   struct brisk_segment_s *heap_next;
   struct brisk_segment_s *heap_prev;
-  uint64_t free_pages[8];        /* bit i set: page i is free (up to 512 pages) */
-  brisk_page_t pages[];          /* page_count descriptors */
+  uint64_t free_pages[BRISK_SEGMENT_MAX_PAGES / 64]; /* bit i set: page i is free */
+  _Atomic(uint8_t) page_info[BRISK_SEGMENT_MAX_PAGES]; /* see BRISK_PAGE_INFO_ALIGNED */
+  /* page_count descriptors. Their offset is not a multiple of 64: at one,
+   * GCC spends one more instruction in free() on a descriptor's address. */
+  brisk_page_t pages[];
 } brisk_segment_t;
 
 typedef struct brisk_page_queue_s {

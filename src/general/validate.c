@@ -77,9 +77,11 @@ static void check_page(const brisk_heap_t *heap, const brisk_page_t *page, size_
                        bool full, block_marks_t *marks) {
   CHECK(page->in_use, page, "a page on a list is not in use");
   CHECK(page->class_index == class_index, page, "a page is on another class's queue");
-  uintptr_t owner = brisk_load_relaxed(&page->owner) & ~(uintptr_t)BRISK_OWNER_ALIGNED;
-  CHECK(owner == (uintptr_t)heap, page, "a page on a heap's list belongs to another heap");
-  CHECK(brisk_segment_of((uintptr_t)page)->heap == heap, page, "a page's segment belongs to another heap");
+  const brisk_segment_t *segment = brisk_segment_of((uintptr_t)page);
+  uint8_t info = brisk_load_relaxed(&segment->page_info[page - segment->pages]);
+  CHECK((info & BRISK_PAGE_INFO_CLASS) == class_index, page,
+        "a page's info in its segment names another class");
+  CHECK(segment->heap == heap, page, "a page's segment belongs to another heap");
   CHECK(!page->in_purge_list, page, "a page in use is on the purge list");
   CHECK(page->capacity <= page->reserved, page, "a page carved more blocks than it holds");
   CHECK(page->in_full_list == full, page, "a page's full flag disagrees with its list");
@@ -116,7 +118,7 @@ static size_t check_segment(const brisk_heap_t *heap, const brisk_segment_t *seg
     if (page->in_use) {
       in_use++;
     } else {
-      CHECK(brisk_load_relaxed(&page->owner) == 0, page, "a free page has an owner");
+      CHECK(brisk_load_relaxed(&segment->page_info[i]) == 0, page, "a free page has a class");
       if (page->in_purge_list) {
         (*purge_pages)++;
         *purge_bytes += brisk_page_size(segment);
