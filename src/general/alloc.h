@@ -13,7 +13,8 @@
  *   brisk_free_inline(p)
  *     p's segment slot is not brisk's (NULL, a foreign pointer, a
  *       segment-aligned huge block): _brisk_free_generic          (free.c)
- *     segment owned by this thread's heap: push to page->local_free (fast)
+ *     segment owned by this thread (segment->owner_thread): push to
+ *       page->local_free                                          (fast)
  *       p not a block's start (one multiplication, internal.h's
  *         brisk_page_is_block_start): _brisk_free_local_not_block_start,
  *         an aligned block's start or "not the start of a block", abort
@@ -23,7 +24,7 @@
  *       outbox, huge blocks, misuse                               (free.c)
  *
  * No atomics and no locks on either fast path; the shared words read are the
- * segment map and segment->heap (see types.h).
+ * segment map and segment->owner_thread (see types.h).
  */
 #ifndef BRISK_GENERAL_ALLOC_H
 #define BRISK_GENERAL_ALLOC_H
@@ -94,10 +95,9 @@ BRISK_INLINE void brisk_free_inline(void *p) {
     return;
   }
   brisk_segment_t *segment = brisk_segment_of(address);
-  brisk_heap_t *heap = _brisk_tls_heap;
   /* The segment's owner, not the page's descriptor: another thread's block
    * must not pull the descriptor's line from its owner's cache (types.h). */
-  if (BRISK_LIKELY(segment->heap == heap)) {
+  if (BRISK_LIKELY(brisk_load_relaxed(&segment->owner_thread) == brisk_thread_id())) {
     brisk_page_t *page = &segment->pages[(address & BRISK_SEGMENT_MASK) >> page_shift];
     BRISK_KEEP_IN_REGISTER(page);
     brisk_block_t *block = (brisk_block_t *)p;
@@ -126,7 +126,7 @@ BRISK_INLINE void brisk_free_inline(void *p) {
      * page serving no class (a block freed again after its page was given
      * back) has used 0 and goes there too, to be named. */
     if (BRISK_UNLIKELY(brisk_decrement_was_at_most_one(&page->used))) {
-      _brisk_page_free_slow(heap, page);
+      _brisk_page_free_slow(segment->heap, page);
     }
     return;
   }

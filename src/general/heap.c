@@ -431,6 +431,9 @@ static void thread_exit(void *value) {
   /* Blocks this thread freed for other heaps go to them now: nobody else
    * would post them before an adopter's housekeeping. */
   _brisk_heap_flush_outbox(heap);
+  /* Before the thread is gone, so that a later thread with the same
+   * thread pointer (glibc reuses thread stacks) never finds it on them. */
+  _brisk_segments_set_owner_thread(heap, 0);
   if (_brisk_tls_heap == heap) _brisk_tls_heap = &_brisk_heap_empty;
   while (!drain_lock_try(heap)) sched_yield();
   atomic_store_explicit(&heap->abandoned, true, memory_order_seq_cst);
@@ -503,6 +506,13 @@ static void fork_child(void) {
   }
   /* The forking thread, the child's only one, took it in fork_prepare. */
   pthread_mutex_unlock(&heaps_lock);
+  /* The other threads' heaps lose their owners: the child's new threads
+   * may get their thread pointers (glibc reuses their stacks). */
+  for (brisk_heap_t *other = all_heaps; other != NULL; other = other->next_all) {
+    if (other != _brisk_tls_heap && other->owner_thread != 0) {
+      _brisk_segments_set_owner_thread(other, 0);
+    }
+  }
   /* A thread of the parent may have been between its exchange and its link
    * on our queue: that producer is gone, so end the queue at the last node
    * we can reach (the unlinked blocks are lost to the child, not corrupted). */
@@ -564,6 +574,7 @@ brisk_heap_t *_brisk_heap_init_thread(bool cold) {
   }
   /* Install the heap before anything that may allocate (pthread_atfork and
    * pthread_setspecific can), so those nested mallocs find it. */
+  _brisk_segments_set_owner_thread(heap, brisk_thread_id());
   _brisk_tls_heap = heap;
   pthread_once(&process_once, process_init);
   pthread_setspecific(heap_key, heap);

@@ -96,6 +96,7 @@ static void huge_init(brisk_segment_t *segment, size_t block_offset) {
   segment->page_count = 1;
   segment->used_pages = 1;
   segment->heap = NULL;
+  brisk_store_relaxed(&segment->owner_thread, 0);
   brisk_page_t *page = &segment->pages[0];
   brisk_page_set_start(page, (uint8_t *)segment + block_offset);
   page->block_magic = 0;

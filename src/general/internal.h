@@ -19,6 +19,11 @@ BRISK_INLINE brisk_page_t *brisk_page_of(const brisk_segment_t *segment, uintptr
   return (brisk_page_t *)&segment->pages[(address - (uintptr_t)segment) >> segment->page_shift];
 }
 
+/* The calling thread's identity as free() compares it with a segment's
+ * owner_thread: its thread pointer (the address of its thread control
+ * block), one load from %fs. */
+BRISK_INLINE uintptr_t brisk_thread_id(void) { return (uintptr_t)__builtin_thread_pointer(); }
+
 /* The index in its segment of the page that holds address. */
 BRISK_INLINE size_t brisk_page_index(const brisk_segment_t *segment, uintptr_t address) {
   return (address - (uintptr_t)segment) >> segment->page_shift;
@@ -317,6 +322,9 @@ BRISK_HIDDEN bool _brisk_heap_reclaim(brisk_heap_t *heap, size_t needed);
 
 BRISK_HIDDEN brisk_page_t *_brisk_segment_page_alloc(brisk_heap_t *heap, brisk_segment_kind_t kind);
 BRISK_HIDDEN void _brisk_segment_page_free(brisk_heap_t *heap, brisk_page_t *page);
+/* The heap changes hands: thread (a brisk_thread_id, or 0 when abandoned)
+ * becomes its owner_thread and every one of its segments'. */
+BRISK_HIDDEN void _brisk_segments_set_owner_thread(brisk_heap_t *heap, uintptr_t thread);
 /* Decommit free pages freed at least delay_ms ago (all of them if 0). */
 BRISK_HIDDEN void _brisk_heap_purge(brisk_heap_t *heap, uint64_t now_ms, uint64_t delay_ms);
 /* Decommit the oldest free pages until at most max_bytes of free pages

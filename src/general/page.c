@@ -108,6 +108,15 @@ void _brisk_heap_pin_all(brisk_heap_t *heap) {
   }
 }
 
+/* Whether the free blocks a page has (capacity - used: on its lists, or in
+ * another thread's outbox on their way back) are fewer than half an
+ * extension, so that malloc should carve more of the page: otherwise a
+ * working set that just fills the carved part (64 live blocks of 64 B) gets
+ * one block per visit to the slow path, and every malloc comes back. */
+BRISK_INLINE bool page_is_short(const brisk_page_t *page) {
+  return (uint32_t)page->capacity - page->used < page->extend_threshold;
+}
+
 static size_t page_extend_count(const brisk_page_t *page) {
   size_t count = PAGE_EXTEND_BYTES / brisk_page_block_size(page);
   return count < PAGE_EXTEND_MIN_BLOCKS ? PAGE_EXTEND_MIN_BLOCKS : count;
@@ -181,6 +190,7 @@ static void page_init(brisk_page_t *page, size_t class_index) {
   page->local_free = NULL;
   page->is_committed = 1;
   page->live_at_fold = 0;
+  page->extend_threshold = (uint16_t)(page_extend_count(page) / 2);
   /* release: a statistics snapshot that sees the page's info sees its
    * class and size above (_brisk_heap_count_live_blocks). */
   atomic_store_explicit(&segment->page_info[index], (uint8_t)class_index, memory_order_release);
@@ -200,14 +210,10 @@ BRISK_INLINE brisk_page_t *find_page(brisk_heap_t *heap, size_t class_index) {
       page->free = page->local_free;
       page->local_free = NULL;
     }
-    /* Carve more of the page when what came back is short of half an
-     * extension: otherwise a working set that just fills the carved part
-     * (64 live blocks of 64 B) gets one block per visit here, and every
-     * malloc comes back. capacity - used counts the free blocks, plus any
-     * still on their way back from other threads. */
+    /* Carve more of the page when what came back is short
+     * (page_is_short). */
     if (page->capacity < page->reserved &&
-        (page->free == NULL ||
-         (size_t)page->capacity - page->used < page_extend_count(page) / 2)) {
+        (page->free == NULL || page_is_short(page))) {
       page_extend(page);
     }
     if (page->free != NULL) break;
@@ -246,20 +252,42 @@ static bool remote_queue_maybe_nonempty(const brisk_heap_t *heap) {
 
 static BRISK_NOINLINE void *malloc_slow(brisk_heap_t *heap, size_t size, bool zero);
 
+/* Whether malloc may put the head page's own frees (local_free) on its
+ * malloc list without the slow path: find_page would take them without
+ * carving more, and none of the slow path's chores is due (no remote frees
+ * waiting, and neither the statistics fold nor housekeeping has its turn
+ * on the next slow call). */
+BRISK_INLINE bool local_refill_allowed(const brisk_heap_t *heap, const brisk_page_t *page) {
+  return page->local_free != NULL &&
+         !(page->capacity < page->reserved && page_is_short(page)) &&
+         ((heap->slow_mallocs_unfolded + 1) & 4095) != 0 &&
+         ((heap->generic_calls + 1) & 63) != 0 && !remote_queue_maybe_nonempty(heap);
+}
+
 void *_brisk_malloc_generic(size_t size, brisk_heap_t *heap, bool zero) {
-  /* Sizes above the direct table's reach whose class page has a free block:
-   * a pop, as on the inline fast path, without the slow path's chores.
-   * (The empty heap's queues are empty, so a new thread falls through.) */
+  /* The head page of the size's class: a pop, as on the inline fast path
+   * (sizes above the direct table's reach), or, when its malloc list ran
+   * dry, its own frees taken over as the slow path would and a pop, counted
+   * as a slow call. (The empty heap's queues are empty, so a new thread
+   * falls through.) */
   if (BRISK_LIKELY(size <= BRISK_LARGE_MAX)) {
     brisk_page_t *page = heap->queues[brisk_size_to_class(size)].head;
-    if (BRISK_LIKELY(page != NULL && page->free != NULL)) {
+    if (BRISK_LIKELY(page != NULL)) {
       brisk_block_t *block = page->free;
-      page->free = brisk_page_pop(page, block);
-      page->used++;
-      heap->class_allocations_unfolded[page->class_index]++;
-      heap->bytes_requested_unfolded += size;
-      if (zero) memset(block, 0, size);
-      return block;
+      if (block == NULL && local_refill_allowed(heap, page)) {
+        heap->slow_mallocs_unfolded++;
+        heap->generic_calls++;
+        block = page->local_free;
+        page->local_free = NULL;
+      }
+      if (BRISK_LIKELY(block != NULL)) {
+        page->free = brisk_page_pop(page, block);
+        page->used++;
+        heap->class_allocations_unfolded[page->class_index]++;
+        heap->bytes_requested_unfolded += size;
+        if (zero) memset(block, 0, size);
+        return block;
+      }
     }
   }
   return malloc_slow(heap, size, zero);

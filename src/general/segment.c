@@ -160,6 +160,7 @@ static brisk_segment_t *segment_new(brisk_heap_t *heap, brisk_segment_kind_t kin
   segment->page_count = (uint16_t)page_count;
   segment->used_pages = 0;
   segment->heap = heap;
+  brisk_store_relaxed(&segment->owner_thread, heap->owner_thread);
   if (_brisk_options.huge_pages) _brisk_os_advise_huge_pages(segment, BRISK_SEGMENT_SIZE, NULL);
   /* The secure build keeps the metadata apart from the data: the rest of
    * page 0 after the page descriptors is a guard, so a linear overflow out
@@ -250,6 +251,15 @@ static brisk_page_t *page_alloc(brisk_heap_t *heap, brisk_segment_kind_t kind) {
   brisk_global_stat_add(BRISK_STAT_PAGES_IN_USE, 1);
   brisk_global_stat_add(BRISK_STAT_PAGE_BYTES_IN_USE, (int64_t)brisk_page_size(segment));
   return page;
+}
+
+void _brisk_segments_set_owner_thread(brisk_heap_t *heap, uintptr_t thread) {
+  _brisk_heap_lock_memory(heap);
+  heap->owner_thread = thread;
+  for (brisk_segment_t *segment = heap->segments; segment != NULL; segment = segment->heap_next) {
+    brisk_store_relaxed(&segment->owner_thread, thread);
+  }
+  _brisk_heap_unlock_memory(heap);
 }
 
 brisk_page_t *_brisk_segment_page_alloc(brisk_heap_t *heap, brisk_segment_kind_t kind) {

@@ -24,8 +24,9 @@
  * Who touches what (see also heap.c's overview):
  *   page.free, local_free, used, capacity, queue links — the owning thread only
  *       (or, while the heap is abandoned, whoever holds heap->drain_lock).
- *   segment.heap — set when the segment is made, read by every free() to
- *       tell the owner's blocks from other heaps'.
+ *   segment.heap — set when the segment is made; segment.owner_thread —
+ *       the thread that owns the heap now, read by every free() to tell
+ *       the calling thread's blocks from other heaps'.
  *   segment.page_info — each page's class (and whether it holds interior
  *       aligned blocks), written by the owner only when a page starts or
  *       stops serving a class, read by any thread's free (relaxed). Other
@@ -143,7 +144,9 @@ typedef struct brisk_page_s {
   uint64_t block_magic;
   struct brisk_page_s *next;     /* class queue, full list, or purge list */
   struct brisk_page_s *prev;
-  uint64_t unused;               /* the descriptor is 64 B (below) */
+  /* find_page carves more of the page when fewer free blocks than this
+   * came back (half an extension; set with the class). */
+  uint16_t extend_threshold;
 } brisk_page_t;
 
 _Static_assert(sizeof(brisk_page_t) == 64, "free() finds a page descriptor with one shift");
@@ -155,6 +158,13 @@ typedef struct brisk_segment_s {
   uint8_t page_shift;
   uint16_t page_count;
   struct brisk_heap_s *heap;     /* owner, for life; NULL for huge segments */
+  /* The thread that owns `heap` now (brisk_thread_id), 0 while nobody
+   * does: free()'s fast path compares it with its own thread's, which is
+   * one instruction to read where the thread's heap is two. Written when
+   * the heap changes hands (_brisk_segments_set_owner_thread), under the
+   * heap's memory_lock; read by any thread (relaxed: a thread only ever
+   * finds its own id here if it wrote it, see heap.c). */
+  _Atomic(uintptr_t) owner_thread;
   size_t mapped_size;            /* bytes reserved from the OS for this segment */
   /* The owner's (or its memory_lock holder's), changed as pages are taken
    * and given back. */
@@ -295,6 +305,9 @@ typedef struct brisk_heap_s {
   _Atomic(bool) tidied;
   struct brisk_heap_s *next_all;
   bool is_empty_heap;              /* the static stand-in of threads with no heap yet */
+  /* The owning thread's brisk_thread_id, 0 while abandoned: what its
+   * segments' owner_thread say (set with them, under memory_lock). */
+  uintptr_t owner_thread;
 
   /* Consumer side of the remote queue (owner only): the link to the node at
    * its head, batch tag included. */
