@@ -40,3 +40,9 @@ uint64_t brisk_test_block_start_errors(uint64_t *checked) {
 void brisk_test_validate_own_heap(void) { _brisk_heap_validate(_brisk_tls_heap); }
 
 void brisk_test_validate_idle_heaps(void) { _brisk_heaps_validate_idle(); }
+
+uintptr_t brisk_test_owner_thread(const void *p) {
+  return brisk_load_relaxed(&brisk_segment_of((uintptr_t)p)->owner_thread);
+}
+
+uintptr_t brisk_test_thread_id(void) { return brisk_thread_id(); }

@@ -22,6 +22,12 @@ uint64_t brisk_test_block_start_errors(uint64_t *checked);
 void brisk_test_validate_own_heap(void);
 void brisk_test_validate_idle_heaps(void);
 
+// The thread free() takes for the owner of p's segment (its owner_thread,
+// 0 while its heap has none), and the calling thread's identity as free()
+// compares it.
+uintptr_t brisk_test_owner_thread(const void *p);
+uintptr_t brisk_test_thread_id(void);
+
 #ifdef __cplusplus
 }
 #endif

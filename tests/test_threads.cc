@@ -470,3 +470,62 @@ TEST(BriskThreads, ForkWhileOtherThreadsAllocate) {
 }
 
 }  // namespace
+
+// free()'s fast path takes a block as the calling thread's when its
+// segment's owner_thread is the caller's thread pointer. glibc hands an
+// exited thread's stack, and so its thread pointer, to later threads (and a
+// forked child's new threads may get those of the parent's other threads),
+// so a heap's segments must stop naming a thread once it no longer owns
+// the heap.
+TEST(BriskThreads, ASegmentNamesOnlyTheThreadThatOwnsItsHeapNow) {
+  void *mine = brisk_malloc(64);
+  ASSERT_NE(mine, nullptr);
+  EXPECT_EQ(brisk_test_owner_thread(mine), brisk_test_thread_id());
+
+  void *theirs = nullptr;
+  uintptr_t their_id = 0;
+  std::thread([&] {
+    theirs = brisk_malloc(64);
+    their_id = brisk_test_thread_id();
+    EXPECT_EQ(brisk_test_owner_thread(theirs), their_id);
+  }).join();
+  ASSERT_NE(theirs, nullptr);
+  EXPECT_NE(their_id, brisk_test_thread_id());
+  EXPECT_EQ(brisk_test_owner_thread(theirs), 0u) << "the exited thread still owns its heap's segments";
+
+  // A later thread may adopt that heap: then the segments name it.
+  std::thread([&] {
+    void *next = brisk_malloc(64);
+    uintptr_t owner = brisk_test_owner_thread(theirs);
+    EXPECT_TRUE(owner == 0 || owner == brisk_test_thread_id()) << owner;
+    brisk_free(next);
+  }).join();
+  brisk_free(theirs);
+
+  // fork while another thread owns a heap: in the child that thread is gone.
+  std::mutex gate;
+  gate.lock();
+  void *held = nullptr;
+  std::atomic<bool> ready{false};
+  std::thread holder([&] {
+    held = brisk_malloc(64);
+    ready = true;
+    std::lock_guard<std::mutex> wait(gate);
+  });
+  while (!ready) std::this_thread::yield();
+  ASSERT_NE(brisk_test_owner_thread(held), 0u);
+  pid_t child = fork();
+  ASSERT_GE(child, 0);
+  if (child == 0) {
+    bool ok = brisk_test_owner_thread(held) == 0 && brisk_test_owner_thread(mine) == brisk_test_thread_id();
+    _exit(ok ? 0 : 1);
+  }
+  int status = 0;
+  ASSERT_EQ(waitpid(child, &status, 0), child);
+  EXPECT_TRUE(WIFEXITED(status) && WEXITSTATUS(status) == 0)
+      << "in the child, the parent's other thread still owns its heap's segments";
+  gate.unlock();
+  holder.join();
+  brisk_free(held);
+  brisk_free(mine);
+}
