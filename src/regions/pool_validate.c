@@ -26,8 +26,9 @@
  *                == carved: every carved object is free or in use, once;
  *                frees <= allocations; the local caches hold no more than
  *                the objects in use (they count as in use)
- *     live bits  (BRISK_DEBUG) clear on every free object and past carved;
- *                as many set as objects in use
+ *     live bits  (BRISK_DEBUG) clear on every free object and past carved,
+ *                set on every object in a local cache; as many set as
+ *                objects in use
  *
  * At a quiet point only: no thread may be inside brisk_pool_alloc or
  * brisk_pool_free of this pool meanwhile, nor use a local cache named. The
