@@ -1,9 +1,10 @@
 // The FIFO allocator (brisk_fifo_*): zeroed and aligned blocks, the seed's
 // page policy seen through the statistics and through where blocks land,
 // realloc in place, big blocks, bad input, the deferred destroy, misuse
-// that must abort, a use after free that ASan must catch, and statistics
+// that must abort, a use after free that ASan must catch, statistics
 // that count what was asked and every OS call (against the OS layer's own
-// count).
+// count), and the validator (regions/fifo.h): run through the stress and
+// policy tests, and shown to name each corruption made on purpose.
 #include <brisk.h>
 #include <gtest/gtest.h>
 #include <sys/mman.h>
@@ -21,6 +22,7 @@
 #include <vector>
 
 #include "os_calls.h"
+#include "region_checks.h"
 #include "test_util.h"
 
 using brisk_test::all_bytes_are;
@@ -281,7 +283,9 @@ TEST(FifoPolicy, EmptiedPageReplacesCurrentWithLessThanAnEighthFree) {
   EXPECT_EQ(pages_held(fifo.get()), 3 * kDefaultPage);
   const size_t mapped = stats_of(fifo.get()).system_requests;
   free_all(fifo.get(), a);  // no spare yet: a becomes the spare
+  brisk_test_fifo_validate(fifo.get());
   free_all(fifo.get(), b);  // spare exists, current < 1/8 free: b replaces it
+  brisk_test_fifo_validate(fifo.get());
   void *next = brisk_fifo_alloc(fifo.get(), 1000);
   EXPECT_EQ(next, b.front());
   // c is no longer current; once b is full, the next page is the spare, a.
@@ -295,10 +299,12 @@ TEST(FifoPolicy, EmptiedPageReplacesCurrentWithLessThanAnEighthFree) {
   // c empties while it is not current and no spare exists: c becomes spare.
   free_all(fifo.get(), c);
   EXPECT_EQ(pages_held(fifo.get()), 3 * kDefaultPage);
+  brisk_test_fifo_validate(fifo.get());
   brisk_fifo_free(fifo.get(), next);
   brisk_fifo_free(fifo.get(), after);
   free_all(fifo.get(), rest);
   EXPECT_EQ(stats_of(fifo.get()).bytes_in_use, 0u);
+  brisk_test_fifo_validate(fifo.get());
 }
 
 // The seed's policy, 2: with a spare and a current that still has room, an
@@ -319,6 +325,7 @@ TEST(FifoPolicy, EmptiedPageIsReleasedWhenCurrentHasRoom) {
   free_all(fifo.get(), b);  // dropped into the page cache
   EXPECT_EQ(pages_held(fifo.get()), 4 * page);
   EXPECT_TRUE(is_held(b.front()));
+  brisk_test_fifo_validate(fifo.get());  // current, spare and a cached page
   free_all(fifo.get(), c);  // dropped, cache full: released
   EXPECT_EQ(pages_held(fifo.get()), 3 * page);
   EXPECT_TRUE(is_released(c.front()));
@@ -331,6 +338,7 @@ TEST(FifoPolicy, EmptiedPageIsReleasedWhenCurrentHasRoom) {
   // An empty current is reset and reused when it fills up: no new mapping.
   for (int i = 0; i < 100; i++) brisk_fifo_free(fifo.get(), brisk_fifo_alloc(fifo.get(), 64 * kKiB));
   EXPECT_EQ(stats_of(fifo.get()).system_requests, s.system_requests);
+  brisk_test_fifo_validate(fifo.get());
 }
 
 TEST(FifoRealloc, NullIsAlloc) {
@@ -546,12 +554,16 @@ TEST_P(FifoStress, RandomOperationsKeepContents) {
       brisk_fifo_free(fifo.get(), b.p);
       live.erase(live.begin() + static_cast<long>(index));
     }
+    if (i % 1024 == 0) brisk_test_fifo_validate(fifo.get());
   }
+  brisk_test_fifo_validate(fifo.get());
   for (const Block &b : live) {
     ASSERT_TRUE(pattern_intact(b.p, b.size, b.seed));
     brisk_fifo_free(fifo.get(), b.p);
   }
   EXPECT_EQ(stats_of(fifo.get()).bytes_in_use, 0u);
+  // Every page emptied is kept or released: the counts match exactly now.
+  brisk_test_fifo_validate(fifo.get());
 }
 
 INSTANTIATE_TEST_SUITE_P(PageSizes, FifoStress,
@@ -575,8 +587,10 @@ TEST(FifoDestroy, LiveBlocksOutliveDestroy) {
   }
   unsigned char *first = blocks.front();
   unsigned char *big = blocks[250];
+  brisk_test_fifo_validate(fifo);
   brisk_fifo_destroy(fifo);
   EXPECT_TRUE(is_held(fifo));
+  brisk_test_fifo_validate(fifo);  // destroyed: it keeps no page
   // Every block but the first, in random order: pages go as they empty.
   std::mt19937_64 rng(7);
   std::shuffle(blocks.begin() + 1, blocks.end(), rng);
@@ -633,8 +647,10 @@ TEST(FifoThreads, OneFifoPerThread) {
           return;
         }
         fill_pattern(p, size, block_seed(p, size, static_cast<uint64_t>(t)));
+        if (i % 4096 == 0) brisk_test_fifo_validate(fifo);  // its own thread, between calls
       }
       for (auto &[p, size] : slots) brisk_fifo_free(fifo, p);
+      brisk_test_fifo_validate(fifo);
       brisk_region_stats_t s;
       brisk_fifo_stats(fifo, &s);
       if (s.bytes_in_use != 0) failures[t]++;
@@ -731,6 +747,120 @@ TEST_F(FifoDeathTest, AllocAfterDestroyAborts) {
         brisk_fifo_alloc(fifo, 10);
       },
       "brisk_fifo_alloc\\(0x[0-9a-f]+\\): the fifo was destroyed");
+}
+
+// The validator names a corruption made on purpose behind the API's back
+// (brisk_test_poke writes where ASan keeps the fifo's memory poisoned), as
+// a stray write in the program would. They lean on the block header's
+// layout: one little-endian word, the offset back to the page in bytes 0-3,
+// the span in 16-byte units in bytes 4-6, the state in the top 5 bits
+// (byte 7: 0x58 live, 0xd8 freed).
+class FifoValidatorDeathTest : public testing::Test {
+ protected:
+  void SetUp() override { GTEST_FLAG_SET(death_test_style, "threadsafe"); }
+};
+
+// n bytes of `byte`, or a value's bytes, written at p behind ASan's back.
+void poke_fill(void *p, unsigned char byte, size_t n) {
+  std::vector<unsigned char> bytes(n, byte);
+  brisk_test_poke(p, bytes.data(), n);
+}
+
+template <typename T>
+void poke_value(void *p, T value) {
+  brisk_test_poke(p, &value, sizeof value);
+}
+
+// Two blocks of 24 bytes: spans of 32, so a's bytes end where b's header starts.
+struct TwoBlocks {
+  brisk_fifo_t *fifo;
+  unsigned char *a, *b;
+};
+
+TwoBlocks two_blocks() {
+  brisk_fifo_t *fifo = brisk_fifo_create(0);
+  auto *a = static_cast<unsigned char *>(brisk_fifo_alloc(fifo, 24));
+  auto *b = static_cast<unsigned char *>(brisk_fifo_alloc(fifo, 24));
+  EXPECT_EQ(b, a + span_of(24));
+  brisk_test_fifo_validate(fifo);  // sound until the corruption
+  return {fifo, a, b};
+}
+
+TEST_F(FifoValidatorDeathTest, OverflowIntoTheNextHeaderIsNamed) {
+  EXPECT_DEATH(
+      {
+        TwoBlocks t = two_blocks();
+        poke_fill(t.a + 24, 'A', 8);  // 8 bytes past a's 24
+        brisk_test_fifo_validate(t.fifo);
+      },
+      "brisk: brisk_fifo_validate\\(0x[0-9a-f]+\\): a block header is garbled");
+}
+
+TEST_F(FifoValidatorDeathTest, HeaderLeadingToAnotherPageIsNamed) {
+  EXPECT_DEATH(
+      {
+        TwoBlocks t = two_blocks();
+        poke_value<uint32_t>(t.b - kBlockHeader, 4096);  // the page 4096 bytes back
+        brisk_test_fifo_validate(t.fifo);
+      },
+      "brisk_fifo_validate\\(0x[0-9a-f]+\\): a block header does not lead to its page");
+}
+
+TEST_F(FifoValidatorDeathTest, SpanPastTheUsedPartIsNamed) {
+  EXPECT_DEATH(
+      {
+        TwoBlocks t = two_blocks();
+        poke_value<uint16_t>(t.b - kBlockHeader + 4, 0xffff);  // 1 MiB in a 64 KiB page
+        brisk_test_fifo_validate(t.fifo);
+      },
+      "brisk_fifo_validate\\(0x[0-9a-f]+\\): a block's span runs past its page's used part");
+}
+
+// A live block tagged freed without its page's count going down.
+TEST_F(FifoValidatorDeathTest, LiveBlockTaggedFreedIsNamed) {
+  EXPECT_DEATH(
+      {
+        TwoBlocks t = two_blocks();
+        poke_fill(t.b - 1, 0xd8, 1);
+        brisk_test_fifo_validate(t.fifo);
+      },
+      "brisk_fifo_validate\\(0x[0-9a-f]+\\): a page's count of live blocks disagrees");
+}
+
+// One byte written past the last block: the zeroes alloc hands out are gone.
+TEST_F(FifoValidatorDeathTest, WritePastTheLastBlockIsNamed) {
+  EXPECT_DEATH(
+      {
+        TwoBlocks t = two_blocks();
+        poke_fill(t.b + 24 + 100, 1, 1);
+        brisk_test_fifo_validate(t.fifo);
+      },
+      "brisk_fifo_validate\\(0x[0-9a-f]+\\): a page's free space is not zero");
+}
+
+// Debug builds validate from alloc's slow path every 64th time: a header
+// garbled in a page the fifo keeps (its page cache) is found with no call
+// to the validator, within 64 pages filled.
+TEST_F(FifoValidatorDeathTest, DebugBuildsFindCorruptionFromTheSlowPath) {
+#if defined(BRISK_DEBUG) && BRISK_DEBUG
+  EXPECT_DEATH(
+      {
+        const size_t page = kMiB;
+        brisk_fifo_t *fifo = brisk_fifo_create(page);
+        std::vector<void *> a = fill_page(fifo, page, 64 * kKiB);
+        std::vector<void *> b = fill_page(fifo, page, 64 * kKiB);
+        void *d = brisk_fifo_alloc(fifo, 64 * kKiB);  // current: a third page
+        free_all(fifo, a);                            // the spare
+        free_all(fifo, b);                            // the page cache
+        poke_fill(static_cast<unsigned char *>(b.front()) - kBlockHeader, 0xff, 8);
+        brisk_fifo_free(fifo, d);
+        // Each alloc finds current full: its slow path resets the empty page.
+        for (int i = 0; i < 200; i++) brisk_fifo_free(fifo, brisk_fifo_alloc(fifo, 900 * kKiB));
+      },
+      "brisk_fifo_validate\\(0x[0-9a-f]+\\): a block header is garbled");
+#else
+  GTEST_SKIP() << "needs BRISK_DEBUG (on in sanitizer builds)";
+#endif
 }
 
 // AddressSanitizer catches a use of a block after brisk_fifo_free.

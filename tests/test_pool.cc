@@ -6,6 +6,9 @@
 // between threads keep their contents, misuse aborts with a message, the
 // statistics count what was asked and every OS call (against the OS
 // layer's own count), and the registry sums every live arena and pool.
+// The validator (regions/pool.h) runs at the quiet points of these tests
+// (after their threads are joined), and is shown to name each corruption
+// made on purpose behind the API's back.
 #include <brisk.h>
 #include <errno.h>
 #include <gtest/gtest.h>
@@ -19,6 +22,7 @@
 #include <vector>
 
 #include "os_calls.h"
+#include "region_checks.h"
 #include "test_util.h"
 
 using brisk_test::block_seed;
@@ -145,6 +149,7 @@ TEST(Pool, BoundedPoolHonoursItsCapacityExactly) {
         ASSERT_EQ(brisk_pool_alloc(pool), nullptr);
         EXPECT_EQ(errno, ENOMEM);
         EXPECT_EQ(stats_of(pool).bytes_in_use, capacity * 40);
+        brisk_test_pool_validate(pool);  // carved to the bound, nothing free
         void *back = objects[capacity / 2];
         brisk_pool_free(pool, back);
         void *again = brisk_pool_alloc(pool);
@@ -155,6 +160,7 @@ TEST(Pool, BoundedPoolHonoursItsCapacityExactly) {
         EXPECT_EQ(errno, ENOMEM);
         for (void *p : objects) brisk_pool_free(pool, p);
         EXPECT_EQ(stats_of(pool).bytes_in_use, 0u);
+        brisk_test_pool_validate(pool);
       }
       brisk_pool_destroy(pool);
     }
@@ -210,6 +216,7 @@ TEST(Pool, UnboundedPoolGrowsOverManySlabs) {
     }
     s = stats_of(pool);
     EXPECT_EQ(s.bytes_in_use, 0u);
+    brisk_test_pool_validate(pool);
     // Everything freed is reused before anything new is carved.
     size_t requests = s.system_requests;
     for (size_t i = 0; i < count; i++) objects[i] = brisk_pool_alloc(pool);
@@ -269,6 +276,7 @@ void aba_storm(unsigned flags, size_t capacity, int max_burst = 3) {
   EXPECT_EQ(clashes.load(), 0);
   EXPECT_GE(taken.load(), budget);
   EXPECT_EQ(stats_of(pool).bytes_in_use, 0u);
+  brisk_test_pool_validate(pool);  // the quiet point: every thread joined
   if (!(flags & BRISK_REGION_THREAD_CACHE)) {
     // Nothing cached anywhere: the whole capacity is back, exactly.
     std::vector<void *> all;
@@ -278,7 +286,9 @@ void aba_storm(unsigned flags, size_t capacity, int max_burst = 3) {
       all.push_back(p);
     }
     EXPECT_EQ(brisk_pool_alloc(pool), nullptr);
+    brisk_test_pool_validate(pool);
     for (void *p : all) brisk_pool_free(pool, p);
+    brisk_test_pool_validate(pool);
   }
   brisk_pool_destroy(pool);
 }
@@ -350,6 +360,7 @@ void contents_travel(unsigned flags) {
     if (p != 0) check_and_free(reinterpret_cast<void *>(p));
   }
   EXPECT_EQ(broken.load(), 0);
+  brisk_test_pool_validate(pool);
   brisk_region_stats_t s = stats_of(pool);
   EXPECT_EQ(s.bytes_in_use, 0u);
   // Counted in each thread's slot (or the shared one), whoever freed them.
@@ -393,8 +404,11 @@ TEST(PoolLocal, BoundStaysExactAndFlushGivesEverythingBack) {
   // Sanitizer (debug) builds send every local call through the pool.
   if (!brisk_test::kSanitized)
     EXPECT_GT(stats_of(pool).bytes_in_use, 0u) << "cached objects count as in use";
+  const brisk_pool_local_t *locals[] = {&local};
+  brisk_test_pool_validate_locals(pool, locals, 1);
   brisk_pool_local_flush(&local);
   EXPECT_EQ(stats_of(pool).bytes_in_use, 0u);
+  brisk_test_pool_validate_locals(pool, locals, 1);
   // All of them back in the pool: it can hand out its capacity again.
   for (size_t i = 0; i < capacity; i++) ASSERT_NE(brisk_pool_alloc(pool), nullptr) << i;
   brisk_pool_destroy(pool);
@@ -402,6 +416,8 @@ TEST(PoolLocal, BoundStaysExactAndFlushGivesEverythingBack) {
 
 // Threads with local caches of their own pass objects to each other (so an
 // object is freed into another thread's cache) and check their contents.
+// Once they are joined, the pool is validated with every local cache still
+// full, then flushed (by the main thread now) and validated again.
 TEST(PoolLocal, ObjectsTravelBetweenLocalCaches) {
   brisk_pool_t *pool = brisk_pool_create_ex(64, 0, 0, BRISK_REGION_THREAD_CACHE);
   ASSERT_NE(pool, nullptr);
@@ -410,8 +426,9 @@ TEST(PoolLocal, ObjectsTravelBetweenLocalCaches) {
   std::vector<std::atomic<void *>> mailbox(64);
   for (auto &m : mailbox) m.store(nullptr);
   std::atomic<long> corrupt{0};
+  std::vector<brisk_pool_local_t> locals(threads);
   auto worker = [&](int id) {
-    brisk_pool_local_t local;
+    brisk_pool_local_t &local = locals[static_cast<size_t>(id)];
     brisk_pool_local_init(&local, pool, 0);
     Rng rng(500 + id);
     for (long i = 0; i < ops; i++) {
@@ -427,7 +444,6 @@ TEST(PoolLocal, ObjectsTravelBetweenLocalCaches) {
         brisk_pool_local_free(&local, old);
       }
     }
-    brisk_pool_local_flush(&local);
   };
   std::vector<std::thread> pool_threads;
   for (int t = 0; t < threads; t++) pool_threads.emplace_back(worker, t);
@@ -436,6 +452,11 @@ TEST(PoolLocal, ObjectsTravelBetweenLocalCaches) {
     void *p = m.exchange(nullptr);
     if (p != nullptr) brisk_pool_free(pool, p);
   }
+  std::vector<const brisk_pool_local_t *> named;
+  for (const brisk_pool_local_t &local : locals) named.push_back(&local);
+  brisk_test_pool_validate_locals(pool, named.data(), named.size());
+  for (brisk_pool_local_t &local : locals) brisk_pool_local_flush(&local);
+  brisk_test_pool_validate_locals(pool, named.data(), named.size());
   EXPECT_EQ(corrupt.load(), 0);
   EXPECT_EQ(stats_of(pool).bytes_in_use, 0u);
   brisk_pool_destroy(pool);
@@ -461,6 +482,9 @@ TEST(PoolThreads, ConcurrentFillStopsAtCapacity) {
   EXPECT_EQ(total, capacity);
   EXPECT_EQ(all.size(), capacity);
   EXPECT_EQ(stats_of(pool).allocations, capacity);  // the failures are not counted
+  brisk_test_pool_validate(pool);
+  for (void *p : all) brisk_pool_free(pool, p);
+  brisk_test_pool_validate(pool);
   brisk_pool_destroy(pool);
 }
 
@@ -675,6 +699,143 @@ TEST_F(PoolDeathTest, DoubleFreeAbortsInDebugBuilds) {
   }
 #else
   GTEST_SKIP() << "needs BRISK_DEBUG (on in sanitizer builds)";
+#endif
+}
+
+// The validator names a corruption made on purpose behind the API's back,
+// as a bug in the program (or in brisk) would leave it. Each pool is
+// validated sound first, so the death is the corruption's.
+class PoolValidatorDeathTest : public testing::Test {
+ protected:
+  void SetUp() override { GTEST_FLAG_SET(death_test_style, "threadsafe"); }
+};
+
+// Two objects a and b freed in that order: onto the calling thread's home
+// shard, or into its magazine with the per-thread cache; b first, its link
+// leading to a.
+struct TwoFree {
+  brisk_pool_t *pool;
+  void *a, *b;
+};
+
+TwoFree two_free(unsigned flags) {
+  brisk_pool_t *pool = brisk_pool_create_ex(32, 0, 0, flags);
+  void *a = brisk_pool_alloc(pool);
+  void *b = brisk_pool_alloc(pool);
+  escape(brisk_pool_alloc(pool));
+  brisk_pool_free(pool, a);
+  brisk_pool_free(pool, b);
+  brisk_test_pool_validate(pool);
+  return {pool, a, b};
+}
+
+// A double free that no check of free sees (not even a debug build's live
+// bits): onto a shard, and into a per-thread magazine.
+TEST_F(PoolValidatorDeathTest, DoubleFreeBehindTheApiIsNamed) {
+  for (unsigned flags : {0u, unsigned{BRISK_REGION_THREAD_CACHE}}) {
+    EXPECT_DEATH(
+        {
+          TwoFree t = two_free(flags);
+          brisk_test_pool_push_behind_api(t.pool, t.a);
+          brisk_test_pool_validate(t.pool);
+        },
+        "brisk: brisk_pool_validate\\(0x[0-9a-f]+\\): an object is free twice")
+        << flags;
+  }
+}
+
+// A shard's link (index + 1 in a free object's first 4 bytes) overwritten:
+// with an index past the carved objects, and with 0, which cuts the list.
+TEST_F(PoolValidatorDeathTest, OverwrittenShardLinkIsNamed) {
+  EXPECT_DEATH(
+      {
+        TwoFree t = two_free(0);
+        const uint32_t far = 1u << 30;
+        std::memcpy(t.b, &far, sizeof far);
+        brisk_test_pool_validate(t.pool);
+      },
+      "brisk_pool_validate\\(0x[0-9a-f]+\\): a free list leads past the carved objects");
+  EXPECT_DEATH(
+      {
+        TwoFree t = two_free(0);
+        const uint32_t end = 0;
+        std::memcpy(t.b, &end, sizeof end);
+        brisk_test_pool_validate(t.pool);
+      },
+      "brisk_pool_validate\\(0x[0-9a-f]+\\): free and in-use objects do not add up");
+}
+
+// A magazine's link (a pointer in the first 8 bytes) overwritten with a
+// pointer inside an object.
+TEST_F(PoolValidatorDeathTest, OverwrittenMagazineLinkIsNamed) {
+  EXPECT_DEATH(
+      {
+        TwoFree t = two_free(BRISK_REGION_THREAD_CACHE);
+        char *inside = static_cast<char *>(t.a) + 8;
+        std::memcpy(t.b, &inside, sizeof inside);
+        brisk_test_pool_validate(t.pool);
+      },
+      "brisk_pool_validate\\(0x[0-9a-f]+\\): a cache holds a pointer that is no object");
+}
+
+// A shard holds objects but its bit in the nonempty bitmap is clear.
+TEST_F(PoolValidatorDeathTest, ClearedNonemptyBitIsNamed) {
+  EXPECT_DEATH(
+      {
+        TwoFree t = two_free(0);
+        brisk_test_pool_clear_nonempty(t.pool);
+        brisk_test_pool_validate(t.pool);
+      },
+      "brisk_pool_validate\\(0x[0-9a-f]+\\): a shard holds objects and its nonempty bit is "
+      "clear");
+}
+
+// An object in use pushed onto a shard: free and in use at once. Debug
+// builds see its live bit first; release builds, the counts.
+TEST_F(PoolValidatorDeathTest, ObjectInUsePushedAsFreeIsNamed) {
+  EXPECT_DEATH(
+      {
+        TwoFree t = two_free(0);
+        void *p = brisk_pool_alloc(t.pool);
+        brisk_test_pool_push_behind_api(t.pool, p);
+        brisk_test_pool_validate(t.pool);
+      },
+#if defined(BRISK_DEBUG) && BRISK_DEBUG
+      "brisk_pool_validate\\(0x[0-9a-f]+\\): a free object is marked live"
+#else
+      "brisk_pool_validate\\(0x[0-9a-f]+\\): free and in-use objects do not add up"
+#endif
+  );
+}
+
+// What a local cache's inline free lets through (brisk/pool.h): an
+// interior pointer, a double free. Debug builds send every local call
+// through the pool, which catches both at the free.
+TEST_F(PoolValidatorDeathTest, LocalCacheMisuseIsNamed) {
+#if defined(BRISK_DEBUG) && BRISK_DEBUG
+  GTEST_SKIP() << "debug builds catch these at the free (their local caches hold nothing)";
+#else
+  auto with_local = [](int misuse) {
+    brisk_pool_t *pool = brisk_pool_create(64, 0, 0);
+    brisk_pool_local_t local;
+    brisk_pool_local_init(&local, pool, 0);
+    auto *p = static_cast<char *>(brisk_pool_local_alloc(&local));
+    escape(brisk_pool_local_alloc(&local));
+    const brisk_pool_local_t *locals[] = {&local};
+    brisk_test_pool_validate_locals(pool, locals, 1);
+    if (misuse == 0) {
+      brisk_pool_local_free(&local, p + 8);
+    } else {
+      brisk_pool_local_free(&local, p);
+      brisk_pool_local_free(&local, p);
+    }
+    brisk_test_pool_validate_locals(pool, locals, 1);
+  };
+  EXPECT_DEATH(with_local(0),
+               "brisk_pool_validate\\(0x[0-9a-f]+\\): a cache holds a pointer that is no "
+               "object \\(interior or foreign\\?\\) \\(local cache 0\\)");
+  EXPECT_DEATH(with_local(1),
+               "brisk_pool_validate\\(0x[0-9a-f]+\\): an object is free twice .*\\(local cache 0\\)");
 #endif
 }
 

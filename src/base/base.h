@@ -56,6 +56,11 @@ __attribute__((visibility("hidden"), noreturn, cold)) void _brisk_assert_failed(
  * keeps ThreadSanitizer from instrumenting those loads. */
 #define BRISK_NO_TSAN __attribute__((no_sanitize("thread")))
 
+/* For a validator that reads what a region allocator keeps poisoned (the
+ * fifo's block headers and free space) without unpoisoning it: keeps
+ * AddressSanitizer from checking that function's own loads. */
+#define BRISK_NO_ASAN __attribute__((no_sanitize("address")))
+
 /* The sanitizer a build has: GCC says so with __SANITIZE_ADDRESS__ and
  * __SANITIZE_THREAD__, clang (the fuzz build's) with __has_feature. */
 #if defined(__SANITIZE_ADDRESS__)

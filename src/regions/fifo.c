@@ -56,6 +56,9 @@
  *                       with room: grows in place; else alloc + copy + free
  *   brisk_fifo_destroy  release spare, cache and an empty current; the rest
  *                       goes with the last free, the control page last
+ *   _brisk_fifo_validate  (regions/fifo.h; the end of this file) the pages
+ *                       kept, block by block, against the counters; debug
+ *                       builds run it from alloc_slow every 64th time
  *
  * The page policy (the seed's):
  *   - current is never NULL and never let go while the fifo lives. When its
@@ -125,6 +128,7 @@
 #include "base/annotate.h"
 #include "base/base.h"
 #include "os/os.h"
+#include "regions/fifo.h"
 #include "regions/registry.h"
 
 #include <errno.h>
@@ -214,6 +218,7 @@ struct brisk_fifo_s {
   bool alive;             /* cleared by destroy */
   uint32_t cache_max;     /* pages page_drop may keep */
   uint32_t cached;
+  uint32_t slow_allocs;   /* alloc_slow calls (BRISK_DEBUG: every 64th validates) */
   size_t max_span;        /* the most any normal page holds, whatever its color */
   size_t page_size;       /* bytes mapped per normal page */
   size_t nb_pages;        /* pages mapped and not released, cached ones too */
@@ -395,6 +400,10 @@ static void *big_alloc(brisk_fifo_t *fifo, size_t size) {
 
 static BRISK_NOINLINE void *alloc_slow(brisk_fifo_t *fifo, size_t size) {
   if (BRISK_UNLIKELY(!fifo->alive)) fatal("brisk_fifo_alloc", fifo, "the fifo was destroyed");
+  /* Debug builds check the whole fifo now and then: here, between two of
+   * its calls, it is consistent, and every 64th page filled costs a walk of
+   * at most 18 pages. */
+  if (BRISK_DEBUG && (++fifo->slow_allocs & 63) == 0) _brisk_fifo_validate(fifo);
   if (size >= MAX_REQUEST) {
     errno = ENOMEM;
     return NULL;
@@ -634,4 +643,133 @@ BRISK_NO_TSAN void brisk_fifo_stats(const brisk_fifo_t *fifo, brisk_region_stats
   out->bytes_held = OWNER_WORD(fifo->bytes_held) + _brisk_os_page_size(); /* + the control page */
   out->system_requests = OWNER_WORD(fifo->system_requests);
   out->allocations = OWNER_WORD(fifo->allocations);
+}
+
+/* ---- validation (regions/fifo.h) ----
+ *
+ * The fifo keeps no list of its pages (see the page policy): a page left
+ * behind full of live blocks, and a big page, are reachable only through
+ * their blocks. So the pages walked are those it keeps, current, spare and
+ * cached, and the counters are checked against the others by bounds: each
+ * page neither kept nor released holds a live block at least, and maps a
+ * page_size at least. With no such page the counts must match exactly.
+ *
+ * Checked, for each page kept: its header where its mapping's address puts
+ * it (page_of), its magic, owner and sizes; its blocks in address order,
+ * from the area's start to used_size, each header tagged live or freed,
+ * leading back to the page, its span inside the used part; as many live
+ * blocks as used_blocks (none for the spare and cached pages); the free
+ * space past used_size all zero (the zeroing alloc relies on). For the
+ * fifo: the cache within its bounds, no page kept twice, and nb_pages,
+ * bytes_held and in_use against the pages and blocks seen.
+ */
+
+static BRISK_COLD BRISK_NORETURN void check_failed(const void *p, const char *what) {
+  _brisk_os_fatal_pointer("brisk_fifo_validate", p, what);
+}
+
+#define CHECK(condition, p, what) \
+  do {                            \
+    if (BRISK_UNLIKELY(!(condition))) check_failed((p), (what)); \
+  } while (0)
+
+/* Headers and free space stay ASan-poisoned while the validator reads them:
+ * these two read without ASan's checks (and are kept out of line, so that
+ * no checked caller inlines them). */
+static BRISK_NO_ASAN BRISK_NOINLINE block_t read_header(const block_t *block) { return *block; }
+
+typedef uint64_t __attribute__((may_alias)) any_word_t;
+
+/* The first non-zero byte of [p, p + n), p 8-aligned; NULL if none. */
+static BRISK_NO_ASAN BRISK_NOINLINE const char *first_nonzero(const char *p, size_t n) {
+  size_t i = 0;
+  while (i + 8 <= n && *(const any_word_t *)(p + i) == 0) i += 8;
+  for (; i < n; i++)
+    if (p[i] != 0) return p + i;
+  return NULL;
+}
+
+/* A normal page the fifo keeps; returns the spans of its live blocks. */
+static size_t check_page(const brisk_fifo_t *fifo, const page_t *page) {
+  CHECK(((uintptr_t)page & PAGE_ALIGN_MASK) == 0 && page_of(fifo, page) == page, page,
+        "a page header is not where its mapping's address puts it");
+  CHECK(page->magic == PAGE_MAGIC, page, "a page header is garbled (its magic)");
+  CHECK(page->fifo == fifo, page, "a page of another fifo");
+  uintptr_t color = (uintptr_t)page & ~fifo->window_mask;
+  CHECK(page->size != 0 && page->map_size == fifo->page_size && page->color == color &&
+            page->size == page->map_size - color - AREA,
+        page, "a page's sizes disagree with its fifo's");
+  CHECK(page->used_size <= page->size && page->used_size % 16 == 0, page,
+        "a page's used size is out of range");
+  const char *area = (const char *)page + AREA;
+  size_t offs = 0, live = 0, live_spans = 0;
+  while (offs < page->used_size) {
+    const block_t *block = (const block_t *)(area + offs);
+    const void *p = (const char *)block + BLOCK_HEADER;
+    block_t header = read_header(block);
+    uint32_t state = header_state(header);
+    CHECK(state == BLOCK_LIVE || state == BLOCK_FREED, p,
+          "a block header is garbled (an overflow of the block before?)");
+    CHECK(header_page_offs(header) == AREA + offs, p, "a block header does not lead to its page");
+    size_t span = header_units(header) * 16;
+    CHECK(span != 0 && span <= page->used_size - offs, p,
+          "a block's span runs past its page's used part");
+    if (state == BLOCK_LIVE) {
+      live++;
+      live_spans += span;
+    }
+    offs += span;
+  }
+  CHECK(live == page->used_blocks, page, "a page's count of live blocks disagrees with its blocks");
+  const char *dirty = first_nonzero(area + page->used_size, page->size - page->used_size);
+  CHECK(dirty == NULL, dirty, "a page's free space is not zero (a write past its last block?)");
+  return live_spans;
+}
+
+void _brisk_fifo_validate(const brisk_fifo_t *fifo) {
+  if (!fifo->alive) {
+    /* Destroyed with live blocks: only they hold pages now. */
+    CHECK(fifo->current == &dead_page && fifo->spare == NULL && fifo->cached == 0 &&
+              fifo->nb_pages != 0,
+          fifo, "a destroyed fifo still keeps pages");
+    return;
+  }
+  size_t window = ~fifo->window_mask + 1;
+  CHECK(brisk_is_power_of_two(window) && window >= fifo->page_size &&
+            fifo->max_span == fifo->page_size - AREA - fifo->color_mask,
+        fifo, "the fifo's geometry is garbled");
+  CHECK(fifo->cache_max >= 1 && fifo->cache_max <= PAGE_CACHE_MAX &&
+            fifo->cached <= fifo->cache_max,
+        fifo, "the page cache's count is out of range");
+  const page_t *current = fifo->current;
+  CHECK(current != NULL && current != &dead_page, fifo, "a live fifo has no current page");
+  size_t live_spans = check_page(fifo, current);
+  size_t kept = 1, kept_bytes = current->map_size;
+  const page_t *spare = fifo->spare;
+  if (spare != NULL) {
+    CHECK(spare != current, spare, "a page is kept twice (spare and current)");
+    check_page(fifo, spare);
+    CHECK(spare->used_blocks == 0, spare, "the spare page holds live blocks");
+    kept++;
+    kept_bytes += spare->map_size;
+  }
+  for (uint32_t i = 0; i < fifo->cached; i++) {
+    const page_t *page = fifo->cache[i];
+    CHECK(page != current && page != spare, page, "a page is kept twice (cached and in use)");
+    for (uint32_t j = 0; j < i; j++)
+      CHECK(fifo->cache[j] != page, page, "a page is kept twice (cached twice)");
+    check_page(fifo, page);
+    CHECK(page->used_blocks == 0, page, "a cached page holds live blocks");
+    kept++;
+    kept_bytes += page->map_size;
+  }
+  CHECK(fifo->nb_pages >= kept, fifo, "the fifo counts fewer pages than it keeps");
+  /* Left behind with live blocks, or big: each maps page_size bytes or
+   * more and holds a live block of 16 bytes or more. */
+  size_t elsewhere = fifo->nb_pages - kept;
+  CHECK(elsewhere != 0 ? fifo->bytes_held >= kept_bytes + elsewhere * fifo->page_size
+                       : fifo->bytes_held == kept_bytes,
+        fifo, "the fifo's bytes held disagree with its pages");
+  CHECK(elsewhere != 0 ? fifo->in_use >= live_spans + elsewhere * 16 : fifo->in_use == live_spans,
+        fifo, "the fifo's bytes in use disagree with its live blocks");
 }

@@ -48,6 +48,8 @@
  *     ensure_committed      (cold) commit a slab, CAS-max `committed`
  *   brisk_pool_stats / _brisk_pool_counters: sum the per-slot counters
  *   brisk_pool_destroy      unregister, the reservation to the mapping cache
+ *   _brisk_pool_validate    (pool_validate.c) every free object against the
+ *                           geometry and counters, at a quiet point
  *
  * Destroy must not run concurrently with alloc or free on the same pool.
  *

@@ -59,4 +59,13 @@ BRISK_INLINE size_t brisk_pool_geometry_index(const brisk_pool_geometry_t *g, co
   return (size_t)(rotated * g->inverse);
 }
 
+/* pool_validate.c: check the pool's free objects (shards, magazines) and
+ * the local caches named against its geometry and counters; "brisk:
+ * brisk_pool_validate(0x...): ..." and abort at the first broken invariant.
+ * At a quiet point only: no thread inside the pool's alloc or free, nor
+ * using a local cache named, meanwhile. */
+BRISK_HIDDEN void _brisk_pool_validate(const brisk_pool_t *pool,
+                                       const brisk_pool_local_t *const *locals,
+                                       size_t local_count);
+
 #endif /* BRISK_REGIONS_POOL_H */

@@ -1,9 +1,11 @@
 /*
- * pool_internal.h — the fixed-size pool's layout, and what its two files
- * share: pool.c (the shared pool: shards, carving, creation, statistics)
- * and pool_cache.c (its caches: the per-thread magazines of
- * BRISK_REGION_THREAD_CACHE and the caller-owned brisk_pool_local_t).
- * Nothing else includes it; the hybrid reads pools through regions/pool.h.
+ * pool_internal.h — the fixed-size pool's layout, and what its files
+ * share: pool.c (the shared pool: shards, carving, creation, statistics),
+ * pool_cache.c (its caches: the per-thread magazines of
+ * BRISK_REGION_THREAD_CACHE and the caller-owned brisk_pool_local_t) and
+ * pool_validate.c (the validator). Nothing else in brisk includes it (the
+ * hybrid reads pools through regions/pool.h); the tests' C shim
+ * (tests/region_checks.c) does, to corrupt a pool on purpose.
  *
  * Layout of a reservation (one _brisk_os_reserve_address_space call; a
  * bounded pool reserves capacity objects, capacity 0 up to 64 GiB or 2^32 - 1

@@ -16,7 +16,10 @@
  * not, NULL where the allocator must succeed (or success where it must
  * fail), an errno other than the documented one, a buddy tree that does not
  * validate, or a region allocator still registered after every one was
- * destroyed. It is built with AddressSanitizer (and UBSan), which also sees
+ * destroyed. The pool's and the fifo's own validators (regions/pool.h,
+ * regions/fifo.h; they abort with a "brisk:" line) run on every live one
+ * at the check operation and before each destroy: between two operations
+ * is a quiet point, since the other thread's jobs are waited for. It is built with AddressSanitizer (and UBSan), which also sees
  * the region allocators' poisoning of what they take back: a byte the
  * harness touches outside a live region block is a report.
  *
@@ -30,6 +33,9 @@
  * or the allocators change much.
  */
 #include <brisk.h>
+
+#include "regions/fifo.h"
+#include "regions/pool.h"
 
 #include <errno.h>
 #include <pthread.h>
@@ -337,9 +343,20 @@ static void release_block(size_t i, bool remote) {
 
 /* ---- the region allocators: made and destroyed ---- */
 
+/* The validators of the pool (with its local cache) and of the fifo. */
+static void validate_slot(int kind, const slot_t *s) {
+  if (s->handle == NULL) return;
+  if (kind == K_FIFO) _brisk_fifo_validate(s->handle);
+  if (kind == K_POOL) {
+    const brisk_pool_local_t *locals[] = {&s->local};
+    _brisk_pool_validate(s->handle, locals, s->local_on ? 1 : 0);
+  }
+}
+
 static void destroy_slot(int kind, int slot) {
   slot_t *s = &slots[kind][slot];
   if (s->handle == NULL) return;
+  validate_slot(kind, s);
   for (size_t i = nblocks; i-- > 0;) {
     block_t *b = &blocks[i];
     if (b->kind != kind || b->owner != s->handle) continue;
@@ -803,6 +820,15 @@ static void check_all(void) {
   for (size_t i = 0; i < nblocks; i++) check_block(&blocks[i], "check");
 }
 
+/* check_all, and every live pool and fifo validated. */
+static void op_check(void) {
+  check_all();
+  for (int slot = 0; slot < SLOTS; slot++) {
+    validate_slot(K_FIFO, &slots[K_FIFO][slot]);
+    validate_slot(K_POOL, &slots[K_POOL][slot]);
+  }
+}
+
 static void end_input(void) {
   /* Orphaned fifo blocks and the rest, in an order the input chose. */
   check_all();
@@ -868,7 +894,7 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size) {
       case 27: op_buddy_validate(&in); break;
       case 28: case 29: op_hybrid_alloc(&in); break;
       case 30: op_destroy(&in); break;
-      default: check_all(); break;
+      default: op_check(); break;
     }
   }
   end_input();

@@ -1,0 +1,39 @@
+/* The C side of region_checks.h. */
+#include "region_checks.h"
+
+#include "regions/fifo.h"
+#include "regions/pool_internal.h"
+
+void brisk_test_pool_validate(const brisk_pool_t *pool) { _brisk_pool_validate(pool, NULL, 0); }
+
+void brisk_test_pool_validate_locals(const brisk_pool_t *pool,
+                                     const brisk_pool_local_t *const *locals, size_t count) {
+  _brisk_pool_validate(pool, locals, count);
+}
+
+void brisk_test_fifo_validate(const brisk_fifo_t *fifo) { _brisk_fifo_validate(fifo); }
+
+void brisk_test_pool_push_behind_api(brisk_pool_t *pool, void *p) {
+  uint8_t *object = p;
+  uint32_t slot = brisk_thread_slot();
+  brisk_pool_slot_t *entry = &pool->slots[slot];
+  if (pool->mode == BRISK_POOL_CACHED && slot != BRISK_NO_THREAD_SLOT &&
+      entry->mag_count < pool->mag_max) {
+    brisk_pool_mag_link_store(object, entry->mag_head);
+    entry->mag_head = object;
+    entry->mag_count += 1;
+    return;
+  }
+  uint32_t index1 = (uint32_t)brisk_pool_index_of(pool, object) + 1;
+  brisk_pool_push_chain(pool, brisk_pool_home_shard(slot), index1, object);
+}
+
+void brisk_test_pool_clear_nonempty(brisk_pool_t *pool) {
+  atomic_store_explicit(&pool->nonempty, 0, memory_order_seq_cst);
+}
+
+BRISK_NO_ASAN BRISK_NOINLINE void brisk_test_poke(void *p, const void *bytes, size_t n) {
+  volatile unsigned char *to = p;
+  const unsigned char *from = bytes;
+  for (size_t i = 0; i < n; i++) to[i] = from[i];
+}

@@ -1,0 +1,44 @@
+// The region allocators' validators for the C++ tests, through a C shim
+// (region_checks.c), as internal_checks.h reaches the general allocator's:
+// regions/pool.h and regions/fifo.h are C only (base.h's atomics). Also the
+// corruptions that the death tests make behind the API's back, to show
+// that each validator names what is wrong.
+#ifndef BRISK_TEST_REGION_CHECKS_H
+#define BRISK_TEST_REGION_CHECKS_H
+
+#include <brisk.h>
+#include <stddef.h>
+
+#ifdef __cplusplus
+extern "C" {
+#endif
+
+// The pool's validator (src/regions/pool_validate.c) at a quiet point: its
+// shards and magazines, and the `count` local caches named (count 0: none).
+// Prints "brisk: brisk_pool_validate(0x...): ..." and aborts at the first
+// broken invariant.
+void brisk_test_pool_validate(const brisk_pool_t *pool);
+void brisk_test_pool_validate_locals(const brisk_pool_t *pool,
+                                     const brisk_pool_local_t *const *locals, size_t count);
+
+// The fifo's validator (src/regions/fifo.c), by the fifo's thread:
+// "brisk: brisk_fifo_validate(0x...): ..." and abort.
+void brisk_test_fifo_validate(const brisk_fifo_t *fifo);
+
+// Corruptions. Push p onto the pool's free objects as brisk_pool_free's own
+// push does (the caller's magazine with the per-thread cache, its home
+// shard without), skipping free's checks and counts: a double free that
+// not even a debug build's live bits see.
+void brisk_test_pool_push_behind_api(brisk_pool_t *pool, void *p);
+// Clear every nonempty bit of the pool's shards (a lost bitmap update).
+void brisk_test_pool_clear_nonempty(brisk_pool_t *pool);
+// Copy n bytes to p without AddressSanitizer's checks: a stray write into
+// memory a region allocator keeps poisoned (a fifo's block header or free
+// space), as an overflow in unchecked code would make.
+void brisk_test_poke(void *p, const void *bytes, size_t n);
+
+#ifdef __cplusplus
+}
+#endif
+
+#endif  // BRISK_TEST_REGION_CHECKS_H
