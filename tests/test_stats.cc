@@ -143,6 +143,72 @@ TEST(Stats, RemoteFreesAreCountedOnceAtTheOwner) {
   EXPECT_EQ(after.general.remote_frees - before.general.remote_frees, kCount);
 }
 
+// A thread that frees another thread's small blocks keeps them for its own
+// next mallocs of the class (free.c's foreign cache): it gets the last one
+// back, the snapshot counts them as free while they wait there, and its
+// exit sends them home.
+TEST(Stats, ForeignBlocksServeTheFreeingThreadAndCountAsFree) {
+  const size_t kCount = 16, kSize = 64;
+  std::vector<void *> blocks(kCount);
+  brisk_stats_t before, after;
+  std::atomic<int> stage{0};
+  std::thread owner([&] {
+    before = Snapshot();
+    for (auto &p : blocks) p = brisk_malloc(kSize);
+    stage = 1;
+    while (stage.load() != 2) std::this_thread::yield();
+    brisk_collect(false);
+    after = Snapshot();
+  });
+  while (stage.load() != 1) std::this_thread::yield();
+  size_t c = ClassOf(before, kSize);
+  std::thread([&] {
+    void *own = brisk_malloc(kSize);  // this thread's heap, and a page of the class
+    for (void *p : blocks) brisk_free(p);
+    brisk_stats_t holding = Snapshot();
+    EXPECT_EQ(holding.classes[c].blocks_in_use - before.classes[c].blocks_in_use, 1u)
+        << "the freed blocks this thread keeps are counted as live";
+    void *again = brisk_malloc(kSize);
+    EXPECT_EQ(again, blocks[kCount - 1]) << "the freeing thread's malloc did not reuse the block it freed last";
+    brisk_free(again);
+    brisk_free(own);
+  }).join();
+  stage = 2;
+  owner.join();
+  EXPECT_EQ(after.classes[c].allocations - before.classes[c].allocations, kCount + 2);
+  EXPECT_EQ(after.classes[c].frees - before.classes[c].frees, kCount + 2);
+  EXPECT_EQ(after.classes[c].blocks_in_use, before.classes[c].blocks_in_use);
+  EXPECT_EQ(after.classes[c].remote_frees - before.classes[c].remote_frees, kCount)
+      << "blocks kept by the exited thread were not sent home";
+}
+
+// The foreign cache is bounded: of many blocks freed for a sleeping owner, a
+// class keeps at most 8 KiB (free.c); the rest wait in the outbox or the
+// owner's queue, where they still count as live until the owner takes them.
+TEST(Stats, TheForeignCacheKeepsAtMostItsCap) {
+  const size_t kCount = 4000, kSize = 64, kCap = 8192 / kSize;
+  std::vector<void *> blocks(kCount);
+  brisk_stats_t before;
+  std::atomic<int> stage{0};
+  std::thread owner([&] {
+    before = Snapshot();
+    for (auto &p : blocks) p = brisk_malloc(kSize);
+    stage = 1;
+    while (stage.load() != 2) std::this_thread::yield();
+  });
+  while (stage.load() != 1) std::this_thread::yield();
+  size_t c = ClassOf(before, kSize);
+  std::thread([&] {
+    for (void *p : blocks) brisk_free(p);
+    brisk_stats_t holding = Snapshot();
+    size_t live = holding.classes[c].blocks_in_use - before.classes[c].blocks_in_use;
+    EXPECT_GE(live, kCount - kCap) << "the freeing thread kept more than its cap";
+    EXPECT_LT(live, kCount) << "the freeing thread kept none";
+  }).join();
+  stage = 2;
+  owner.join();
+}
+
 TEST(Stats, ASleepingThreadsCallsAreCountedAsTheyStand) {
   // A thread allocates, then frees every other block, and sleeps after each
   // step without calling malloc again: its calls stayed on the fast paths
