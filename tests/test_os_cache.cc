@@ -7,10 +7,13 @@
 // threads that create and destroy allocators at once never share a
 // mapping. Also: an arena's reservation asks for transparent huge pages.
 // Its statistics (brisk_stats_t.region_cache) are checked against the OS
-// layer's own counts.
+// layer's own counts, and its options (BRISK_REGION_CACHE_MB/MS) in child
+// processes that read them at load.
 #include <brisk.h>
 #include <gtest/gtest.h>
 #include <sys/mman.h>
+
+#include <unistd.h>
 
 #include <algorithm>
 #include <atomic>
@@ -635,6 +638,142 @@ TEST_F(MapCache, StatsTableAndJson) {
   EXPECT_NE(table.find("region mapping cache: 1 mappings, 16.0 MiB"), std::string::npos)
       << table;
   EXPECT_NE(table.find(" hits ("), std::string::npos) << table;
+}
+
+// ---- Options: BRISK_REGION_CACHE_MB and BRISK_REGION_CACHE_MS ----
+// Read once at load, so each case runs in a child: a "threadsafe" death test
+// re-executes this program with the environment set here. The child checks
+// and exits 0, or prints what is wrong and exits 1.
+
+class RegionCacheOption : public testing::Test {
+ protected:
+  void SetUp() override { GTEST_FLAG_SET(death_test_style, "threadsafe"); }
+  void TearDown() override {
+    unsetenv("BRISK_REGION_CACHE_MB");
+    unsetenv("BRISK_REGION_CACHE_MS");
+  }
+};
+
+[[noreturn]] void child_result(const std::string &failure) {
+  if (!failure.empty()) std::fprintf(stderr, "child: %s\n", failure.c_str());
+  std::fflush(stderr);
+  _exit(failure.empty() ? 0 : 1);
+}
+
+std::string numbers(const char *what, uint64_t got, uint64_t want) {
+  return got == want ? "" : std::string(what) + " " + std::to_string(got) + ", expected " +
+                                std::to_string(want);
+}
+
+// Destroys an arena of `reserve` bytes with `touched` bytes written; the
+// cache's counts before and after.
+void arena_round(size_t reserve, size_t touched, brisk_region_cache_stats_t *before,
+                 brisk_region_cache_stats_t *after) {
+  *before = snapshot().region_cache;
+  brisk_arena_t *a = brisk_arena_create(reserve);
+  if (a == nullptr) child_result("brisk_arena_create failed");
+  if (touched != 0) memset(brisk_arena_alloc(a, touched, 0), 9, touched);
+  brisk_arena_destroy(a);
+  *after = snapshot().region_cache;
+}
+
+// 1 MiB: an arena with 2 MiB resident is not kept, one with 64 KiB is.
+void child_limit_in_mib() {
+  brisk_region_cache_stats_t before, after;
+  std::string failure = numbers("max_bytes", snapshot().region_cache.max_bytes, kMiB);
+  arena_round(16 * kMiB, 2 * kMiB, &before, &after);
+  if (failure.empty()) failure = numbers("declined", after.declined - before.declined, 1);
+  if (failure.empty()) failure = numbers("entries", after.entries, 0);
+  arena_round(16 * kMiB, 64 * kKiB, &before, &after);
+  if (failure.empty()) failure = numbers("kept", after.kept - before.kept, 1);
+  if (failure.empty()) failure = numbers("entries", after.entries, 1);
+  child_result(failure);
+}
+
+TEST_F(RegionCacheOption, LimitInMiB) {
+  setenv("BRISK_REGION_CACHE_MB", "1", 1);
+  EXPECT_EXIT(child_limit_in_mib(), testing::ExitedWithCode(0), "");
+}
+
+// 0: the cache keeps nothing, not even a mapping with nothing resident, so
+// an arena made again maps afresh.
+void child_zero_disables_the_cache() {
+  brisk_region_cache_stats_t before, after, again;
+  std::string failure = numbers("max_bytes", snapshot().region_cache.max_bytes, 0);
+  arena_round(16 * kMiB, 0, &before, &after);
+  arena_round(16 * kMiB, 0, &after, &again);
+  if (failure.empty()) failure = numbers("declined", again.declined - before.declined, 2);
+  if (failure.empty()) failure = numbers("kept", again.kept, 0);
+  if (failure.empty()) failure = numbers("hits", again.hits, 0);
+  if (failure.empty()) failure = numbers("misses", again.misses - before.misses, 2);
+  if (failure.empty()) failure = numbers("entries", again.entries, 0);
+  if (failure.empty()) failure = numbers("bytes", again.bytes, 0);
+  // A buddy that handed out nothing gives back a region with nothing
+  // resident: not kept either.
+  brisk_buddy_t *b = brisk_buddy_create_ex(4 * kMiB, 64, 256 * kKiB, 0);
+  if (b == nullptr) child_result("brisk_buddy_create_ex failed");
+  brisk_buddy_destroy(b);
+  brisk_region_cache_stats_t last = snapshot().region_cache;
+  if (failure.empty()) failure = numbers("kept after a buddy", last.kept, 0);
+  if (failure.empty()) failure = numbers("entries after a buddy", last.entries, 0);
+  child_result(failure);
+}
+
+TEST_F(RegionCacheOption, ZeroDisablesTheCache) {
+  setenv("BRISK_REGION_CACHE_MB", "0", 1);
+  EXPECT_EXIT(child_zero_disables_the_cache(), testing::ExitedWithCode(0), "");
+}
+
+// 10 ms: a mapping kept 60 ms ago goes at the next brisk_collect (the
+// default, 1 s, would keep it).
+void child_delay_in_milliseconds() {
+  brisk_region_cache_stats_t before, after;
+  std::string failure = numbers("delay_ms", snapshot().region_cache.delay_ms, 10);
+  arena_round(16 * kMiB, 4096, &before, &after);
+  if (failure.empty()) failure = numbers("entries", after.entries, 1);
+  std::this_thread::sleep_for(std::chrono::milliseconds(60));
+  brisk_collect(false);
+  brisk_region_cache_stats_t later = snapshot().region_cache;
+  if (failure.empty()) failure = numbers("expired", later.expired - after.expired, 1);
+  if (failure.empty()) failure = numbers("entries", later.entries, 0);
+  child_result(failure);
+}
+
+TEST_F(RegionCacheOption, DelayInMilliseconds) {
+  setenv("BRISK_REGION_CACHE_MS", "10", 1);
+  EXPECT_EXIT(child_delay_in_milliseconds(), testing::ExitedWithCode(0), "");
+}
+
+// A delay of 0 keeps nothing either.
+void child_zero_delay_disables_the_cache() {
+  brisk_region_cache_stats_t before, after;
+  std::string failure = numbers("delay_ms", snapshot().region_cache.delay_ms, 0);
+  arena_round(16 * kMiB, 4096, &before, &after);
+  if (failure.empty()) failure = numbers("declined", after.declined - before.declined, 1);
+  if (failure.empty()) failure = numbers("entries", after.entries, 0);
+  child_result(failure);
+}
+
+TEST_F(RegionCacheOption, ZeroDelayDisablesTheCache) {
+  setenv("BRISK_REGION_CACHE_MS", "0", 1);
+  EXPECT_EXIT(child_zero_delay_disables_the_cache(), testing::ExitedWithCode(0), "");
+}
+
+// Bad values: a warning naming each, and the defaults.
+void child_defaults() {
+  brisk_region_cache_stats_t c = snapshot().region_cache;
+  std::string failure = numbers("max_bytes", c.max_bytes, 256 * kMiB);
+  if (failure.empty()) failure = numbers("delay_ms", c.delay_ms, 1000);
+  child_result(failure);
+}
+
+TEST_F(RegionCacheOption, BadValuesWarnAndKeepTheDefaults) {
+  setenv("BRISK_REGION_CACHE_MB", "banana", 1);
+  setenv("BRISK_REGION_CACHE_MS", "-5", 1);
+  EXPECT_EXIT(child_defaults(), testing::ExitedWithCode(0),
+              "^brisk: BRISK_REGION_CACHE_MB=banana is not a whole number from 0 to 65536; using "
+              "the default\nbrisk: BRISK_REGION_CACHE_MS=-5 is not a whole number from 0 to "
+              "3600000; using the default\n$");
 }
 
 // Where the kernel gives transparent huge pages to ranges that ask, an

@@ -113,8 +113,8 @@ typedef struct brisk_region_cache_stats_s {
   size_t entries;           /* mappings held now */
   size_t bytes;             /* their size (address space) */
   size_t resident_bytes;    /* their resident bytes when kept: what max_bytes bounds */
-  size_t max_bytes;         /* the bound on resident bytes */
-  uint64_t delay_ms;        /* how long a mapping is kept */
+  size_t max_bytes;         /* the bound on resident bytes (BRISK_REGION_CACHE_MB; 0: off) */
+  uint64_t delay_ms;        /* how long a mapping is kept (BRISK_REGION_CACHE_MS) */
   uint64_t hits, hit_bytes; /* mappings handed to an allocator from the cache */
   uint64_t misses;          /* requests it could not serve (a fresh mapping was made) */
   uint64_t kept, kept_bytes;         /* mappings given back and kept */

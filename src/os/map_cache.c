@@ -175,7 +175,9 @@ void _brisk_os_cache_put(brisk_os_cache_kind_t kind, void *p, size_t size, size_
   bool kept = false;
   if (try_lock()) {
     expire_locked(now, &v);
-    if (max_entries != 0 && resident <= max_bytes && delay_ms != 0) {
+    /* A bound of 0 (bytes, entries or delay) keeps nothing, not even a
+     * mapping with nothing resident. */
+    if (max_entries != 0 && max_bytes != 0 && resident <= max_bytes && delay_ms != 0) {
       while (count != 0 && (count >= max_entries || resident_total + resident > max_bytes))
         remove_at(oldest_index(), &v, EVICTED);
       entries[count++] = (entry_t){p, size, committed, resident, now, next_seq++, kind};
@@ -324,7 +326,8 @@ void _brisk_os_cache_configure(size_t bytes, size_t entries_max, uint64_t delay)
   max_bytes = bytes;
   max_entries = entries_max;
   delay_ms = delay;
-  while (count != 0 && (count > max_entries || resident_total > max_bytes || delay_ms == 0))
+  while (count != 0 && (count > max_entries || resident_total > max_bytes || max_bytes == 0 ||
+                        delay_ms == 0))
     remove_at(oldest_index(), &v, FLUSHED);
   publish_locked();
   unlock();

@@ -193,8 +193,9 @@ struct brisk_region_cache_stats_s;
 BRISK_HIDDEN void _brisk_os_cache_stats(struct brisk_region_cache_stats_s *out);
 /* Whether p lies in a mapping the cache keeps (tests). */
 BRISK_HIDDEN bool _brisk_os_cache_holds(const void *p);
-/* Set the limits (tests; 0 bytes or entries: keep nothing), flushing what
- * no longer fits. */
+/* Set the limits (the options BRISK_REGION_CACHE_MB/MS at load, and tests;
+ * 0 bytes, entries or milliseconds: keep nothing), flushing what no longer
+ * fits. */
 BRISK_HIDDEN void _brisk_os_cache_configure(size_t max_bytes, size_t max_entries,
                                             uint64_t delay_ms);
 
