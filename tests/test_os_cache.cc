@@ -6,14 +6,21 @@
 // zeroed is zeroed on reuse, and what it keeps counters in starts at zero;
 // threads that create and destroy allocators at once never share a
 // mapping. Also: an arena's reservation asks for transparent huge pages.
+// Its statistics (brisk_stats_t.region_cache) are checked against the OS
+// layer's own counts, and its options (BRISK_REGION_CACHE_MB/MS) in child
+// processes that read them at load.
 #include <brisk.h>
 #include <gtest/gtest.h>
 #include <sys/mman.h>
+
+#include <unistd.h>
 
 #include <algorithm>
 #include <atomic>
 #include <chrono>
 #include <cstdint>
+#include <cstdio>
+#include <cstdlib>
 #include <cstring>
 #include <fstream>
 #include <string>
@@ -383,6 +390,390 @@ TEST_F(MapCache, ThreadsNeverShareAMapping) {
   for (auto &th : threads) th.join();
   EXPECT_EQ(bad.load(), 0);
   EXPECT_GT(cache_info().hits, hits) << "nothing was reused: nothing tested";
+}
+
+// ---- Statistics: brisk_stats_t.region_cache ----
+
+brisk_stats_t snapshot() {
+  brisk_stats_t s;
+  std::memset(&s, 0, sizeof s);
+  s.size = sizeof s;
+  EXPECT_EQ(brisk_stats_get(&s), 0);
+  return s;
+}
+
+// An arena made, destroyed, made again and destroyed, then brisk_collect
+// (true): every count and gauge of the cache, exactly, each against what
+// the OS layer counted on its own (bytes_mapped: the reservation's size; no
+// mmap for the second arena; munmap of those bytes at the collect). The
+// reset clears the counts and leaves the gauges.
+TEST_F(MapCache, StatsCountAnArenasReuseExactly) {
+  brisk_stats_reset();
+  brisk_stats_t s0 = snapshot();
+  const brisk_region_cache_stats_t &c0 = s0.region_cache;
+  EXPECT_EQ(c0.entries, 0u);
+  EXPECT_EQ(c0.bytes, 0u);
+  EXPECT_EQ(c0.resident_bytes, 0u);
+  EXPECT_EQ(c0.max_bytes, size_t{256} * kMiB);
+  EXPECT_EQ(c0.delay_ms, 1000u);
+  EXPECT_EQ(c0.hits + c0.misses + c0.kept + c0.declined + c0.expired + c0.evicted + c0.flushed,
+            0u)
+      << "the reset did not clear the counts";
+
+  brisk_arena_t *a = brisk_arena_create(64 * kMiB);
+  ASSERT_NE(a, nullptr);
+  auto *p = static_cast<unsigned char *>(brisk_arena_alloc(a, kMiB, 0));
+  ASSERT_NE(p, nullptr);
+  memset(p, 1, kMiB);
+  brisk_stats_t s1 = snapshot();
+  const size_t mapped = s1.os.bytes_mapped - s0.os.bytes_mapped;
+  ASSERT_GE(mapped, 64 * kMiB);
+  EXPECT_EQ(s1.region_cache.misses, 1u);
+  EXPECT_EQ(s1.region_cache.hits, 0u);
+
+  brisk_arena_destroy(a);
+  brisk_stats_t s2 = snapshot();
+  const brisk_region_cache_stats_t &c2 = s2.region_cache;
+  EXPECT_EQ(s2.os.bytes_mapped, s1.os.bytes_mapped) << "the cache holds it: still mapped";
+  EXPECT_EQ(c2.entries, 1u);
+  EXPECT_EQ(c2.bytes, mapped);
+  EXPECT_GE(c2.resident_bytes, kMiB);
+  EXPECT_LE(c2.resident_bytes, mapped);
+  EXPECT_EQ(c2.kept, 1u);
+  EXPECT_EQ(c2.kept_bytes, mapped);
+  EXPECT_EQ(c2.declined, 0u);
+
+  brisk_arena_t *b = brisk_arena_create(64 * kMiB);
+  ASSERT_NE(b, nullptr);
+  brisk_stats_t s3 = snapshot();
+  const brisk_region_cache_stats_t &c3 = s3.region_cache;
+  EXPECT_EQ(s3.os.map_calls, s2.os.map_calls);
+  EXPECT_EQ(c3.hits, 1u);
+  EXPECT_EQ(c3.hit_bytes, mapped);
+  EXPECT_EQ(c3.misses, 1u);
+  EXPECT_EQ(c3.entries, 0u);
+  EXPECT_EQ(c3.bytes, 0u);
+  EXPECT_EQ(c3.resident_bytes, 0u);
+  brisk_arena_destroy(b);
+  EXPECT_EQ(snapshot().region_cache.kept, 2u);
+
+  brisk_stats_reset();
+  brisk_stats_t s4 = snapshot();
+  const brisk_region_cache_stats_t &c4 = s4.region_cache;
+  EXPECT_EQ(c4.hits, 0u);
+  EXPECT_EQ(c4.hit_bytes, 0u);
+  EXPECT_EQ(c4.misses, 0u);
+  EXPECT_EQ(c4.kept, 0u);
+  EXPECT_EQ(c4.kept_bytes, 0u);
+  EXPECT_EQ(c4.entries, 1u) << "a gauge: the reset keeps it";
+  EXPECT_EQ(c4.bytes, mapped);
+
+  EXPECT_TRUE(brisk_collect(true));
+  brisk_stats_t s5 = snapshot();
+  const brisk_region_cache_stats_t &c5 = s5.region_cache;
+  EXPECT_EQ(c5.flushed, 1u);
+  EXPECT_EQ(c5.flushed_bytes, mapped);
+  EXPECT_EQ(c5.expired + c5.evicted, 0u);
+  EXPECT_EQ(c5.entries, 0u);
+  EXPECT_EQ(c5.bytes, 0u);
+  EXPECT_EQ(c5.resident_bytes, 0u);
+  EXPECT_GE(s5.os.unmap_bytes - s4.os.unmap_bytes, mapped);
+  EXPECT_EQ(s4.os.bytes_mapped - s5.os.bytes_mapped, mapped);
+}
+
+// A stack (two mappings: its own page and its first block) made, destroyed
+// and made again: the first one's mappings were all misses, each a fresh
+// mmap; the second's all hits, no mmap, exactly the bytes the first gave
+// back.
+TEST_F(MapCache, StatsCountAStacksReuseExactly) {
+  brisk_stats_t s0 = snapshot();
+  brisk_stack_t *s = brisk_stack_create(0);
+  ASSERT_NE(s, nullptr);
+  memset(brisk_stack_alloc(s, 1000, 0), 5, 1000);
+  brisk_stats_t s1 = snapshot();
+  const uint64_t misses = s1.region_cache.misses - s0.region_cache.misses;
+  EXPECT_GE(misses, 2u);
+  EXPECT_EQ(misses, s1.os.map_calls - s0.os.map_calls);
+  EXPECT_EQ(s1.region_cache.hits, s0.region_cache.hits);
+  const size_t mapped = s1.os.bytes_mapped - s0.os.bytes_mapped;
+
+  brisk_stack_destroy(s);
+  brisk_stats_t s2 = snapshot();
+  const uint64_t kept = s2.region_cache.kept - s1.region_cache.kept;
+  EXPECT_EQ(kept, misses);
+  EXPECT_EQ(s2.region_cache.kept_bytes - s1.region_cache.kept_bytes, mapped);
+  EXPECT_EQ(s2.region_cache.entries, kept);
+  EXPECT_EQ(s2.region_cache.bytes, mapped);
+  EXPECT_EQ(s2.os.bytes_mapped, s1.os.bytes_mapped);
+
+  s = brisk_stack_create(0);
+  ASSERT_NE(s, nullptr);
+  memset(brisk_stack_alloc(s, 1000, 0), 6, 1000);
+  brisk_stats_t s3 = snapshot();
+  EXPECT_EQ(s3.os.map_calls, s2.os.map_calls);
+  EXPECT_EQ(s3.region_cache.hits - s2.region_cache.hits, kept);
+  EXPECT_EQ(s3.region_cache.hit_bytes - s2.region_cache.hit_bytes, mapped);
+  EXPECT_EQ(s3.region_cache.misses, s2.region_cache.misses);
+  EXPECT_EQ(s3.region_cache.entries, 0u);
+  EXPECT_EQ(s3.region_cache.bytes, 0u);
+  brisk_stack_destroy(s);
+}
+
+// What leaves the cache other than to a taker, by reason: after the delay
+// (brisk_collect without force), to make room, and what it never took in
+// (more resident than the bound); each with the bytes the OS layer
+// unmapped for it.
+TEST_F(MapCache, StatsCountEachWayOut) {
+  // After the delay.
+  brisk_test_os_cache_configure(256 * kMiB, 32, 20);
+  brisk_arena_t *a = brisk_arena_create(16 * kMiB);
+  ASSERT_NE(a, nullptr);
+  brisk_arena_destroy(a);
+  brisk_stats_t s0 = snapshot();
+  ASSERT_EQ(s0.region_cache.entries, 1u);
+  const size_t size16 = s0.region_cache.bytes;
+  std::this_thread::sleep_for(std::chrono::milliseconds(60));
+  EXPECT_TRUE(brisk_collect(false));
+  brisk_stats_t s1 = snapshot();
+  EXPECT_EQ(s1.region_cache.expired - s0.region_cache.expired, 1u);
+  EXPECT_EQ(s1.region_cache.expired_bytes - s0.region_cache.expired_bytes, size16);
+  EXPECT_EQ(s1.region_cache.entries, 0u);
+  EXPECT_EQ(s0.os.bytes_mapped - s1.os.bytes_mapped, size16);
+
+  // To make room: one entry at most, two arenas of different sizes.
+  brisk_test_os_cache_configure(256 * kMiB, 1, 60000);
+  brisk_arena_t *first = brisk_arena_create(16 * kMiB);
+  brisk_arena_t *second = brisk_arena_create(17 * kMiB);
+  ASSERT_NE(first, nullptr);
+  ASSERT_NE(second, nullptr);
+  brisk_arena_destroy(first);
+  brisk_stats_t s2 = snapshot();
+  brisk_arena_destroy(second);
+  brisk_stats_t s3 = snapshot();
+  EXPECT_EQ(s3.region_cache.evicted - s2.region_cache.evicted, 1u);
+  EXPECT_EQ(s3.region_cache.evicted_bytes - s2.region_cache.evicted_bytes, size16);
+  EXPECT_EQ(s3.region_cache.entries, 1u);
+  EXPECT_EQ(s3.region_cache.bytes, s3.region_cache.kept_bytes - s2.region_cache.kept_bytes);
+  EXPECT_EQ(s2.os.bytes_mapped - s3.os.bytes_mapped, size16);
+
+  // Over the bound: released at once.
+  brisk_test_os_cache_configure(kMiB, 32, 60000);
+  EXPECT_EQ(snapshot().region_cache.max_bytes, kMiB);
+  a = brisk_arena_create(16 * kMiB);
+  ASSERT_NE(a, nullptr);
+  memset(brisk_arena_alloc(a, 2 * kMiB, 0), 7, 2 * kMiB);
+  brisk_stats_t s4 = snapshot();
+  brisk_arena_destroy(a);
+  brisk_stats_t s5 = snapshot();
+  EXPECT_EQ(s5.region_cache.declined - s4.region_cache.declined, 1u);
+  EXPECT_EQ(s5.region_cache.declined_bytes - s4.region_cache.declined_bytes, size16);
+  EXPECT_EQ(s5.region_cache.kept, s4.region_cache.kept);
+  EXPECT_EQ(s5.region_cache.entries, s4.region_cache.entries);
+  EXPECT_EQ(s4.os.bytes_mapped - s5.os.bytes_mapped, size16);
+}
+
+// Over the whole run, everything kept was taken, released or is still
+// there, and the gauges agree with the cache's own list (threads making
+// and destroying allocators at once, more than cores).
+TEST_F(MapCache, StatsBalanceUnderThreads) {
+  brisk_test_os_cache_configure(8 * kMiB, 6, 60000);  // small: evictions too
+  brisk_stats_t s0 = snapshot();
+  const int rounds = static_cast<int>(scaled(200, 30));
+  std::vector<std::thread> threads;
+  for (int t = 0; t < 6; t++) {
+    threads.emplace_back([rounds, t] {
+      for (int r = 0; r < rounds; r++) {
+        brisk_arena_t *a = brisk_arena_create((size_t{4} + static_cast<size_t>(t % 3)) * kMiB);
+        brisk_stack_t *s = brisk_stack_create(0);
+        if (a != nullptr) memset(brisk_arena_alloc(a, 1000, 0), 1, 1000);
+        brisk_stack_destroy(s);
+        brisk_arena_destroy(a);
+      }
+    });
+  }
+  for (auto &th : threads) th.join();
+  brisk_stats_t s1 = snapshot();
+  const brisk_region_cache_stats_t &c0 = s0.region_cache, &c1 = s1.region_cache;
+  EXPECT_GT(c1.hits, c0.hits) << "nothing was reused: nothing tested";
+  EXPECT_EQ(c1.kept - c0.kept,
+            (c1.hits - c0.hits) + (c1.expired - c0.expired) + (c1.evicted - c0.evicted) +
+                (c1.flushed - c0.flushed) + c1.entries - c0.entries);
+  EXPECT_EQ(c1.kept_bytes - c0.kept_bytes,
+            (c1.hit_bytes - c0.hit_bytes) + (c1.expired_bytes - c0.expired_bytes) +
+                (c1.evicted_bytes - c0.evicted_bytes) + (c1.flushed_bytes - c0.flushed_bytes) +
+                c1.bytes - c0.bytes);
+  brisk_test_cache_info_t info = cache_info();
+  EXPECT_EQ(c1.entries, info.entries);
+  EXPECT_EQ(c1.resident_bytes, info.resident);
+  EXPECT_LE(c1.entries, 6u);
+}
+
+// The table and the JSON line say what the cache holds.
+TEST_F(MapCache, StatsTableAndJson) {
+  brisk_arena_t *a = brisk_arena_create(16 * kMiB);
+  ASSERT_NE(a, nullptr);
+  brisk_arena_destroy(a);
+  const brisk_region_cache_stats_t c = snapshot().region_cache;
+  ASSERT_EQ(c.entries, 1u);
+  auto capture = [](void (*print)(FILE *)) {
+    FILE *file = std::tmpfile();
+    print(file);
+    std::rewind(file);
+    std::string text;
+    char buffer[4096];
+    for (size_t n; (n = std::fread(buffer, 1, sizeof buffer, file)) > 0;) text.append(buffer, n);
+    std::fclose(file);
+    return text;
+  };
+  std::string json = capture(brisk_stats_json);
+  std::string expected = "\"region_cache\":{\"entries\":1,\"bytes\":" + std::to_string(c.bytes) +
+                         ",\"resident_bytes\":" + std::to_string(c.resident_bytes) +
+                         ",\"max_bytes\":" + std::to_string(256 * kMiB) + ",\"delay_ms\":1000";
+  EXPECT_NE(json.find(expected), std::string::npos) << json;
+  for (const char *key : {"\"hits\":", "\"misses\":", "\"kept_bytes\":", "\"declined\":",
+                          "\"expired_bytes\":", "\"evicted\":", "\"flushed_bytes\":"}) {
+    EXPECT_NE(json.find(key), std::string::npos) << key;
+  }
+  std::string table = capture(brisk_stats_print);
+  EXPECT_NE(table.find("region mapping cache: 1 mappings, 16.0 MiB"), std::string::npos)
+      << table;
+  EXPECT_NE(table.find(" hits ("), std::string::npos) << table;
+}
+
+// ---- Options: BRISK_REGION_CACHE_MB and BRISK_REGION_CACHE_MS ----
+// Read once at load, so each case runs in a child: a "threadsafe" death test
+// re-executes this program with the environment set here. The child checks
+// and exits 0, or prints what is wrong and exits 1.
+
+class RegionCacheOption : public testing::Test {
+ protected:
+  void SetUp() override { GTEST_FLAG_SET(death_test_style, "threadsafe"); }
+  void TearDown() override {
+    unsetenv("BRISK_REGION_CACHE_MB");
+    unsetenv("BRISK_REGION_CACHE_MS");
+  }
+};
+
+[[noreturn]] void child_result(const std::string &failure) {
+  if (!failure.empty()) std::fprintf(stderr, "child: %s\n", failure.c_str());
+  std::fflush(stderr);
+  _exit(failure.empty() ? 0 : 1);
+}
+
+std::string numbers(const char *what, uint64_t got, uint64_t want) {
+  return got == want ? "" : std::string(what) + " " + std::to_string(got) + ", expected " +
+                                std::to_string(want);
+}
+
+// Destroys an arena of `reserve` bytes with `touched` bytes written; the
+// cache's counts before and after.
+void arena_round(size_t reserve, size_t touched, brisk_region_cache_stats_t *before,
+                 brisk_region_cache_stats_t *after) {
+  *before = snapshot().region_cache;
+  brisk_arena_t *a = brisk_arena_create(reserve);
+  if (a == nullptr) child_result("brisk_arena_create failed");
+  if (touched != 0) memset(brisk_arena_alloc(a, touched, 0), 9, touched);
+  brisk_arena_destroy(a);
+  *after = snapshot().region_cache;
+}
+
+// 1 MiB: an arena with 2 MiB resident is not kept, one with 64 KiB is.
+void child_limit_in_mib() {
+  brisk_region_cache_stats_t before, after;
+  std::string failure = numbers("max_bytes", snapshot().region_cache.max_bytes, kMiB);
+  arena_round(16 * kMiB, 2 * kMiB, &before, &after);
+  if (failure.empty()) failure = numbers("declined", after.declined - before.declined, 1);
+  if (failure.empty()) failure = numbers("entries", after.entries, 0);
+  arena_round(16 * kMiB, 64 * kKiB, &before, &after);
+  if (failure.empty()) failure = numbers("kept", after.kept - before.kept, 1);
+  if (failure.empty()) failure = numbers("entries", after.entries, 1);
+  child_result(failure);
+}
+
+TEST_F(RegionCacheOption, LimitInMiB) {
+  setenv("BRISK_REGION_CACHE_MB", "1", 1);
+  EXPECT_EXIT(child_limit_in_mib(), testing::ExitedWithCode(0), "");
+}
+
+// 0: the cache keeps nothing, not even a mapping with nothing resident, so
+// an arena made again maps afresh.
+void child_zero_disables_the_cache() {
+  brisk_region_cache_stats_t before, after, again;
+  std::string failure = numbers("max_bytes", snapshot().region_cache.max_bytes, 0);
+  arena_round(16 * kMiB, 0, &before, &after);
+  arena_round(16 * kMiB, 0, &after, &again);
+  if (failure.empty()) failure = numbers("declined", again.declined - before.declined, 2);
+  if (failure.empty()) failure = numbers("kept", again.kept, 0);
+  if (failure.empty()) failure = numbers("hits", again.hits, 0);
+  if (failure.empty()) failure = numbers("misses", again.misses - before.misses, 2);
+  if (failure.empty()) failure = numbers("entries", again.entries, 0);
+  if (failure.empty()) failure = numbers("bytes", again.bytes, 0);
+  // A buddy that handed out nothing gives back a region with nothing
+  // resident: not kept either.
+  brisk_buddy_t *b = brisk_buddy_create_ex(4 * kMiB, 64, 256 * kKiB, 0);
+  if (b == nullptr) child_result("brisk_buddy_create_ex failed");
+  brisk_buddy_destroy(b);
+  brisk_region_cache_stats_t last = snapshot().region_cache;
+  if (failure.empty()) failure = numbers("kept after a buddy", last.kept, 0);
+  if (failure.empty()) failure = numbers("entries after a buddy", last.entries, 0);
+  child_result(failure);
+}
+
+TEST_F(RegionCacheOption, ZeroDisablesTheCache) {
+  setenv("BRISK_REGION_CACHE_MB", "0", 1);
+  EXPECT_EXIT(child_zero_disables_the_cache(), testing::ExitedWithCode(0), "");
+}
+
+// 10 ms: a mapping kept 60 ms ago goes at the next brisk_collect (the
+// default, 1 s, would keep it).
+void child_delay_in_milliseconds() {
+  brisk_region_cache_stats_t before, after;
+  std::string failure = numbers("delay_ms", snapshot().region_cache.delay_ms, 10);
+  arena_round(16 * kMiB, 4096, &before, &after);
+  if (failure.empty()) failure = numbers("entries", after.entries, 1);
+  std::this_thread::sleep_for(std::chrono::milliseconds(60));
+  brisk_collect(false);
+  brisk_region_cache_stats_t later = snapshot().region_cache;
+  if (failure.empty()) failure = numbers("expired", later.expired - after.expired, 1);
+  if (failure.empty()) failure = numbers("entries", later.entries, 0);
+  child_result(failure);
+}
+
+TEST_F(RegionCacheOption, DelayInMilliseconds) {
+  setenv("BRISK_REGION_CACHE_MS", "10", 1);
+  EXPECT_EXIT(child_delay_in_milliseconds(), testing::ExitedWithCode(0), "");
+}
+
+// A delay of 0 keeps nothing either.
+void child_zero_delay_disables_the_cache() {
+  brisk_region_cache_stats_t before, after;
+  std::string failure = numbers("delay_ms", snapshot().region_cache.delay_ms, 0);
+  arena_round(16 * kMiB, 4096, &before, &after);
+  if (failure.empty()) failure = numbers("declined", after.declined - before.declined, 1);
+  if (failure.empty()) failure = numbers("entries", after.entries, 0);
+  child_result(failure);
+}
+
+TEST_F(RegionCacheOption, ZeroDelayDisablesTheCache) {
+  setenv("BRISK_REGION_CACHE_MS", "0", 1);
+  EXPECT_EXIT(child_zero_delay_disables_the_cache(), testing::ExitedWithCode(0), "");
+}
+
+// Bad values: a warning naming each, and the defaults.
+void child_defaults() {
+  brisk_region_cache_stats_t c = snapshot().region_cache;
+  std::string failure = numbers("max_bytes", c.max_bytes, 256 * kMiB);
+  if (failure.empty()) failure = numbers("delay_ms", c.delay_ms, 1000);
+  child_result(failure);
+}
+
+TEST_F(RegionCacheOption, BadValuesWarnAndKeepTheDefaults) {
+  setenv("BRISK_REGION_CACHE_MB", "banana", 1);
+  setenv("BRISK_REGION_CACHE_MS", "-5", 1);
+  EXPECT_EXIT(child_defaults(), testing::ExitedWithCode(0),
+              "^brisk: BRISK_REGION_CACHE_MB=banana is not a whole number from 0 to 65536; using "
+              "the default\nbrisk: BRISK_REGION_CACHE_MS=-5 is not a whole number from 0 to "
+              "3600000; using the default\n$");
 }
 
 // Where the kernel gives transparent huge pages to ranges that ask, an

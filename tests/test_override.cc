@@ -219,4 +219,27 @@ TEST(BriskOverride, UsableSizeIsWritable) {
   }
 }
 
+// malloc_trim gives back what the region allocators' mapping cache holds
+// (it is brisk_collect(true)), and the statistics say so.
+TEST(BriskOverride, MallocTrimEmptiesTheRegionCache) {
+  brisk_arena_t *arena = brisk_arena_create(16 * kMiB);
+  ASSERT_NE(arena, nullptr);
+  std::memset(brisk_arena_alloc(arena, 4096, 0), 1, 4096);
+  brisk_arena_destroy(arena);
+  brisk_stats_t before = {};
+  before.size = sizeof before;
+  ASSERT_EQ(brisk_stats_get(&before), 0);
+  ASSERT_GE(before.region_cache.entries, 1u);
+  EXPECT_EQ(malloc_trim(0), 1);
+  brisk_stats_t after = {};
+  after.size = sizeof after;
+  ASSERT_EQ(brisk_stats_get(&after), 0);
+  EXPECT_EQ(after.region_cache.entries, 0u);
+  EXPECT_EQ(after.region_cache.bytes, 0u);
+  EXPECT_EQ(after.region_cache.flushed - before.region_cache.flushed, before.region_cache.entries);
+  EXPECT_EQ(after.region_cache.flushed_bytes - before.region_cache.flushed_bytes,
+            before.region_cache.bytes);
+  EXPECT_GE(before.os.bytes_mapped - after.os.bytes_mapped, before.region_cache.bytes);
+}
+
 }  // namespace

@@ -69,6 +69,22 @@ TEST(Stats, AnOlderSmallerStructGetsTheFieldsItKnows) {
   EXPECT_EQ(past[100], 0xAB);
 }
 
+// region_cache was added at the end: a program built before it gets
+// everything up to it and nothing written there; one built with it is told
+// (size) that the library filled it.
+TEST(Stats, AStructWithoutTheRegionCacheGetsTheRest) {
+  brisk_stats_t stats;
+  std::memset(&stats, 0xAB, sizeof stats);
+  stats.size = offsetof(brisk_stats_t, region_cache);
+  ASSERT_EQ(brisk_stats_get(&stats), 0);
+  EXPECT_EQ(stats.size, offsetof(brisk_stats_t, region_cache));
+  EXPECT_EQ(stats.regions[BRISK_REGION_KINDS - 1].totals.allocations,
+            Snapshot().regions[BRISK_REGION_KINDS - 1].totals.allocations);
+  const unsigned char *past = reinterpret_cast<const unsigned char *>(&stats.region_cache);
+  for (size_t i = 0; i < sizeof stats.region_cache; i++) ASSERT_EQ(past[i], 0xAB) << i;
+  EXPECT_EQ(Snapshot().size, sizeof(brisk_stats_t));
+}
+
 TEST(Stats, CountsTheCallingThreadsAllocationsAndFreesExactly) {
   // Run on a fresh thread: its heap starts with nothing folded or pending.
   std::thread([] {

@@ -98,6 +98,33 @@ typedef struct brisk_region_kind_stats_s {
   brisk_region_stats_t totals;
 } brisk_region_kind_stats_t;
 
+/*
+ * The OS layer's cache of region allocators' mappings: what a destroyed
+ * arena, stack, fifo, pool, buddy or hybrid (or a stack or fifo trimming
+ * its spare blocks) gave back, kept a short while for the next allocator
+ * of the same kind that asks for a mapping of that size. Its memory is
+ * counted in os.bytes_mapped and in no allocator's totals. Bytes are the
+ * mappings' sizes. `entries` to `delay_ms` are values now; the rest count
+ * since the start (or brisk_stats_reset), and between two snapshots taken
+ * while no allocator is made or destroyed,
+ * kept = hits + expired + evicted + flushed + (the change in entries).
+ */
+typedef struct brisk_region_cache_stats_s {
+  size_t entries;           /* mappings held now */
+  size_t bytes;             /* their size (address space) */
+  size_t resident_bytes;    /* their resident bytes when kept: what max_bytes bounds */
+  size_t max_bytes;         /* the bound on resident bytes (BRISK_REGION_CACHE_MB; 0: off) */
+  uint64_t delay_ms;        /* how long a mapping is kept (BRISK_REGION_CACHE_MS) */
+  uint64_t hits, hit_bytes; /* mappings handed to an allocator from the cache */
+  uint64_t misses;          /* requests it could not serve (a fresh mapping was made) */
+  uint64_t kept, kept_bytes;         /* mappings given back and kept */
+  uint64_t declined, declined_bytes; /* ... released at once instead (over the bound, cache
+                                        off, or its lock busy) */
+  uint64_t expired, expired_bytes;   /* released after the delay */
+  uint64_t evicted, evicted_bytes;   /* released to make room for a newer one */
+  uint64_t flushed, flushed_bytes;   /* released at once by brisk_collect(true), malloc_trim */
+} brisk_region_cache_stats_t;
+
 typedef struct brisk_stats_s {
   uint32_t version;         /* BRISK_STATS_VERSION of the library that filled it */
   uint32_t size;            /* set by the caller to sizeof(brisk_stats_t) */
@@ -106,24 +133,30 @@ typedef struct brisk_stats_s {
   brisk_class_stats_t classes[BRISK_STATS_CLASSES];
   brisk_os_stats_t os;
   brisk_region_kind_stats_t regions[BRISK_REGION_KINDS];
+  /* Fields are only ever added here, at the end: a caller's `size` says
+   * which it has, and the `size` brisk_stats_get leaves says which the
+   * library filled. */
+  brisk_region_cache_stats_t region_cache;
 } brisk_stats_t;
 
 /*
  * brisk_stats_get: a snapshot into *out, whose `size` the caller sets to
  * sizeof(brisk_stats_t) first (a program built against an older, smaller
- * struct gets the fields it knows). Returns 0, or -1 with errno EINVAL for
- * NULL or a size too small for the version and size fields. Allocates
- * nothing; thread-safe.
+ * struct gets the fields it knows; `size` is left at the bytes filled, so
+ * a program built against a newer header sees what an older library left
+ * out). Returns 0, or -1 with errno EINVAL for NULL or a size too small for
+ * the version and size fields. Allocates nothing; thread-safe.
  */
 BRISK_API int brisk_stats_get(brisk_stats_t *out);
 /* A human-readable table with units (what BRISK_STATS=1 prints at exit). */
 BRISK_API void brisk_stats_print(FILE *out);
 /* The same snapshot as one JSON object on one line, ending in a newline. */
 BRISK_API void brisk_stats_json(FILE *out);
-/* Start the counters again: every count and peak of the general allocator
- * and the OS layer, and the region kinds' `created`, read from now on as if
- * the program started now. Gauges (bytes in use, held) are not touched, nor
- * are the region totals, which are those of the allocators live now. */
+/* Start the counters again: every count and peak of the general allocator,
+ * the OS layer and the region mapping cache, and the region kinds'
+ * `created`, read from now on as if the program started now. Gauges (bytes
+ * in use, held, the cache's entries and bytes) are not touched, nor are the
+ * region totals, which are those of the allocators live now. */
 BRISK_API void brisk_stats_reset(void);
 
 #ifdef __cplusplus

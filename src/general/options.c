@@ -21,6 +21,8 @@ brisk_options_t _brisk_options = {
     .huge_cache_bytes = (size_t)128 << 20,
     .huge_cache_ms = 1000,
     .huge_pages = false,
+    .region_cache_bytes = BRISK_OS_CACHE_DEFAULT_BYTES,
+    .region_cache_ms = BRISK_OS_CACHE_DEFAULT_DELAY_MS,
 };
 
 typedef enum { OPTION_BOOL, OPTION_NUMBER, OPTION_MIB, OPTION_PATH } option_type_t;
@@ -50,6 +52,10 @@ static const option_t options[] = {
      "how long a freed huge-block mapping is kept"},
     {"BRISK_THP", OPTION_BOOL, 0, 1, &_brisk_options.huge_pages,
      "ask the kernel for transparent huge pages on segments (madvise)"},
+    {"BRISK_REGION_CACHE_MB", OPTION_MIB, 0, 65536, &_brisk_options.region_cache_bytes,
+     "MiB of destroyed region allocators' memory kept for the next ones (0: none)"},
+    {"BRISK_REGION_CACHE_MS", OPTION_NUMBER, 0, 3600000, &_brisk_options.region_cache_ms,
+     "how long a destroyed region allocator's mapping is kept (0: not at all)"},
 };
 
 static bool parse_number(const char *text, uint64_t min, uint64_t max, uint64_t *out) {
@@ -127,6 +133,10 @@ void _brisk_options_init(void) {
         break;
     }
   }
+  /* The OS layer reads no option: it is told. Mappings kept before this
+   * (by other libraries' constructors) that no longer fit are released. */
+  _brisk_os_cache_configure(_brisk_options.region_cache_bytes, BRISK_OS_CACHE_MAX_ENTRIES,
+                            _brisk_options.region_cache_ms);
   if (_brisk_options.verbose) {
     for (size_t i = 0; i < sizeof options / sizeof options[0]; i++) print_option(&options[i]);
   }

@@ -18,11 +18,15 @@ typedef struct brisk_options_s {
   size_t huge_cache_bytes;     /* BRISK_HUGE_CACHE_MB: freed huge mappings kept per thread */
   uint64_t huge_cache_ms;      /* BRISK_HUGE_CACHE_MS: how long they are kept */
   bool huge_pages;             /* BRISK_THP: ask for transparent huge pages on segments */
+  size_t region_cache_bytes;   /* BRISK_REGION_CACHE_MB: resident bytes of the region
+                                  allocators' mapping cache (0: no cache) */
+  uint64_t region_cache_ms;    /* BRISK_REGION_CACHE_MS: how long it keeps a mapping */
 } brisk_options_t;
 
 extern BRISK_HIDDEN brisk_options_t _brisk_options;
 
-/* Read the environment (the library's constructor; idempotent). */
+/* Read the environment (the library's constructor; idempotent), and hand
+ * the OS layer's mapping cache its limits. */
 BRISK_HIDDEN void _brisk_options_init(void);
 
 #endif /* BRISK_GENERAL_OPTIONS_H */

@@ -1,8 +1,8 @@
 /*
- * stats.c — statistics of the general allocator, the OS layer and the
- * region allocators: the snapshot (brisk_stats_get), its table and JSON
- * forms, the reset, the interval writer (BRISK_STATS_FILE) and the report
- * at exit (BRISK_STATS).
+ * stats.c — statistics of the general allocator, the OS layer (its calls
+ * and its mapping cache) and the region allocators: the snapshot
+ * (brisk_stats_get), its table and JSON forms, the reset, the interval
+ * writer (BRISK_STATS_FILE) and the report at exit (BRISK_STATS).
  *
  * Where the counts come from:
  *   - malloc's fast path adds one to its heap's count for the direct-table
@@ -309,6 +309,7 @@ static void raw_snapshot(brisk_stats_t *out) {
 
   os_stats(&out->os);
   _brisk_regions_stats(out->regions);
+  _brisk_os_cache_stats(&out->region_cache);
 }
 
 #define SUBTRACT(field) out->field -= baseline.field
@@ -348,6 +349,19 @@ static void subtract_baseline(brisk_stats_t *out) {
      * destroyed since the reset would take more away than it adds. */
     SUBTRACT(regions[k].created);
   }
+  SUBTRACT(region_cache.hits);
+  SUBTRACT(region_cache.hit_bytes);
+  SUBTRACT(region_cache.misses);
+  SUBTRACT(region_cache.kept);
+  SUBTRACT(region_cache.kept_bytes);
+  SUBTRACT(region_cache.declined);
+  SUBTRACT(region_cache.declined_bytes);
+  SUBTRACT(region_cache.expired);
+  SUBTRACT(region_cache.expired_bytes);
+  SUBTRACT(region_cache.evicted);
+  SUBTRACT(region_cache.evicted_bytes);
+  SUBTRACT(region_cache.flushed);
+  SUBTRACT(region_cache.flushed_bytes);
 }
 
 #undef SUBTRACT
@@ -452,6 +466,18 @@ static void format_json(text_t *t, const brisk_stats_t *s, bool with_classes) {
     first = false;
   }
   text_add(t, "}");
+  const brisk_region_cache_stats_t *m = &s->region_cache;
+  text_add(t,
+           ",\"region_cache\":{\"entries\":%zu,\"bytes\":%zu,\"resident_bytes\":%zu,"
+           "\"max_bytes\":%zu,\"delay_ms\":%" PRIu64 ",\"hits\":%" PRIu64 ",\"hit_bytes\":%" PRIu64
+           ",\"misses\":%" PRIu64 ",\"kept\":%" PRIu64 ",\"kept_bytes\":%" PRIu64
+           ",\"declined\":%" PRIu64 ",\"declined_bytes\":%" PRIu64 ",\"expired\":%" PRIu64
+           ",\"expired_bytes\":%" PRIu64 ",\"evicted\":%" PRIu64 ",\"evicted_bytes\":%" PRIu64
+           ",\"flushed\":%" PRIu64 ",\"flushed_bytes\":%" PRIu64 "}",
+           m->entries, m->bytes, m->resident_bytes, m->max_bytes, m->delay_ms, m->hits,
+           m->hit_bytes, m->misses, m->kept, m->kept_bytes, m->declined, m->declined_bytes,
+           m->expired, m->expired_bytes, m->evicted, m->evicted_bytes, m->flushed,
+           m->flushed_bytes);
   if (with_classes) {
     text_add(t, ",\"classes\":[");
     first = true;
@@ -535,6 +561,23 @@ static void format_table(text_t *t, const brisk_stats_t *s) {
              bytes_text(b, sizeof b, r->totals.bytes_held),
              bytes_text(c, sizeof c, r->totals.bytes_requested), r->totals.allocations,
              r->totals.system_requests);
+  }
+  const brisk_region_cache_stats_t *m = &s->region_cache;
+  if (m->entries != 0 || m->hits != 0 || m->misses != 0 || m->kept != 0 || m->declined != 0) {
+    text_add(t, "region mapping cache: %zu mappings, %s (%s resident; bound %s, %" PRIu64
+             " ms)\n", m->entries, bytes_text(a, sizeof a, m->bytes),
+             bytes_text(b, sizeof b, m->resident_bytes), bytes_text(c, sizeof c, m->max_bytes),
+             m->delay_ms);
+    text_add(t, "  taken      %12" PRIu64 " hits (%s), %" PRIu64 " misses (mapped afresh)\n",
+             m->hits, bytes_text(a, sizeof a, m->hit_bytes), m->misses);
+    text_add(t, "  given back %12" PRIu64 " kept (%s), %" PRIu64 " released at once (%s)\n",
+             m->kept, bytes_text(a, sizeof a, m->kept_bytes), m->declined,
+             bytes_text(b, sizeof b, m->declined_bytes));
+    text_add(t, "  released   %12" PRIu64 " after the delay (%s), %" PRIu64
+             " to make room (%s), %" PRIu64 " by collect or trim (%s)\n",
+             m->expired, bytes_text(a, sizeof a, m->expired_bytes), m->evicted,
+             bytes_text(b, sizeof b, m->evicted_bytes), m->flushed,
+             bytes_text(c, sizeof c, m->flushed_bytes));
   }
 }
 

@@ -115,10 +115,11 @@ BRISK_HIDDEN size_t _brisk_os_resident(void *p, size_t size, size_t *calls);
  * that asks for the same size, so that an allocator created and destroyed
  * per task takes no system call, and no page fault for the pages its
  * predecessor touched. Bounded: at most BRISK_OS_CACHE_MAX_ENTRIES
- * mappings and max_bytes of their resident memory (256 MiB); a mapping
- * waits at most delay_ms (1 s) and goes back to the OS on the first cache
- * call after that (puts, takes, the general allocator's housekeeping and
- * brisk_collect make them), the oldest first when the cache is full.
+ * mappings and max_bytes of their resident memory (256 MiB by default); a
+ * mapping waits at most delay_ms (1 s by default) and goes back to the OS
+ * on the first cache call after that (puts, takes, the general allocator's
+ * housekeeping and brisk_collect make them), the oldest first when the
+ * cache is full. Statistics count what enters and leaves it.
  *
  * A mapping's bytes are what its last owner left there: a taker that needs
  * zeros (the fifo's pages, the pools' and buddies' counters) clears them.
@@ -186,10 +187,15 @@ typedef struct brisk_os_cache_info_s {
   uint64_t hits, puts, releases; /* takes served, mappings kept, mappings released by the cache */
 } brisk_os_cache_info_t;
 BRISK_HIDDEN void _brisk_os_cache_info(brisk_os_cache_info_t *out);
+/* The cache's counts and gauges for brisk_stats_get (<brisk/stats.h>),
+ * read without its lock: a snapshot never waits for it. */
+struct brisk_region_cache_stats_s;
+BRISK_HIDDEN void _brisk_os_cache_stats(struct brisk_region_cache_stats_s *out);
 /* Whether p lies in a mapping the cache keeps (tests). */
 BRISK_HIDDEN bool _brisk_os_cache_holds(const void *p);
-/* Set the limits (tests; 0 bytes or entries: keep nothing), flushing what
- * no longer fits. */
+/* Set the limits (the options BRISK_REGION_CACHE_MB/MS at load, and tests;
+ * 0 bytes, entries or milliseconds: keep nothing), flushing what no longer
+ * fits. */
 BRISK_HIDDEN void _brisk_os_cache_configure(size_t max_bytes, size_t max_entries,
                                             uint64_t delay_ms);
 
