@@ -151,69 +151,6 @@ static void outbox_push(brisk_heap_t *heap, brisk_heap_t *owner, brisk_block_t *
   }
 }
 
-/* The foreign cache. A block of another heap that this thread frees, of a
- * class malloc's direct table serves, is kept on this heap's list for the
- * class, and this thread's next malloc of the class hands it out again
- * instead of a block of its own: the block's lines are in this core's cache
- * already (the program just used it), and it costs no batch, no atomic and
- * no drain at its owner. Where threads hand blocks to each other, each keeps
- * reusing what it is handed. The blocks still count as used on their own
- * pages, which stay with their owners. A class keeps at most
- * BRISK_FOREIGN_CLASS_BYTES (at least BRISK_FOREIGN_MIN_BLOCKS blocks);
- * beyond that, remote frees go to the outbox. The lists go home through
- * the outbox when the thread exits or collects, when it only frees (the
- * free-only chores), and class by class when no malloc took from a list
- * between two housekeeping passes. The secure build keeps no such lists
- * (its links are encoded for their own page). */
-static bool foreign_keep(brisk_heap_t *heap, size_t class_index, brisk_block_t *block,
-                         size_t block_size) {
-  uint32_t held = brisk_foreign_held(heap, class_index);
-  if (held >= BRISK_FOREIGN_MIN_BLOCKS && (held + 1) * block_size > BRISK_FOREIGN_CLASS_BYTES) {
-    return false;
-  }
-  brisk_page_t *list = &heap->foreign[class_index];
-  block->next = list->free;
-  list->free = block;
-  heap->foreign_pushed[class_index]++;
-  if (held + 1 == BRISK_FOREIGN_MIN_BLOCKS) _brisk_heap_direct_update(heap, class_index);
-  return true;
-}
-
-static void flush_foreign_class(brisk_heap_t *heap, size_t class_index) {
-  brisk_page_t *list = &heap->foreign[class_index];
-  brisk_block_t *block = list->free;
-  if (block == NULL) return;
-  /* Detached first: the outbox's posts may run the free-only chores, which
-   * flush again. */
-  list->free = NULL;
-  heap->foreign_pushed[class_index] = list->used;
-  _brisk_heap_direct_update(heap, class_index);
-  size_t block_size = brisk_class_to_size(class_index);
-  while (block != NULL) {
-    brisk_block_t *next = block->next;
-    outbox_push(heap, brisk_segment_of((uintptr_t)block)->heap, block, block_size);
-    block = next;
-  }
-}
-
-void _brisk_heap_flush_foreign(brisk_heap_t *heap, size_t class_index) {
-  if (BRISK_SECURE) return;
-  if (class_index != 0) {
-    flush_foreign_class(heap, class_index);
-    return;
-  }
-  for (size_t c = 1; c < BRISK_FOREIGN_CLASSES; c++) flush_foreign_class(heap, c);
-}
-
-void _brisk_heap_flush_idle_foreign(brisk_heap_t *heap) {
-  if (BRISK_SECURE) return;
-  for (size_t c = 1; c < BRISK_FOREIGN_CLASSES; c++) {
-    uint32_t used = heap->foreign[c].used;
-    if (used == heap->foreign_used_seen[c] && heap->foreign[c].free != NULL) flush_foreign_class(heap, c);
-    heap->foreign_used_seen[c] = used;
-  }
-}
-
 uint8_t *_brisk_page_block_start(const brisk_page_t *page, const void *p) {
   size_t index = brisk_page_block_index(page, (uintptr_t)p);
   return brisk_page_start(page) + index * brisk_page_block_size(page);
@@ -323,10 +260,6 @@ void _brisk_free_not_local(void *p, brisk_segment_t *segment) {
     return;
   }
   if (BRISK_SECURE) brisk_secure_free_block("free", &segment->pages[index], (uint8_t *)block);
-  if (!BRISK_SECURE && class_index < BRISK_FOREIGN_CLASSES && !heap->is_empty_heap &&
-      foreign_keep(heap, class_index, block, block_size)) {
-    return;
-  }
   outbox_push(heap, segment->heap, block, block_size);
 }
 

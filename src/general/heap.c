@@ -311,7 +311,6 @@ void _brisk_heap_post_remote(brisk_heap_t *owner, brisk_remote_node_t *node, uin
 }
 
 void _brisk_heap_housekeeping(brisk_heap_t *heap) {
-  _brisk_heap_flush_idle_foreign(heap);
   _brisk_heap_flush_outbox(heap);
   _brisk_heap_retire_empty_heads(heap);
   uint64_t now = _brisk_os_now_ms();
@@ -327,7 +326,6 @@ void _brisk_heap_housekeeping(brisk_heap_t *heap) {
 }
 
 void _brisk_heap_collect(brisk_heap_t *heap) {
-  _brisk_heap_flush_foreign(heap, 0);
   _brisk_heap_flush_outbox(heap);
   _brisk_heap_drain_remote(heap);
   _brisk_heap_retire_empty_heads(heap);
@@ -432,7 +430,6 @@ static void thread_exit(void *value) {
   _brisk_thread_exited = true;
   /* Blocks this thread freed for other heaps go to them now: nobody else
    * would post them before an adopter's housekeeping. */
-  _brisk_heap_flush_foreign(heap, 0);
   _brisk_heap_flush_outbox(heap);
   /* Before the thread is gone, so that a later thread with the same
    * thread pointer (glibc reuses thread stacks) never finds it on them. */
@@ -466,8 +463,6 @@ static void thread_exit(void *value) {
 }
 
 void _brisk_heap_free_only_chores(brisk_heap_t *heap) {
-  /* A thread that only frees has no use for foreign blocks. */
-  _brisk_heap_flush_foreign(heap, 0);
   _brisk_heap_drain_remote(heap);
   _brisk_heap_purge(heap, _brisk_os_now_ms(), BRISK_PURGE_DELAY_MS);
 }

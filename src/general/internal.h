@@ -277,27 +277,6 @@ extern BRISK_HIDDEN BRISK_TLS brisk_heap_t *_brisk_tls_heap;
 extern BRISK_HIDDEN brisk_heap_t _brisk_heap_empty;
 extern BRISK_HIDDEN brisk_page_t _brisk_page_empty;
 
-/* The blocks of class_index on the heap's foreign list (free.c). */
-BRISK_INLINE uint32_t brisk_foreign_held(const brisk_heap_t *heap, size_t class_index) {
-  return heap->foreign_pushed[class_index] - heap->foreign[class_index].used;
-}
-
-/* What malloc's direct table points at for a class it serves: the heap's
- * foreign list of the class once it holds BRISK_FOREIGN_MIN_BLOCKS blocks
- * (then until the fast path empties it: each switch costs malloc two slow
- * calls, paid once per that many blocks), else the class queue's head
- * page, else the static empty page (which sends malloc to its slow path). */
-BRISK_INLINE const brisk_page_t *brisk_direct_target(const brisk_heap_t *heap, size_t class_index) {
-  if (class_index < BRISK_FOREIGN_CLASSES && brisk_foreign_held(heap, class_index) >= BRISK_FOREIGN_MIN_BLOCKS) {
-    return &heap->foreign[class_index];
-  }
-  const brisk_page_t *head = heap->queues[class_index].head;
-  return head != NULL ? head : &_brisk_page_empty;
-}
-/* Point the direct table's words of class_index (a class up to
- * BRISK_DIRECT_MAX) at brisk_direct_target (page.c). */
-BRISK_HIDDEN void _brisk_heap_direct_update(brisk_heap_t *heap, size_t class_index);
-
 /* Give the calling thread a heap (adopting an abandoned one if any; with
  * cold, only one already tidied, for a thread that may never allocate and so
  * never run the housekeeping a warm heap needs). NULL with errno ENOMEM if
@@ -321,12 +300,6 @@ BRISK_HIDDEN void _brisk_heap_post_remote(brisk_heap_t *owner, brisk_remote_node
                                           uintptr_t tag);
 /* Post every open batch of the heap's outbox to its owner (free.c). */
 BRISK_HIDDEN void _brisk_heap_flush_outbox(brisk_heap_t *heap);
-/* Send the foreign cache's blocks home, every class's (class 0) or one
- * class's, through the outbox (free.c). */
-BRISK_HIDDEN void _brisk_heap_flush_foreign(brisk_heap_t *heap, size_t class_index);
-/* Housekeeping's part: send home the classes whose foreign blocks no
- * malloc took since the last pass (free.c). */
-BRISK_HIDDEN void _brisk_heap_flush_idle_foreign(brisk_heap_t *heap);
 /* Owner side: move every block in the remote queue back to its page;
  * returns how many. */
 BRISK_HIDDEN size_t _brisk_heap_drain_remote(brisk_heap_t *heap);

@@ -52,8 +52,7 @@ static void retire_page(brisk_heap_t *heap, brisk_page_t *page) {
 /* Called after every change of a class queue's head: moves the pin to the
  * new head (only while a thread owns the heap), retires the old head if that
  * leaves it empty, and points malloc's direct table at the new head (or at
- * the static empty page, which sends the next malloc to the slow path),
- * unless the class's foreign list holds blocks (brisk_direct_target). */
+ * the static empty page, which sends the next malloc to the slow path). */
 static void queue_head_changed(brisk_heap_t *heap, size_t class_index) {
   brisk_page_t *head = heap->queues[class_index].head;
   brisk_page_t *old = heap->pinned[class_index];
@@ -63,12 +62,9 @@ static void queue_head_changed(brisk_heap_t *heap, size_t class_index) {
     if (owned && head != NULL) head->used++;
     if (old != NULL && --old->used == 0) retire_page(heap, old);
   }
-  if (brisk_class_to_size(class_index) <= BRISK_DIRECT_MAX) _brisk_heap_direct_update(heap, class_index);
-}
-
-void _brisk_heap_direct_update(brisk_heap_t *heap, size_t class_index) {
   size_t size = brisk_class_to_size(class_index);
-  brisk_page_t *direct = (brisk_page_t *)brisk_direct_target(heap, class_index);
+  if (size > BRISK_DIRECT_MAX) return;
+  brisk_page_t *direct = head != NULL ? head : &_brisk_page_empty;
   if (heap->direct[size / 8] == direct) return; /* a class's words change together */
   size_t first_word = class_index == 1 ? 0 : brisk_class_to_size(class_index - 1) / 8 + 1;
   for (size_t word = first_word; word <= size / 8; word++) heap->direct[word] = direct;
@@ -275,13 +271,7 @@ void *_brisk_malloc_generic(size_t size, brisk_heap_t *heap, bool zero) {
    * as a slow call. (The empty heap's queues are empty, so a new thread
    * falls through.) */
   if (BRISK_LIKELY(size <= BRISK_LARGE_MAX)) {
-    size_t class_index = brisk_size_to_class(size);
-    /* The direct table still points at the class's foreign list, which
-     * the fast path emptied: back to the class's pages. */
-    if (class_index < BRISK_FOREIGN_CLASSES && heap->direct[(size + 7) >> 3] == &heap->foreign[class_index]) {
-      _brisk_heap_direct_update(heap, class_index);
-    }
-    brisk_page_t *page = heap->queues[class_index].head;
+    brisk_page_t *page = heap->queues[brisk_size_to_class(size)].head;
     if (BRISK_LIKELY(page != NULL)) {
       brisk_block_t *block = page->free;
       if (block == NULL && local_refill_allowed(heap, page)) {

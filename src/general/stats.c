@@ -194,19 +194,6 @@ static BRISK_NOINLINE BRISK_NO_TSAN void heap_allocations(const brisk_heap_t *he
   out->general.slow_frees += slow_frees;
 }
 
-/* Take the blocks on the heap's foreign lists off live. Its owner changes
- * the counts with plain stores on every push and pop; another thread's
- * snapshot reads them as _brisk_page_live_blocks reads `used` (segment.c):
- * aligned 32-bit loads, a count at most a few operations old. */
-static BRISK_NOINLINE BRISK_NO_TSAN void _brisk_heap_count_foreign_blocks(const brisk_heap_t *heap,
-                                                                         uint64_t live[BRISK_CLASS_COUNT]) {
-  for (size_t c = 1; c < BRISK_FOREIGN_CLASSES; c++) {
-    uint32_t pushed = *(const volatile uint32_t *)&heap->foreign_pushed[c];
-    uint32_t popped = *(const volatile uint32_t *)&heap->foreign[c].used;
-    live[c] -= (uint32_t)(pushed - popped);
-  }
-}
-
 static void add_heap(brisk_heap_t *heap, void *context) {
   if (heap->is_empty_heap) return;
   brisk_stats_t *out = context;
@@ -216,10 +203,6 @@ static void add_heap(brisk_heap_t *heap, void *context) {
    * without its live blocks (its frees then read too high) rather than
    * hang the snapshot. */
   _brisk_heap_count_live_blocks(heap, live);
-  /* Blocks on the heap's foreign lists count as used on their pages but
-   * are free (any heap's snapshot may subtract them: the classes' counts
-   * are sums over every heap). */
-  _brisk_heap_count_foreign_blocks(heap, live);
   for (size_t c = 1; c < BRISK_CLASS_COUNT; c++) {
     /* frees holds live blocks until the sum is complete (raw_snapshot). */
     out->classes[c].frees += live[c];

@@ -220,15 +220,6 @@ typedef struct brisk_remote_node_s {
 #define BRISK_BATCH_CHUNK_SIZE ((size_t)64 * 1024)
 #define BRISK_BATCH_CHUNKS     16
 
-/* The foreign cache (free.c): blocks of other heaps a thread freed, kept
- * for its own next mallocs of their class, for the classes malloc's direct
- * table serves (1..BRISK_FOREIGN_CLASSES - 1, up to 1 KiB). A class keeps
- * at most BRISK_FOREIGN_CLASS_BYTES of them, and at least
- * BRISK_FOREIGN_MIN_BLOCKS blocks: at most 34 x 8 KiB per thread. */
-#define BRISK_FOREIGN_CLASSES     34
-#define BRISK_FOREIGN_CLASS_BYTES 8192
-#define BRISK_FOREIGN_MIN_BLOCKS  8
-
 typedef struct brisk_remote_batch_s {
   brisk_remote_node_t node;                 /* queue link while posted */
   struct brisk_heap_s *owner;               /* the heap the blocks go back to */
@@ -333,17 +324,6 @@ typedef struct brisk_heap_s {
   uint32_t batch_chunks;           /* taken from the OS */
   brisk_remote_batch_t *chunk_next; /* the current chunk's batches not yet used */
   brisk_remote_batch_t *chunk_end;
-
-  /* The foreign cache (owner only; free.c). Class c's blocks are the list
-   * foreign[c].free, in a page descriptor of the heap's own that serves
-   * nothing else: malloc's direct table points at it while it holds blocks
-   * (brisk_direct_target), so the inline fast path pops them as from any
-   * page, and counts the pops in foreign[c].used. foreign_pushed[c] -
-   * foreign[c].used blocks are on the list; foreign_used_seen[c] is
-   * foreign[c].used at the last housekeeping (unchanged: unused since). */
-  brisk_page_t foreign[BRISK_FOREIGN_CLASSES];
-  uint32_t foreign_pushed[BRISK_FOREIGN_CLASSES];
-  uint32_t foreign_used_seen[BRISK_FOREIGN_CLASSES];
 
   /* Shared: on their own cache lines, away from the owner's fields. */
   BRISK_ALIGNED(BRISK_CACHE_LINE) _Atomic(brisk_remote_node_t *) remote_tail;

@@ -152,10 +152,9 @@ void _brisk_heap_validate(brisk_heap_t *heap) {
     CHECK(!owned || pinned == queue->head, queue->head, "a queue's head is not pinned");
     size_t size = brisk_class_to_size(c);
     if (size <= BRISK_DIRECT_MAX) {
-      /* Or at the class's foreign list, which the fast path is emptying. */
-      const brisk_page_t *direct = heap->direct[size / 8];
-      CHECK(direct == brisk_direct_target(heap, c) || (c < BRISK_FOREIGN_CLASSES && direct == &heap->foreign[c]),
-            queue->head, "malloc's direct table does not point at its class's head page");
+      const brisk_page_t *expected = queue->head != NULL ? queue->head : &_brisk_page_empty;
+      CHECK(heap->direct[size / 8] == expected, queue->head,
+            "malloc's direct table does not point at its class's head page");
     }
   }
   check_queue_links(&heap->full_pages, "the full list's links disagree");
