@@ -231,16 +231,42 @@ static void segment_purge_all(brisk_heap_t *heap, brisk_segment_t *segment) {
   }
 }
 
-static brisk_page_t *page_alloc(brisk_heap_t *heap, brisk_segment_kind_t kind) {
-  brisk_segment_t *segment = heap->available[kind];
-  if (segment == NULL) {
-    segment = segment_new(heap, kind);
-    if (segment == NULL) return NULL;
+/* How far back from the newest end of the purge list page_alloc looks for a
+ * free page that still holds its memory. */
+#define BACKED_PAGE_SEARCH 16
+
+/* The most recently freed page of this kind that still holds its memory,
+ * among the newest few on the purge list; NULL if none. Taking it costs no
+ * page faults, and it stops that memory from being held for the purge
+ * delay while fresh pages are faulted in beside it (threads that hand
+ * blocks to each other empty and refill pages all the time). */
+static brisk_page_t *backed_free_page(brisk_heap_t *heap, brisk_segment_kind_t kind) {
+  brisk_page_t *page = heap->purge_list.tail;
+  for (size_t i = 0; page != NULL && i < BACKED_PAGE_SEARCH; i++, page = page->prev) {
+    if (brisk_segment_of((uintptr_t)page)->kind == kind) return page;
   }
-  size_t word = 0;
-  while (segment->free_pages[word] == 0) word++;
-  size_t index = word * 64 + brisk_count_trailing_zeros(segment->free_pages[word]);
-  segment->free_pages[word] &= segment->free_pages[word] - 1;
+  return NULL;
+}
+
+static brisk_page_t *page_alloc(brisk_heap_t *heap, brisk_segment_kind_t kind) {
+  brisk_page_t *backed = backed_free_page(heap, kind);
+  brisk_segment_t *segment;
+  size_t index;
+  if (backed != NULL) {
+    segment = brisk_segment_of((uintptr_t)backed);
+    index = page_index(segment, backed);
+    segment->free_pages[index / 64] &= ~((uint64_t)1 << (index % 64));
+  } else {
+    segment = heap->available[kind];
+    if (segment == NULL) {
+      segment = segment_new(heap, kind);
+      if (segment == NULL) return NULL;
+    }
+    size_t word = 0;
+    while (segment->free_pages[word] == 0) word++;
+    index = word * 64 + brisk_count_trailing_zeros(segment->free_pages[word]);
+    segment->free_pages[word] &= segment->free_pages[word] - 1;
+  }
   if (segment->used_pages++ == 0) heap->empty_segments[kind]--;
   if (segment->used_pages == segment->page_count - 1) available_remove(heap, segment);
 
