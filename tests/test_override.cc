@@ -151,6 +151,44 @@ void check_aligned(void *p, size_t alignment, size_t size) {
   free(p);
 }
 
+// Sizes at the edge between the largest size class (512 KiB) and huge
+// blocks, and huge ones, through every allocation function: the whole block
+// is usable, and resizing and freeing it is not taken for an overflow (the
+// secure build pads small blocks by 16 bytes and puts a canary after a huge
+// block's requested size).
+TEST(BriskOverride, BlocksAroundTheLargestClassAreWhollyUsable) {
+  const size_t kLargest = 512 * 1024;
+  const size_t sizes[] = {kLargest - 16, kLargest - 8, kLargest - 1, kLargest,
+                          kLargest + 1,  1 << 20,     (1 << 22) + 3};
+  for (size_t size : sizes) {
+    SCOPED_TRACE(size);
+    auto *c = static_cast<unsigned char *>(calloc(1, size));
+    ASSERT_NE(c, nullptr);
+    EXPECT_EQ(c[0] | c[size / 2] | c[size - 1], 0);
+    c[size - 1] = 1;
+    EXPECT_GE(malloc_usable_size(c), size);
+    free(c);
+    auto *m = static_cast<unsigned char *>(malloc(size));
+    ASSERT_NE(m, nullptr);
+    m[size - 1] = 2;
+    m[size / 2] = 5;
+    m = static_cast<unsigned char *>(realloc(m, 2 * size));
+    ASSERT_NE(m, nullptr);
+    EXPECT_EQ(m[size - 1], 2);
+    m[2 * size - 1] = 3;
+    m = static_cast<unsigned char *>(realloc(m, size / 2 + 1));
+    ASSERT_NE(m, nullptr);
+    EXPECT_EQ(m[size / 2], 5) << "realloc lost bytes";
+    free(m);
+    auto *a = static_cast<unsigned char *>(aligned_alloc(4096, size));
+    ASSERT_NE(a, nullptr);
+    EXPECT_EQ(reinterpret_cast<uintptr_t>(a) % 4096, 0u);
+    a[size - 1] = 4;
+    EXPECT_GE(malloc_usable_size(a), size);
+    free(a);
+  }
+}
+
 TEST(BriskOverride, AlignedAllocAndMemalignHonourPowersOfTwo) {
   for (size_t alignment = 1; alignment <= 4 * kMiB; alignment *= 2) {
     for (size_t size : {size_t{1}, size_t{100}, 3 * alignment, size_t{70000}}) {

@@ -79,7 +79,7 @@ BRISK_INLINE void *brisk_secure_malloc_inline(size_t size) {
       return block;
     }
   }
-  return _brisk_secure_malloc(size);
+  return _brisk_secure_malloc(size, false);
 }
 
 BRISK_INLINE void *brisk_malloc_inline(size_t size) {

@@ -88,10 +88,9 @@ void *brisk_calloc(size_t count, size_t size) {
     return NULL;
   }
   brisk_heap_t *heap = _brisk_tls_heap;
-  /* The secure build's blocks of a size class take their canary from
-   * brisk_malloc_inline. */
-  if (BRISK_SECURE ? total <= BRISK_LARGE_MAX - BRISK_SECURE_OVERHEAD
-                   : BRISK_LIKELY(total <= BRISK_DIRECT_MAX)) {
+  /* The secure build's blocks take their canary from its malloc. */
+  if (BRISK_SECURE) return _brisk_secure_malloc(total, true);
+  if (BRISK_LIKELY(total <= BRISK_DIRECT_MAX)) {
     void *p = brisk_malloc_inline(total);
     if (p != NULL) memset(p, 0, total);
     return p;

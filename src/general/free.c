@@ -232,6 +232,7 @@ void _brisk_free_not_local(void *p, brisk_segment_t *segment) {
     if (segment->pages[0].used == 0) {
       brisk_fatal_pointer("free", p, "block is already free (double free?)");
     }
+    if (BRISK_SECURE) _brisk_huge_requested_size("free", segment);
     _brisk_huge_free(heap, segment);
     return;
   }
@@ -301,6 +302,7 @@ brisk_segment_t *_brisk_checked_segment(const void *p, const char *caller) {
 
 size_t _brisk_block_usable_size(const brisk_segment_t *segment, const void *p, const char *caller) {
   if (segment->kind == BRISK_KIND_HUGE) {
+    if (BRISK_SECURE) return _brisk_huge_requested_size(caller, segment);
     return (size_t)(_brisk_huge_end(segment) - (const uint8_t *)p);
   }
   const brisk_page_t *page = brisk_page_of(segment, (uintptr_t)p);

@@ -15,7 +15,8 @@
  *     BRISK_HUGE_CACHE_ENTRIES mappings and HUGE_CACHE_MAX_BYTES; the oldest
  *     goes first, and housekeeping releases entries idle for a second.
  *
- * The secure build ends each huge mapping with a guard page (HUGE_GUARD):
+ * The secure build puts a canary right after each huge block's requested
+ * size (huge_stamp) and ends each huge mapping with a guard page (HUGE_GUARD):
  * a linear overflow that runs past the mapping's usable end faults. It is
  * counted in mapped_size, taken off what the block may use
  * (_brisk_huge_end), and made accessible again before a resize (mremap
@@ -40,6 +41,34 @@ _Static_assert(offsetof(brisk_segment_t, pages) + sizeof(brisk_page_t) <= HUGE_B
 
 /* The guard page at the end of each huge mapping, secure build only. */
 #define HUGE_GUARD (BRISK_SECURE ? _brisk_os_page_size() : (size_t)0)
+/* Room for the secure build's canary after the requested size. */
+#define HUGE_CANARY (BRISK_SECURE ? sizeof(uint64_t) : (size_t)0)
+
+/* The secure build's huge block: its requested size kept in the header and
+ * a canary (the block's secret, inverted) right after that size, so that an
+ * overflow of even one byte is caught at free, realloc and
+ * malloc_usable_size (_brisk_huge_requested_size). */
+static void huge_stamp(brisk_segment_t *segment, size_t size) {
+  if (!BRISK_SECURE) return;
+  uint8_t *block = _brisk_huge_block(segment);
+  segment->huge_requested = size;
+  uint64_t canary = ~brisk_block_secret(block);
+  __builtin_memcpy(block + size, &canary, sizeof canary);
+}
+
+size_t _brisk_huge_requested_size(const char *caller, const brisk_segment_t *segment) {
+  const uint8_t *block = _brisk_huge_block(segment);
+  size_t size = segment->huge_requested;
+  uint64_t canary;
+  if (size > (size_t)(_brisk_huge_end(segment) - block) - sizeof canary) {
+    brisk_fatal_pointer(caller, block, "heap corruption: a huge block's header was overwritten");
+  }
+  __builtin_memcpy(&canary, block + size, sizeof canary);
+  if (canary != ~brisk_block_secret(block)) {
+    brisk_fatal_pointer(caller, block, "heap overflow past the requested size, huge block");
+  }
+  return size;
+}
 
 uint8_t *_brisk_huge_end(const brisk_segment_t *segment) {
   return (uint8_t *)segment + segment->mapped_size - HUGE_GUARD;
@@ -154,7 +183,7 @@ void *_brisk_huge_alloc(brisk_heap_t *heap, size_t size, size_t align, bool zero
   }
   if (align < BRISK_SEGMENT_SIZE) {
     size_t offset = brisk_align_up(HUGE_BLOCK_OFFSET, align < 16 ? 16 : align);
-    size_t needed = brisk_align_up(offset + size, _brisk_os_page_size()) + HUGE_GUARD;
+    size_t needed = brisk_align_up(offset + size + HUGE_CANARY, _brisk_os_page_size()) + HUGE_GUARD;
     brisk_segment_t *segment = NULL;
     if (!heap->is_empty_heap) {
       _brisk_heap_lock_memory(heap);
@@ -163,7 +192,9 @@ void *_brisk_huge_alloc(brisk_heap_t *heap, size_t size, size_t align, bool zero
     }
     bool fresh = segment == NULL;
     if (fresh) {
-      size_t mapped = round_mapping_size(needed);
+      /* The secure build maps no slack: its guard page follows the page
+       * the block ends in. */
+      size_t mapped = BRISK_SECURE ? needed : round_mapping_size(needed);
       segment = huge_reserve(mapped, 0);
       if (segment == NULL && mapped != needed) segment = huge_reserve(needed, 0);
       /* Out of memory: what brisk holds unused may be in the way. */
@@ -178,10 +209,12 @@ void *_brisk_huge_alloc(brisk_heap_t *heap, size_t size, size_t align, bool zero
     huge_init(segment, offset);
     uint8_t *block = _brisk_huge_block(segment);
     if (zero && !fresh) memset(block, 0, size);
+    huge_stamp(segment, size);
     return block;
   }
   /* Aligned to a segment or more: header one segment below the block. */
-  size_t mapped = brisk_align_up(BRISK_SEGMENT_SIZE + size, _brisk_os_page_size()) + HUGE_GUARD;
+  size_t mapped =
+      brisk_align_up(BRISK_SEGMENT_SIZE + size + HUGE_CANARY, _brisk_os_page_size()) + HUGE_GUARD;
   brisk_segment_t *segment = huge_reserve(mapped, align);
   if (segment == NULL && _brisk_heap_reclaim(heap, mapped)) segment = huge_reserve(mapped, align);
   if (segment == NULL) {
@@ -190,6 +223,7 @@ void *_brisk_huge_alloc(brisk_heap_t *heap, size_t size, size_t align, bool zero
   }
   huge_counted(segment, 1);
   huge_init(segment, BRISK_SEGMENT_SIZE);
+  huge_stamp(segment, size);
   return _brisk_huge_block(segment);
 }
 
@@ -252,14 +286,18 @@ void _brisk_huge_cache_trim(brisk_heap_t *heap, uint64_t now_ms, uint64_t max_ag
 
 void *_brisk_huge_realloc(brisk_segment_t *segment, void *p, size_t new_size) {
   size_t offset = (size_t)((uint8_t *)p - (uint8_t *)segment);
-  size_t available = (size_t)(_brisk_huge_end(segment) - (uint8_t *)p);
-  if (new_size <= available && new_size >= available / 2) return p;
+  size_t available = (size_t)(_brisk_huge_end(segment) - (uint8_t *)p) - HUGE_CANARY;
+  if (new_size <= available && new_size >= available / 2) {
+    huge_stamp(segment, new_size);
+    return p;
+  }
   if (new_size > PTRDIFF_MAX - 2 * BRISK_SEGMENT_SIZE || offset >= BRISK_SEGMENT_SIZE) return NULL;
-  size_t wanted =
-      round_mapping_size(brisk_align_up(offset + new_size, _brisk_os_page_size()) + HUGE_GUARD);
+  size_t wanted = brisk_align_up(offset + new_size + HUGE_CANARY, _brisk_os_page_size()) + HUGE_GUARD;
+  if (!BRISK_SECURE) wanted = round_mapping_size(wanted);
   size_t old_size = segment->mapped_size;
   brisk_segment_t *resized = huge_resize(segment, wanted);
   if (resized == NULL) return NULL;
   _brisk_stats_huge_in_use(0, (int64_t)resized->mapped_size - (int64_t)old_size);
+  huge_stamp(resized, new_size);
   return (uint8_t *)resized + offset;
 }

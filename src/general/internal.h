@@ -231,7 +231,7 @@ BRISK_INLINE void brisk_secure_free_block(const char *caller, const brisk_page_t
 BRISK_HIDDEN size_t _brisk_secure_requested_size(const char *caller, const brisk_page_t *page,
                                                  const uint8_t *block, const uint8_t *p);
 /* Secure build: malloc(size) past brisk_secure_malloc_inline's fast path. */
-BRISK_HIDDEN void *_brisk_secure_malloc(size_t size);
+BRISK_HIDDEN void *_brisk_secure_malloc(size_t size, bool zero);
 /* Secure build: write the canary and trailer of a block of block_size bytes
  * whose secret word is secret, handed out at p (inside it) for size bytes. */
 BRISK_INLINE void brisk_secure_stamp(uint8_t *block, size_t block_size, uint64_t secret, uint8_t *p,
@@ -372,6 +372,9 @@ BRISK_HIDDEN void _brisk_huge_free(brisk_heap_t *heap, brisk_segment_t *segment)
 BRISK_HIDDEN void *_brisk_huge_realloc(brisk_segment_t *segment, void *p, size_t new_size);
 BRISK_HIDDEN void _brisk_huge_cache_trim(brisk_heap_t *heap, uint64_t now_ms, uint64_t max_age_ms);
 BRISK_HIDDEN uint8_t *_brisk_huge_block(const brisk_segment_t *segment);
+/* The secure build: a huge block's requested size, after checking the
+ * canary that follows it ("heap overflow past the requested size", abort). */
+BRISK_HIDDEN size_t _brisk_huge_requested_size(const char *caller, const brisk_segment_t *segment);
 /* The end of what a huge block may use: its mapping's end, less the secure
  * build's guard page. */
 BRISK_HIDDEN uint8_t *_brisk_huge_end(const brisk_segment_t *segment);

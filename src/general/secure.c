@@ -10,6 +10,7 @@
 #include "os/os.h"
 
 #include <errno.h>
+#include <string.h>
 
 uint64_t _brisk_secure_keys[2];
 uint32_t _brisk_secure_class_size[BRISK_CLASS_COUNT];
@@ -29,19 +30,32 @@ void _brisk_secure_init(void) {
   _brisk_secure_keys[0] = keys[0];
 }
 
-void *_brisk_secure_malloc(size_t size) {
+void *_brisk_secure_malloc(size_t size, bool zero) {
   if (size > PTRDIFF_MAX) {
     errno = ENOMEM;
     return NULL;
   }
-  /* brisk_secure_malloc_inline's fast path failed: no free block on the
-   * page, or a size past the direct table. */
+  /* brisk_secure_malloc_inline's fast path failed (no free block on the
+   * page, or a size past the direct table), or calloc. A block too big for
+   * a size class once padded is huge: its own mapping, whose canary huge.c
+   * puts right after size, so it is asked for unpadded. */
   size_t padded = size + BRISK_SECURE_OVERHEAD;
-  uint8_t *p = _brisk_malloc_generic(padded, _brisk_tls_heap, false);
-  /* Huge blocks (their own mapping) have no canary. */
-  if (BRISK_LIKELY(p != NULL && padded <= BRISK_LARGE_MAX)) {
+  brisk_heap_t *heap = _brisk_tls_heap;
+  if (padded > BRISK_LARGE_MAX) {
+    /* The keys the canary is made from come with the first heap. */
+    if (BRISK_UNLIKELY(heap->is_empty_heap)) heap = _brisk_heap_init_thread(false);
+    if (heap == NULL) {
+      errno = ENOMEM;
+      return NULL;
+    }
+    if (size > BRISK_LARGE_MAX) return _brisk_malloc_generic(size, heap, zero);
+    return _brisk_huge_alloc(heap, size, 0, zero);
+  }
+  uint8_t *p = _brisk_malloc_generic(padded, heap, false);
+  if (BRISK_LIKELY(p != NULL)) {
     brisk_secure_stamp(p, _brisk_secure_class_size[brisk_size_to_class(padded)],
                        brisk_block_secret(p), p, size);
+    if (zero) memset(p, 0, size);
   }
   return p;
 }

@@ -165,6 +165,9 @@ typedef struct brisk_segment_s {
    * heap's memory_lock; read by any thread (relaxed: a thread only ever
    * finds its own id here if it wrote it, see heap.c). */
   _Atomic(uintptr_t) owner_thread;
+  /* The secure build's huge blocks: the size asked for, whose end the
+   * canary follows (huge.c). */
+  size_t huge_requested;
   size_t mapped_size;            /* bytes reserved from the OS for this segment */
   /* The owner's (or its memory_lock holder's), changed as pages are taken
    * and given back. */

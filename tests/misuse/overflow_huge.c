@@ -1,5 +1,7 @@
-/* One byte written just past what malloc_usable_size says of a block of
- * 4 MiB (its own mapping): the first byte after the mapping's usable end.
+/* One byte written at the first page boundary at or after the end of what
+ * malloc_usable_size says of a block of 4 MiB (its own mapping): the first
+ * byte after the mapping's usable end (in the secure build the usable size
+ * is the requested size, followed by the canary in the block's last page).
  * A page of the program's own is mapped there first where the address is
  * free, so that without a guard page the write lands in memory and returns
  * (and does not fault merely because nothing is mapped after the block). */
@@ -12,7 +14,7 @@
 int main(void) {
   unsigned char *p = opaque(malloc(4 << 20));
   if (p == NULL) misuse_fail("malloc", NULL);
-  unsigned char *end = p + malloc_usable_size(p);
+  unsigned char *end = (unsigned char *)(((uintptr_t)p + malloc_usable_size(p) + 4095) & ~(uintptr_t)4095);
   void *mine = mmap(end, 4096, PROT_READ | PROT_WRITE,
                     MAP_PRIVATE | MAP_ANONYMOUS | MAP_FIXED_NOREPLACE, -1, 0);
   if (mine != MAP_FAILED && mine != end) munmap(mine, 4096); /* a kernel without NOREPLACE */
