@@ -67,15 +67,16 @@ expect_install() {
     "$top/$libdir/cmake/brisk/briskTargets.cmake"
 }
 
-# run_consumer WHAT PROGRAM LIBDIR: PROGRAM runs with LIBDIR as its library
-# path and prints OK. With a LIBDIR it must load libbrisk.so.MAJOR (the
-# SONAME) from there; without one (a static link) no libbrisk at all.
+# run_consumer WHAT PROGRAM LIBDIR [LIBRARY]: PROGRAM runs with LIBDIR as its
+# library path and prints OK. With a LIBDIR it must load LIBRARY.so.MAJOR
+# (the SONAME; LIBRARY is libbrisk unless given) from there; without one (a
+# static link) no libbrisk at all.
 run_consumer() {
-  what=$1 program=$2 from=$3
+  what=$1 program=$2 from=$3 library=${4:-libbrisk}
   step "$what: ldd" env LD_LIBRARY_PATH="$from" ldd "$program"
   if [ -n "$from" ]; then
-    grep -Fq "libbrisk.so.$major => $from/libbrisk.so.$major " "$scratch/step.log" ||
-      fail "$what: libbrisk.so.$major is not $from's:$(echo; cat "$scratch/step.log")"
+    grep -Fq "$library.so.$major => $from/$library.so.$major " "$scratch/step.log" ||
+      fail "$what: $library.so.$major is not $from's:$(echo; cat "$scratch/step.log")"
   elif grep -q libbrisk "$scratch/step.log"; then
     fail "$what: a static link loads libbrisk:$(echo; cat "$scratch/step.log")"
   fi

@@ -5,7 +5,9 @@
  * block brisk did not hand out, so a malloc that is still glibc's fails
  * here. It includes <brisk/pool.h> first, alone, as a program that wants
  * only the pool would (the installed brisk/ headers must stand alone), and
- * goes through a pool's inline local cache. Prints OK. */
+ * goes through a pool's inline local cache. Built with CONSUMER_SECURE, it
+ * must have the secure build's malloc, whose usable size is the size asked
+ * for (the release build's is the size class's). Prints OK. */
 #include <brisk/pool.h>
 
 #include <brisk.h>
@@ -33,6 +35,12 @@ int main(void) {
     fprintf(stderr, "brisk_usable_size of malloc(1000) is %zu\n", usable);
     return 1;
   }
+#ifdef CONSUMER_SECURE
+  if (usable != 1000) {
+    fprintf(stderr, "brisk_usable_size of malloc(1000) is %zu: not the secure build\n", usable);
+    return 1;
+  }
+#endif
   free(plain);
 
   brisk_pool_t *pool = brisk_pool_create(48, 0, 0);
