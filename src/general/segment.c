@@ -209,12 +209,16 @@ static void segment_release(brisk_heap_t *heap, brisk_segment_t *segment) {
 }
 
 /* Decommit every free page of a segment that still holds memory, one
- * system call per run of adjacent pages. */
+ * system call per run of adjacent pages. Only the descriptors of free pages
+ * (the bitmap's, under the memory lock like the bitmap) are read: a page in
+ * use is its owner's, who writes its flags without the lock, and this may
+ * run on another thread (brisk_collect(true)). */
 static void segment_purge_all(brisk_heap_t *heap, brisk_segment_t *segment) {
   uint8_t *run_start = NULL;
   size_t run_size = 0;
   for (size_t i = 0; i <= segment->page_count; i++) {
-    brisk_page_t *page = i < segment->page_count ? &segment->pages[i] : NULL;
+    bool free_page = i < segment->page_count && (segment->free_pages[i / 64] >> (i % 64)) & 1;
+    brisk_page_t *page = free_page ? &segment->pages[i] : NULL;
     if (page != NULL && page->in_purge_list) {
       size_t size;
       uint8_t *start = page_area(segment, page, &size);
