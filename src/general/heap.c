@@ -507,11 +507,11 @@ static void fork_child(void) {
   /* The forking thread, the child's only one, took it in fork_prepare. */
   pthread_mutex_unlock(&heaps_lock);
   /* The other threads' heaps lose their owners: the child's new threads
-   * may get their thread pointers (glibc reuses their stacks). */
+   * may get their thread pointers (glibc reuses their stacks). Every one,
+   * whatever its owner_thread says: a thread that was clearing its own at
+   * exit may have stopped halfway through its segments. */
   for (brisk_heap_t *other = all_heaps; other != NULL; other = other->next_all) {
-    if (other != _brisk_tls_heap && other->owner_thread != 0) {
-      _brisk_segments_set_owner_thread(other, 0);
-    }
+    if (other != _brisk_tls_heap) _brisk_segments_set_owner_thread(other, 0);
   }
   /* A thread of the parent may have been between its exchange and its link
    * on our queue: that producer is gone, so end the queue at the last node
