@@ -46,3 +46,9 @@ uintptr_t brisk_test_owner_thread(const void *p) {
 }
 
 uintptr_t brisk_test_thread_id(void) { return brisk_thread_id(); }
+
+uint64_t brisk_test_set_purge_delay_ms(uint64_t delay_ms) {
+  uint64_t old = _brisk_options.purge_delay_ms;
+  _brisk_options.purge_delay_ms = delay_ms;
+  return old;
+}

@@ -469,6 +469,95 @@ TEST(BriskThreads, ForkWhileOtherThreadsAllocate) {
   EXPECT_EQ(failures, 0);
 }
 
+
+// fork() while threads exit and adopt heaps all the time, with the tidy of
+// abandoned heaps due on every slow path (purge delay 0): a thread that
+// holds a heap's drain_lock (draining its exiting heap, tidying the warm
+// heap it adopts, or a stale one) retires pages, and a page retire runs the
+// tidy pass, which takes heaps_lock; fork_prepare holds heaps_lock while it
+// waits for every drain_lock. A tidy pass that waited for heaps_lock there
+// deadlocked the parent inside fork() (seen within 15 to 70 forks); the
+// alarm turns that hang into a failure.
+TEST(BriskThreads, ForkWhileThreadsExitAndTidyAbandonedHeaps) {
+  const uint64_t old_delay = brisk_test_set_purge_delay_ms(0);
+  std::atomic<bool> stop{false};
+  std::atomic<long> failures{0};
+  std::atomic<long> exits{0};
+  auto short_lived = [&failures, &exits](uint64_t seed) {
+    Block mine[32];
+    for (int k = 0; k < 32; k++) {
+      mine[k] = make_block(mixed_size(seed + k));
+      if (mine[k].p == nullptr) failures++;
+    }
+    // Swap some through the slots, so that exiting threads' blocks are freed
+    // by others, and other heaps' blocks by this one.
+    for (int k = 0; k < 32; k += 2) {
+      if (mine[k].p == nullptr) continue;
+      int slot = static_cast<int>(brisk_test::mix64(seed + k) % kSlots);
+      Block shared = make_block(slot_block_size(slot));
+      if (shared.p == nullptr) {
+        failures++;
+        continue;
+      }
+      void *old = g_slots[slot].exchange(shared.p, std::memory_order_acq_rel);
+      if (old != nullptr) {
+        failures += !block_intact({old, slot_block_size(slot)});
+        brisk_free(old);
+      }
+    }
+    for (Block &b : mine) {
+      if (b.p == nullptr) continue;
+      failures += !block_intact(b);
+      brisk_free(b.p);
+    }
+    exits.fetch_add(1, std::memory_order_relaxed);
+  };
+  std::vector<std::thread> churners;
+  for (int id = 0; id < 4; id++) {
+    churners.emplace_back([&stop, &short_lived, id] {
+      uint64_t seed = static_cast<uint64_t>(id) << 40;
+      while (!stop.load(std::memory_order_relaxed)) {
+        std::thread a(short_lived, seed += 64), b(short_lived, seed += 64);
+        a.join();
+        b.join();
+      }
+    });
+  }
+  alarm(120);  // a parent deadlocked in fork() dies of SIGALRM instead of hanging
+  const int forks = static_cast<int>(scaled(150, 40));
+  for (int i = 0; i < forks; i++) {
+    const long target = exits.load() + 8;
+    while (exits.load() < target) std::this_thread::yield();
+    pid_t pid = fork();
+    if (pid == -1) {
+      ADD_FAILURE() << "fork failed: " << std::strerror(errno);
+      break;
+    }
+    if (pid == 0) {
+      alarm(10);
+      void *p = brisk_malloc(100);
+      _exit(p == nullptr ? kChildNull : kChildOk);
+    }
+    int status = 0;
+    if (waitpid(pid, &status, 0) != pid) {
+      ADD_FAILURE() << "waitpid failed: " << std::strerror(errno);
+      break;
+    }
+    EXPECT_TRUE(WIFEXITED(status) && WEXITSTATUS(status) == kChildOk) << "fork " << i;
+  }
+  alarm(0);
+  stop = true;
+  for (std::thread &t : churners) t.join();
+  for (int slot = 0; slot < kSlots; slot++) {
+    void *p = g_slots[slot].exchange(nullptr);
+    if (p == nullptr) continue;
+    failures += !block_intact({p, slot_block_size(slot)});
+    brisk_free(p);
+  }
+  brisk_test_set_purge_delay_ms(old_delay);
+  EXPECT_EQ(failures, 0);
+}
+
 }  // namespace
 
 // free()'s fast path takes a block as the calling thread's when its

@@ -31,7 +31,9 @@
  * when a thread gets its first heap and when it exits, and by the tidy pass
  * over stale abandoned heaps (at most once per BRISK_PURGE_DELAY_MS in the
  * whole process, from a slow path), never by malloc's or free's fast paths.
- * Order: heaps_lock, then drain_locks, which are only ever tried under it.
+ * Order: heaps_lock, then drain_locks, which are only ever tried under it;
+ * a thread that holds a drain_lock only tries heaps_lock (fork_prepare
+ * waits for every drain_lock under it).
  * pthread_atfork holds it, and every drain_lock, across fork().
  */
 #define _GNU_SOURCE
@@ -259,9 +261,13 @@ static void heap_tidy(brisk_heap_t *heap, bool purge_now) {
 static _Atomic(size_t) untidied_abandoned;
 static _Atomic(uint64_t) next_tidy_pass_ms;
 
-/* Returns how many heaps it tidied (at most MAX_PER_PASS). */
+/* Returns how many heaps it tidied (at most MAX_PER_PASS). `wait`: the
+ * caller holds no drain_lock, so it may wait for heaps_lock; other callers
+ * (a page retired while a heap is drained or tidied under its drain_lock)
+ * only try it: fork_prepare holds heaps_lock while it waits for every
+ * drain_lock, and waiting for heaps_lock there would deadlock with it. */
 enum { MAX_PER_PASS = 8 };
-static size_t tidy_stale_abandoned(uint64_t now) {
+static size_t tidy_stale_abandoned(uint64_t now, bool wait) {
   if (atomic_load_explicit(&untidied_abandoned, memory_order_relaxed) == 0) return 0;
   uint64_t due = atomic_load_explicit(&next_tidy_pass_ms, memory_order_relaxed);
   if (now < due || !atomic_compare_exchange_strong_explicit(&next_tidy_pass_ms, &due,
@@ -276,7 +282,13 @@ static size_t tidy_stale_abandoned(uint64_t now) {
    * drain_lock, as it does for a freeing thread's drain. */
   brisk_heap_t *stale[MAX_PER_PASS];
   size_t count = 0;
-  pthread_mutex_lock(&heaps_lock);
+  if (wait) {
+    pthread_mutex_lock(&heaps_lock);
+  } else if (pthread_mutex_trylock(&heaps_lock) != 0) {
+    /* The pass is still due: the next call makes it. */
+    atomic_store_explicit(&next_tidy_pass_ms, due, memory_order_relaxed);
+    return 0;
+  }
   for (brisk_heap_t *heap = abandoned_heaps; heap != NULL && count < MAX_PER_PASS;
        heap = heap->next_abandoned) {
     /* abandoned_at_ms may be later than `now`, read before that exit. */
@@ -314,7 +326,7 @@ void _brisk_heap_housekeeping(brisk_heap_t *heap) {
   _brisk_heap_flush_outbox(heap);
   _brisk_heap_retire_empty_heads(heap);
   uint64_t now = _brisk_os_now_ms();
-  tidy_stale_abandoned(now);
+  tidy_stale_abandoned(now, true);
   /* Both lists may be emptied by brisk_collect(true) from another thread:
    * looked at under the memory lock only. */
   _brisk_heap_purge(heap, now, BRISK_PURGE_DELAY_MS);
@@ -370,7 +382,7 @@ void _brisk_heaps_tidy_all(void) {
   uint64_t later = _brisk_os_now_ms() + ABANDONED_TIDY_DELAY_MS;
   do {
     atomic_store_explicit(&next_tidy_pass_ms, 0, memory_order_relaxed);
-  } while (tidy_stale_abandoned(later) == MAX_PER_PASS);
+  } while (tidy_stale_abandoned(later, true) == MAX_PER_PASS);
 }
 
 bool _brisk_heap_reclaim(brisk_heap_t *heap, size_t needed) {
@@ -459,7 +471,7 @@ static void thread_exit(void *value) {
   abandoned_heaps = heap;
   if (warm) atomic_fetch_add_explicit(&untidied_abandoned, 1, memory_order_relaxed);
   pthread_mutex_unlock(&heaps_lock);
-  tidy_stale_abandoned(now);
+  tidy_stale_abandoned(now, true);
 }
 
 void _brisk_heap_free_only_chores(brisk_heap_t *heap) {
@@ -469,7 +481,7 @@ void _brisk_heap_free_only_chores(brisk_heap_t *heap) {
 
 void _brisk_heaps_tidy_stale(uint64_t now_ms) {
   if (atomic_load_explicit(&untidied_abandoned, memory_order_relaxed) == 0) return;
-  tidy_stale_abandoned(now_ms != 0 ? now_ms : _brisk_os_now_ms());
+  tidy_stale_abandoned(now_ms != 0 ? now_ms : _brisk_os_now_ms(), false);
 }
 
 /* fork: hold heaps_lock and every drain_lock across fork(), so the child

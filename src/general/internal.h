@@ -287,7 +287,8 @@ BRISK_HIDDEN brisk_heap_t *_brisk_heap_init_thread(bool cold);
 extern BRISK_HIDDEN BRISK_TLS bool _brisk_thread_exited;
 /* Tidy the abandoned heaps nobody adopted in time (heap.c); one load when
  * there are none. Called from slow paths of malloc and of free, so threads
- * that only free keep it going. */
+ * that only free keep it going; the caller may hold a drain_lock, so it
+ * only tries heaps_lock (and leaves the pass to a later call). */
 BRISK_HIDDEN void _brisk_heaps_tidy_stale(uint64_t now_ms);
 /* Drain the heap's remote queue and purge its free pages that waited long
  * enough: a thread that only frees does this from free's slow path. */
