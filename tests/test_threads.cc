@@ -339,6 +339,18 @@ std::atomic<void *> g_slots[kSlots];
 
 size_t slot_block_size(int slot) { return 16 + static_cast<size_t>(slot) * 37; }
 
+// Put a new block of the slot's size into the slot and free the block it
+// held, after checking it; returns the failures (0 or 1 each).
+long swap_into_slot(int slot) {
+  Block shared = make_block(slot_block_size(slot));
+  if (shared.p == nullptr) return 1;
+  void *old = g_slots[slot].exchange(shared.p, std::memory_order_acq_rel);
+  if (old == nullptr) return 0;
+  long failures = !block_intact({old, slot_block_size(slot)});
+  brisk_free(old);
+  return failures;
+}
+
 // Hammer threads count their iterations here, so forks land mid-activity.
 std::atomic<long> g_hammer_progress{0};
 // How often a hammer makes a block of several MiB, and how many iterations
@@ -361,17 +373,7 @@ void hammer(int id, const std::atomic<bool> &stop, std::atomic<long> &failures) 
     failures += !block_intact(b);
     brisk_free(b.p);
 
-    int slot = static_cast<int>(brisk_test::mix64(i) % kSlots);
-    Block shared = make_block(slot_block_size(slot));
-    if (shared.p == nullptr) {
-      failures++;
-      continue;
-    }
-    void *old = g_slots[slot].exchange(shared.p, std::memory_order_acq_rel);
-    if (old != nullptr) {
-      failures += !block_intact({old, slot_block_size(slot)});
-      brisk_free(old);
-    }
+    failures += swap_into_slot(static_cast<int>(brisk_test::mix64(i) % kSlots));
   }
 }
 
@@ -493,17 +495,7 @@ TEST(BriskThreads, ForkWhileThreadsExitAndTidyAbandonedHeaps) {
     // by others, and other heaps' blocks by this one.
     for (int k = 0; k < 32; k += 2) {
       if (mine[k].p == nullptr) continue;
-      int slot = static_cast<int>(brisk_test::mix64(seed + k) % kSlots);
-      Block shared = make_block(slot_block_size(slot));
-      if (shared.p == nullptr) {
-        failures++;
-        continue;
-      }
-      void *old = g_slots[slot].exchange(shared.p, std::memory_order_acq_rel);
-      if (old != nullptr) {
-        failures += !block_intact({old, slot_block_size(slot)});
-        brisk_free(old);
-      }
+      failures += swap_into_slot(static_cast<int>(brisk_test::mix64(seed + k) % kSlots));
     }
     for (Block &b : mine) {
       if (b.p == nullptr) continue;
