@@ -254,13 +254,11 @@ void _brisk_free_not_local(void *p, brisk_segment_t *segment) {
   if (block != p && !(info & BRISK_PAGE_INFO_ALIGNED)) {
     _brisk_fatal_not_block_start("free", p, &segment->pages[index]);
   }
+  if (BRISK_SECURE) brisk_secure_free_block("free", &segment->pages[index], (uint8_t *)block);
   if (segment->heap == heap) {
-    brisk_page_t *page = &segment->pages[index];
-    if (BRISK_SECURE) brisk_secure_free_block("free", page, (uint8_t *)block);
-    _brisk_page_free_block(heap, page, block);
+    _brisk_page_free_block(heap, &segment->pages[index], block);
     return;
   }
-  if (BRISK_SECURE) brisk_secure_free_block("free", &segment->pages[index], (uint8_t *)block);
   outbox_push(heap, segment->heap, block, block_size);
 }
 
