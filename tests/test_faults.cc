@@ -515,36 +515,29 @@ TEST_F(Faults, GeneralRealloc) {
   brisk_free(grown);
 }
 
-brisk_stats_t stats_now() {
-  brisk_stats_t stats;
-  stats.size = sizeof stats;
-  brisk_stats_get(&stats);
-  return stats;
-}
-
 // A refused mapping makes the general allocator give back what it holds
 // unused (here a cached huge mapping) and try once more.
 TEST_F(Faults, ARefusedMappingIsTriedAgainAfterWhatIsHeldGoesBack) {
   brisk_free(brisk_malloc(8 * kMiB));
-  ASSERT_GT(stats_now().general.huge_cached_bytes, 0u);
+  ASSERT_GT(brisk_test::stats_snapshot().general.huge_cached_bytes, 0u);
   const uint64_t injected_before = injected();
   brisk_test_os_fail(BRISK_TEST_OS_MAP, 0, 1);  // the next mmap only
   void *p = brisk_aligned_alloc(64 * kMiB, 4096);  // always a mapping of its own
   EXPECT_NE(p, nullptr) << "not tried again";
   EXPECT_EQ(injected(), injected_before + 1);
-  EXPECT_EQ(stats_now().general.huge_cached_bytes, 0u) << "the cached mapping was kept";
+  EXPECT_EQ(brisk_test::stats_snapshot().general.huge_cached_bytes, 0u) << "the cached mapping was kept";
   brisk_free(p);
 }
 
 // ... but not for a size no system could map: that costs nothing held.
 TEST_F(Faults, AnUnservableSizeGivesBackNothing) {
   brisk_free(brisk_malloc(8 * kMiB));
-  const size_t cached = stats_now().general.huge_cached_bytes;
+  const size_t cached = brisk_test::stats_snapshot().general.huge_cached_bytes;
   ASSERT_GT(cached, 0u);
   errno = 0;
   EXPECT_EQ(brisk_aligned_alloc(64 * kMiB, size_t{1} << 45), nullptr);  // no cached mapping fits
   EXPECT_EQ(errno, ENOMEM);
-  EXPECT_EQ(stats_now().general.huge_cached_bytes, cached);
+  EXPECT_EQ(brisk_test::stats_snapshot().general.huge_cached_bytes, cached);
 }
 
 // Holds threads that have allocated (so own a heap) until released.
@@ -570,7 +563,7 @@ class HeapHolders {
     release_ = true;
     for (std::thread &t : threads_) t.join();
   }
-  static uint64_t heaps_created() { return stats_now().general.heaps_created; }
+  static uint64_t heaps_created() { return brisk_test::stats_snapshot().general.heaps_created; }
 
  private:
   std::atomic<bool> release_{false};

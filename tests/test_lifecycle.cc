@@ -297,12 +297,7 @@ TEST(Lifecycle, ExitHandlersAndThreadLocalDestructorsAllocate) {
 // must reach their owner, whose statistics then count every byte back (the
 // calling thread's counts are exact), and serve again.
 
-size_t bytes_in_use() {
-  brisk_stats_t stats;
-  stats.size = sizeof stats;
-  brisk_stats_get(&stats);
-  return stats.general.bytes_in_use;
-}
+size_t bytes_in_use() { return brisk_test::stats_snapshot().general.bytes_in_use; }
 
 TEST(Lifecycle, ThreadWhoseFirstCallIsFreeOfAnotherThreadsBlock) {
   brisk_collect(false);

@@ -394,13 +394,7 @@ TEST_F(MapCache, ThreadsNeverShareAMapping) {
 
 // ---- Statistics: brisk_stats_t.region_cache ----
 
-brisk_stats_t snapshot() {
-  brisk_stats_t s;
-  std::memset(&s, 0, sizeof s);
-  s.size = sizeof s;
-  EXPECT_EQ(brisk_stats_get(&s), 0);
-  return s;
-}
+using brisk_test::stats_snapshot;
 
 // An arena made, destroyed, made again and destroyed, then brisk_collect
 // (true): every count and gauge of the cache, exactly, each against what
@@ -409,7 +403,7 @@ brisk_stats_t snapshot() {
 // reset clears the counts and leaves the gauges.
 TEST_F(MapCache, StatsCountAnArenasReuseExactly) {
   brisk_stats_reset();
-  brisk_stats_t s0 = snapshot();
+  brisk_stats_t s0 = stats_snapshot();
   const brisk_region_cache_stats_t &c0 = s0.region_cache;
   EXPECT_EQ(c0.entries, 0u);
   EXPECT_EQ(c0.bytes, 0u);
@@ -425,14 +419,14 @@ TEST_F(MapCache, StatsCountAnArenasReuseExactly) {
   auto *p = static_cast<unsigned char *>(brisk_arena_alloc(a, kMiB, 0));
   ASSERT_NE(p, nullptr);
   memset(p, 1, kMiB);
-  brisk_stats_t s1 = snapshot();
+  brisk_stats_t s1 = stats_snapshot();
   const size_t mapped = s1.os.bytes_mapped - s0.os.bytes_mapped;
   ASSERT_GE(mapped, 64 * kMiB);
   EXPECT_EQ(s1.region_cache.misses, 1u);
   EXPECT_EQ(s1.region_cache.hits, 0u);
 
   brisk_arena_destroy(a);
-  brisk_stats_t s2 = snapshot();
+  brisk_stats_t s2 = stats_snapshot();
   const brisk_region_cache_stats_t &c2 = s2.region_cache;
   EXPECT_EQ(s2.os.bytes_mapped, s1.os.bytes_mapped) << "the cache holds it: still mapped";
   EXPECT_EQ(c2.entries, 1u);
@@ -445,7 +439,7 @@ TEST_F(MapCache, StatsCountAnArenasReuseExactly) {
 
   brisk_arena_t *b = brisk_arena_create(64 * kMiB);
   ASSERT_NE(b, nullptr);
-  brisk_stats_t s3 = snapshot();
+  brisk_stats_t s3 = stats_snapshot();
   const brisk_region_cache_stats_t &c3 = s3.region_cache;
   EXPECT_EQ(s3.os.map_calls, s2.os.map_calls);
   EXPECT_EQ(c3.hits, 1u);
@@ -455,10 +449,10 @@ TEST_F(MapCache, StatsCountAnArenasReuseExactly) {
   EXPECT_EQ(c3.bytes, 0u);
   EXPECT_EQ(c3.resident_bytes, 0u);
   brisk_arena_destroy(b);
-  EXPECT_EQ(snapshot().region_cache.kept, 2u);
+  EXPECT_EQ(stats_snapshot().region_cache.kept, 2u);
 
   brisk_stats_reset();
-  brisk_stats_t s4 = snapshot();
+  brisk_stats_t s4 = stats_snapshot();
   const brisk_region_cache_stats_t &c4 = s4.region_cache;
   EXPECT_EQ(c4.hits, 0u);
   EXPECT_EQ(c4.hit_bytes, 0u);
@@ -469,7 +463,7 @@ TEST_F(MapCache, StatsCountAnArenasReuseExactly) {
   EXPECT_EQ(c4.bytes, mapped);
 
   EXPECT_TRUE(brisk_collect(true));
-  brisk_stats_t s5 = snapshot();
+  brisk_stats_t s5 = stats_snapshot();
   const brisk_region_cache_stats_t &c5 = s5.region_cache;
   EXPECT_EQ(c5.flushed, 1u);
   EXPECT_EQ(c5.flushed_bytes, mapped);
@@ -486,11 +480,11 @@ TEST_F(MapCache, StatsCountAnArenasReuseExactly) {
 // mmap; the second's all hits, no mmap, exactly the bytes the first gave
 // back.
 TEST_F(MapCache, StatsCountAStacksReuseExactly) {
-  brisk_stats_t s0 = snapshot();
+  brisk_stats_t s0 = stats_snapshot();
   brisk_stack_t *s = brisk_stack_create(0);
   ASSERT_NE(s, nullptr);
   memset(brisk_stack_alloc(s, 1000, 0), 5, 1000);
-  brisk_stats_t s1 = snapshot();
+  brisk_stats_t s1 = stats_snapshot();
   const uint64_t misses = s1.region_cache.misses - s0.region_cache.misses;
   EXPECT_GE(misses, 2u);
   EXPECT_EQ(misses, s1.os.map_calls - s0.os.map_calls);
@@ -498,7 +492,7 @@ TEST_F(MapCache, StatsCountAStacksReuseExactly) {
   const size_t mapped = s1.os.bytes_mapped - s0.os.bytes_mapped;
 
   brisk_stack_destroy(s);
-  brisk_stats_t s2 = snapshot();
+  brisk_stats_t s2 = stats_snapshot();
   const uint64_t kept = s2.region_cache.kept - s1.region_cache.kept;
   EXPECT_EQ(kept, misses);
   EXPECT_EQ(s2.region_cache.kept_bytes - s1.region_cache.kept_bytes, mapped);
@@ -509,7 +503,7 @@ TEST_F(MapCache, StatsCountAStacksReuseExactly) {
   s = brisk_stack_create(0);
   ASSERT_NE(s, nullptr);
   memset(brisk_stack_alloc(s, 1000, 0), 6, 1000);
-  brisk_stats_t s3 = snapshot();
+  brisk_stats_t s3 = stats_snapshot();
   EXPECT_EQ(s3.os.map_calls, s2.os.map_calls);
   EXPECT_EQ(s3.region_cache.hits - s2.region_cache.hits, kept);
   EXPECT_EQ(s3.region_cache.hit_bytes - s2.region_cache.hit_bytes, mapped);
@@ -529,12 +523,12 @@ TEST_F(MapCache, StatsCountEachWayOut) {
   brisk_arena_t *a = brisk_arena_create(16 * kMiB);
   ASSERT_NE(a, nullptr);
   brisk_arena_destroy(a);
-  brisk_stats_t s0 = snapshot();
+  brisk_stats_t s0 = stats_snapshot();
   ASSERT_EQ(s0.region_cache.entries, 1u);
   const size_t size16 = s0.region_cache.bytes;
   std::this_thread::sleep_for(std::chrono::milliseconds(60));
   EXPECT_TRUE(brisk_collect(false));
-  brisk_stats_t s1 = snapshot();
+  brisk_stats_t s1 = stats_snapshot();
   EXPECT_EQ(s1.region_cache.expired - s0.region_cache.expired, 1u);
   EXPECT_EQ(s1.region_cache.expired_bytes - s0.region_cache.expired_bytes, size16);
   EXPECT_EQ(s1.region_cache.entries, 0u);
@@ -547,9 +541,9 @@ TEST_F(MapCache, StatsCountEachWayOut) {
   ASSERT_NE(first, nullptr);
   ASSERT_NE(second, nullptr);
   brisk_arena_destroy(first);
-  brisk_stats_t s2 = snapshot();
+  brisk_stats_t s2 = stats_snapshot();
   brisk_arena_destroy(second);
-  brisk_stats_t s3 = snapshot();
+  brisk_stats_t s3 = stats_snapshot();
   EXPECT_EQ(s3.region_cache.evicted - s2.region_cache.evicted, 1u);
   EXPECT_EQ(s3.region_cache.evicted_bytes - s2.region_cache.evicted_bytes, size16);
   EXPECT_EQ(s3.region_cache.entries, 1u);
@@ -558,13 +552,13 @@ TEST_F(MapCache, StatsCountEachWayOut) {
 
   // Over the bound: released at once.
   brisk_test_os_cache_configure(kMiB, 32, 60000);
-  EXPECT_EQ(snapshot().region_cache.max_bytes, kMiB);
+  EXPECT_EQ(stats_snapshot().region_cache.max_bytes, kMiB);
   a = brisk_arena_create(16 * kMiB);
   ASSERT_NE(a, nullptr);
   memset(brisk_arena_alloc(a, 2 * kMiB, 0), 7, 2 * kMiB);
-  brisk_stats_t s4 = snapshot();
+  brisk_stats_t s4 = stats_snapshot();
   brisk_arena_destroy(a);
-  brisk_stats_t s5 = snapshot();
+  brisk_stats_t s5 = stats_snapshot();
   EXPECT_EQ(s5.region_cache.declined - s4.region_cache.declined, 1u);
   EXPECT_EQ(s5.region_cache.declined_bytes - s4.region_cache.declined_bytes, size16);
   EXPECT_EQ(s5.region_cache.kept, s4.region_cache.kept);
@@ -577,7 +571,7 @@ TEST_F(MapCache, StatsCountEachWayOut) {
 // and destroying allocators at once, more than cores).
 TEST_F(MapCache, StatsBalanceUnderThreads) {
   brisk_test_os_cache_configure(8 * kMiB, 6, 60000);  // small: evictions too
-  brisk_stats_t s0 = snapshot();
+  brisk_stats_t s0 = stats_snapshot();
   const int rounds = static_cast<int>(scaled(200, 30));
   std::vector<std::thread> threads;
   for (int t = 0; t < 6; t++) {
@@ -592,7 +586,7 @@ TEST_F(MapCache, StatsBalanceUnderThreads) {
     });
   }
   for (auto &th : threads) th.join();
-  brisk_stats_t s1 = snapshot();
+  brisk_stats_t s1 = stats_snapshot();
   const brisk_region_cache_stats_t &c0 = s0.region_cache, &c1 = s1.region_cache;
   EXPECT_GT(c1.hits, c0.hits) << "nothing was reused: nothing tested";
   EXPECT_EQ(c1.kept - c0.kept,
@@ -613,7 +607,7 @@ TEST_F(MapCache, StatsTableAndJson) {
   brisk_arena_t *a = brisk_arena_create(16 * kMiB);
   ASSERT_NE(a, nullptr);
   brisk_arena_destroy(a);
-  const brisk_region_cache_stats_t c = snapshot().region_cache;
+  const brisk_region_cache_stats_t c = stats_snapshot().region_cache;
   ASSERT_EQ(c.entries, 1u);
   auto capture = [](void (*print)(FILE *)) {
     FILE *file = std::tmpfile();
@@ -669,18 +663,18 @@ std::string numbers(const char *what, uint64_t got, uint64_t want) {
 // cache's counts before and after.
 void arena_round(size_t reserve, size_t touched, brisk_region_cache_stats_t *before,
                  brisk_region_cache_stats_t *after) {
-  *before = snapshot().region_cache;
+  *before = stats_snapshot().region_cache;
   brisk_arena_t *a = brisk_arena_create(reserve);
   if (a == nullptr) child_result("brisk_arena_create failed");
   if (touched != 0) memset(brisk_arena_alloc(a, touched, 0), 9, touched);
   brisk_arena_destroy(a);
-  *after = snapshot().region_cache;
+  *after = stats_snapshot().region_cache;
 }
 
 // 1 MiB: an arena with 2 MiB resident is not kept, one with 64 KiB is.
 void child_limit_in_mib() {
   brisk_region_cache_stats_t before, after;
-  std::string failure = numbers("max_bytes", snapshot().region_cache.max_bytes, kMiB);
+  std::string failure = numbers("max_bytes", stats_snapshot().region_cache.max_bytes, kMiB);
   arena_round(16 * kMiB, 2 * kMiB, &before, &after);
   if (failure.empty()) failure = numbers("declined", after.declined - before.declined, 1);
   if (failure.empty()) failure = numbers("entries", after.entries, 0);
@@ -699,7 +693,7 @@ TEST_F(RegionCacheOption, LimitInMiB) {
 // an arena made again maps afresh.
 void child_zero_disables_the_cache() {
   brisk_region_cache_stats_t before, after, again;
-  std::string failure = numbers("max_bytes", snapshot().region_cache.max_bytes, 0);
+  std::string failure = numbers("max_bytes", stats_snapshot().region_cache.max_bytes, 0);
   arena_round(16 * kMiB, 0, &before, &after);
   arena_round(16 * kMiB, 0, &after, &again);
   if (failure.empty()) failure = numbers("declined", again.declined - before.declined, 2);
@@ -713,7 +707,7 @@ void child_zero_disables_the_cache() {
   brisk_buddy_t *b = brisk_buddy_create_ex(4 * kMiB, 64, 256 * kKiB, 0);
   if (b == nullptr) child_result("brisk_buddy_create_ex failed");
   brisk_buddy_destroy(b);
-  brisk_region_cache_stats_t last = snapshot().region_cache;
+  brisk_region_cache_stats_t last = stats_snapshot().region_cache;
   if (failure.empty()) failure = numbers("kept after a buddy", last.kept, 0);
   if (failure.empty()) failure = numbers("entries after a buddy", last.entries, 0);
   child_result(failure);
@@ -728,12 +722,12 @@ TEST_F(RegionCacheOption, ZeroDisablesTheCache) {
 // default, 1 s, would keep it).
 void child_delay_in_milliseconds() {
   brisk_region_cache_stats_t before, after;
-  std::string failure = numbers("delay_ms", snapshot().region_cache.delay_ms, 10);
+  std::string failure = numbers("delay_ms", stats_snapshot().region_cache.delay_ms, 10);
   arena_round(16 * kMiB, 4096, &before, &after);
   if (failure.empty()) failure = numbers("entries", after.entries, 1);
   std::this_thread::sleep_for(std::chrono::milliseconds(60));
   brisk_collect(false);
-  brisk_region_cache_stats_t later = snapshot().region_cache;
+  brisk_region_cache_stats_t later = stats_snapshot().region_cache;
   if (failure.empty()) failure = numbers("expired", later.expired - after.expired, 1);
   if (failure.empty()) failure = numbers("entries", later.entries, 0);
   child_result(failure);
@@ -747,7 +741,7 @@ TEST_F(RegionCacheOption, DelayInMilliseconds) {
 // A delay of 0 keeps nothing either.
 void child_zero_delay_disables_the_cache() {
   brisk_region_cache_stats_t before, after;
-  std::string failure = numbers("delay_ms", snapshot().region_cache.delay_ms, 0);
+  std::string failure = numbers("delay_ms", stats_snapshot().region_cache.delay_ms, 0);
   arena_round(16 * kMiB, 4096, &before, &after);
   if (failure.empty()) failure = numbers("declined", after.declined - before.declined, 1);
   if (failure.empty()) failure = numbers("entries", after.entries, 0);
@@ -761,7 +755,7 @@ TEST_F(RegionCacheOption, ZeroDelayDisablesTheCache) {
 
 // Bad values: a warning naming each, and the defaults.
 void child_defaults() {
-  brisk_region_cache_stats_t c = snapshot().region_cache;
+  brisk_region_cache_stats_t c = stats_snapshot().region_cache;
   std::string failure = numbers("max_bytes", c.max_bytes, 256 * kMiB);
   if (failure.empty()) failure = numbers("delay_ms", c.delay_ms, 1000);
   child_result(failure);

@@ -21,13 +21,7 @@
 
 namespace {
 
-brisk_stats_t Snapshot() {
-  brisk_stats_t stats;
-  std::memset(&stats, 0, sizeof stats);
-  stats.size = sizeof stats;
-  EXPECT_EQ(brisk_stats_get(&stats), 0);
-  return stats;
-}
+using brisk_test::stats_snapshot;
 
 // The size class of a size, found through the statistics themselves: the
 // first class whose block holds it.
@@ -50,7 +44,7 @@ TEST(Stats, GetRejectsNullAndTooSmallSizes) {
 }
 
 TEST(Stats, AnOlderSmallerStructGetsTheFieldsItKnows) {
-  brisk_stats_t whole = Snapshot();
+  brisk_stats_t whole = stats_snapshot();
   struct {
     brisk_stats_t stats;
     unsigned char guard[64];
@@ -79,22 +73,22 @@ TEST(Stats, AStructWithoutTheRegionCacheGetsTheRest) {
   ASSERT_EQ(brisk_stats_get(&stats), 0);
   EXPECT_EQ(stats.size, offsetof(brisk_stats_t, region_cache));
   EXPECT_EQ(stats.regions[BRISK_REGION_KINDS - 1].totals.allocations,
-            Snapshot().regions[BRISK_REGION_KINDS - 1].totals.allocations);
+            stats_snapshot().regions[BRISK_REGION_KINDS - 1].totals.allocations);
   const unsigned char *past = reinterpret_cast<const unsigned char *>(&stats.region_cache);
   for (size_t i = 0; i < sizeof stats.region_cache; i++) ASSERT_EQ(past[i], 0xAB) << i;
-  EXPECT_EQ(Snapshot().size, sizeof(brisk_stats_t));
+  EXPECT_EQ(stats_snapshot().size, sizeof(brisk_stats_t));
 }
 
 TEST(Stats, CountsTheCallingThreadsAllocationsAndFreesExactly) {
   // Run on a fresh thread: its heap starts with nothing folded or pending.
   std::thread([] {
     const size_t kCount = 1000, kSize = 40;
-    brisk_stats_t before = Snapshot();
+    brisk_stats_t before = stats_snapshot();
     size_t c = ClassOf(before, kSize);
     ASSERT_NE(c, 0u);
     std::vector<void *> blocks(kCount);
     for (auto &p : blocks) p = brisk_malloc(kSize);
-    brisk_stats_t during = Snapshot();
+    brisk_stats_t during = stats_snapshot();
     EXPECT_EQ(during.classes[c].allocations - before.classes[c].allocations, kCount);
     EXPECT_EQ(during.classes[c].frees - before.classes[c].frees, 0u);
     EXPECT_EQ(during.classes[c].blocks_in_use - before.classes[c].blocks_in_use, kCount);
@@ -103,7 +97,7 @@ TEST(Stats, CountsTheCallingThreadsAllocationsAndFreesExactly) {
               kCount * during.classes[c].block_size);
     EXPECT_GE(during.classes[c].pages, 1u);
     for (void *p : blocks) brisk_free(p);
-    brisk_stats_t after = Snapshot();
+    brisk_stats_t after = stats_snapshot();
     EXPECT_EQ(after.classes[c].allocations - before.classes[c].allocations, kCount);
     EXPECT_EQ(after.classes[c].frees - before.classes[c].frees, kCount);
     EXPECT_EQ(after.classes[c].blocks_in_use, before.classes[c].blocks_in_use);
@@ -116,13 +110,13 @@ TEST(Stats, MallocFreeLoopsOnOnePageAreCounted) {
   // A malloc/free loop of one block never leaves the fast paths (the head
   // page is pinned): the snapshot must still see every call.
   std::thread([] {
-    brisk_stats_t before = Snapshot();
+    brisk_stats_t before = stats_snapshot();
     const size_t kLoops = 100000;
     for (size_t i = 0; i < kLoops; i++) {
       void *p = brisk_malloc(24);
       brisk_free(p);
     }
-    brisk_stats_t after = Snapshot();
+    brisk_stats_t after = stats_snapshot();
     size_t c = ClassOf(before, 24);
     EXPECT_EQ(after.classes[c].allocations - before.classes[c].allocations, kLoops);
     EXPECT_EQ(after.classes[c].frees - before.classes[c].frees, kLoops);
@@ -138,12 +132,12 @@ TEST(Stats, RemoteFreesAreCountedOnceAtTheOwner) {
   // owner's heap would be adopted by the freeing thread, making the frees
   // local), then takes them back with brisk_collect.
   std::thread owner([&] {
-    before = Snapshot();
+    before = stats_snapshot();
     for (auto &p : blocks) p = brisk_malloc(kSize);
     stage = 1;
     while (stage.load() != 2) std::this_thread::yield();
     brisk_collect(false);
-    after = Snapshot();
+    after = stats_snapshot();
   });
   while (stage.load() != 1) std::this_thread::yield();
   // The freeing thread's exit posts its batches.
@@ -166,7 +160,7 @@ TEST(Stats, ASleepingThreadsCallsAreCountedAsTheyStand) {
   const size_t kCount = 3000, kSize = 200;
   std::vector<void *> blocks(kCount);
   std::atomic<int> stage{0};
-  brisk_stats_t before = Snapshot();
+  brisk_stats_t before = stats_snapshot();
   std::thread worker([&] {
     for (auto &p : blocks) p = brisk_malloc(kSize);
     stage = 1;
@@ -179,20 +173,20 @@ TEST(Stats, ASleepingThreadsCallsAreCountedAsTheyStand) {
   size_t c = ClassOf(before, kSize);
   size_t block = before.classes[c].block_size;
   while (stage.load() != 1) std::this_thread::yield();
-  brisk_stats_t allocated = Snapshot();
+  brisk_stats_t allocated = stats_snapshot();
   EXPECT_EQ(allocated.classes[c].allocations - before.classes[c].allocations, kCount);
   EXPECT_EQ(allocated.classes[c].blocks_in_use - before.classes[c].blocks_in_use, kCount);
   EXPECT_EQ(allocated.general.bytes_requested - before.general.bytes_requested, kCount * kSize);
   EXPECT_EQ(allocated.general.bytes_in_use - before.general.bytes_in_use, kCount * block);
   stage = 2;
   while (stage.load() != 3) std::this_thread::yield();
-  brisk_stats_t half_freed = Snapshot();
+  brisk_stats_t half_freed = stats_snapshot();
   EXPECT_EQ(half_freed.classes[c].frees - before.classes[c].frees, kCount / 2);
   EXPECT_EQ(half_freed.classes[c].blocks_in_use - before.classes[c].blocks_in_use, kCount / 2);
   EXPECT_EQ(half_freed.general.bytes_in_use - before.general.bytes_in_use, kCount / 2 * block);
   stage = 4;
   worker.join();
-  brisk_stats_t after = Snapshot();
+  brisk_stats_t after = stats_snapshot();
   EXPECT_EQ(after.classes[c].frees - before.classes[c].frees, kCount);
   EXPECT_EQ(after.classes[c].blocks_in_use, before.classes[c].blocks_in_use);
 }
@@ -201,7 +195,7 @@ TEST(Stats, ThreadsThatExitedAreCountedExactly) {
   // More threads than cores, on purpose.
   const int kThreads = 8;
   const size_t kPerThread = brisk_test::scaled(20000, 2000);
-  brisk_stats_t before = Snapshot();
+  brisk_stats_t before = stats_snapshot();
   std::vector<std::thread> threads;
   for (int t = 0; t < kThreads; t++) {
     threads.emplace_back([&, t] {
@@ -217,7 +211,7 @@ TEST(Stats, ThreadsThatExitedAreCountedExactly) {
     });
   }
   for (auto &t : threads) t.join();
-  brisk_stats_t after = Snapshot();
+  brisk_stats_t after = stats_snapshot();
   EXPECT_EQ(after.general.allocations - before.general.allocations, kThreads * kPerThread);
   EXPECT_EQ(after.general.frees - before.general.frees, kThreads * kPerThread);
   EXPECT_GE(after.general.heaps_abandoned - before.general.heaps_abandoned, (uint64_t)kThreads);
@@ -226,11 +220,11 @@ TEST(Stats, ThreadsThatExitedAreCountedExactly) {
 
 TEST(Stats, HugeBlocksAreCountedWithTheirMappings) {
   std::thread([] {
-    brisk_stats_t before = Snapshot();
+    brisk_stats_t before = stats_snapshot();
     const size_t kSize = size_t(6) << 20;
     void *p = brisk_malloc(kSize);
     ASSERT_NE(p, nullptr);
-    brisk_stats_t during = Snapshot();
+    brisk_stats_t during = stats_snapshot();
     EXPECT_EQ(during.general.huge_blocks - before.general.huge_blocks, 1u);
     EXPECT_GE(during.general.huge_bytes - before.general.huge_bytes, kSize);
     EXPECT_EQ(during.general.huge_allocations - before.general.huge_allocations, 1u);
@@ -238,11 +232,11 @@ TEST(Stats, HugeBlocksAreCountedWithTheirMappings) {
     EXPECT_GE(during.general.bytes_held, during.general.bytes_in_use);
     EXPECT_EQ(during.general.bytes_requested - before.general.bytes_requested, kSize);
     brisk_free(p);
-    brisk_stats_t after = Snapshot();
+    brisk_stats_t after = stats_snapshot();
     EXPECT_EQ(after.general.huge_blocks, before.general.huge_blocks);
     EXPECT_EQ(after.general.frees - before.general.frees, 1u);
     brisk_collect(false);  // the cached mapping goes back
-    brisk_stats_t collected = Snapshot();
+    brisk_stats_t collected = stats_snapshot();
     EXPECT_EQ(collected.general.huge_cached_bytes, before.general.huge_cached_bytes);
     EXPECT_GT(collected.os.unmap_calls, before.os.unmap_calls);
   }).join();
@@ -252,13 +246,13 @@ TEST(Stats, ResetStartsTheCountsAgain) {
   std::thread([] {
     void *keep = brisk_malloc(64);  // a live block: a gauge the reset leaves alone
     brisk_stats_reset();
-    brisk_stats_t zero = Snapshot();
+    brisk_stats_t zero = stats_snapshot();
     EXPECT_EQ(zero.general.allocations, 0u);
     EXPECT_EQ(zero.general.frees, 0u);
     EXPECT_EQ(zero.os.map_calls, 0u);
     EXPECT_GE(zero.general.bytes_in_use, 64u);
     for (int i = 0; i < 10; i++) brisk_free(brisk_malloc(300));
-    brisk_stats_t ten = Snapshot();
+    brisk_stats_t ten = stats_snapshot();
     EXPECT_EQ(ten.general.allocations, 10u);
     EXPECT_EQ(ten.general.frees, 10u);
     brisk_free(keep);
@@ -272,7 +266,7 @@ TEST(Stats, PeakCoversWhatWasInUse) {
     std::vector<void *> blocks;
     for (size_t used = 0; used < kBytes; used += 4096) blocks.push_back(brisk_malloc(4000));
     for (void *p : blocks) brisk_free(p);
-    brisk_stats_t after = Snapshot();
+    brisk_stats_t after = stats_snapshot();
     // Published in steps of at most 256 KiB per heap.
     EXPECT_GE(after.general.bytes_in_use_peak + (size_t(256) << 10), kBytes);
   }).join();
@@ -339,10 +333,10 @@ TEST(Stats, CollectWithForceGivesBackAnIdleThreadsFreePages) {
   });
   while (stage.load() != 1) std::this_thread::sleep_for(std::chrono::milliseconds(1));
   std::this_thread::sleep_for(std::chrono::milliseconds(120));  // past the purge delay
-  brisk_stats_t before = Snapshot();
+  brisk_stats_t before = stats_snapshot();
   EXPECT_GE(before.general.pages_committed, 8u) << "the idle thread's pages were purged already";
   EXPECT_TRUE(brisk_collect(true));
-  brisk_stats_t after = Snapshot();
+  brisk_stats_t after = stats_snapshot();
   EXPECT_LT(after.general.pages_committed, before.general.pages_committed);
   EXPECT_GE(after.general.bytes_purged - before.general.bytes_purged, size_t(4) << 20);
   // Nothing is left to give back: the answer is this call's, so it must be

@@ -339,6 +339,19 @@ std::atomic<void *> g_slots[kSlots];
 
 size_t slot_block_size(int slot) { return 16 + static_cast<size_t>(slot) * 37; }
 
+// Empty every slot, freeing each block after checking it; returns the
+// failures.
+long drain_slots() {
+  long failures = 0;
+  for (int slot = 0; slot < kSlots; slot++) {
+    void *p = g_slots[slot].exchange(nullptr);
+    if (p == nullptr) continue;
+    failures += !block_intact({p, slot_block_size(slot)});
+    brisk_free(p);
+  }
+  return failures;
+}
+
 // Put a new block of the slot's size into the slot and free the block it
 // held, after checking it; returns the failures (0 or 1 each).
 long swap_into_slot(int slot) {
@@ -462,12 +475,7 @@ TEST(BriskThreads, ForkWhileOtherThreadsAllocate) {
   }
   stop = true;
   for (std::thread &t : hammers) t.join();
-  for (int slot = 0; slot < kSlots; slot++) {
-    void *p = g_slots[slot].exchange(nullptr);
-    if (p == nullptr) continue;
-    failures += !block_intact({p, slot_block_size(slot)});
-    brisk_free(p);
-  }
+  failures += drain_slots();
   EXPECT_EQ(failures, 0);
 }
 
@@ -540,12 +548,7 @@ TEST(BriskThreads, ForkWhileThreadsExitAndTidyAbandonedHeaps) {
   alarm(0);
   stop = true;
   for (std::thread &t : churners) t.join();
-  for (int slot = 0; slot < kSlots; slot++) {
-    void *p = g_slots[slot].exchange(nullptr);
-    if (p == nullptr) continue;
-    failures += !block_intact({p, slot_block_size(slot)});
-    brisk_free(p);
-  }
+  failures += drain_slots();
   brisk_test_set_purge_delay_ms(old_delay);
   EXPECT_EQ(failures, 0);
 }

@@ -137,6 +137,19 @@ inline size_t locked_bytes() {
 
 constexpr size_t kMiB = size_t{1} << 20;
 
+// A snapshot of brisk's statistics (brisk_stats_get with the whole struct);
+// a failed call ends the test program.
+inline brisk_stats_t stats_snapshot() {
+  brisk_stats_t stats;
+  std::memset(&stats, 0, sizeof stats);
+  stats.size = sizeof stats;
+  if (brisk_stats_get(&stats) != 0) {
+    std::fprintf(stderr, "test: brisk_stats_get failed\n");
+    std::abort();
+  }
+  return stats;
+}
+
 // Keeps the compiler from proving a pointer unused and deleting the
 // allocation that produced it (it may do so for malloc and new).
 inline void escape(const void *p) { asm volatile("" : : "g"(p) : "memory"); }
