@@ -109,7 +109,7 @@ BRISK_INLINE void brisk_free_inline(void *p) {
         _brisk_free_not_local(p, segment);
         return;
       }
-      brisk_secure_free_block("free", page, p);
+      brisk_secure_free_block("free", page, page->class_index, p);
     }
     brisk_page_push(page, &page->local_free, block);
     /* A pointer inside a block (free(p + 32)) must not stay on the list,

@@ -254,10 +254,15 @@ void _brisk_free_not_local(void *p, brisk_segment_t *segment) {
   if (block != p && !(info & BRISK_PAGE_INFO_ALIGNED)) {
     _brisk_fatal_not_block_start("free", p, &segment->pages[index]);
   }
-  if (BRISK_SECURE) brisk_secure_free_block("free", &segment->pages[index], (uint8_t *)block);
   if (segment->heap == heap) {
+    if (BRISK_SECURE) {
+      brisk_secure_free_block("free", &segment->pages[index], class_index, (uint8_t *)block);
+    }
     _brisk_page_free_block(heap, &segment->pages[index], block);
     return;
+  }
+  if (BRISK_SECURE) {
+    brisk_secure_free_remote_block(&segment->pages[index], class_index, (uint8_t *)block);
   }
   outbox_push(heap, segment->heap, block, block_size);
 }

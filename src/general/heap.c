@@ -110,6 +110,7 @@ static uintptr_t remote_pop(brisk_heap_t *heap) {
 static void free_remote_block(brisk_heap_t *heap, void *block) {
   brisk_page_t *page = brisk_page_of(brisk_segment_of((uintptr_t)block), (uintptr_t)block);
   brisk_stat_add(&heap->stats.remote_frees[page->class_index], 1);
+  brisk_secure_check_end(page, block);
   _brisk_page_free_block(heap, page, (brisk_block_t *)block);
 }
 

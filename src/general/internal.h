@@ -137,6 +137,11 @@ BRISK_HIDDEN void _brisk_secure_init(void);
 
 /* Bytes the secure build adds to each request of a size class. */
 #define BRISK_SECURE_OVERHEAD ((size_t)16)
+/* Only in a block of at most this many bytes may the canary overlap word 1,
+ * the free tag (a request under 16 bytes; aligned blocks start further in,
+ * api.c): another thread's free checks those whole at once, the others'
+ * tags only (brisk_secure_free_remote_block). One cache line at most. */
+#define BRISK_SECURE_SMALL_BLOCK ((size_t)32)
 
 typedef uint64_t brisk_word_t __attribute__((may_alias));
 
@@ -207,25 +212,73 @@ BRISK_INLINE void brisk_page_push(const brisk_page_t *page, brisk_block_t **head
 BRISK_HIDDEN BRISK_NORETURN BRISK_COLD void _brisk_secure_fatal_free(const char *caller,
                                                                     const brisk_page_t *page,
                                                                     const uint8_t *block);
-/* Secure build: the checks of a block start of a size-class page that is
- * being freed (caller: "free", "realloc", ...), then its free tag set: a set
- * tag is a double free, a trailer out of range or a bad canary an overflow;
- * each aborts. Keys are read once (the stores through brisk_word_t may alias
- * them). */
-BRISK_INLINE void brisk_secure_free_block(const char *caller, const brisk_page_t *page,
-                                          uint8_t *block) {
-  uint64_t tag = brisk_block_secret(block);
-  size_t block_size = _brisk_secure_class_size[page->class_index];
+/* Secure build: a block another thread freed failed brisk_secure_check_end
+ * when it came back to its page: names what is wrong and aborts. */
+BRISK_HIDDEN BRISK_NORETURN BRISK_COLD void _brisk_secure_fatal_end(const brisk_page_t *page,
+                                                                   const uint8_t *block);
+
+/* Secure build: whether a block's trailer is in range and the canary it
+ * points at intact; tag is the block's secret (brisk_block_secret). */
+BRISK_INLINE bool brisk_secure_end_is_intact(const uint8_t *block, size_t block_size,
+                                             uint64_t tag) {
   uint64_t end = *(const brisk_word_t *)(block + block_size - 8) ^ ~tag;
   uint64_t canary = tag; /* never ~tag: fails when the trailer is out of range */
   if (BRISK_LIKELY(end <= block_size - BRISK_SECURE_OVERHEAD)) {
     __builtin_memcpy(&canary, block + end, sizeof canary);
   }
-  if (BRISK_UNLIKELY(((const brisk_word_t *)block)[1] == tag || canary != ~tag)) {
+  return canary == ~tag;
+}
+
+/* Secure build: the checks of a block start of a size-class page that is
+ * being freed (caller: "free", "realloc", ...), then its free tag set: a set
+ * tag is a double free, a trailer out of range or a bad canary an overflow;
+ * each aborts. The page's class comes from the caller (page is read only to
+ * name a failure). Keys are read once (the stores through brisk_word_t may
+ * alias them). */
+BRISK_INLINE void brisk_secure_free_block(const char *caller, const brisk_page_t *page,
+                                          size_t class_index, uint8_t *block) {
+  uint64_t tag = brisk_block_secret(block);
+  if (BRISK_UNLIKELY(((const brisk_word_t *)block)[1] == tag ||
+                     !brisk_secure_end_is_intact(block, _brisk_secure_class_size[class_index],
+                                                 tag))) {
     _brisk_secure_fatal_free(caller, page, block);
   }
   ((brisk_word_t *)block)[1] = tag;
 }
+
+/* Secure build: another thread's free of a block start. The free tag is
+ * tested and set here, so a double free is caught at once in any thread.
+ * The trailer and canary of a block bigger than BRISK_SECURE_SMALL_BLOCK
+ * are checked by the owner when the block comes back to its page
+ * (brisk_secure_check_end, heap.c's drain), before it can be handed out
+ * again: they mostly lie on another line than the tag, one the owner wrote
+ * at malloc and mostly still holds; read here, it would move to this
+ * thread's cache for every block. A smaller block is checked whole here:
+ * its canary may lie under the tag, and it is one line anyway. */
+BRISK_INLINE void brisk_secure_free_remote_block(const brisk_page_t *page, size_t class_index,
+                                                 uint8_t *block) {
+  if (_brisk_secure_class_size[class_index] <= BRISK_SECURE_SMALL_BLOCK) {
+    brisk_secure_free_block("free", page, class_index, block);
+    return;
+  }
+  uint64_t tag = brisk_block_secret(block);
+  if (BRISK_UNLIKELY(((const brisk_word_t *)block)[1] == tag)) {
+    _brisk_secure_fatal_free("free", page, block);
+  }
+  ((brisk_word_t *)block)[1] = tag;
+}
+
+/* Secure build: the owner's half of brisk_secure_free_remote_block, as the
+ * block goes back to its page (the release build: nothing). */
+BRISK_INLINE void brisk_secure_check_end(const brisk_page_t *page, const uint8_t *block) {
+  if (!BRISK_SECURE) return;
+  size_t block_size = _brisk_secure_class_size[page->class_index];
+  if (BRISK_UNLIKELY(block_size > BRISK_SECURE_SMALL_BLOCK &&
+                     !brisk_secure_end_is_intact(block, block_size, brisk_block_secret(block)))) {
+    _brisk_secure_fatal_end(page, block);
+  }
+}
+
 /* Secure build: the checks of brisk_secure_free_block without the tag; the
  * bytes the caller asked for from p (inside block) to the requested end. */
 BRISK_HIDDEN size_t _brisk_secure_requested_size(const char *caller, const brisk_page_t *page,

@@ -66,13 +66,10 @@ void _brisk_secure_fatal_pop(const brisk_page_t *page, const brisk_block_t *bloc
                      "overflow from the block before)");
 }
 
-size_t _brisk_secure_requested_size(const char *caller, const brisk_page_t *page,
+/* _brisk_secure_requested_size's checks of the trailer and the canary. */
+static size_t checked_requested_end(const char *caller, const brisk_page_t *page,
                                     const uint8_t *block, const uint8_t *p) {
-  const brisk_word_t *words = (const brisk_word_t *)block;
   uint64_t secret = brisk_block_secret(block);
-  if (BRISK_UNLIKELY(words[1] == secret)) {
-    _brisk_fatal_block(caller, p, page, "invalid pointer: block is already free (double free?)");
-  }
   size_t block_size = brisk_page_block_size(page);
   uint64_t end = *(const brisk_word_t *)(block + block_size - 8) ^ ~secret;
   if (BRISK_UNLIKELY(end > block_size - BRISK_SECURE_OVERHEAD || end < (uint64_t)(p - block))) {
@@ -84,6 +81,20 @@ size_t _brisk_secure_requested_size(const char *caller, const brisk_page_t *page
     _brisk_fatal_block(caller, p, page, "heap overflow past the requested size");
   }
   return (size_t)(end - (uint64_t)(p - block));
+}
+
+size_t _brisk_secure_requested_size(const char *caller, const brisk_page_t *page,
+                                    const uint8_t *block, const uint8_t *p) {
+  if (BRISK_UNLIKELY(((const brisk_word_t *)block)[1] == brisk_block_secret(block))) {
+    _brisk_fatal_block(caller, p, page, "invalid pointer: block is already free (double free?)");
+  }
+  return checked_requested_end(caller, page, block, p);
+}
+
+void _brisk_secure_fatal_end(const brisk_page_t *page, const uint8_t *block) {
+  /* The free tag is set (another thread freed the block): the end only. */
+  checked_requested_end("free", page, block, block);
+  _brisk_fatal_block("free", block, page, "heap corruption");
 }
 
 void _brisk_secure_fatal_free(const char *caller, const brisk_page_t *page, const uint8_t *block) {

@@ -100,6 +100,12 @@ TABLE = {
                                  {"release": UNCAUGHT}),
     "overflow_32":              (rf"\({ADDR}\): .*overflow",
                                  {"release": UNCAUGHT}),
+    # The block freed by another thread: the secure build checks its canary
+    # when it comes back to its owner, before it can be handed out again.
+    "overflow_1_small_other_thread": (rf"free\({ADDR}\): .*overflow",
+                                 {"release": NEVER_OVERLAPPING}),
+    "overflow_1_other_thread":  (rf"free\({ADDR}\): .*overflow",
+                                 {"release": UNCAUGHT, "secure": CAUGHT_LATER}),
     "write_after_free":         (rf"malloc\({ADDR}\): .*(after free|free list)",
                                  {"release": UNCAUGHT, "secure": CAUGHT_LATER}),
     "write_after_free_tail":    (rf"malloc\({ADDR}\): .*(after free|free list)",
