@@ -61,6 +61,11 @@ BRISK_INLINE void *brisk_secure_malloc_inline(size_t size) {
     brisk_page_t *page = heap->direct[word];
     brisk_block_t *block = page->free;
     if (BRISK_LIKELY(block != NULL)) {
+      /* The counts first (a failed check aborts anyway): fewer values live
+       * across the checks, so no register needs saving. */
+      page->used++;
+      heap->small_allocations_unfolded[word]++;
+      heap->bytes_requested_unfolded += padded;
       brisk_word_t *words = (brisk_word_t *)block;
       /* The secret first: the stores below through brisk_word_t may alias
        * the keys, which would make the compiler read them again. */
@@ -71,11 +76,7 @@ BRISK_INLINE void *brisk_secure_malloc_inline(size_t size) {
       }
       words[1] = 0;
       page->free = next;
-      page->used++;
-      heap->small_allocations_unfolded[word]++;
-      heap->bytes_requested_unfolded += padded;
-      brisk_secure_stamp((uint8_t *)block, _brisk_secure_class_size[page->class_index], secret,
-                         (uint8_t *)block, size);
+      brisk_secure_stamp((uint8_t *)block, page->block_size, secret, (uint8_t *)block, size);
       return block;
     }
   }
@@ -109,7 +110,7 @@ BRISK_INLINE void brisk_free_inline(void *p) {
         _brisk_free_not_local(p, segment);
         return;
       }
-      brisk_secure_free_block("free", page, page->class_index, p);
+      brisk_secure_free_block("free", page, page->block_size, p);
     }
     brisk_page_push(page, &page->local_free, block);
     /* A pointer inside a block (free(p + 32)) must not stay on the list,

@@ -256,13 +256,13 @@ void _brisk_free_not_local(void *p, brisk_segment_t *segment) {
   }
   if (segment->heap == heap) {
     if (BRISK_SECURE) {
-      brisk_secure_free_block("free", &segment->pages[index], class_index, (uint8_t *)block);
+      brisk_secure_free_block("free", &segment->pages[index], block_size, (uint8_t *)block);
     }
     _brisk_page_free_block(heap, &segment->pages[index], block);
     return;
   }
   if (BRISK_SECURE) {
-    brisk_secure_free_remote_block(&segment->pages[index], class_index, (uint8_t *)block);
+    brisk_secure_free_remote_block(&segment->pages[index], block_size, (uint8_t *)block);
   }
   outbox_push(heap, segment->heap, block, block_size);
 }

@@ -45,14 +45,14 @@ _Static_assert(offsetof(brisk_segment_t, pages) + sizeof(brisk_page_t) <= HUGE_B
 #define HUGE_CANARY (BRISK_SECURE ? sizeof(uint64_t) : (size_t)0)
 
 /* The secure build's huge block: its requested size kept in the header and
- * a canary (the block's secret, inverted) right after that size, so that an
- * overflow of even one byte is caught at free, realloc and
+ * a canary (brisk_secure_canary of the block's secret) right after that
+ * size, so that an overflow of even one byte is caught at free, realloc and
  * malloc_usable_size (_brisk_huge_requested_size). */
 static void huge_stamp(brisk_segment_t *segment, size_t size) {
   if (!BRISK_SECURE) return;
   uint8_t *block = _brisk_huge_block(segment);
   segment->huge_requested = size;
-  uint64_t canary = ~brisk_block_secret(block);
+  uint64_t canary = brisk_secure_canary(brisk_block_secret(block));
   __builtin_memcpy(block + size, &canary, sizeof canary);
 }
 
@@ -64,7 +64,7 @@ size_t _brisk_huge_requested_size(const char *caller, const brisk_segment_t *seg
     brisk_fatal_pointer(caller, block, "heap corruption: a huge block's header was overwritten");
   }
   __builtin_memcpy(&canary, block + size, sizeof canary);
-  if (canary != ~brisk_block_secret(block)) {
+  if (canary != brisk_secure_canary(brisk_block_secret(block))) {
     brisk_fatal_pointer(caller, block, "heap overflow past the requested size, huge block");
   }
   return size;
@@ -132,6 +132,7 @@ static void huge_init(brisk_segment_t *segment, size_t block_offset) {
   page->in_use = 1;
   page->used = 1;
   page->class_index = 0;
+  page->block_size = 0;
   brisk_store_relaxed(&segment->page_info[0], 0);
 }
 

@@ -69,9 +69,7 @@ BRISK_INLINE void brisk_page_set_start(brisk_page_t *page, const uint8_t *start)
 }
 
 /* The block size of a page serving a size class. */
-BRISK_INLINE size_t brisk_page_block_size(const brisk_page_t *page) {
-  return brisk_class_to_size(page->class_index);
-}
+BRISK_INLINE size_t brisk_page_block_size(const brisk_page_t *page) { return page->block_size; }
 
 /* ceil(2^64 / block_size), the page's block_magic. */
 BRISK_INLINE uint64_t brisk_block_magic(size_t block_size) { return UINT64_MAX / block_size + 1; }
@@ -115,8 +113,9 @@ BRISK_INLINE bool brisk_page_is_block_start(const brisk_page_t *page, uintptr_t 
  * bytes, the offset of the requested end from the block start, encoded;
  * free and realloc check both. The free tag, the canary and the trailer's
  * key all come from one secret word of the block (brisk_block_secret: one
- * xor and one multiplication): the tag is the word, the canary and the
- * trailer key its complement, so a live block's word 1 (user data, canary or
+ * xor and one multiplication): the tag is the word, the trailer key its
+ * complement and the canary that with its first byte odd
+ * (brisk_secure_canary), so a live block's word 1 (user data, canary or
  * trailer) never reads as its tag unless the program wrote it there.
  *
  * The page descriptor is 64 bytes with no room for a key, so a page's key
@@ -176,10 +175,16 @@ BRISK_INLINE bool brisk_link_is_valid(const brisk_page_t *page, const brisk_bloc
 /* The block's secret word: its free tag; the canary and the trailer key are
  * its complement. */
 BRISK_INLINE uint64_t brisk_block_secret(const void *block) {
-  return ((uintptr_t)block ^ _brisk_secure_keys[0]) * (_brisk_secure_keys[1] | 1);
+  return ((uintptr_t)block ^ _brisk_secure_keys[0]) * _brisk_secure_keys[1]; /* keys[1] is odd */
 }
 
 BRISK_INLINE uint64_t brisk_free_tag(const void *block) { return brisk_block_secret(block); }
+
+/* The canary after a block's requested size: the complement of its secret,
+ * with the first byte (the lowest address) odd, so that the most common
+ * one-byte overflow, a string's terminating NUL, always changes it. Never
+ * the tag: the other 63 bits differ. */
+BRISK_INLINE uint64_t brisk_secure_canary(uint64_t secret) { return ~secret | 1; }
 
 /* A popped block's checks failed: name it ("write after free"), abort. */
 BRISK_HIDDEN BRISK_NORETURN BRISK_COLD void _brisk_secure_fatal_pop(const brisk_page_t *page,
@@ -222,25 +227,24 @@ BRISK_HIDDEN BRISK_NORETURN BRISK_COLD void _brisk_secure_fatal_end(const brisk_
 BRISK_INLINE bool brisk_secure_end_is_intact(const uint8_t *block, size_t block_size,
                                              uint64_t tag) {
   uint64_t end = *(const brisk_word_t *)(block + block_size - 8) ^ ~tag;
-  uint64_t canary = tag; /* never ~tag: fails when the trailer is out of range */
+  uint64_t canary = tag; /* never the canary: fails when the trailer is out of range */
   if (BRISK_LIKELY(end <= block_size - BRISK_SECURE_OVERHEAD)) {
     __builtin_memcpy(&canary, block + end, sizeof canary);
   }
-  return canary == ~tag;
+  return canary == brisk_secure_canary(tag);
 }
 
 /* Secure build: the checks of a block start of a size-class page that is
  * being freed (caller: "free", "realloc", ...), then its free tag set: a set
  * tag is a double free, a trailer out of range or a bad canary an overflow;
- * each aborts. The page's class comes from the caller (page is read only to
+ * each aborts. The block size comes from the caller (page is read only to
  * name a failure). Keys are read once (the stores through brisk_word_t may
  * alias them). */
 BRISK_INLINE void brisk_secure_free_block(const char *caller, const brisk_page_t *page,
-                                          size_t class_index, uint8_t *block) {
+                                          size_t block_size, uint8_t *block) {
   uint64_t tag = brisk_block_secret(block);
   if (BRISK_UNLIKELY(((const brisk_word_t *)block)[1] == tag ||
-                     !brisk_secure_end_is_intact(block, _brisk_secure_class_size[class_index],
-                                                 tag))) {
+                     !brisk_secure_end_is_intact(block, block_size, tag))) {
     _brisk_secure_fatal_free(caller, page, block);
   }
   ((brisk_word_t *)block)[1] = tag;
@@ -255,10 +259,10 @@ BRISK_INLINE void brisk_secure_free_block(const char *caller, const brisk_page_t
  * at malloc and mostly still holds; read here, it would move to this
  * thread's cache for every block. A smaller block is checked whole here:
  * its canary may lie under the tag, and it is one line anyway. */
-BRISK_INLINE void brisk_secure_free_remote_block(const brisk_page_t *page, size_t class_index,
+BRISK_INLINE void brisk_secure_free_remote_block(const brisk_page_t *page, size_t block_size,
                                                  uint8_t *block) {
-  if (_brisk_secure_class_size[class_index] <= BRISK_SECURE_SMALL_BLOCK) {
-    brisk_secure_free_block("free", page, class_index, block);
+  if (block_size <= BRISK_SECURE_SMALL_BLOCK) {
+    brisk_secure_free_block("free", page, block_size, block);
     return;
   }
   uint64_t tag = brisk_block_secret(block);
@@ -272,7 +276,7 @@ BRISK_INLINE void brisk_secure_free_remote_block(const brisk_page_t *page, size_
  * block goes back to its page (the release build: nothing). */
 BRISK_INLINE void brisk_secure_check_end(const brisk_page_t *page, const uint8_t *block) {
   if (!BRISK_SECURE) return;
-  size_t block_size = _brisk_secure_class_size[page->class_index];
+  size_t block_size = page->block_size;
   if (BRISK_UNLIKELY(block_size > BRISK_SECURE_SMALL_BLOCK &&
                      !brisk_secure_end_is_intact(block, block_size, brisk_block_secret(block)))) {
     _brisk_secure_fatal_end(page, block);
@@ -290,7 +294,7 @@ BRISK_HIDDEN void *_brisk_secure_malloc(size_t size, bool zero);
 BRISK_INLINE void brisk_secure_stamp(uint8_t *block, size_t block_size, uint64_t secret, uint8_t *p,
                                      size_t size) {
   uint64_t end = (uint64_t)(p - block) + size;
-  uint64_t canary = ~secret;
+  uint64_t canary = brisk_secure_canary(secret);
   __builtin_memcpy(block + end, &canary, sizeof canary);
   *(brisk_word_t *)(block + block_size - 8) = end ^ ~secret;
 }

@@ -183,6 +183,7 @@ static void page_init(brisk_page_t *page, size_t class_index) {
   brisk_page_set_start(page, (uint8_t *)segment + index * usable);
   page->block_magic = brisk_block_magic(block_size);
   page->class_index = (uint8_t)class_index;
+  page->block_size = (uint32_t)block_size;
   page->reserved = (uint16_t)(usable / block_size);
   page->capacity = 0;
   page->used = 0;

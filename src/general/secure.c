@@ -26,7 +26,8 @@ void _brisk_secure_init(void) {
   do {
     _brisk_os_random(keys, sizeof keys);
   } while (keys[0] == 0);
-  _brisk_secure_keys[1] = keys[1];
+  /* Odd: brisk_block_secret multiplies by it, which must lose no bit. */
+  _brisk_secure_keys[1] = keys[1] | 1;
   _brisk_secure_keys[0] = keys[0];
 }
 
@@ -77,7 +78,7 @@ static size_t checked_requested_end(const char *caller, const brisk_page_t *page
   }
   uint64_t canary;
   __builtin_memcpy(&canary, block + end, sizeof canary);
-  if (BRISK_UNLIKELY(canary != ~secret)) {
+  if (BRISK_UNLIKELY(canary != brisk_secure_canary(secret))) {
     _brisk_fatal_block(caller, p, page, "heap overflow past the requested size");
   }
   return (size_t)(end - (uint64_t)(p - block));

@@ -147,6 +147,9 @@ typedef struct brisk_page_s {
   /* find_page carves more of the page when fewer free blocks than this
    * came back (half an extension; set with the class). */
   uint16_t extend_threshold;
+  /* brisk_class_to_size(class_index), set with the class: one load where
+   * the secure build's malloc and free need it (0 for a huge segment). */
+  uint32_t block_size;
 } brisk_page_t;
 
 _Static_assert(sizeof(brisk_page_t) == 64, "free() finds a page descriptor with one shift");
