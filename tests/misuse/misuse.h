@@ -19,6 +19,7 @@
 #ifndef BRISK_MISUSE_H
 #define BRISK_MISUSE_H
 
+#include <pthread.h>
 #include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -141,5 +142,19 @@ static MISUSE_NOINLINE int misuse_finish(const size_t *sizes, size_t size_count)
 
 /* misuse_finish for one size. */
 static MISUSE_NOINLINE int misuse_finish1(size_t size) { return misuse_finish(&size, 1); }
+
+/* free(p) in a new thread, which says so when the free returns; the caller
+ * waits for it. The misuse rows "from another thread" use it. */
+static MISUSE_NOINLINE void *misuse_free_it(void *p) {
+  free(opaque(p));
+  misuse_returned("free (other thread)");
+  return NULL;
+}
+
+static MISUSE_NOINLINE void misuse_free_in_other_thread(void *p) {
+  pthread_t thread;
+  if (pthread_create(&thread, NULL, misuse_free_it, p) != 0) misuse_fail("pthread_create", NULL);
+  pthread_join(thread, NULL);
+}
 
 #endif /* BRISK_MISUSE_H */
