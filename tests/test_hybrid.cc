@@ -270,6 +270,62 @@ TEST(Hybrid, ThreadCacheHoldsAtMostItsCapFromOtherThreads) {
   for (const auto &s : stats_of(h.get())) EXPECT_EQ(s.in_use, 0u) << s.block_size;
 }
 
+// Each section's allocations and in_use stay exact while the thread caches
+// turn over: rounds of allocations past every list's cap (refills) and
+// frees past it (flushes) in every cached class of the default config, in
+// this thread and in a second one (whose slot entry is new to the hybrid),
+// against the test's own counts. The caches keep each class's count in the
+// word that also holds the list's room.
+TEST(Hybrid, SectionCountsStayExactThroughTheCaches) {
+  HybridPtr h(brisk_hybrid_create(nullptr));
+  ASSERT_NE(h, nullptr);
+  // One size per section class: buckets 16/32/64, region orders 128 B to 16 KiB.
+  const size_t sizes[] = {16, 24, 40, 100, 200, 400, 1000, 2000, 4000, 8000, 16000};
+  auto section_of = [](size_t size) -> size_t { return size <= 16 ? 0 : size <= 32 ? 1 : size <= 64 ? 2 : 3; };
+  std::vector<size_t> expected(4, 0);
+  auto churn = [&](std::vector<size_t> &counts) {
+    std::vector<void *> live;
+    for (int round = 0; round < 3; round++) {
+      for (size_t size : sizes) {
+        for (int i = 0; i < 150; i++) {  // past any cap (64): refills
+          void *p = brisk_hybrid_alloc(h.get(), size, 0);
+          ASSERT_NE(p, nullptr);
+          memset(p, i, size);
+          live.push_back(p);
+          counts[section_of(size)]++;
+        }
+      }
+      // Free all but a few: past every cap, so lists flush to the sections.
+      while (live.size() > 7) {
+        brisk_hybrid_free(h.get(), live.back());
+        live.pop_back();
+      }
+    }
+    for (void *p : live) brisk_hybrid_free(h.get(), p);
+  };
+  churn(expected);
+  std::vector<size_t> theirs(4, 0);
+  std::thread([&] { churn(theirs); }).join();
+  auto stats = stats_of(h.get());
+  ASSERT_EQ(stats.size(), 4u);
+  for (size_t s = 0; s < 4; s++) {
+    EXPECT_EQ(stats[s].allocations, expected[s] + theirs[s]) << s;
+    EXPECT_EQ(stats[s].in_use, 0u) << s;
+  }
+  // One block held: in_use counts it, not the blocks the caches hold.
+  void *p = brisk_hybrid_alloc(h.get(), 200, 0);
+  ASSERT_NE(p, nullptr);
+  stats = stats_of(h.get());
+  EXPECT_EQ(stats[3].in_use, 256u);
+  EXPECT_EQ(stats[3].allocations, expected[3] + theirs[3] + 1);
+  brisk_region_stats_t totals;
+  brisk_hybrid_totals(h.get(), &totals);
+  size_t all = 1;
+  for (size_t s = 0; s < 4; s++) all += expected[s] + theirs[s];
+  EXPECT_EQ(totals.allocations, all);
+  brisk_hybrid_free(h.get(), p);
+}
+
 TEST(Hybrid, ExhaustionIsExactLockFree) { check_exhaustion(0); }
 TEST(Hybrid, ExhaustionIsExactWithThreadCache) { check_exhaustion(BRISK_REGION_THREAD_CACHE); }
 
@@ -609,6 +665,22 @@ TEST_F(HybridDeathTest, DoubleFreeAborts) {
         "double free")
         << size;
   }
+}
+
+// A pointer inside a block is not a block: inside a region block's first
+// unit (the inline free's rotated check), at a later unit of it (no index
+// byte there: the buddy says why), inside a bucket's object.
+TEST_F(HybridDeathTest, PointerInsideABlockAborts) {
+  HybridPtr h(brisk_hybrid_create(nullptr));
+  ASSERT_NE(h, nullptr);
+  char *region_block = static_cast<char *>(brisk_hybrid_alloc(h.get(), 400, 0));  // 512 B
+  char *bucket_object = static_cast<char *>(brisk_hybrid_alloc(h.get(), 40, 0));  // 64 B
+  ASSERT_TRUE(region_block && bucket_object);
+  EXPECT_DEATH(brisk_hybrid_free(h.get(), region_block + 16), "not the start of a block");
+  EXPECT_DEATH(brisk_hybrid_free(h.get(), region_block + 128), "not the start of a block");
+  EXPECT_DEATH(brisk_hybrid_free(h.get(), bucket_object + 8), "not an object of this hybrid");
+  brisk_hybrid_free(h.get(), region_block);
+  brisk_hybrid_free(h.get(), bucket_object);
 }
 
 TEST_F(HybridDeathTest, PointerOfAnotherHybridAborts) {

@@ -17,25 +17,29 @@
  * B to 16 KiB in the default configuration; further regions, which serve
  * when the first is full, are not cached). Each thread slot (thread_slot.h)
  * holds, per class, a LIFO list of free blocks linked through their first
- * word, the second word holding the hybrid's key (below), and its length:
- * at most cap(class) blocks, 32 KiB of them, from 2 to 64 blocks. A cached
- * block is handed out from its section's point of view (a pool's object
- * taken, a buddy block's tree node and index byte set), so the sections
- * see only the caches' refills and flushes:
+ * word, the second word holding the hybrid's key (below), and one word
+ * with the room the list has left (at most cap(class) blocks, 32 KiB of
+ * them, from 2 to 64 blocks) and the blocks of the class the slot handed
+ * out. A cached block is handed out from its section's point of view (a
+ * pool's object taken, a buddy block's tree node and index byte set), so
+ * the sections see only the caches' refills and flushes:
  *   alloc  (inline, align 0, sizes up to 512 B) the size's class from one
- *          table, pop its list: no atomic, no call; an empty list is
- *          refilled with half a list: a region's in one search of its
- *          trees (a block split where it stands, _brisk_buddy_take_run), a
- *          bucket's one object at a time;
- *   free   the section by address (the range table: the regions first,
- *          then the buckets, largest first), the class from the address (a
- *          bucket) or the block's index byte (a region: its order), push
- *          onto the list; a full list gives its older half back to the
+ *          table, pop its list, one add for the room and the count: no
+ *          atomic, no call; an empty list is refilled with half a list: a
+ *          region's in one search of its trees (a block split where it
+ *          stands, _brisk_buddy_take_run), a bucket's one object at a time;
+ *   free   (inline for the first region's blocks) the block's unit in the
+ *          first region, whose index byte (its order) gives the class in
+ *          one table; push onto the list. Other pointers (free_other): the
+ *          section by address (the range table: the buckets, largest
+ *          first, then the regions), a bucket's class from its range, then
+ *          the same push. A full list gives its older half back to the
  *          section first.
  * Frees check what they can without a shared write: the pointer is an
  * object of the bucket that was handed out (the pool's index and its
- * carved count), or a block's start in the region (its index byte set,
- * else the buddy's own free says why). A block in a cache carries the key
+ * carved count), or a block's start in the region (a unit's start, found
+ * with the offset rotated so that a pointer inside a unit lands past the
+ * region, and its index byte set, else the buddy's own free says why). A block in a cache carries the key
  * in its second word, which alloc clears: a free that finds the key walks
  * its own list and aborts when the block is there (a double free while the
  * block is still in the freeing thread's cache); a double free of a block
@@ -59,7 +63,8 @@
  *                         (not registered: registry.h counts them under
  *                         the hybrid; without their own caches), build the
  *                         size -> bucket and size -> class tables, the
- *                         classes and the range table, register
+ *                         classes, the first region's index byte -> class
+ *                         table and the range table, register
  *   brisk_hybrid_alloc    (inline path above) or
  *     alloc_slow          (noinline) arguments, the thread's slot, then
  *                         the bucket (its class: pop, refill; or the pool),
@@ -67,11 +72,16 @@
  *                         refill, take this thread's region caches back and
  *                         refill; or the buddy), brisk_malloc if the config
  *                         allows it, else NULL/ENOMEM
- *   brisk_hybrid_free     range -> class -> push (inline path above), or
- *     free_slow           (noinline) the double-free check, a full list's
+ *   brisk_hybrid_free     first region's unit -> index byte -> class ->
+ *                         push (inline path above), or
+ *     free_other          (noinline) any other pointer: range -> check ->
+ *                         a bucket's class -> push, a further region's
+ *                         block to its buddy, pointers outside every range
+ *                         (brisk_free with the fallback on, else a message
+ *                         and abort); and from either
+ *     free_slow           (noinline) the thread's slot and its entry made
+ *                         ready, the double-free check, a full list's
  *                         flush, a block no class caches (to its section)
- *                         and pointers outside every range (brisk_free with
- *                         the fallback on, else a message and abort)
  *   brisk_hybrid_stats / brisk_hybrid_totals  the per-slot counts summed
  *   brisk_hybrid_destroy  unregister; a region whose blocks were all freed
  *                         forgets what the caches hold (so that its
@@ -83,20 +93,23 @@
  * "read-only acceleration structure"); the hybrid is published to other
  * threads by whatever the program uses to share the pointer. `fallbacks`
  * is a relaxed counter bumped on the fallback path. slots[i + 1] and
- * slow[i] belong to the thread holding slot i: its lists, their lengths
- * and its counts are written by that thread alone (lengths and counts as
+ * slow[i] belong to the thread holding slot i: its lists, their rooms
+ * and its counts are written by that thread alone (rooms and counts as
  * relaxed atomics, a load and a store, so that statistics may read them
- * from any thread); threads without a slot share the last entry of each,
- * whose counts take fetch_add and whose lists stay empty; slots[0] is the
- * entry of a thread with no slot yet, whose lists are empty and full. A
+ * from any thread; `ready`, set once when the thread first uses the entry,
+ * with release after the rooms, which statistics read after it with
+ * acquire); threads without a slot share the last entry of each, whose
+ * counts take fetch_add and whose lists stay empty; slots[0] is the entry
+ * of a thread with no slot yet, whose lists are empty and have no room. A
  * slot's next holder inherits its lists (thread_slot.h orders the
  * handover). A block moves between threads only through its section,
  * whose atomics order its bytes (pool.c, buddy.c). `entry` is the
  * registry's, under its lock.
  *
- * Statistics: each slot counts, per class, the blocks it handed out (the
- * lengths of its lists are counted anyway), and per section the blocks
- * served without a class and the requests the section could not serve. A
+ * Statistics: each slot counts, per class, the blocks it handed out, in
+ * the word that holds the list's room (a list's length is its cap less its
+ * room), and per section the blocks served without a class and the
+ * requests the section could not serve. A
  * section's in_use is the bytes of the blocks the program holds: the
  * section's own count, less the bytes in the thread caches; its
  * allocations the blocks it served the program; high_water is the
@@ -134,8 +147,8 @@
 /* The thread caches' classes: every bucket of 16 bytes or more, and the
  * first CACHED_ORDERS orders of the first region; each class keeps at most
  * CLASS_BYTES of blocks, from CLASS_MIN to CLASS_MAX of them. Class 0 is
- * no class: its lists stay empty and take nothing (cap 0), so a size or a
- * block without a class needs no test of its own on the inline paths. */
+ * no class: its list stays empty and has no room, so a size or a block
+ * without a class needs no test of its own on the inline paths. */
 #define CACHED_ORDERS 8u
 #define CLASS_BYTES ((size_t)32 << 10)
 #define CLASS_MIN 2u
@@ -143,8 +156,9 @@
 #define NO_CLASS 0u
 #define MAX_CLASSES (1 + BRISK_HYBRID_MAX_BUCKETS + CACHED_ORDERS)
 
-/* An address range of one section, for free's dispatch, with what free
- * needs to check a pointer of it and find its class: one cache line. */
+/* An address range of one section, for the dispatch of frees that are not
+ * the first region's (free_other), with what it needs to check a pointer
+ * of it: one cache line. */
 typedef struct section_range_s {
   uintptr_t lo;
   uintptr_t size;  /* hi - lo: one unsigned compare tests lo <= p < hi */
@@ -154,39 +168,51 @@ typedef struct section_range_s {
       const _Atomic size_t *carved;
       uint32_t shift;
     } pool;
-    struct {       /* a region: brisk_buddy_geometry_t's */
-      const _Atomic uint8_t *index;
+    struct {       /* a region */
       uintptr_t unit_mask;    /* min_block - 1 */
-      uint32_t min_shift;
-      uint32_t cached_orders; /* orders with a class (0: none) */
     } buddy;
   } u;
   uint8_t is_bucket; /* 1, 0 for a region, RANGE_OUTSIDE for the sentinel */
   uint8_t index;   /* into buckets[] or regions[] */
-  uint8_t klass;   /* a bucket's class, a region's order-0 class; NO_CLASS: none */
+  uint8_t code;    /* a bucket's class code (CLASS_CODE); 0: no class */
 } BRISK_ALIGNED(BRISK_CACHE_LINE) section_range_t;
 
 #define RANGE_OUTSIDE 2
 
-/* One class of one thread's cache. */
+/* One class of one thread's cache. `word` holds two counts that change
+ * together, so that the inline alloc updates both with one add: the room
+ * left in the list (cap - its length) in the low ROOM_BITS, and above them
+ * the blocks of the class this thread handed out (56 bits: more than 10^16
+ * allocations of one class by one thread slot before it wraps). */
 typedef struct cache_class_s {
   void *head;              /* the newest block; its first word links the next */
-  _Atomic size_t count;    /* blocks in the list */
-  _Atomic size_t allocs;   /* blocks of the class this thread handed out */
-  size_t unused;
+  _Atomic size_t word;     /* allocs << ROOM_BITS | room */
 } cache_class_t;
+#define ROOM_BITS 8u
+#define ROOM_MASK (((size_t)1 << ROOM_BITS) - 1)
+#define ONE_ALLOC ((size_t)1 << ROOM_BITS)
+_Static_assert(CLASS_MAX <= ROOM_MASK, "a full list's room fits its bits");
 
-/* One thread's entry (thread_slot.h): what the inline paths touch. The
- * entries are SLOT_BYTES apart, a power of two, so that a thread's is a
- * shift of its _brisk_thread_slot_line away. */
+/* One thread's entry (thread_slot.h): what the inline paths touch. Class
+ * c's list is CLASS_CODE(c) * 8 bytes into it: the code tables below hold
+ * that, so an inline path adds it to the entry's address. Class 0 comes
+ * first, so a zeroed table entry is no class. The entries are SLOT_BYTES
+ * apart, 8 times a cache line, so that a thread's is its
+ * _brisk_thread_slot_line times 8 away (one scaled address). */
 typedef struct hybrid_slot_s {
-  _Atomic size_t requested; /* sizes asked by its successful allocations */
-  size_t unused[3];
   cache_class_t classes[MAX_CLASSES];
+  _Atomic size_t requested; /* sizes asked by its successful allocations */
+  /* Nonzero once its holder set every class's room to the class's cap:
+   * until then every list is empty and full, as in a fresh mapping. */
+  _Atomic size_t ready;
 } hybrid_slot_t;
-#define SLOT_BYTES ((size_t)1024)
+#define SLOT_BYTES ((size_t)512)
+#define CLASS_CODE(c) ((c) * sizeof(cache_class_t) / 8)
+_Static_assert(SLOT_BYTES == 8 * BRISK_CACHE_LINE, "line * 8 is the entry's offset");
 _Static_assert(sizeof(hybrid_slot_t) <= SLOT_BYTES, "a slot entry fits its stride");
-_Static_assert(sizeof(cache_class_t) == 32, "a class is half a cache line");
+_Static_assert(sizeof(cache_class_t) == 16, "a class is a quarter of a cache line");
+_Static_assert(offsetof(hybrid_slot_t, classes) == 0, "code 0 is class 0");
+_Static_assert(CLASS_CODE(MAX_CLASSES) <= 255, "a class code fits a byte");
 
 /* One thread's counts of its slow paths. */
 typedef struct hybrid_slow_s {
@@ -195,27 +221,37 @@ typedef struct hybrid_slow_s {
 } hybrid_slow_t;
 
 /* slots[]: the entry of line 0 (no slot yet, or none: every list empty
- * and full, so the inline paths go out of line), then slot i's at i + 1,
- * then the shared entry of threads without a slot (its counts only). */
+ * and without room, so the inline paths go out of line), then slot i's at
+ * i + 1, then the shared entry of threads without a slot (its counts
+ * only). */
 #define SLOT_NONE 0u
 #define SLOT_SHARED (BRISK_THREAD_SLOTS + 1)
 _Static_assert(BRISK_NO_THREAD_SLOT + 1 == SLOT_SHARED, "slot_of(NO_THREAD_SLOT) is the shared entry");
 
 struct brisk_hybrid_s {
-  /* Read-only after create. */
+  /* Read-only after create. First, what the inline free reads, in one
+   * cache line: the first region's geometry (most blocks are its), the
+   * key, and the class of its block by index byte. */
+  uintptr_t fast_lo;      /* the first region's base */
+  uintptr_t fast_units;   /* its size >> fast_shift; 0 without a region */
+  const _Atomic uint8_t *fast_index; /* its index bytes (brisk_buddy_geometry_t) */
+  uintptr_t key;          /* a cached block's second word (never 0) */
+  uint32_t fast_shift;    /* log2 of its min_block */
+  /* A first-region block's index byte (its order + 1) -> its class's code
+   * (CLASS_CODE); 0 (class 0) for no block start and uncached orders. */
+  uint8_t code_of_tag[256];
+  /* size -> the class code of an align-0 request of that size (the inline
+   * alloc's table; 0, class 0, without caches and for size 0). */
+  uint8_t code_of_size[CLASS_TABLE_ENTRIES];
   size_t bucket_count;
   size_t region_count;
   size_t range_count;
   size_t largest_bucket;  /* bytes; 0 when there is no bucket */
-  uintptr_t key;          /* a cached block's second word (never 0) */
-  /* size -> the class an align-0 request of that size takes first (the
-   * inline alloc's table; NO_CLASS without caches). */
-  uint8_t class_of_size[CLASS_TABLE_ENTRIES];
   /* (size + 7) / 8 -> the smallest bucket that holds size, or NO_BUCKET. */
   uint8_t bucket_for_size[SIZE_TABLE_ENTRIES];
-  /* Regions first, then buckets, largest first (what most frees meet
-   * first: a region takes most sizes, the biggest bucket the most of the
-   * small ones), then a sentinel that holds every address. */
+  /* Buckets, largest first (what most frees past the first region meet:
+   * the biggest bucket takes the most sizes), then the regions, then a
+   * sentinel that holds every address. */
   section_range_t ranges[MAX_SECTIONS + 1];
   size_t bucket_align[BRISK_HYBRID_MAX_BUCKETS]; /* alignment every object has */
   brisk_pool_t *buckets[BRISK_HYBRID_MAX_BUCKETS];
@@ -303,18 +339,18 @@ static section_range_t *add_range(brisk_hybrid_t *h, uintptr_t lo, uintptr_t hi,
   r->size = hi - lo;
   r->is_bucket = is_bucket;
   r->index = (uint8_t)index;
-  r->klass = NO_CLASS;
+  r->code = CLASS_CODE(NO_CLASS);
   return r;
 }
 
-/* Regions first, buckets largest first (see `ranges`), then the sentinel. */
+/* Buckets largest first, then regions (see `ranges`), then the sentinel. */
 static void order_ranges(brisk_hybrid_t *h) {
   section_range_t sorted[MAX_SECTIONS + 1];
   size_t n = 0;
-  for (size_t i = 0; i < h->range_count; i++)
-    if (!h->ranges[i].is_bucket) sorted[n++] = h->ranges[i];
   for (size_t i = h->range_count; i-- > 0;)
     if (h->ranges[i].is_bucket) sorted[n++] = h->ranges[i];
+  for (size_t i = 0; i < h->range_count; i++)
+    if (!h->ranges[i].is_bucket) sorted[n++] = h->ranges[i];
   memcpy(h->ranges, sorted, n * sizeof sorted[0]);
   memset(&h->ranges[n], 0, sizeof h->ranges[n]);
   h->ranges[n].size = UINTPTR_MAX;
@@ -359,8 +395,33 @@ BRISK_INLINE void count(_Atomic size_t *c, size_t v, uint32_t slot) {
     brisk_owner_add(c, v);
 }
 
-BRISK_INLINE size_t list_length(cache_class_t *k) {
-  return atomic_load_explicit(&k->count, memory_order_relaxed);
+/* The class whose code (CLASS_CODE) is `code` in entry e. */
+BRISK_INLINE cache_class_t *class_at(hybrid_slot_t *e, size_t code) {
+  return (cache_class_t *)((unsigned char *)e + code * 8);
+}
+
+BRISK_INLINE size_t room_of(const cache_class_t *k) {
+  return atomic_load_explicit(&k->word, memory_order_relaxed) & ROOM_MASK;
+}
+
+/* Blocks in class c's list of entry e, from any thread: none before the
+ * entry is ready (acquire: its holder's rooms, set before, are seen). */
+static size_t list_length(const brisk_hybrid_t *h, hybrid_slot_t *e, size_t c) {
+  if (atomic_load_explicit(&e->ready, memory_order_acquire) == 0) return 0;
+  return h->class_cap[c] - room_of(&e->classes[c]);
+}
+
+/* The calling thread's entry (it holds `slot`), its rooms set on its first
+ * use in this hybrid: every list empty, with room for its class's cap. */
+static hybrid_slot_t *ready_entry(brisk_hybrid_t *h, uint32_t slot) {
+  hybrid_slot_t *e = slot_of(h, slot);
+  if (BRISK_UNLIKELY(atomic_load_explicit(&e->ready, memory_order_relaxed) == 0)) {
+    for (size_t c = 1; c < h->class_count; c++)
+      atomic_store_explicit(&e->classes[c].word, h->class_cap[c], memory_order_relaxed);
+    /* Release: a statistics reader that sees ready sees the rooms. */
+    atomic_store_explicit(&e->ready, 1, memory_order_release);
+  }
+  return e;
 }
 
 /* ---- Classes (create, with caches on) ---- */
@@ -396,15 +457,12 @@ static void build_classes(brisk_hybrid_t *h) {
     for (uint32_t k = 0; k < h->cached_orders; k++)
       add_class(h, (size_t)1 << (h->min_shift + k), h->bucket_count);
   }
-  for (size_t r = 0; r < h->range_count; r++) {
-    section_range_t *range = &h->ranges[r];
-    if (range->is_bucket) {
-      range->klass = h->bucket_class[range->index];
-    } else if (h->region_class[range->index] != NO_CLASS) {
-      range->klass = h->region_class[range->index];
-      range->u.buddy.cached_orders = h->cached_orders;
-    }
-  }
+  for (size_t r = 0; r < h->range_count; r++)
+    if (h->ranges[r].is_bucket)
+      h->ranges[r].code = (uint8_t)CLASS_CODE(h->bucket_class[h->ranges[r].index]);
+  /* A first-region block of order k has index byte k + 1. */
+  for (uint32_t k = 0; k < h->cached_orders; k++)
+    h->code_of_tag[k + 1] = (uint8_t)CLASS_CODE(h->region_class[0] + k);
   /* The class of an align-0 request: its bucket when the bucket's objects
    * have the alignment the size needs, else the region's order. */
   for (size_t size = 1; size < CLASS_TABLE_ENTRIES; size++) {
@@ -417,11 +475,8 @@ static void build_classes(brisk_hybrid_t *h) {
       uint32_t k = order_for(h, size);
       if (k < h->cached_orders) c = (uint8_t)(h->region_class[0] + k);
     }
-    h->class_of_size[size] = c;
+    h->code_of_size[size] = (uint8_t)CLASS_CODE(c);
   }
-  /* The entry of no slot: every list full, so that free goes out of line. */
-  hybrid_slot_t *none = (hybrid_slot_t *)h->slots[SLOT_NONE];
-  for (size_t c = 0; c < MAX_CLASSES; c++) atomic_init(&none->classes[c].count, CLASS_MAX);
 }
 
 brisk_hybrid_t *brisk_hybrid_create(const brisk_hybrid_config_t *config) {
@@ -499,9 +554,15 @@ brisk_hybrid_t *brisk_hybrid_create(const brisk_hybrid_config_t *config) {
     uintptr_t lo, hi;
     _brisk_buddy_range(h->regions[i], &lo, &hi);
     section_range_t *range = add_range(h, lo, hi, false, i);
-    range->u.buddy.index = (const _Atomic uint8_t *)g.index;
     range->u.buddy.unit_mask = ((uintptr_t)1 << g.min_shift) - 1;
-    range->u.buddy.min_shift = g.min_shift;
+    if (i == 0) {
+      /* The inline free's: [lo, hi) in units of min_block (the buddy's
+       * index bytes). */
+      h->fast_lo = lo;
+      h->fast_units = (hi - lo) >> g.min_shift;
+      h->fast_index = (const _Atomic uint8_t *)g.index;
+      h->fast_shift = g.min_shift;
+    }
   }
   order_ranges(h);
   if (h->cached) build_classes(h);
@@ -520,29 +581,33 @@ fail:;
 
 /* ---- The thread caches ---- */
 
-/* A cached block's first two words: the next block, and the key. */
+/* Push p onto list k, which has room: a cached block's first two words
+ * are the next block and the key. */
 BRISK_INLINE void push(brisk_hybrid_t *h, cache_class_t *k, void *p) {
   void **words = p;
-  words[0] = k->head;
+  void *next = k->head;
+  /* The head's store between the block's two (it may alias them, as far
+   * as the compiler knows) keeps GCC from building a vector of the two
+   * words: two plain stores, two instructions fewer. */
   words[1] = (void *)h->key;
   k->head = p;
-  brisk_owner_add(&k->count, 1);
+  words[0] = next;
+  brisk_owner_add(&k->word, (size_t)-1); /* room - 1: never below 0 here */
 }
 
-/* Pop the head of a non-empty list (the key cleared: the program's bytes
- * never look cached). */
+/* Pop the head p of a non-empty list, handing it out: the key cleared (the
+ * program's bytes never look cached), the room back and the allocation
+ * counted in one add. */
 BRISK_INLINE void *pop(cache_class_t *k, void *p) {
   void **words = p;
   k->head = words[0];
   words[1] = NULL;
-  brisk_owner_add(&k->count, (size_t)-1);
+  brisk_owner_add(&k->word, ONE_ALLOC + 1);
   return p;
 }
 
-/* One block of class c goes back to its section. */
-static void give_back(brisk_hybrid_t *h, size_t c, void *p) {
-  ((void **)p)[1] = NULL;
-  size_t s = h->class_section[c];
+/* Block p goes back to section s. */
+static void section_free(brisk_hybrid_t *h, size_t s, void *p) {
   if (s < h->bucket_count)
     brisk_pool_free(h->buckets[s], p);
   else
@@ -551,7 +616,7 @@ static void give_back(brisk_hybrid_t *h, size_t c, void *p) {
 
 /* The blocks after the first `keep` of class c's list go back. */
 static void trim_list(brisk_hybrid_t *h, cache_class_t *k, size_t c, size_t keep) {
-  size_t n = list_length(k);
+  size_t n = h->class_cap[c] - room_of(k);
   if (keep >= n) return;
   void **cut = NULL, *p = k->head;
   for (size_t i = 0; i < keep; i++) {
@@ -562,10 +627,13 @@ static void trim_list(brisk_hybrid_t *h, cache_class_t *k, size_t c, size_t keep
     k->head = NULL;
   else
     cut[0] = NULL;
-  atomic_store_explicit(&k->count, keep, memory_order_relaxed);
+  size_t word = atomic_load_explicit(&k->word, memory_order_relaxed);
+  atomic_store_explicit(&k->word, (word & ~ROOM_MASK) | (h->class_cap[c] - keep),
+                        memory_order_relaxed);
   while (p != NULL) {
     void *next = ((void **)p)[0];
-    give_back(h, c, p);
+    ((void **)p)[1] = NULL;
+    section_free(h, h->class_section[c], p);
     p = next;
   }
 }
@@ -600,7 +668,7 @@ static void *refill(brisk_hybrid_t *h, hybrid_slot_t *e, size_t c, size_t size) 
       push(h, k, p);
   }
   if (first == NULL) return NULL;
-  brisk_owner_add(&k->allocs, 1);
+  brisk_owner_add(&k->word, ONE_ALLOC);
   brisk_owner_add(&e->requested, size);
   return first;
 }
@@ -612,7 +680,6 @@ static void *class_take(brisk_hybrid_t *h, hybrid_slot_t *e, size_t c, size_t si
   void *p = k->head;
   if (p != NULL) {
     pop(k, p);
-    brisk_owner_add(&k->allocs, 1);
     brisk_owner_add(&e->requested, size);
     return p;
   }
@@ -638,7 +705,7 @@ BRISK_INLINE void *count_direct(brisk_hybrid_t *h, uint32_t slot, size_t s, void
 
 static void *from_bucket(brisk_hybrid_t *h, uint32_t slot, size_t b, size_t size) {
   if (slot != BRISK_NO_THREAD_SLOT && h->bucket_class[b] != NO_CLASS)
-    return class_take(h, slot_of(h, slot), h->bucket_class[b], size);
+    return class_take(h, ready_entry(h, slot), h->bucket_class[b], size);
   void *p = brisk_pool_alloc(h->buckets[b]);
   return p != NULL ? count_direct(h, slot, b, p, size) : NULL;
 }
@@ -646,7 +713,7 @@ static void *from_bucket(brisk_hybrid_t *h, uint32_t slot, size_t b, size_t size
 static void *from_region(brisk_hybrid_t *h, uint32_t slot, size_t r, size_t size, size_t need) {
   uint32_t k = order_for(h, size > need ? size : need);
   if (slot != BRISK_NO_THREAD_SLOT && h->region_class[r] != NO_CLASS && k < h->cached_orders) {
-    hybrid_slot_t *e = slot_of(h, slot);
+    hybrid_slot_t *e = ready_entry(h, slot);
     size_t c = h->region_class[r] + k;
     void *p = class_take(h, e, c, size);
     if (p != NULL) return p;
@@ -697,18 +764,16 @@ static BRISK_NOINLINE void *alloc_slow(brisk_hybrid_t *h, size_t size, size_t al
 /*
  * The inline path: an align-0 request of up to 512 bytes whose class has a
  * block in the calling thread's list. Everything else goes out of line: a
- * size without a class finds class 0's list empty, a thread without a
- * slot the entry of line 0, whose lists are all empty.
+ * size without a class (size 0 included) finds class 0's list empty, a
+ * thread without a slot the entry of line 0, whose lists are all empty.
  */
 void *brisk_hybrid_alloc(brisk_hybrid_t *h, size_t size, size_t align) {
-  /* size - 1 wraps for 0: one comparison sends it out of line too. */
-  if (BRISK_LIKELY(size - 1 < MAX_BUCKET_SIZE && align == 0)) {
+  if (BRISK_LIKELY(size <= MAX_BUCKET_SIZE && align == 0)) {
     hybrid_slot_t *e = slot_at(h, _brisk_thread_slot_line);
-    cache_class_t *k = &e->classes[h->class_of_size[size]];
+    cache_class_t *k = class_at(e, h->code_of_size[size]);
     void *p = k->head;
     if (BRISK_LIKELY(p != NULL)) {
       pop(k, p);
-      brisk_owner_add(&k->allocs, 1);
       brisk_owner_add(&e->requested, size);
       return p;
     }
@@ -722,10 +787,6 @@ static BRISK_COLD BRISK_NORETURN void bad_free(const void *p, const char *why) {
   _brisk_os_fatal_pointer("brisk_hybrid_free", p, why);
 }
 
-/* bad_free for the inline free, which tail-calls it (a call to a noreturn
- * function would give the inline path a stack frame). */
-static BRISK_COLD void free_bad(const void *p, const char *why) { bad_free(p, why); }
-
 /* The block at p carries the key: abort if it is in the thread's own list
  * of its class (a double free), else it is the program's data. */
 static BRISK_NOINLINE void check_not_cached(const cache_class_t *k, const void *p) {
@@ -733,26 +794,39 @@ static BRISK_NOINLINE void check_not_cached(const cache_class_t *k, const void *
     if (q == p) bad_free(p, "double free");
 }
 
-/* A block (of `order` in a region) of range r's section that the calling
- * thread's class c did not take inline: the key seen, the list full, no
- * class, or no slot. */
-static BRISK_NOINLINE void free_slow(brisk_hybrid_t *h, const section_range_t *r, void *p,
-                                     uint32_t order, size_t c) {
+/* The section of the first region for free_slow, which the inline free
+ * passes without reading bucket_count. */
+#define FIRST_REGION ((size_t)-1)
+
+/* Block p of section s and of the class whose code is `code`, which the
+ * calling thread's list did not take inline: the key seen, no room (the
+ * list full, the entry not ready, or no slot yet), or no class (then to
+ * the section). */
+static BRISK_NOINLINE void free_slow(brisk_hybrid_t *h, void *p, size_t code, size_t s) {
+  if (s == FIRST_REGION) s = h->bucket_count;
+  size_t c = code * 8 / sizeof(cache_class_t);
   uint32_t slot = brisk_thread_slot();
   if (slot != BRISK_NO_THREAD_SLOT && c != NO_CLASS) {
-    hybrid_slot_t *e = slot_of(h, slot);
+    hybrid_slot_t *e = ready_entry(h, slot);
     cache_class_t *k = &e->classes[c];
     if (((void **)p)[1] == (void *)h->key) check_not_cached(k, p);
-    size_t cap = h->class_cap[c];
-    if (list_length(k) >= cap) trim_list(h, k, c, cap / 2);
+    if (room_of(k) == 0) trim_list(h, k, c, h->class_cap[c] / 2);
     push(h, k, p);
     return;
   }
-  (void)order;
-  if (r->is_bucket)
-    brisk_pool_free(h->buckets[r->index], p);
-  else
-    brisk_buddy_free(h->regions[r->index], p);
+  section_free(h, s, p);
+}
+
+/* Block p of section s goes to the calling thread's list of the class
+ * whose code is `code`, inline when the list has room and the block does
+ * not carry the key. Class 0, the entry of line 0 and one not yet ready
+ * have no room: they go out of line before the block is read (with the
+ * caches off it may be poisoned). */
+BRISK_INLINE void cache_free(brisk_hybrid_t *h, void *p, size_t code, size_t s) {
+  cache_class_t *k = class_at(slot_at(h, _brisk_thread_slot_line), code);
+  if (BRISK_UNLIKELY(room_of(k) == 0 || ((void **)p)[1] == (void *)h->key))
+    return free_slow(h, p, code, s);
+  push(h, k, p);
 }
 
 static BRISK_NOINLINE void free_outside(brisk_hybrid_t *h, void *p) {
@@ -761,41 +835,43 @@ static BRISK_NOINLINE void free_outside(brisk_hybrid_t *h, void *p) {
   brisk_free(p);
 }
 
-/*
- * The section by address; its class by the pool's object index (a bucket)
- * or the block's index byte (a region's order); then the thread's list.
- */
-void brisk_hybrid_free(brisk_hybrid_t *h, void *p) {
+/* A pointer that is no block start of the first region: the section by
+ * address (the range table), checked (a bucket's object that was handed
+ * out, a region block's start), then a bucket's class or, for a further
+ * region, the region itself (its blocks are not cached). */
+static BRISK_NOINLINE void free_other(brisk_hybrid_t *h, void *p) {
   uintptr_t address = (uintptr_t)p;
   const section_range_t *r = h->ranges;
   while (address - r->lo >= r->size) r++; /* the sentinel stops it */
   uintptr_t offset = address - r->lo;
-  uint32_t order = 0;
-  size_t c = r->klass;
+  if (r->is_bucket == RANGE_OUTSIDE) return free_outside(h, p); /* NULL too */
   if (r->is_bucket) {
-    if (BRISK_UNLIKELY(r->is_bucket == RANGE_OUTSIDE)) return free_outside(h, p); /* NULL too */
     /* brisk_pool_geometry_index: the object's index, or past carved. */
     uint32_t shift = r->u.pool.shift;
     uint64_t rotated = (offset >> shift) | (offset << ((64 - shift) & 63));
     if (BRISK_UNLIKELY(rotated * r->u.pool.inverse >=
                        atomic_load_explicit(r->u.pool.carved, memory_order_relaxed)))
-      return free_bad(p, "not an object of this hybrid's bucket (or never handed out)");
-  } else {
-    if (BRISK_UNLIKELY((offset & r->u.buddy.unit_mask) != 0))
-      return free_bad(p, "not the start of a block");
-    order = (uint32_t)atomic_load_explicit(&r->u.buddy.index[offset >> r->u.buddy.min_shift],
-                                           memory_order_relaxed) - 1;
-    /* No block starts here (index byte 0: 0 - 1 wraps, past every cached
-     * order): the buddy's own free says why, out of line. */
-    c = order < r->u.buddy.cached_orders ? c + order : NO_CLASS;
+      bad_free(p, "not an object of this hybrid's bucket (or never handed out)");
+    return cache_free(h, p, r->code, r->index);
   }
-  hybrid_slot_t *e = slot_at(h, _brisk_thread_slot_line);
-  cache_class_t *k = &e->classes[c];
-  /* Class 0's cap is 0 and the entry of line 0 is full: both go slow,
-   * before the block is read (with the caches off it may be poisoned). */
-  if (BRISK_UNLIKELY(list_length(k) >= h->class_cap[c] || ((void **)p)[1] == (void *)h->key))
-    return free_slow(h, r, p, order, c);
-  push(h, k, p);
+  if ((offset & r->u.buddy.unit_mask) != 0) bad_free(p, "not the start of a block");
+  brisk_buddy_free(h->regions[r->index], p);
+}
+
+/*
+ * The first region's blocks inline: the unit of p (its offset over
+ * min_block, rotated so that an address that is no unit's start has its
+ * low bits on top, past every unit, as one outside the region has), its
+ * index byte, that byte's class; then the thread's list. Everything else
+ * goes to free_other.
+ */
+void brisk_hybrid_free(brisk_hybrid_t *h, void *p) {
+  uintptr_t offset = (uintptr_t)p - h->fast_lo;
+  uint32_t shift = h->fast_shift;
+  uintptr_t unit = (offset >> shift) | (offset << ((64 - shift) & 63));
+  if (BRISK_UNLIKELY(unit >= h->fast_units)) return free_other(h, p);
+  uint8_t tag = atomic_load_explicit(&h->fast_index[unit], memory_order_relaxed);
+  cache_free(h, p, h->code_of_tag[tag], FIRST_REGION);
 }
 
 /* ---- Statistics ---- */
@@ -823,8 +899,8 @@ static void section_counts(const brisk_hybrid_t *h, size_t s, size_t *in_use,
     failed += atomic_load_explicit(&m->slow[i].failures[s], memory_order_relaxed);
     for (size_t c = 1; c < h->class_count; c++) {
       if (h->class_section[c] != s) continue;
-      served += atomic_load_explicit(&e->classes[c].allocs, memory_order_relaxed);
-      cached += list_length(&e->classes[c]) * h->class_block[c];
+      served += atomic_load_explicit(&e->classes[c].word, memory_order_relaxed) >> ROOM_BITS;
+      cached += list_length(h, e, c) * h->class_block[c];
     }
   }
   /* Read while threads run, the two counts can be a moment apart. */
