@@ -172,8 +172,8 @@ BRISK_INLINE bool brisk_link_is_valid(const brisk_page_t *page, const brisk_bloc
          ((uint64_t)product >> 32) == 0 && (uint64_t)(product >> 64) < page->capacity;
 }
 
-/* The block's secret word: its free tag; the canary and the trailer key are
- * its complement. */
+/* The block's secret word: its free tag; the trailer key is its complement,
+ * the canary that with its lowest bit set (brisk_secure_canary). */
 BRISK_INLINE uint64_t brisk_block_secret(const void *block) {
   return ((uintptr_t)block ^ _brisk_secure_keys[0]) * _brisk_secure_keys[1]; /* keys[1] is odd */
 }

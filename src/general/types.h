@@ -125,7 +125,7 @@ typedef struct brisk_page_s {
   uint32_t used;                 /* blocks handed out, with BRISK_PAGE_FULL_FLAG */
   /* The low 32 bits of the first block's address (brisk_page_start gives
    * the whole address): free()'s fast path takes a block's offset in the
-   * page from it in 32 bits. The block size comes from class_index
+   * page from it in 32 bits. The block size is block_size below
    * (brisk_page_block_size). */
   uint32_t start_low;
   uint16_t capacity;             /* blocks carved into lists so far */
