@@ -64,6 +64,55 @@ static brisk_remote_node_t *link_node(uintptr_t link) {
   return (brisk_remote_node_t *)(link & ~BRISK_REMOTE_BATCH_TAG);
 }
 
+/* The secure build stores a queue link xored with a secret of the node that
+ * holds it: a block posted alone holds its link in its first word, which a
+ * write after free or an overflow from the block before can reach, and a
+ * link the program wrote must not send the drain into memory of its
+ * choosing. Bit 63 of the key is set, so a stored link is never 0 (0 is
+ * "not linked yet"). The release build stores the link as it is. */
+static uintptr_t remote_link_key(const brisk_remote_node_t *node) {
+  return BRISK_SECURE ? brisk_block_secret(node) | ((uintptr_t)1 << 63) : 0;
+}
+
+/* Secure build: whether link, read from a node of heap's queue, can be
+ * followed: the heap's stub, a block of a size-class page, or a batch
+ * posted to this heap (in a heap's or a batch chunk's mapping, which the
+ * kernel places below 2^47 when no hint asks otherwise). */
+static bool remote_link_is_valid(const brisk_heap_t *heap, uintptr_t link) {
+  brisk_remote_node_t *node = link_node(link);
+  if (link & BRISK_REMOTE_BATCH_TAG) {
+    return ((uintptr_t)node >> 47) == 0 && ((uintptr_t)node & 7) == 0 &&
+           ((const brisk_remote_batch_t *)node)->owner == heap;
+  }
+  if (node == &heap->remote_stub) return true;
+  if (!brisk_segment_map_contains((uintptr_t)node)) return false;
+  brisk_segment_t *segment = brisk_segment_of((uintptr_t)node);
+  return segment->kind != BRISK_KIND_HUGE &&
+         brisk_load_relaxed(&segment->page_info[brisk_page_index(segment, (uintptr_t)node)]) != 0;
+}
+
+static BRISK_NORETURN BRISK_COLD void remote_link_fatal(const brisk_remote_node_t *node) {
+  uintptr_t address = (uintptr_t)node;
+  if (brisk_segment_map_contains(address)) {
+    brisk_segment_t *segment = brisk_segment_of(address);
+    _brisk_fatal_block("free", node, brisk_page_of(segment, address),
+                       "heap corruption: a free block was written (write after free, or an "
+                       "overflow from the block before), its remote-free link");
+  }
+  _brisk_os_fatal_pointer("free", node, "heap corruption: a remote-free queue link was overwritten");
+}
+
+/* The link node holds (acquire: pairs with remote_push's release), decoded
+ * and, in the secure build, checked; 0 when not linked yet. */
+static uintptr_t remote_next(const brisk_heap_t *heap, brisk_remote_node_t *node,
+                             memory_order order) {
+  uintptr_t stored = atomic_load_explicit(&node->next, order);
+  if (!BRISK_SECURE || stored == 0) return stored;
+  uintptr_t link = stored ^ remote_link_key(node);
+  if (BRISK_UNLIKELY(!remote_link_is_valid(heap, link))) remote_link_fatal(node);
+  return link;
+}
+
 /* Append node (its link already 0) to the queue; tag says what it is. */
 static void remote_push(brisk_heap_t *heap, brisk_remote_node_t *node, uintptr_t tag) {
   /* The exchange orders us after the previous producer's exchange (acq_rel
@@ -74,7 +123,8 @@ static void remote_push(brisk_heap_t *heap, brisk_remote_node_t *node, uintptr_t
       atomic_exchange_explicit(&heap->remote_tail, node, memory_order_seq_cst);
   /* release: the consumer that follows this link sees the node's contents
    * (a batch's array, a block's zeroed link). */
-  atomic_store_explicit(&previous->next, (uintptr_t)node | tag, memory_order_release);
+  atomic_store_explicit(&previous->next, ((uintptr_t)node | tag) ^ remote_link_key(previous),
+                        memory_order_release);
 }
 
 /* Consumer side: the link to the next node, its tag telling a batch from a
@@ -84,12 +134,12 @@ static uintptr_t remote_pop(brisk_heap_t *heap) {
   brisk_remote_node_t *stub = &heap->remote_stub;
   uintptr_t head_link = heap->remote_head;
   brisk_remote_node_t *head = link_node(head_link);
-  uintptr_t next = atomic_load_explicit(&head->next, memory_order_acquire);
+  uintptr_t next = remote_next(heap, head, memory_order_acquire);
   if (head == stub) {
     if (next == 0) return 0;
     heap->remote_head = head_link = next;
     head = link_node(next);
-    next = atomic_load_explicit(&head->next, memory_order_acquire);
+    next = remote_next(heap, head, memory_order_acquire);
   }
   if (next != 0) {
     heap->remote_head = next;
@@ -99,7 +149,7 @@ static uintptr_t remote_pop(brisk_heap_t *heap) {
   /* head is the last node: put the stub behind it so head can be taken. */
   atomic_store_explicit(&stub->next, 0, memory_order_relaxed);
   remote_push(heap, stub, 0);
-  next = atomic_load_explicit(&head->next, memory_order_acquire);
+  next = remote_next(heap, head, memory_order_acquire);
   if (next != 0) {
     heap->remote_head = next;
     return head_link;
@@ -533,7 +583,7 @@ static void fork_child(void) {
   if (!heap->is_empty_heap) {
     brisk_remote_node_t *last = link_node(heap->remote_head);
     uintptr_t next;
-    while ((next = atomic_load_explicit(&last->next, memory_order_relaxed)) != 0) {
+    while ((next = remote_next(heap, last, memory_order_relaxed)) != 0) {
       last = link_node(next);
     }
     atomic_store_explicit(&heap->remote_tail, last, memory_order_relaxed);

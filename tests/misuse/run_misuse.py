@@ -110,6 +110,11 @@ TABLE = {
                                  {"release": UNCAUGHT, "secure": CAUGHT_LATER}),
     "write_after_free_tail":    (rf"malloc\({ADDR}\): .*(after free|free list)",
                                  {"release": NEVER_OVERLAPPING, "secure": CAUGHT_LATER}),
+    # A block posted alone to its owner's queue (its freeing thread had
+    # exited), its link written after the free: the secure build checks the
+    # link when the owner drains the queue.
+    "write_after_free_remote_alone": (rf"free\({ADDR}\): .*free block was written",
+                                 {"release": UNCAUGHT, "secure": CAUGHT_LATER}),
     # A write past a huge block's mapping: the secure build's guard page.
     "overflow_huge":            ("",
                                  {"release": UNCAUGHT, "secure": FAULTS}),
