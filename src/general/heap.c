@@ -102,8 +102,9 @@ static BRISK_NORETURN BRISK_COLD void remote_link_fatal(const brisk_remote_node_
   _brisk_os_fatal_pointer("free", node, "heap corruption: a remote-free queue link was overwritten");
 }
 
-/* The link node holds (acquire: pairs with remote_push's release), decoded
- * and, in the secure build, checked; 0 when not linked yet. */
+/* The link node holds, decoded and, in the secure build, checked; 0 when
+ * not linked yet. order: acquire where the consumer follows the link (pairs
+ * with remote_push's release), relaxed in fork's child (one thread left). */
 static uintptr_t remote_next(const brisk_heap_t *heap, brisk_remote_node_t *node,
                              memory_order order) {
   uintptr_t stored = atomic_load_explicit(&node->next, order);
