@@ -159,7 +159,7 @@
  * smallest power of two that holds it (2^(floor(log2(size - 1)) + 1)). */
 #define LARGE_BASE (MAX_BUCKET_SIZE + 1)
 #define LARGE_ENTRY(size) (LARGE_BASE + 1 + (size_t)brisk_bit_scan_reverse((size) - 1))
-#define CLASS_TABLE_ENTRIES (LARGE_BASE + 64)
+#define CLASS_TABLE_ENTRIES (LARGE_BASE + 65) /* LARGE_ENTRY of sizes up to 2^64 - 1 */
 #define MAX_SECTIONS (BRISK_HYBRID_MAX_BUCKETS + BRISK_HYBRID_MAX_REGIONS)
 #define NO_BUCKET 0xFF
 
@@ -280,9 +280,9 @@ _Static_assert((FAST_CHUNKS & (FAST_CHUNKS - 1)) == 0, "a chunk number is masked
 #define FAST_REGION 0u
 
 struct brisk_hybrid_s {
-  /* Read-only after create. First, what the inline free reads, in one
-   * cache line: the mapping that holds the first region and every
-   * bucket, the chunk table over it, and the key. */
+  /* Read-only after create. First, what the inline free reads: where the
+   * mapping that holds the first region and every bucket starts, the key,
+   * the chunk table over the mapping, the tag table and the sections. */
   uintptr_t base;         /* the mapping's start: the first region's base */
   uintptr_t key;          /* a cached block's second word (never 0) */
   uint32_t chunk_shift;   /* log2 of a chunk: one section's blocks at most */
