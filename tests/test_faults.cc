@@ -242,9 +242,11 @@ TEST_F(Faults, HybridCreate) {
     }
   };
   std::function<void(brisk_hybrid_t *)> destroy = brisk_hybrid_destroy;
-  // Its own page, then each bucket's and each region's reservations.
-  EXPECT_GE(sweep_create(BRISK_TEST_OS_MAP, create, use, destroy), 5);
-  EXPECT_EQ(sweep_create(BRISK_TEST_OS_COMMIT, create, use, destroy), 4);
+  // One mapping for itself, its buckets and its first region, then the
+  // second region's two (a refused mmap at a hint has a fallback, so not
+  // every refusal fails create); all read-write as mapped: no commit.
+  EXPECT_GT(sweep_create(BRISK_TEST_OS_MAP, create, use, destroy), 0);
+  EXPECT_EQ(sweep_create(BRISK_TEST_OS_COMMIT, create, use, destroy), 0);
   const int other = sweep_create(BRISK_TEST_OS_OTHER, create, use, destroy);
   if (flags & BRISK_REGION_LOCK) EXPECT_GT(other, 0) << "a refused mlock must fail create";
 }

@@ -279,8 +279,8 @@ TEST(Hybrid, ThreadCacheHoldsAtMostItsCapFromOtherThreads) {
 TEST(Hybrid, SectionCountsStayExactThroughTheCaches) {
   HybridPtr h(brisk_hybrid_create(nullptr));
   ASSERT_NE(h, nullptr);
-  // One size per section class: buckets 16/32/64, region orders 128 B to 16 KiB.
-  const size_t sizes[] = {16, 24, 40, 100, 200, 400, 1000, 2000, 4000, 8000, 16000};
+  // One size per section class: buckets 16/32/64, region orders 128 B to 64 KiB.
+  const size_t sizes[] = {16, 24, 40, 100, 200, 400, 1000, 2000, 4000, 8000, 16000, 30000, 60000};
   auto section_of = [](size_t size) -> size_t { return size <= 16 ? 0 : size <= 32 ? 1 : size <= 64 ? 2 : 3; };
   std::vector<size_t> expected(4, 0);
   auto churn = [&](std::vector<size_t> &counts) {
@@ -669,7 +669,8 @@ TEST_F(HybridDeathTest, DoubleFreeAborts) {
 
 // A pointer inside a block is not a block: inside a region block's first
 // unit (the inline free's rotated check), at a later unit of it (no index
-// byte there: the buddy says why), inside a bucket's object.
+// byte there: the buddy says why), inside a bucket's object; nor is an
+// object of the bucket that was never handed out (past its carved count).
 TEST_F(HybridDeathTest, PointerInsideABlockAborts) {
   HybridPtr h(brisk_hybrid_create(nullptr));
   ASSERT_NE(h, nullptr);
@@ -679,6 +680,7 @@ TEST_F(HybridDeathTest, PointerInsideABlockAborts) {
   EXPECT_DEATH(brisk_hybrid_free(h.get(), region_block + 16), "not the start of a block");
   EXPECT_DEATH(brisk_hybrid_free(h.get(), region_block + 128), "not the start of a block");
   EXPECT_DEATH(brisk_hybrid_free(h.get(), bucket_object + 8), "not an object of this hybrid");
+  EXPECT_DEATH(brisk_hybrid_free(h.get(), bucket_object + 64 * 1000), "never handed out");
   brisk_hybrid_free(h.get(), region_block);
   brisk_hybrid_free(h.get(), bucket_object);
 }

@@ -351,6 +351,28 @@ TEST_F(MapCache, HybridStartsEmpty) {
     for (void *p : blocks) brisk_hybrid_free(h, p);
     brisk_hybrid_destroy(h);
   }
+  // The second takes the first one's mapping (itself, its buckets and its
+  // first region).
+  EXPECT_GE(cache_info().hits, hits + 1);
+}
+
+// A hybrid destroyed while the program still held its blocks leaves its
+// region's counters and index bytes set in the mapping: the next hybrid
+// that takes the mapping clears them, so its whole region serves again
+// (a small block and 63 of 1 MiB, where stale counters would leave none).
+TEST_F(MapCache, HybridAfterOneDestroyedWithLiveBlocksStartsClean) {
+  const uint64_t hits = cache_info().hits;
+  for (int round = 0; round < 3; round++) {
+    SCOPED_TRACE(round);
+    brisk_hybrid_t *h = brisk_hybrid_create(nullptr);
+    ASSERT_NE(h, nullptr);
+    EXPECT_NE(brisk_hybrid_alloc(h, 16, 0), nullptr);
+    EXPECT_NE(brisk_hybrid_alloc(h, 200, 0), nullptr);  // in the region's first MiB
+    size_t blocks = 0;
+    while (brisk_hybrid_alloc(h, kMiB, 0) != nullptr) blocks++;
+    EXPECT_EQ(blocks, 63u);
+    brisk_hybrid_destroy(h);  // every block still out
+  }
   EXPECT_GE(cache_info().hits, hits + 2);
 }
 

@@ -37,15 +37,22 @@ typedef struct brisk_hybrid_config_s {
  * buddy region (blocks of 128 B to 1 MiB), BRISK_REGION_THREAD_CACHE, no
  * fallback: any size up to 1 MiB without further setup.
  *
+ * Memory: fixed at creation, one mapping (75.7 MiB in the default: the
+ * region's 64 MiB, the buckets' 1 + 2 + 4 MiB, their headers, the
+ * region's counters and index, the hybrid's own pages) and one more per
+ * further region; no system call afterwards. The blocks handed out never
+ * exceed the sections: each bucket's count of objects, each region's
+ * bytes (its blocks are powers of two).
+ *
  * BRISK_REGION_THREAD_CACHE gives each thread a cache of free blocks per
- * bucket and per block size of the first region up to 16 KiB (at most 32
- * KiB and 64 blocks of each size: 223 KiB per thread in the default), from
- * which alloc and free take and give without an atomic or a call. The
- * bound stays hard: the hybrid never uses more memory than its sections.
- * One thread meets it exactly (a request the sections cannot serve first
- * gives this thread's cached blocks back); with several threads a request
- * can fail while the other threads' caches hold up to that much each.
- * Without the flag the bound is exact for any number of threads. */
+ * bucket and per block size of the first region up to 64 KiB (at most 32
+ * KiB and 64 blocks of each size, and at least 2 blocks: 415 KiB per
+ * thread in the default, 7 KiB of it in the buckets), from which alloc and
+ * free take and give without an atomic or a call. One thread meets the
+ * bound exactly (a request the sections cannot serve first gives this
+ * thread's cached blocks back); with T threads a request can fail while
+ * the other T - 1 threads' caches hold up to that much each. Without the
+ * flag the bound is exact for any number of threads. */
 BRISK_API void brisk_hybrid_default_config(brisk_hybrid_config_t *out);
 /* NULL config: the default. NULL/EINVAL for a bad config, ENOMEM (or
  * mlock's errno) when memory can't be reserved. */
@@ -90,8 +97,9 @@ BRISK_API size_t brisk_hybrid_stats(const brisk_hybrid_t *hybrid,
  * The whole hybrid in the words of every region allocator. allocations and
  * bytes_requested: successful brisk_hybrid_alloc calls and the sizes they
  * asked for (fallbacks included), counted per thread. bytes_in_use and
- * bytes_held: its sections' (a fallback block is the general allocator's),
- * bytes_held plus the hybrid's own pages. system_requests: the hybrid's
+ * bytes_held: its sections' (a fallback block is the general allocator's);
+ * bytes_held is its mapping (the hybrid, its buckets, its first region)
+ * and the further regions' reservations. system_requests: the hybrid's
  * and its sections', all made at creation. Any thread, any time.
  */
 BRISK_API void brisk_hybrid_totals(const brisk_hybrid_t *hybrid, brisk_region_stats_t *out);

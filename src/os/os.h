@@ -134,7 +134,7 @@ typedef enum brisk_os_cache_kind_e {
   BRISK_OS_CACHE_POOL,         /* a pool's reservation */
   BRISK_OS_CACHE_BUDDY_META,   /* a buddy's header, counters and index, all zero but the header */
   BRISK_OS_CACHE_BUDDY_REGION, /* a buddy's blocks */
-  BRISK_OS_CACHE_HYBRID,       /* a hybrid's own pages */
+  BRISK_OS_CACHE_HYBRID,       /* a hybrid's mapping: itself, its buckets, its first region */
   BRISK_OS_CACHE_KINDS
 } brisk_os_cache_kind_t;
 

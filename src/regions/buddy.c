@@ -74,6 +74,11 @@
  *                            fault in and mlock both; register (registry.h;
  *                            a hybrid's regions, made by _brisk_buddy_create,
  *                            do not)
+ *   _brisk_buddy_create_in   the same over memory its creator gives (the
+ *                            hybrid's first region): no reservation, no
+ *                            system call but PREFAULT/LOCK's;
+ *                            _brisk_buddy_destroy_in leaves it to the
+ *                            creator, saying whether it is clean
  *   brisk_buddy_alloc        check size/align → order k; thread cache hit
  *                            (THREAD_CACHE, small orders) → hand_out; else
  *   alloc_generic            (out of line)
@@ -246,6 +251,7 @@ struct brisk_buddy_s {
   uint32_t depth;         /* D: log2(max_block / min_block) */
   uint32_t cache_orders;  /* 0 without a thread cache */
   bool memory_locked;     /* BRISK_REGION_LOCK: never to the mapping cache */
+  bool external;          /* _brisk_buddy_create_in: both parts are its creator's */
   size_t system_requests; /* OS calls made for it (all at creation) */
   brisk_region_entry_t entry; /* registry.h; its links NULL when not registered */
   /* Written rarely, read by every allocation. */
@@ -631,86 +637,144 @@ brisk_buddy_t *brisk_buddy_create_ex(size_t total, size_t min_block, size_t max_
   return _brisk_buddy_create(total, min_block, max_block, flags, true);
 }
 
-brisk_buddy_t *_brisk_buddy_create(size_t total, size_t min_block, size_t max_block,
-                                   unsigned flags, bool registered) {
-  if (total == 0 || min_block > total || max_block > MAX_TOTAL ||
-      (flags & ~KNOWN_FLAGS) != 0) {
-    errno = EINVAL;
-    return NULL;
-  }
-  if (total > MAX_TOTAL) {
-    errno = ENOMEM;
-    return NULL;
-  }
+/* A buddy's geometry from create's arguments, and its two mappings'
+ * sizes. */
+typedef struct shape_s {
+  size_t total, min, max, ntrees, units, nodes_per_tree, header, nodes_bytes;
+  size_t meta_size, region_size;
+  uint32_t min_shift, depth;
+} shape_t;
+
+/* 0, or the errno create fails with. */
+static int buddy_shape(size_t total, size_t min_block, size_t max_block, unsigned flags,
+                       shape_t *out) {
+  if (total == 0 || min_block > total || max_block > MAX_TOTAL || (flags & ~KNOWN_FLAGS) != 0)
+    return EINVAL;
+  if (total > MAX_TOTAL) return ENOMEM;
   size_t min = round_up_pow2(min_block < MIN_BLOCK_FLOOR ? MIN_BLOCK_FLOOR : min_block);
   size_t max = round_up_pow2(max_block != 0 ? max_block : total);
   /* max_block may pass total only by the rounding of total itself. */
   if (min > max || max > round_up_pow2(total) ||
-      brisk_bit_scan_reverse(max) - brisk_bit_scan_reverse(min) > MAX_DEPTH) {
-    errno = EINVAL;
+      brisk_bit_scan_reverse(max) - brisk_bit_scan_reverse(min) > MAX_DEPTH)
+    return EINVAL;
+  shape_t g;
+  g.min = min;
+  g.max = max;
+  g.min_shift = (uint32_t)brisk_bit_scan_reverse(min);
+  g.depth = (uint32_t)brisk_bit_scan_reverse(max) - g.min_shift;
+  g.total = brisk_align_up(total, max);
+  g.ntrees = g.total / max;
+  size_t page = _brisk_os_page_size();
+  g.units = g.total >> g.min_shift;
+  g.nodes_per_tree = (size_t)2 << g.depth;
+  g.header = brisk_align_up(sizeof(brisk_buddy_t), BRISK_CACHE_LINE);
+  g.nodes_bytes = g.ntrees * g.nodes_per_tree * sizeof(uint32_t); /* 8 bytes per unit */
+  g.meta_size = brisk_align_up(g.header + g.nodes_bytes + g.units + g.ntrees, page);
+  g.region_size = brisk_align_up(g.total, page);
+  *out = g;
+  return 0;
+}
+
+/* Fill in the header at meta (zero: fresh or cleared; the rest of meta
+ * zero too) for the region at base. */
+static brisk_buddy_t *init_buddy(uint8_t *meta, uint8_t *base, const shape_t *g, unsigned flags,
+                                 size_t calls) {
+  brisk_buddy_t *b = (brisk_buddy_t *)meta;
+  b->base = base;
+  b->total = g->total;
+  b->region_size = g->region_size;
+  b->nodes = (_Atomic uint32_t *)(meta + g->header);
+  b->index = (_Atomic uint8_t *)(meta + g->header + g->nodes_bytes);
+  b->used = (_Atomic uint8_t *)(meta + g->header + g->nodes_bytes + g->units);
+  b->meta_size = g->meta_size;
+  b->ntrees = g->ntrees;
+  b->nodes_per_tree = g->nodes_per_tree;
+  b->min_block = g->min;
+  b->max_block = g->max;
+  b->min_shift = g->min_shift;
+  b->depth = g->depth;
+  b->cache_orders = 0;
+  b->memory_locked = (flags & BRISK_REGION_LOCK) != 0;
+  if ((flags & BRISK_REGION_THREAD_CACHE) != 0)
+    b->cache_orders = g->depth + 1 < CACHE_ORDERS ? g->depth + 1 : CACHE_ORDERS;
+  b->system_requests = calls; /* make_resident adds its own */
+  atomic_init(&b->in_use, 0);
+  atomic_init(&b->high_water, 0);
+  place_slots(b);
+  return b;
+}
+
+brisk_buddy_t *_brisk_buddy_create(size_t total, size_t min_block, size_t max_block,
+                                   unsigned flags, bool registered) {
+  shape_t g;
+  int shape_error = buddy_shape(total, min_block, max_block, flags, &g);
+  if (shape_error != 0) {
+    errno = shape_error;
     return NULL;
   }
-  uint32_t min_shift = (uint32_t)brisk_bit_scan_reverse(min);
-  uint32_t depth = (uint32_t)brisk_bit_scan_reverse(max) - min_shift;
-  total = brisk_align_up(total, max);
-  size_t ntrees = total / max;
   size_t page = _brisk_os_page_size();
-  size_t units = total >> min_shift;
-  size_t nodes_per_tree = (size_t)2 << depth;
-  size_t header = brisk_align_up(sizeof(brisk_buddy_t), BRISK_CACHE_LINE);
-  size_t nodes_bytes = ntrees * nodes_per_tree * sizeof(uint32_t); /* 8 bytes per unit */
-  size_t meta_size = brisk_align_up(header + nodes_bytes + units + ntrees, page);
-  size_t region_size = brisk_align_up(total, page);
-
   size_t calls = 0;
   bool meta_reused, region_reused;
-  uint8_t *meta = _brisk_os_reserve_cached(BRISK_OS_CACHE_BUDDY_META, meta_size, page,
+  uint8_t *meta = _brisk_os_reserve_cached(BRISK_OS_CACHE_BUDDY_META, g.meta_size, page,
                                            &meta_reused, &calls);
   if (meta == NULL) return NULL;
-  uint8_t *base = _brisk_os_reserve_cached(BRISK_OS_CACHE_BUDDY_REGION, region_size, max,
+  uint8_t *base = _brisk_os_reserve_cached(BRISK_OS_CACHE_BUDDY_REGION, g.region_size, g.max,
                                            &region_reused, &calls);
   if (base == NULL) {
-    _brisk_os_release(meta, meta_size, NULL);
+    _brisk_os_release(meta, g.meta_size, NULL);
     errno = ENOMEM;
     return NULL;
   }
   /* Fresh pages read as zero: every counter 0 (all free), every index byte
    * 0, every slot empty. A cached meta mapping is zero past the header
    * (see brisk_buddy_destroy), which is cleared here. */
-  if (meta_reused) memset(meta, 0, header);
-  brisk_buddy_t *b = (brisk_buddy_t *)meta;
-  b->base = base;
-  b->total = total;
-  b->region_size = region_size;
-  b->nodes = (_Atomic uint32_t *)(meta + header);
-  b->index = (_Atomic uint8_t *)(meta + header + nodes_bytes);
-  b->used = (_Atomic uint8_t *)(meta + header + nodes_bytes + units);
-  b->meta_size = meta_size;
-  b->ntrees = ntrees;
-  b->nodes_per_tree = nodes_per_tree;
-  b->min_block = min;
-  b->max_block = max;
-  b->min_shift = min_shift;
-  b->depth = depth;
-  b->cache_orders = 0;
-  b->memory_locked = (flags & BRISK_REGION_LOCK) != 0;
-  if ((flags & BRISK_REGION_THREAD_CACHE) != 0)
-    b->cache_orders = depth + 1 < CACHE_ORDERS ? depth + 1 : CACHE_ORDERS;
-  b->system_requests = calls; /* make_resident adds its own */
-  atomic_init(&b->in_use, 0);
-  atomic_init(&b->high_water, 0);
-  place_slots(b);
+  if (meta_reused) memset(meta, 0, g.header);
+  brisk_buddy_t *b = init_buddy(meta, base, &g, flags, calls);
   if ((flags & (BRISK_REGION_PREFAULT | BRISK_REGION_LOCK)) != 0 &&
-      (!make_resident(b, meta, meta_size, flags) ||
-       !make_resident(b, base, region_size, flags))) {
+      (!make_resident(b, meta, g.meta_size, flags) ||
+       !make_resident(b, base, g.region_size, flags))) {
     int saved = errno;
-    _brisk_os_release(base, region_size, NULL);
-    _brisk_os_release(meta, meta_size, NULL);
+    _brisk_os_release(base, g.region_size, NULL);
+    _brisk_os_release(meta, g.meta_size, NULL);
     errno = saved != 0 ? saved : ENOMEM;
     return NULL;
   }
-  brisk_annotate_no_access(base, region_size);
+  brisk_annotate_no_access(base, g.region_size);
   if (registered) _brisk_region_register(&b->entry, BRISK_REGION_BUDDY, registry_stats);
+  return b;
+}
+
+int _brisk_buddy_footprint(size_t total, size_t min_block, size_t max_block, size_t *region_size,
+                           size_t *meta_size) {
+  shape_t g;
+  int error = buddy_shape(total, min_block, max_block, 0, &g);
+  if (error != 0) return error;
+  *region_size = g.region_size;
+  *meta_size = g.meta_size;
+  return 0;
+}
+
+brisk_buddy_t *_brisk_buddy_create_in(void *region, void *meta, size_t total, size_t min_block,
+                                      size_t max_block, unsigned flags) {
+  shape_t g;
+  int shape_error = buddy_shape(total, min_block, max_block, flags, &g);
+  if (shape_error != 0) {
+    errno = shape_error;
+    return NULL;
+  }
+  /* Zero past the header (the creator's promise): the header is cleared. */
+  memset(meta, 0, g.header);
+  brisk_buddy_t *b = init_buddy(meta, region, &g, flags, 0);
+  b->external = true;
+  if ((flags & (BRISK_REGION_PREFAULT | BRISK_REGION_LOCK)) != 0) {
+    errno = 0;
+    if (!make_resident(b, meta, g.meta_size, flags) ||
+        !make_resident(b, region, g.region_size, flags)) {
+      if (errno == 0) errno = ENOMEM;
+      return NULL;
+    }
+  }
+  brisk_annotate_no_access(region, g.region_size);
   return b;
 }
 
@@ -722,10 +786,45 @@ static bool trees_all_free(const brisk_buddy_t *b) {
   return true;
 }
 
+/* Quiescent, at destroy: the caches back to the trees, `used` cleared;
+ * whether every tree is free (then the meta part is zero past the
+ * header), and upper bounds of the bytes of each part in RAM: at most the
+ * trees that ever served a block, their counters and index bytes. */
+static bool quiesce(brisk_buddy_t *b, size_t *region_resident, size_t *meta_resident) {
+  brisk_buddy_trim(b);
+  bool clean = trees_all_free(b);
+  size_t used = 0;
+  for (size_t t = 0; t < b->ntrees; t++)
+    used += atomic_load_explicit(&b->used[t], memory_order_relaxed);
+  memset((void *)b->used, 0, b->ntrees);
+  size_t page = _brisk_os_page_size();
+  size_t meta_per_tree = b->nodes_per_tree * sizeof(uint32_t) + ((size_t)1 << b->depth);
+  size_t region = used * b->max_block;
+  size_t meta = brisk_align_up(sizeof(brisk_buddy_t), page) + used * meta_per_tree +
+                2 * page * (used != 0);
+  *region_resident = region < b->region_size ? region : b->region_size;
+  *meta_resident = meta < b->meta_size ? meta : b->meta_size;
+  return clean;
+}
+
+bool _brisk_buddy_destroy_in(brisk_buddy_t *b, size_t *resident) {
+  /* Clear our poisoning, so whatever is laid here next starts clean. */
+  brisk_annotate_internal(b->base, b->region_size);
+  size_t region_resident, meta_resident;
+  bool clean = quiesce(b, &region_resident, &meta_resident);
+  *resident = region_resident + meta_resident;
+  return clean;
+}
+
 void brisk_buddy_destroy(brisk_buddy_t *b) {
   if (b == NULL) return;
   _brisk_region_unregister(&b->entry); /* nothing for a hybrid's region */
   /* Clear our poisoning, so whatever is mapped here next starts clean. */
+  if (b->external) {
+    size_t resident;
+    (void)_brisk_buddy_destroy_in(b, &resident);
+    return;
+  }
   brisk_annotate_internal(b->base, b->region_size);
   /* Both mappings to the OS layer's cache: the region as it is; the meta
    * mapping only when, the caches flushed, every tree is free, so that
@@ -739,22 +838,13 @@ void brisk_buddy_destroy(brisk_buddy_t *b) {
     _brisk_os_release(b, b->meta_size, NULL);
     return;
   }
-  brisk_buddy_trim(b);
-  bool clean = trees_all_free(b);
-  size_t used = 0;
-  for (size_t t = 0; t < b->ntrees; t++)
-    used += atomic_load_explicit(&b->used[t], memory_order_relaxed);
-  memset((void *)b->used, 0, b->ntrees);
-  size_t page = _brisk_os_page_size();
-  size_t meta_per_tree = b->nodes_per_tree * sizeof(uint32_t) + ((size_t)1 << b->depth);
-  size_t region_resident = used * b->max_block;
-  size_t meta_resident = brisk_align_up(sizeof(brisk_buddy_t), page) + used * meta_per_tree +
-                         2 * page * (used != 0);
+  size_t region_resident, meta_resident;
+  bool clean = quiesce(b, &region_resident, &meta_resident);
   _brisk_os_cache_put(BRISK_OS_CACHE_BUDDY_REGION, b->base, b->region_size, b->region_size,
-                      region_resident < b->region_size ? region_resident : b->region_size, NULL);
+                      region_resident, NULL);
   if (clean)
-    _brisk_os_cache_put(BRISK_OS_CACHE_BUDDY_META, b, b->meta_size, b->meta_size,
-                        meta_resident < b->meta_size ? meta_resident : b->meta_size, NULL);
+    _brisk_os_cache_put(BRISK_OS_CACHE_BUDDY_META, b, b->meta_size, b->meta_size, meta_resident,
+                        NULL);
   else
     _brisk_os_release(b, b->meta_size, NULL);
 }

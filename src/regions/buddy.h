@@ -34,6 +34,33 @@ __attribute__((visibility("hidden"))) brisk_buddy_t *_brisk_buddy_create(size_t 
                                                                          unsigned flags,
                                                                          bool registered);
 
+/* The sizes of a buddy's two parts for these arguments (create's
+ * rounding): its region (blocks; to be aligned to max_block rounded up to
+ * a power of two) and its meta part (header, counters, index), both page
+ * multiples. 0, or the errno create would fail with. */
+__attribute__((visibility("hidden"))) int _brisk_buddy_footprint(size_t total, size_t min_block,
+                                                                 size_t max_block,
+                                                                 size_t *region_size,
+                                                                 size_t *meta_size);
+/* A buddy (not registered) over memory its creator gives (the hybrid,
+ * which lays its first region out in one mapping with its buckets): the
+ * region aligned to max_block, the meta part zero past its header (fresh
+ * memory, or that of a buddy _brisk_buddy_destroy_in found clean), both
+ * read-write. No system call but PREFAULT's and LOCK's over them. NULL
+ * with errno as _brisk_buddy_create. */
+__attribute__((visibility("hidden"))) brisk_buddy_t *_brisk_buddy_create_in(void *region,
+                                                                            void *meta,
+                                                                            size_t total,
+                                                                            size_t min_block,
+                                                                            size_t max_block,
+                                                                            unsigned flags);
+/* Destroy a buddy made by _brisk_buddy_create_in (quiescent): its memory
+ * stays its creator's. Returns whether its meta part is zero past the
+ * header again (every block was freed), so that a later create_in may
+ * take it; *resident: an upper bound of the bytes of both parts in RAM. */
+__attribute__((visibility("hidden"))) bool _brisk_buddy_destroy_in(brisk_buddy_t *b,
+                                                                   size_t *resident);
+
 /* The region's address range [*lo, *hi): every block lies inside it.
  * Fixed at creation, so free's dispatch by address needs no lock. */
 __attribute__((visibility("hidden"))) void _brisk_buddy_range(const brisk_buddy_t *b,

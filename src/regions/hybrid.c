@@ -5,17 +5,23 @@
  * BRISK_REGION_THREAD_CACHE, the default) a cache per thread in front of
  * both.
  *
- * Layout: the brisk_hybrid_t itself sits in pages of its own from the OS
- * layer, its per-thread slots included. Every bucket is a bounded
- * brisk_pool_t and every region a brisk_buddy_t, each over its own
- * reservation; all of them are created, committed (and with
- * BRISK_REGION_PREFAULT / LOCK faulted in and locked) by
- * brisk_hybrid_create, so alloc and free make no system call afterwards.
+ * Layout: one mapping from the OS layer (through its mapping cache, so a
+ * hybrid created and destroyed per task takes its predecessor's) holds
+ * the first region's blocks, then every bucket's objects, then the
+ * buckets' headers, the first region's meta part (counters, index) and
+ * the brisk_hybrid_t itself, its per-thread slots included (layout_t has
+ * the details). Every bucket is a bounded brisk_pool_t and the first
+ * region a brisk_buddy_t, both laid over that memory
+ * (_brisk_pool_create_in, _brisk_buddy_create_in); further regions, which
+ * serve when the first is full, are buddies over reservations of their
+ * own. All of it is read-write from creation (and with
+ * BRISK_REGION_PREFAULT / LOCK faulted in and locked by create), so alloc
+ * and free make no system call afterwards.
  *
  * Thread caches. A class is a bucket of 16 bytes or more, or one order of
  * the first region (blocks of min_block << k bytes, k < CACHED_ORDERS: 128
- * B to 16 KiB in the default configuration; further regions, which serve
- * when the first is full, are not cached). Each thread slot (thread_slot.h)
+ * B to 64 KiB in the default configuration; further regions are not
+ * cached). Each thread slot (thread_slot.h)
  * holds, per class, a LIFO list of free blocks linked through their first
  * word, the second word holding the hybrid's key (below), and one word
  * with the room the list has left (at most cap(class) blocks, 32 KiB of
@@ -23,23 +29,27 @@
  * out. A cached block is handed out from its section's point of view (a
  * pool's object taken, a buddy block's tree node and index byte set), so
  * the sections see only the caches' refills and flushes:
- *   alloc  (inline, align 0, sizes up to 512 B) the size's class from one
- *          table, pop its list, one add for the room and the count: no
- *          atomic, no call; an empty list is refilled with half a list: a
- *          region's in one search of its trees (a block split where it
- *          stands, _brisk_buddy_take_run), a bucket's one object at a time;
- *   free   (inline for the first region's blocks) the block's unit in the
- *          first region, whose index byte (its order) gives the class in
- *          one table; push onto the list. Other pointers (free_other): the
- *          section by address (the range table: the buckets, largest
- *          first, then the regions), a bucket's class from its range, then
- *          the same push. A full list gives its older half back to the
- *          section first.
+ *   alloc  (inline, align 0) the size's class from one table (by size up
+ *          to 512 B, by power of two above), pop its list, one add for the
+ *          room and the count: no atomic, no call; an empty list is
+ *          refilled with half a list: a region's in one search of its trees
+ *          (a block split where it stands, _brisk_buddy_take_run), a
+ *          bucket's one object at a time;
+ *   free   (inline for the buckets' objects and the first region's blocks
+ *          alike, with no branch on which) the pointer's chunk of the
+ *          mapping gives its section (fast_section_t), its unit there a
+ *          tag (the region's index byte, its order + 1; a bucket's own),
+ *          the tag its class in one table; push onto the list. Other
+ *          pointers (free_other): the section by address (the range table:
+ *          the buckets, largest first, then the regions), checked, then a
+ *          further region's own free. A full list gives its older half back
+ *          to the section first.
  * Frees check what they can without a shared write: the pointer is an
- * object of the bucket that was handed out (the pool's index and its
+ * object of the bucket that was handed out (the pool's index below its
  * carved count), or a block's start in the region (a unit's start, found
  * with the offset rotated so that a pointer inside a unit lands past the
- * region, and its index byte set, else the buddy's own free says why). A block in a cache carries the key
+ * region, and its index byte set, else the buddy's own free says why).
+ * Either test failed, free_other finds what is wrong. A block in a cache carries the key
  * in its second word, which alloc clears: a free that finds the key walks
  * its own list and aborts when the block is there (a double free while the
  * block is still in the freeing thread's cache); a double free of a block
@@ -52,19 +62,23 @@
  * every order, which may be what fragments it; a bucket's own list is
  * empty when it is refilled). Other threads' caches are theirs: with T
  * threads a request can fail while (T - 1) x the per-thread maximum (the
- * sum of the caps: 223 KiB in the default configuration, 7 KiB of it in
- * the buckets) sits in them. The caches are off (every call goes to the
+ * sum of the caps: 415 KiB in the default configuration, 7 KiB of it in
+ * the buckets, 192 KiB in the blocks of 32 and 64 KiB) sits in them. The caches are off (every call goes to the
  * sections, which then keep their own caches, as before) when a tool
  * watches blocks (an ASan build, Valgrind), so that it sees each block
  * come and go, and for threads without a slot.
  *
  * Call tree:
- *   brisk_hybrid_create   check the config, create the buckets and regions
- *                         (not registered: registry.h counts them under
- *                         the hybrid; without their own caches), build the
- *                         size -> bucket and size -> class tables, the
- *                         classes, the first region's index byte -> class
- *                         table and the range table, register
+ *   brisk_hybrid_create   check the config, plan the mapping (plan_layout),
+ *                         take it (a kept one: the hybrid and, unless its
+ *                         predecessor left it clean, the region's meta part
+ *                         cleared), lay the buckets and the first region
+ *                         over it and create the others (not registered:
+ *                         registry.h counts them under the hybrid; without
+ *                         their own caches), build the size -> bucket and
+ *                         size -> class tables, the classes, the chunk ->
+ *                         section and tag -> class tables (build_fast) and
+ *                         the range table, register
  *   brisk_hybrid_alloc    (inline path above) or
  *     alloc_slow          (noinline) arguments, the thread's slot, then
  *                         the bucket (its class: pop, refill; or the pool),
@@ -72,8 +86,8 @@
  *                         refill, take this thread's region caches back and
  *                         refill; or the buddy), brisk_malloc if the config
  *                         allows it, else NULL/ENOMEM
- *   brisk_hybrid_free     first region's unit -> index byte -> class ->
- *                         push (inline path above), or
+ *   brisk_hybrid_free     chunk -> section -> unit -> tag -> class -> push
+ *                         (inline path above), or
  *     free_other          (noinline) any other pointer: range -> check ->
  *                         a bucket's class -> push, a further region's
  *                         block to its buddy, pointers outside every range
@@ -86,10 +100,13 @@
  *   brisk_hybrid_destroy  unregister; a region whose blocks were all freed
  *                         forgets what the caches hold (so that its
  *                         metadata can be reused); destroy every section
- *                         (no concurrent calls)
+ *                         (no concurrent calls); the mapping to the OS
+ *                         layer's cache (released if locked), marked with
+ *                         whether the region's meta part is clean
  *
- * Threads: every field of brisk_hybrid_t but `fallbacks`, `slow`, `slots`
- * and `entry` is written by create and only read afterwards (the seed's
+ * Threads: every field of brisk_hybrid_t but `fallbacks`, `slow`, `slots`,
+ * `entry` and `clean_meta_at` (destroy's, quiescent) is written by create
+ * and only read afterwards (the seed's
  * "read-only acceleration structure"); the hybrid is published to other
  * threads by whatever the program uses to share the pointer. `fallbacks`
  * is a relaxed counter bumped on the fallback path. slots[i + 1] and
@@ -117,9 +134,10 @@
  * the most bytes its buddy had handed out; both count blocks that sat in
  * caches). brisk_hybrid_totals: allocations and bytes_requested the
  * successful brisk_hybrid_alloc calls and their sizes (fallbacks
- * included), bytes_in_use the sections' in_use, bytes_held the sections'
- * memory and the hybrid's own pages, system_requests every OS call made
- * for them, all at creation.
+ * included), bytes_in_use the sections' in_use, bytes_held the mapping
+ * (the hybrid's own pages, the buckets, the first region) and the further
+ * regions' reservations, system_requests every OS call made for them, all
+ * at creation.
  */
 #include "base/annotate.h"
 #include "base/base.h"
@@ -136,7 +154,12 @@
 
 #define MAX_BUCKET_SIZE ((size_t)512)
 #define SIZE_TABLE_ENTRIES (MAX_BUCKET_SIZE / 8 + 1)
-#define CLASS_TABLE_ENTRIES (MAX_BUCKET_SIZE + 1)
+/* code_of_size: an entry per size up to MAX_BUCKET_SIZE, then one per
+ * power of two: a bigger size reads LARGE_ENTRY(size), the entry of the
+ * smallest power of two that holds it (2^(floor(log2(size - 1)) + 1)). */
+#define LARGE_BASE (MAX_BUCKET_SIZE + 1)
+#define LARGE_ENTRY(size) (LARGE_BASE + 1 + (size_t)brisk_bit_scan_reverse((size) - 1))
+#define CLASS_TABLE_ENTRIES (LARGE_BASE + 65) /* LARGE_ENTRY of sizes up to 2^64 - 1 */
 #define MAX_SECTIONS (BRISK_HYBRID_MAX_BUCKETS + BRISK_HYBRID_MAX_REGIONS)
 #define NO_BUCKET 0xFF
 
@@ -149,7 +172,7 @@
  * CLASS_BYTES of blocks, from CLASS_MIN to CLASS_MAX of them. Class 0 is
  * no class: its list stays empty and has no room, so a size or a block
  * without a class needs no test of its own on the inline paths. */
-#define CACHED_ORDERS 8u
+#define CACHED_ORDERS 10u
 #define CLASS_BYTES ((size_t)32 << 10)
 #define CLASS_MIN 2u
 #define CLASS_MAX 64u
@@ -228,20 +251,51 @@ typedef struct hybrid_slow_s {
 #define SLOT_SHARED (BRISK_THREAD_SLOTS + 1)
 _Static_assert(BRISK_NO_THREAD_SLOT + 1 == SLOT_SHARED, "slot_of(NO_THREAD_SLOT) is the shared entry");
 
+/* A section the inline free finds by address (the first region, or a
+ * bucket), in one cache line: a pointer's unit is its offset from `lo`
+ * rotated right by `shift` and multiplied by `inverse`, which sends every
+ * address that is no unit's start (or object's), and every one outside
+ * the section, past every unit; units below *limit may be freed; the
+ * unit's tag (tags[unit & tag_mask]) gives its class in code_of_tag. */
+typedef struct fast_section_s {
+  uintptr_t lo;                 /* its first unit's offset from the hybrid's base */
+  uint64_t inverse;             /* a bucket's stride's odd factor's inverse; 1 for the region */
+  const _Atomic size_t *limit;  /* a bucket's `carved`, or `units` below */
+  const _Atomic uint8_t *tags;  /* the region's index bytes, or `tag` below */
+  _Atomic size_t units;         /* the region's unit count; 0 (no unit) otherwise */
+  uintptr_t tag_mask;           /* ~0; 0 for a bucket: every object reads tags[0] */
+  uint32_t shift;               /* log2 of the region's min_block, of a stride's power of two */
+  _Atomic uint8_t tag;          /* a bucket's: BUCKET_TAG + its index */
+} BRISK_ALIGNED(BRISK_CACHE_LINE) fast_section_t;
+
+/* The tags of buckets, above every buddy index byte (an order + 1). */
+#define BUCKET_TAG 0xF0u
+_Static_assert(BUCKET_TAG + BRISK_HYBRID_MAX_BUCKETS <= 256, "a bucket's tag fits a byte");
+/* The chunks of the mapping the inline free's table covers, at most (a
+ * power of two: a chunk number past them wraps into the table, whose
+ * sections then find no unit there). */
+#define FAST_CHUNKS 128u
+_Static_assert((FAST_CHUNKS & (FAST_CHUNKS - 1)) == 0, "a chunk number is masked");
+/* fast[0] is the first region's, fast[1 + b] bucket b's. */
+#define FAST_REGION 0u
+
 struct brisk_hybrid_s {
-  /* Read-only after create. First, what the inline free reads, in one
-   * cache line: the first region's geometry (most blocks are its), the
-   * key, and the class of its block by index byte. */
-  uintptr_t fast_lo;      /* the first region's base */
-  uintptr_t fast_units;   /* its size >> fast_shift; 0 without a region */
-  const _Atomic uint8_t *fast_index; /* its index bytes (brisk_buddy_geometry_t) */
+  /* Read-only after create. First, what the inline free reads: where the
+   * mapping that holds the first region and every bucket starts, the key,
+   * the chunk table over the mapping, the tag table and the sections. */
+  uintptr_t base;         /* the mapping's start: the first region's base */
   uintptr_t key;          /* a cached block's second word (never 0) */
-  uint32_t fast_shift;    /* log2 of its min_block */
-  /* A first-region block's index byte (its order + 1) -> its class's code
-   * (CLASS_CODE); 0 (class 0) for no block start and uncached orders. */
+  uint32_t chunk_shift;   /* log2 of a chunk: one section's blocks at most */
+  /* chunk (offset >> chunk_shift, masked) -> its section. */
+  const struct fast_section_s *chunk_section[FAST_CHUNKS];
+  /* A tag (a first-region block's index byte, its order + 1, or a bucket's
+   * BUCKET_TAG + b) -> its class's code (CLASS_CODE); 0 (class 0) for no
+   * block start, uncached orders and buckets without a class. */
   uint8_t code_of_tag[256];
-  /* size -> the class code of an align-0 request of that size (the inline
-   * alloc's table; 0, class 0, without caches and for size 0). */
+  fast_section_t fast[1 + BRISK_HYBRID_MAX_BUCKETS];
+  /* size (LARGE_ENTRY above MAX_BUCKET_SIZE) -> the class code of an
+   * align-0 request of that size (the inline alloc's table; 0, class 0,
+   * without caches, for size 0 and for sizes no class holds). */
   uint8_t code_of_size[CLASS_TABLE_ENTRIES];
   size_t bucket_count;
   size_t region_count;
@@ -267,8 +321,16 @@ struct brisk_hybrid_s {
   uint8_t class_section[MAX_CLASSES]; /* the section a class's blocks come from */
   bool cached;             /* thread caches in use */
   bool fallback_to_malloc;
+  /* The mapping: its size, its parts, and the OS calls made for it (the
+   * sections count theirs). */
   size_t mapping_size;
-  size_t system_requests;  /* the OS calls for this mapping (the sections count theirs) */
+  size_t system_requests;
+  size_t meta_at, meta_size; /* the first region's meta part */
+  bool locked;             /* BRISK_REGION_LOCK: never to the mapping cache */
+  /* Set by destroy, read by the next create that takes the mapping from
+   * the cache: meta_at when the first region's meta part is zero past its
+   * header again, else SIZE_MAX. */
+  size_t clean_meta_at;
   brisk_region_entry_t entry;
   /* Written on the fallback path only. */
   _Atomic size_t fallbacks;
@@ -362,11 +424,26 @@ static void registry_stats(const brisk_region_entry_t *entry, brisk_region_stats
   brisk_hybrid_totals((const brisk_hybrid_t *)hybrid, out);
 }
 
-static void destroy_sections(brisk_hybrid_t *h) {
-  for (size_t i = 0; i < BRISK_HYBRID_MAX_BUCKETS; i++)
-    if (h->buckets[i] != NULL) brisk_pool_destroy(h->buckets[i]);
-  for (size_t i = 0; i < BRISK_HYBRID_MAX_REGIONS; i++)
+/* Destroy every section (no concurrent calls). Returns an upper bound of
+ * the mapping's bytes in RAM (the hybrid's own pages, the buckets' carved
+ * objects and headers, the first region's trees that served); *meta_clean:
+ * whether the first region's meta part is zero past its header again. */
+static size_t destroy_sections(brisk_hybrid_t *h, bool *meta_clean) {
+  size_t resident = h->mapping_size - h->meta_at - h->meta_size; /* the hybrid's own pages */
+  *meta_clean = true;
+  for (size_t i = 0; i < BRISK_HYBRID_MAX_BUCKETS; i++) {
+    if (h->buckets[i] == NULL) continue;
+    resident += _brisk_pool_resident(h->buckets[i]);
+    brisk_pool_destroy(h->buckets[i]);
+  }
+  if (h->regions[0] != NULL) {
+    size_t region_resident;
+    *meta_clean = _brisk_buddy_destroy_in(h->regions[0], &region_resident);
+    resident += region_resident;
+  }
+  for (size_t i = 1; i < BRISK_HYBRID_MAX_REGIONS; i++)
     if (h->regions[i] != NULL) brisk_buddy_destroy(h->regions[i]);
+  return resident;
 }
 
 /* ---- Slots ---- */
@@ -460,12 +537,15 @@ static void build_classes(brisk_hybrid_t *h) {
   for (size_t r = 0; r < h->range_count; r++)
     if (h->ranges[r].is_bucket)
       h->ranges[r].code = (uint8_t)CLASS_CODE(h->bucket_class[h->ranges[r].index]);
-  /* A first-region block of order k has index byte k + 1. */
+  /* A first-region block of order k has index byte k + 1; bucket b's
+   * objects the tag BUCKET_TAG + b. */
   for (uint32_t k = 0; k < h->cached_orders; k++)
     h->code_of_tag[k + 1] = (uint8_t)CLASS_CODE(h->region_class[0] + k);
+  for (size_t b = 0; b < h->bucket_count; b++)
+    h->code_of_tag[BUCKET_TAG + b] = (uint8_t)CLASS_CODE(h->bucket_class[b]);
   /* The class of an align-0 request: its bucket when the bucket's objects
    * have the alignment the size needs, else the region's order. */
-  for (size_t size = 1; size < CLASS_TABLE_ENTRIES; size++) {
+  for (size_t size = 1; size < LARGE_BASE; size++) {
     size_t need = natural_align(size);
     uint8_t c = NO_CLASS;
     uint8_t b = h->bucket_for_size[(size + 7) / 8];
@@ -476,6 +556,134 @@ static void build_classes(brisk_hybrid_t *h) {
       if (k < h->cached_orders) c = (uint8_t)(h->region_class[0] + k);
     }
     h->code_of_size[size] = (uint8_t)CLASS_CODE(c);
+  }
+  /* Above: a power of two's order, which every size it holds needs (a
+   * region block is aligned to its size, at least 16). */
+  for (uint32_t bits = 10; bits < 64 && h->region_count != 0; bits++) {
+    uint32_t k = order_for(h, (size_t)1 << bits);
+    if (k < h->cached_orders)
+      h->code_of_size[LARGE_BASE + bits] = (uint8_t)CLASS_CODE(h->region_class[0] + k);
+  }
+}
+
+/* Region i's max_block: the config's (1 MiB by default), or for a small
+ * region the region rounded up to a power of two (one tree), at least
+ * min_block. */
+static size_t region_max_block_for(const brisk_hybrid_config_t *c, size_t i, size_t min_block) {
+  size_t max_block = c->region_max_block ? c->region_max_block : DEFAULT_MAX_BLOCK;
+  size_t size = c->region_sizes[i];
+  if (max_block > size) {
+    max_block = 1;
+    while (max_block < size) max_block <<= 1;
+  }
+  return max_block < min_block ? min_block : max_block;
+}
+
+/*
+ * The hybrid's one mapping, from its start (aligned to the first region's
+ * max_block):
+ *   [ first region's blocks ][ bucket 0's objects ][ bucket 1's ] ...
+ *   [ the buckets' headers ][ the first region's meta part ][ brisk_hybrid_t ]
+ * Each bucket's objects start at a chunk boundary, so that a chunk holds
+ * the blocks of one section at most: the inline free's table maps a chunk
+ * to its section. A chunk is the smallest power of two, a page or more,
+ * that needs FAST_CHUNKS of them at most over the blocks (1 MiB in the
+ * default: the buckets' 1, 2 and 4 MiB of objects need no padding). The
+ * hybrid itself comes last, at the same offset in every mapping of one
+ * size, where the next create that takes the mapping from the cache finds
+ * what its predecessor left (clean_meta_at).
+ */
+typedef struct layout_s {
+  size_t region_size, meta_size;     /* the first region's parts; 0 without one */
+  size_t region_align;               /* its max_block */
+  size_t objects_at[BRISK_HYBRID_MAX_BUCKETS];
+  size_t objects_size[BRISK_HYBRID_MAX_BUCKETS];
+  size_t header_at[BRISK_HYBRID_MAX_BUCKETS];
+  size_t header_size[BRISK_HYBRID_MAX_BUCKETS];
+  size_t span, meta_at, self_at, total;
+  uint32_t chunk_shift;
+} layout_t;
+
+/* 0, or the errno create fails with (a section's arguments). */
+static int plan_layout(const brisk_hybrid_config_t *c, size_t buckets, size_t regions,
+                       size_t min_block, layout_t *out) {
+  layout_t l;
+  memset(&l, 0, sizeof l);
+  size_t page = _brisk_os_page_size();
+  l.region_align = page;
+  if (regions != 0) {
+    size_t max_block = region_max_block_for(c, 0, min_block);
+    int error = _brisk_buddy_footprint(c->region_sizes[0], min_block, max_block, &l.region_size,
+                                       &l.meta_size);
+    if (error != 0) return error;
+    while (l.region_align < max_block) l.region_align <<= 1;
+  }
+  for (size_t b = 0; b < buckets; b++) {
+    int error = _brisk_pool_footprint(c->bucket_sizes[b], natural_align(c->bucket_sizes[b]),
+                                      c->bucket_counts[b], &l.header_size[b], &l.objects_size[b]);
+    if (error != 0) return error;
+  }
+  for (l.chunk_shift = (uint32_t)brisk_bit_scan_reverse(page);; l.chunk_shift++) {
+    size_t chunk = (size_t)1 << l.chunk_shift, at = l.region_size;
+    for (size_t b = 0; b < buckets; b++) {
+      at = brisk_align_up(at, chunk);
+      l.objects_at[b] = at;
+      at += l.objects_size[b];
+    }
+    l.span = at;
+    if ((l.span + chunk - 1) >> l.chunk_shift <= FAST_CHUNKS) break;
+  }
+  size_t at = brisk_align_up(l.span, page);
+  for (size_t b = 0; b < buckets; b++) {
+    l.header_at[b] = at;
+    at += l.header_size[b];
+  }
+  l.meta_at = at;
+  l.self_at = at + l.meta_size;
+  l.total = l.self_at + brisk_align_up(sizeof(brisk_hybrid_t), page);
+  *out = l;
+  return 0;
+}
+
+/* The inline free's table: fast[] and chunk_section[] over the layout. */
+static void build_fast(brisk_hybrid_t *h, const layout_t *l) {
+  /* Without a region, its entry has no unit (no chunk names it). */
+  h->fast[FAST_REGION].limit = &h->fast[FAST_REGION].units;
+  h->fast[FAST_REGION].tags = &h->fast[FAST_REGION].tag;
+  if (h->region_count != 0) {
+    brisk_buddy_geometry_t g;
+    _brisk_buddy_geometry(h->regions[0], &g);
+    fast_section_t *f = &h->fast[FAST_REGION];
+    f->lo = 0;
+    f->inverse = 1;
+    atomic_init(&f->units, g.total >> g.min_shift);
+    f->limit = &f->units;
+    f->tags = (const _Atomic uint8_t *)g.index;
+    f->shift = g.min_shift;
+    f->tag_mask = ~(uintptr_t)0;
+  }
+  for (size_t b = 0; b < h->bucket_count; b++) {
+    brisk_pool_geometry_t g;
+    _brisk_pool_geometry(h->buckets[b], &g);
+    fast_section_t *f = &h->fast[1 + b];
+    f->lo = g.objects - h->base;
+    f->inverse = g.inverse;
+    f->limit = g.carved;
+    atomic_init(&f->tag, (uint8_t)(BUCKET_TAG + b));
+    f->tags = &f->tag;
+    f->shift = g.shift;
+    f->tag_mask = 0;
+  }
+  /* A chunk's section: the last one that starts at or before it (padding,
+   * the space past the region and what lies past the span read as no
+   * unit of that section). */
+  h->chunk_shift = l->chunk_shift;
+  for (size_t chunk = 0; chunk < FAST_CHUNKS; chunk++) {
+    size_t at = chunk << l->chunk_shift;
+    size_t section = FAST_REGION;
+    for (size_t b = 0; b < h->bucket_count; b++)
+      if (l->objects_at[b] <= at) section = 1 + b;
+    h->chunk_section[chunk] = &h->fast[section];
   }
 }
 
@@ -490,20 +698,38 @@ brisk_hybrid_t *brisk_hybrid_create(const brisk_hybrid_config_t *config) {
     errno = EINVAL;
     return NULL;
   }
-  size_t mapping_size = brisk_align_up(sizeof(brisk_hybrid_t), _brisk_os_page_size());
+  size_t min_block = region_min_block_for(config, bucket_count);
+  layout_t l;
+  int error = plan_layout(config, bucket_count, region_count, min_block, &l);
+  if (error != 0) {
+    errno = error;
+    return NULL;
+  }
   size_t calls = 0;
   bool reused;
-  brisk_hybrid_t *h = _brisk_os_reserve_cached(BRISK_OS_CACHE_HYBRID, mapping_size, SLOT_BYTES,
-                                               &reused, &calls);
-  if (h == NULL) return NULL;
-  /* Fresh pages are zero (a kept mapping is cleared): every pointer NULL,
-   * every list empty, every count 0, every table entry NO_CLASS. */
-  if (reused) memset(h, 0, mapping_size);
-  h->mapping_size = mapping_size;
+  uint8_t *map = _brisk_os_reserve_cached(BRISK_OS_CACHE_HYBRID, l.total, l.region_align,
+                                          &reused, &calls);
+  if (map == NULL) return NULL;
+  brisk_hybrid_t *h = (brisk_hybrid_t *)(map + l.self_at);
+  size_t self_size = l.total - l.self_at;
+  if (reused) {
+    /* A kept mapping holds its last hybrid's bytes: this one starts
+     * zero (every pointer NULL, every list empty, every count 0, every
+     * table entry NO_CLASS), and so does the first region's meta part
+     * past its header, unless the last hybrid left it so at this place. */
+    bool meta_clean = h->clean_meta_at == l.meta_at;
+    memset(h, 0, self_size);
+    if (!meta_clean) memset(map + l.meta_at, 0, l.meta_size);
+  }
+  h->base = (uintptr_t)map;
+  h->mapping_size = l.total;
   h->system_requests = calls;
+  h->meta_at = l.meta_at;
+  h->meta_size = l.meta_size;
   h->bucket_count = bucket_count;
   h->region_count = region_count;
   h->fallback_to_malloc = config->fallback_to_malloc != 0;
+  h->locked = (config->flags & BRISK_REGION_LOCK) != 0;
   /* The hybrid's caches, when asked for, replace the sections' own (they
    * keep theirs while a tool watches blocks). */
   h->cached = (config->flags & BRISK_REGION_THREAD_CACHE) != 0 && !brisk_tools_watch_blocks();
@@ -516,8 +742,8 @@ brisk_hybrid_t *brisk_hybrid_create(const brisk_hybrid_config_t *config) {
     size_t size = config->bucket_sizes[i];
     h->bucket_sizes[i] = size;
     h->bucket_align[i] = natural_align(size);
-    h->buckets[i] = _brisk_pool_create(size, h->bucket_align[i], config->bucket_counts[i],
-                                       flags, false);
+    h->buckets[i] = _brisk_pool_create_in(map + l.header_at[i], map + l.objects_at[i], size,
+                                          h->bucket_align[i], config->bucket_counts[i], flags);
     if (h->buckets[i] == NULL) goto fail;
     brisk_pool_geometry_t g;
     _brisk_pool_geometry(h->buckets[i], &g);
@@ -535,17 +761,14 @@ brisk_hybrid_t *brisk_hybrid_create(const brisk_hybrid_config_t *config) {
     h->bucket_for_size[slot] = b < bucket_count ? (uint8_t)b : NO_BUCKET;
   }
 
-  size_t min_block = region_min_block_for(config, bucket_count);
   for (size_t i = 0; i < region_count; i++) {
-    size_t max_block = config->region_max_block ? config->region_max_block : DEFAULT_MAX_BLOCK;
+    size_t max_block = region_max_block_for(config, i, min_block);
     size_t size = config->region_sizes[i];
-    if (max_block > size) {
-      /* A small region is one tree of its own (rounded up to a power of two). */
-      max_block = 1;
-      while (max_block < size) max_block <<= 1;
-    }
-    if (max_block < min_block) max_block = min_block;
-    h->regions[i] = _brisk_buddy_create(size, min_block, max_block, flags, false);
+    /* The first region lies in the mapping; the others, which serve when
+     * it is full, in their own. */
+    h->regions[i] = i == 0 ? _brisk_buddy_create_in(map, map + l.meta_at, size, min_block,
+                                                    max_block, flags)
+                           : _brisk_buddy_create(size, min_block, max_block, flags, false);
     if (h->regions[i] == NULL) goto fail;
     brisk_buddy_geometry_t g;
     _brisk_buddy_geometry(h->regions[i], &g);
@@ -555,16 +778,9 @@ brisk_hybrid_t *brisk_hybrid_create(const brisk_hybrid_config_t *config) {
     _brisk_buddy_range(h->regions[i], &lo, &hi);
     section_range_t *range = add_range(h, lo, hi, false, i);
     range->u.buddy.unit_mask = ((uintptr_t)1 << g.min_shift) - 1;
-    if (i == 0) {
-      /* The inline free's: [lo, hi) in units of min_block (the buddy's
-       * index bytes). */
-      h->fast_lo = lo;
-      h->fast_units = (hi - lo) >> g.min_shift;
-      h->fast_index = (const _Atomic uint8_t *)g.index;
-      h->fast_shift = g.min_shift;
-    }
   }
   order_ranges(h);
+  build_fast(h, &l);
   if (h->cached) build_classes(h);
   _brisk_region_register(&h->entry, BRISK_REGION_HYBRID, registry_stats);
   return h;
@@ -573,8 +789,9 @@ fail:;
   /* The section's own error (ENOMEM, or mlock's EPERM/EAGAIN) survives the
    * cleanup. */
   int saved_errno = errno;
-  destroy_sections(h);
-  _brisk_os_release_cached(BRISK_OS_CACHE_HYBRID, h, mapping_size, NULL);
+  bool meta_clean;
+  (void)destroy_sections(h, &meta_clean);
+  _brisk_os_release(map, l.total, NULL);
   errno = saved_errno ? saved_errno : ENOMEM;
   return NULL;
 }
@@ -762,15 +979,19 @@ static BRISK_NOINLINE void *alloc_slow(brisk_hybrid_t *h, size_t size, size_t al
 }
 
 /*
- * The inline path: an align-0 request of up to 512 bytes whose class has a
- * block in the calling thread's list. Everything else goes out of line: a
- * size without a class (size 0 included) finds class 0's list empty, a
- * thread without a slot the entry of line 0, whose lists are all empty.
+ * The inline path: an align-0 request whose class has a block in the
+ * calling thread's list (the class from one table: by size up to 512
+ * bytes, by power of two above). Everything else goes out of line: a size
+ * without a class (size 0 included) finds class 0's list empty, a thread
+ * without a slot the entry of line 0, whose lists are all empty.
  */
 void *brisk_hybrid_alloc(brisk_hybrid_t *h, size_t size, size_t align) {
-  if (BRISK_LIKELY(size <= MAX_BUCKET_SIZE && align == 0)) {
+  if (BRISK_LIKELY(align == 0)) {
+    /* Both entries computed, one chosen: no branch on the size, which a
+     * program's mix of sizes would mispredict. */
+    size_t entry = size <= MAX_BUCKET_SIZE ? size : LARGE_ENTRY(size);
     hybrid_slot_t *e = slot_at(h, _brisk_thread_slot_line);
-    cache_class_t *k = class_at(e, h->code_of_size[size]);
+    cache_class_t *k = class_at(e, h->code_of_size[entry]);
     void *p = k->head;
     if (BRISK_LIKELY(p != NULL)) {
       pop(k, p);
@@ -794,16 +1015,17 @@ static BRISK_NOINLINE void check_not_cached(const cache_class_t *k, const void *
     if (q == p) bad_free(p, "double free");
 }
 
-/* The section of the first region for free_slow, which the inline free
- * passes without reading bucket_count. */
-#define FIRST_REGION ((size_t)-1)
+/* The section of a block whose tag (fast_section_t) is `tag`: a bucket's,
+ * or the first region's. */
+BRISK_INLINE size_t section_of_tag(const brisk_hybrid_t *h, size_t tag) {
+  return tag >= BUCKET_TAG ? tag - BUCKET_TAG : h->bucket_count;
+}
 
-/* Block p of section s and of the class whose code is `code`, which the
- * calling thread's list did not take inline: the key seen, no room (the
- * list full, the entry not ready, or no slot yet), or no class (then to
- * the section). */
-static BRISK_NOINLINE void free_slow(brisk_hybrid_t *h, void *p, size_t code, size_t s) {
-  if (s == FIRST_REGION) s = h->bucket_count;
+/* Block p, whose tag is `tag`, of the class whose code is `code`, which
+ * the calling thread's list did not take inline: the key seen, no room
+ * (the list full, the entry not ready, or no slot yet), or no class (then
+ * to its section). */
+static BRISK_NOINLINE void free_slow(brisk_hybrid_t *h, void *p, size_t code, size_t tag) {
   size_t c = code * 8 / sizeof(cache_class_t);
   uint32_t slot = brisk_thread_slot();
   if (slot != BRISK_NO_THREAD_SLOT && c != NO_CLASS) {
@@ -814,18 +1036,18 @@ static BRISK_NOINLINE void free_slow(brisk_hybrid_t *h, void *p, size_t code, si
     push(h, k, p);
     return;
   }
-  section_free(h, s, p);
+  section_free(h, section_of_tag(h, tag), p);
 }
 
-/* Block p of section s goes to the calling thread's list of the class
+/* Block p (tag `tag`) goes to the calling thread's list of the class
  * whose code is `code`, inline when the list has room and the block does
  * not carry the key. Class 0, the entry of line 0 and one not yet ready
  * have no room: they go out of line before the block is read (with the
  * caches off it may be poisoned). */
-BRISK_INLINE void cache_free(brisk_hybrid_t *h, void *p, size_t code, size_t s) {
+BRISK_INLINE void cache_free(brisk_hybrid_t *h, void *p, size_t code, size_t tag) {
   cache_class_t *k = class_at(slot_at(h, _brisk_thread_slot_line), code);
   if (BRISK_UNLIKELY(room_of(k) == 0 || ((void **)p)[1] == (void *)h->key))
-    return free_slow(h, p, code, s);
+    return free_slow(h, p, code, tag);
   push(h, k, p);
 }
 
@@ -852,26 +1074,34 @@ static BRISK_NOINLINE void free_other(brisk_hybrid_t *h, void *p) {
     if (BRISK_UNLIKELY(rotated * r->u.pool.inverse >=
                        atomic_load_explicit(r->u.pool.carved, memory_order_relaxed)))
       bad_free(p, "not an object of this hybrid's bucket (or never handed out)");
-    return cache_free(h, p, r->code, r->index);
+    return cache_free(h, p, r->code, BUCKET_TAG + r->index);
   }
   if ((offset & r->u.buddy.unit_mask) != 0) bad_free(p, "not the start of a block");
   brisk_buddy_free(h->regions[r->index], p);
 }
 
 /*
- * The first region's blocks inline: the unit of p (its offset over
- * min_block, rotated so that an address that is no unit's start has its
- * low bits on top, past every unit, as one outside the region has), its
- * index byte, that byte's class; then the thread's list. Everything else
- * goes to free_other.
+ * The first region's blocks and the buckets' objects inline: the chunk of
+ * p in the mapping gives its section; its unit there (the offset rotated
+ * and multiplied, so that an address that is no unit's start lands past
+ * every unit, as one outside the section does) must lie below the
+ * section's limit (a bucket's: objects ever handed out); its tag (the
+ * region's index byte, a bucket's own) gives its class; then the thread's
+ * list. One path for both, with no branch on which section it is.
+ * Everything else goes to free_other, which says what is wrong.
  */
 void brisk_hybrid_free(brisk_hybrid_t *h, void *p) {
-  uintptr_t offset = (uintptr_t)p - h->fast_lo;
-  uint32_t shift = h->fast_shift;
-  uintptr_t unit = (offset >> shift) | (offset << ((64 - shift) & 63));
-  if (BRISK_UNLIKELY(unit >= h->fast_units)) return free_other(h, p);
-  uint8_t tag = atomic_load_explicit(&h->fast_index[unit], memory_order_relaxed);
-  cache_free(h, p, h->code_of_tag[tag], FIRST_REGION);
+  uintptr_t offset = (uintptr_t)p - h->base;
+  const fast_section_t *f = h->chunk_section[(offset >> h->chunk_shift) & (FAST_CHUNKS - 1)];
+  uintptr_t local = offset - f->lo;
+  uint32_t shift = f->shift;
+  uint64_t unit = ((local >> shift) | (local << ((64 - shift) & 63))) * f->inverse;
+  /* Relaxed: a bucket's carved only grows, and a free of an object comes
+   * after its carve (pool_internal.h, `carved`). */
+  if (BRISK_UNLIKELY(unit >= atomic_load_explicit(f->limit, memory_order_relaxed)))
+    return free_other(h, p);
+  size_t tag = atomic_load_explicit(&f->tags[unit & f->tag_mask], memory_order_relaxed);
+  cache_free(h, p, h->code_of_tag[tag], tag);
 }
 
 /* ---- Statistics ---- */
@@ -961,15 +1191,16 @@ void brisk_hybrid_totals(const brisk_hybrid_t *h, brisk_region_stats_t *out) {
     total.bytes_in_use += in_use;
     total.allocations += allocations;
   }
+  /* The mapping holds the buckets and the first region; the others hold
+   * their own. */
   brisk_region_stats_t section;
   for (size_t i = 0; i < h->bucket_count; i++) {
     brisk_pool_stats(h->buckets[i], &section);
-    total.bytes_held += section.bytes_held;
     total.system_requests += section.system_requests;
   }
   for (size_t i = 0; i < h->region_count; i++) {
     brisk_buddy_stats(h->regions[i], &section);
-    total.bytes_held += section.bytes_held;
+    if (i != 0) total.bytes_held += section.bytes_held;
     total.system_requests += section.system_requests;
   }
   *out = total;
@@ -990,6 +1221,16 @@ void brisk_hybrid_destroy(brisk_hybrid_t *h) {
       if (in_use == 0) _brisk_buddy_forget_blocks(h->regions[r]);
     }
   }
-  destroy_sections(h);
-  _brisk_os_release_cached(BRISK_OS_CACHE_HYBRID, h, h->mapping_size, NULL);
+  bool meta_clean;
+  size_t resident = destroy_sections(h, &meta_clean);
+  h->clean_meta_at = meta_clean ? h->meta_at : SIZE_MAX;
+  void *map = (void *)h->base;
+  size_t size = h->mapping_size;
+  /* To the OS layer's cache, for the next hybrid of this size; not
+   * mlock'ed memory, which would stay locked after its hybrid is gone. */
+  if (h->locked)
+    _brisk_os_release(map, size, NULL);
+  else
+    _brisk_os_cache_put(BRISK_OS_CACHE_HYBRID, map, size, size, resident < size ? resident : size,
+                        NULL);
 }

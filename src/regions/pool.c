@@ -32,6 +32,10 @@
  *                           lock everything), register (registry.h; a
  *                           hybrid's buckets, made by _brisk_pool_create,
  *                           do not)
+ *   _brisk_pool_create_in   the same over memory its creator gives (a
+ *                           hybrid's bucket): the header cleared, no system
+ *                           call but PREFAULT/LOCK's; destroy leaves the
+ *                           memory to the creator
  *   brisk_pool_alloc        one branch on the mode, then:
  *     shards (default)      pop the home shard (slot % SHARDS): one CAS
  *       alloc_slow          (noinline) take_shared: other shards through the
@@ -411,23 +415,20 @@ static uint64_t odd_inverse(uint64_t odd) {
   return x;
 }
 
-static BRISK_COLD brisk_pool_t *invalid(void) {
-  errno = EINVAL;
-  return NULL;
-}
-
 static void registry_stats(const brisk_region_entry_t *entry, brisk_region_stats_t *out) {
   brisk_pool_stats((const brisk_pool_t *)((const char *)entry - offsetof(brisk_pool_t, entry)), out);
 }
 
-brisk_pool_t *_brisk_pool_create(size_t obj_size, size_t align, size_t capacity, unsigned flags,
-                                 bool registered) {
+/* The stride and object count of a pool of these arguments: 0, or the
+ * errno create fails with. */
+static int pool_shape(size_t obj_size, size_t align, size_t capacity, unsigned flags,
+                      size_t *stride_out, size_t *max_objects_out) {
   const unsigned known = BRISK_REGION_PREFAULT | BRISK_REGION_LOCK | BRISK_REGION_THREAD_CACHE;
   if (align == 0) align = DEFAULT_ALIGN;
   if (obj_size == 0 || !brisk_is_power_of_two(align) || align > MAX_ALIGN || (flags & ~known) != 0)
-    return invalid();
+    return EINVAL;
   size_t unit = align > MIN_STRIDE ? align : MIN_STRIDE;
-  if (obj_size > SIZE_MAX - unit) return invalid();
+  if (obj_size > SIZE_MAX - unit) return EINVAL;
   size_t stride = brisk_align_up(obj_size, unit);
   size_t max_objects = capacity, object_bytes;
   if (capacity == 0) {
@@ -436,51 +437,31 @@ brisk_pool_t *_brisk_pool_create(size_t obj_size, size_t align, size_t capacity,
     if (max_objects == 0) max_objects = 1;
   } else if (capacity > MAX_OBJECTS || brisk_mul_overflows(obj_size, capacity, &object_bytes) ||
              brisk_mul_overflows(stride, capacity, &object_bytes)) {
-    return invalid();
+    return EINVAL;
   }
-  if (brisk_mul_overflows(stride, max_objects, &object_bytes) || object_bytes > MAX_RESERVE) {
-    errno = ENOMEM;
-    return NULL;
-  }
+  if (brisk_mul_overflows(stride, max_objects, &object_bytes) || object_bytes > MAX_RESERVE)
+    return ENOMEM;
+  *stride_out = stride;
+  *max_objects_out = max_objects;
+  return 0;
+}
+
+/* The header pages, live bits (debug builds) and objects of a pool of
+ * max_objects objects of `stride` bytes. */
+static size_t header_bytes(size_t page) { return brisk_align_up(sizeof(brisk_pool_t), page); }
+static size_t bitmap_bytes(size_t max_objects, size_t page) {
+  return BRISK_DEBUG ? brisk_align_up((max_objects + 63) / 64 * 8, page) : 0;
+}
+
+/* Fill in the header of a pool at base (zero: fresh or cleared), its live
+ * bits after it, its objects at `objects`. */
+static brisk_pool_t *init_pool(uint8_t *base, uint8_t *objects, size_t total, size_t bitmap_size,
+                               size_t obj_size, size_t stride, size_t capacity, size_t max_objects,
+                               unsigned flags) {
   size_t page = _brisk_os_page_size();
-  size_t header_size = brisk_align_up(sizeof(brisk_pool_t), page);
-  size_t bitmap_size, total;
-  size_t calls = 0; /* system calls, refused reservations included */
-  uint8_t *base = NULL;
-  size_t cached_committed = 0, cached_resident;
-  /* A destroyed pool's reservation of the same size, from the OS layer's
-   * cache: not in debug builds, whose live bits it would bring in set. */
-  bitmap_size = BRISK_DEBUG ? brisk_align_up((max_objects + 63) / 64 * 8, page) : 0;
-  object_bytes = brisk_align_up(max_objects * stride, page);
-  total = header_size + bitmap_size + object_bytes;
-  if (bitmap_size == 0)
-    base = _brisk_os_cache_take(BRISK_OS_CACHE_POOL, total, page, &cached_committed,
-                                &cached_resident, &calls);
-  if (base != NULL) {
-    memset(base, 0, header_size);
-  }
-  for (; base == NULL;) {
-    bitmap_size = BRISK_DEBUG ? brisk_align_up((max_objects + 63) / 64 * 8, page) : 0;
-    object_bytes = brisk_align_up(max_objects * stride, page);
-    total = header_size + bitmap_size + object_bytes;
-    base = _brisk_os_reserve_address_space(total, page, &calls);
-    if (base != NULL) {
-      if (!_brisk_os_commit(base, header_size, &calls)) {
-        _brisk_os_release(base, total, NULL);
-        errno = ENOMEM;
-        return NULL;
-      }
-      break;
-    }
-    /* Capacity 0: a smaller reservation where the address space is
-     * limited (ulimit -v, or Valgrind, which refuses 64 GiB). */
-    if (capacity != 0 || object_bytes <= MIN_UNBOUNDED_BYTES || max_objects < 4) return NULL;
-    max_objects /= 4;
-  }
-  /* Fresh (or cleared) pages read as zero: heads, bitmap, counters and
-   * magazines start empty. */
+  size_t header_size = header_bytes(page);
   brisk_pool_t *pool = (brisk_pool_t *)base;
-  pool->objects = base + header_size + bitmap_size;
+  pool->objects = objects;
   pool->bias = (uintptr_t)pool->objects - stride;
   pool->stride = stride;
   uint32_t shift = (uint32_t)brisk_count_trailing_zeros(stride);
@@ -503,6 +484,56 @@ brisk_pool_t *_brisk_pool_create(size_t obj_size, size_t align, size_t capacity,
   atomic_init(&pool->committed, 0);
   atomic_init(&pool->carved, 0);
   atomic_init(&pool->nonempty, 0);
+  return pool;
+}
+
+brisk_pool_t *_brisk_pool_create(size_t obj_size, size_t align, size_t capacity, unsigned flags,
+                                 bool registered) {
+  size_t stride, max_objects;
+  int shape_error = pool_shape(obj_size, align, capacity, flags, &stride, &max_objects);
+  if (shape_error != 0) {
+    errno = shape_error;
+    return NULL;
+  }
+  size_t page = _brisk_os_page_size();
+  size_t header_size = header_bytes(page);
+  size_t bitmap_size, object_bytes, total;
+  size_t calls = 0; /* system calls, refused reservations included */
+  uint8_t *base = NULL;
+  size_t cached_committed = 0, cached_resident;
+  /* A destroyed pool's reservation of the same size, from the OS layer's
+   * cache: not in debug builds, whose live bits it would bring in set. */
+  bitmap_size = bitmap_bytes(max_objects, page);
+  object_bytes = brisk_align_up(max_objects * stride, page);
+  total = header_size + bitmap_size + object_bytes;
+  if (bitmap_size == 0)
+    base = _brisk_os_cache_take(BRISK_OS_CACHE_POOL, total, page, &cached_committed,
+                                &cached_resident, &calls);
+  if (base != NULL) {
+    memset(base, 0, header_size);
+  }
+  for (; base == NULL;) {
+    bitmap_size = bitmap_bytes(max_objects, page);
+    object_bytes = brisk_align_up(max_objects * stride, page);
+    total = header_size + bitmap_size + object_bytes;
+    base = _brisk_os_reserve_address_space(total, page, &calls);
+    if (base != NULL) {
+      if (!_brisk_os_commit(base, header_size, &calls)) {
+        _brisk_os_release(base, total, NULL);
+        errno = ENOMEM;
+        return NULL;
+      }
+      break;
+    }
+    /* Capacity 0: a smaller reservation where the address space is
+     * limited (ulimit -v, or Valgrind, which refuses 64 GiB). */
+    if (capacity != 0 || object_bytes <= MIN_UNBOUNDED_BYTES || max_objects < 4) return NULL;
+    max_objects /= 4;
+  }
+  /* Fresh (or cleared) pages read as zero: heads, bitmap, counters and
+   * magazines start empty. */
+  brisk_pool_t *pool = init_pool(base, base + header_size + bitmap_size, total, bitmap_size,
+                                 obj_size, stride, capacity, max_objects, flags);
   bool pin = (flags & (BRISK_REGION_PREFAULT | BRISK_REGION_LOCK)) != 0;
   int error = ENOMEM;
   errno = 0;
@@ -529,6 +560,64 @@ failed:
   return NULL;
 }
 
+int _brisk_pool_footprint(size_t obj_size, size_t align, size_t capacity, size_t *header,
+                          size_t *objects) {
+  size_t stride, max_objects;
+  int error = capacity == 0 ? EINVAL
+                            : pool_shape(obj_size, align, capacity, 0, &stride, &max_objects);
+  if (error != 0) return error;
+  size_t page = _brisk_os_page_size();
+  *header = header_bytes(page) + bitmap_bytes(max_objects, page);
+  *objects = brisk_align_up(max_objects * stride, page);
+  return 0;
+}
+
+brisk_pool_t *_brisk_pool_create_in(void *header, void *objects, size_t obj_size, size_t align,
+                                    size_t capacity, unsigned flags) {
+  size_t stride, max_objects;
+  int shape_error = capacity == 0 ? EINVAL
+                                  : pool_shape(obj_size, align, capacity, flags, &stride,
+                                               &max_objects);
+  if (shape_error != 0) {
+    errno = shape_error;
+    return NULL;
+  }
+  size_t page = _brisk_os_page_size();
+  size_t bitmap_size = bitmap_bytes(max_objects, page);
+  size_t header_size = header_bytes(page) + bitmap_size;
+  size_t object_bytes = brisk_align_up(max_objects * stride, page);
+  /* The memory may hold anything: the header and the live bits start
+   * zero (the objects need not). */
+  memset(header, 0, header_size);
+  brisk_pool_t *pool = init_pool(header, objects, header_size, bitmap_size, obj_size, stride,
+                                 capacity, max_objects, flags);
+  pool->external = true;
+  atomic_init(&pool->system_requests, 0);
+  atomic_init(&pool->committed, object_bytes);
+  /* Everything is read-write already; PREFAULT and LOCK still apply. */
+  if ((flags & (BRISK_REGION_PREFAULT | BRISK_REGION_LOCK)) != 0) {
+    size_t calls = 0;
+    errno = 0;
+    bool ok = _brisk_os_prefault(header, header_size, &calls) &&
+              _brisk_os_prefault(objects, object_bytes, &calls) &&
+              (!(flags & BRISK_REGION_LOCK) || (_brisk_os_lock(header, header_size, &calls) &&
+                                                _brisk_os_lock(objects, object_bytes, &calls)));
+    atomic_init(&pool->system_requests, calls);
+    if (!ok) {
+      if (errno == 0) errno = ENOMEM;
+      return NULL;
+    }
+  }
+  brisk_annotate_mempool_create(pool);
+  return pool;
+}
+
+size_t _brisk_pool_resident(const brisk_pool_t *pool) {
+  brisk_pool_t *p = (brisk_pool_t *)pool;
+  size_t carved = atomic_load_explicit(&p->carved, memory_order_relaxed) * p->stride;
+  return p->header_size + p->bitmap_size + brisk_align_up(carved, p->page);
+}
+
 brisk_pool_t *brisk_pool_create_ex(size_t obj_size, size_t align, size_t capacity, unsigned flags) {
   return _brisk_pool_create(obj_size, align, capacity, flags, true);
 }
@@ -545,6 +634,7 @@ void brisk_pool_destroy(brisk_pool_t *pool) {
   brisk_annotate_internal(pool->objects, atomic_load_explicit(&pool->committed, memory_order_relaxed));
 #endif
   brisk_annotate_mempool_destroy(pool);
+  if (pool->external) return; /* its memory is its creator's */
   /* To the OS layer's cache: the header and the objects committed so far
    * are read-write (debug builds' live bits keep it from the cache). */
   if (pool->bitmap_size != 0 || (pool->flags & BRISK_REGION_LOCK) != 0) {

@@ -28,6 +28,26 @@ typedef struct brisk_pool_counters_s {
 BRISK_HIDDEN brisk_pool_t *_brisk_pool_create(size_t obj_size, size_t align, size_t capacity,
                                               unsigned flags, bool registered);
 
+/* The two parts of a bounded pool (capacity > 0) of these arguments laid
+ * out in memory its creator gives (_brisk_pool_create_in): *header, its
+ * header and live bits (debug builds), and *objects, its objects; page
+ * multiples. 0, or the errno create would fail with. */
+BRISK_HIDDEN int _brisk_pool_footprint(size_t obj_size, size_t align, size_t capacity,
+                                       size_t *header, size_t *objects);
+
+/* A bounded pool (not registered) laid over memory its creator gives (the
+ * hybrid, which lays its buckets out in one mapping): `header` and
+ * `objects` of _brisk_pool_footprint's sizes, page-aligned, read-write,
+ * holding anything (the header and live bits are cleared here). It makes
+ * no system call but PREFAULT's and LOCK's over them, and destroy leaves
+ * the memory to its creator. NULL with errno as _brisk_pool_create. */
+BRISK_HIDDEN brisk_pool_t *_brisk_pool_create_in(void *header, void *objects, size_t obj_size,
+                                                 size_t align, size_t capacity, unsigned flags);
+
+/* An upper bound of the bytes of the pool's memory in RAM: the header,
+ * the live bits and every object ever carved. */
+BRISK_HIDDEN size_t _brisk_pool_resident(const brisk_pool_t *pool);
+
 /* [*lo, *hi): the address range of every object the pool can ever hand
  * out (its whole reservation for objects). Constant for the pool's life. */
 BRISK_HIDDEN void _brisk_pool_range(const brisk_pool_t *pool, uintptr_t *lo, uintptr_t *hi);

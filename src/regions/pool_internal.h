@@ -15,6 +15,9 @@
  *   [ header: brisk_pool_t ][ live bitmap (BRISK_DEBUG only) ][ objects ... ]
  *   base                     bits                               objects
  *
+ * A pool made by _brisk_pool_create_in (a hybrid's bucket) has the same
+ * parts in memory its creator gives, the objects apart from the header.
+ *
  * Object i (0-based) lies at objects + i * stride, stride = obj_size rounded
  * up to max(align, 8); objects start page-aligned, so every object is
  * aligned to align (at most 4096). A free object's first 4 bytes hold its
@@ -136,6 +139,7 @@ struct brisk_pool_s {
   size_t bitmap_size;   /* bytes reserved for the live bits (0 without BRISK_DEBUG) */
   size_t obj_size;
   size_t page;
+  bool external;        /* _brisk_pool_create_in: the memory is its creator's */
   brisk_region_entry_t entry; /* registry.h; its links NULL when not registered */
   /* Contended words, one line each. */
   BRISK_ALIGNED(BRISK_CACHE_LINE) _Atomic size_t carved;
