@@ -848,7 +848,8 @@ TEST_F(HybridValidatorDeathTest, DebugSlowPathChecksTheThreadsLists) {
       {
         HybridPtr h(brisk_hybrid_create(nullptr));
         set_second_word(cached_block(h.get(), 40), 0x1234);
-        for (int i = 0; i < 64; i++) brisk_hybrid_free(h.get(), brisk_hybrid_alloc(h.get(), 100, 16));
+        for (int i = 0; i < 64; i++)
+          brisk_hybrid_free(h.get(), brisk_hybrid_alloc(h.get(), 100, 16));
         std::fprintf(stderr, "not caught\n");
       },
       "brisk_hybrid_validate\\(0x[0-9a-f]+\\): a cached block does not carry the key");

@@ -1333,12 +1333,12 @@ static void check_cached_block(hybrid_check_t *v, void *p, size_t c, const char 
   }
   void **words = p;
   VCHECK((uintptr_t)words[1] != v->mark, p, "a block is cached twice", where, n);
-  VCHECK((uintptr_t)words[1] == h->key, p, "a cached block does not carry the key (written after its free?)",
-         where, n);
+  VCHECK((uintptr_t)words[1] == h->key, p,
+         "a cached block does not carry the key (written after its free?)", where, n);
   words[1] = (void *)v->mark;
 }
 
-/* Entry e (`where` n): `ready_expected` says whether it may hold lists (a
+/* Entry e (`where` n): `may_hold` says whether it may hold lists (a
  * slot's; not line 0's or the shared one). Its blocks are checked and
  * marked, and counted per section. */
 static void check_entry(hybrid_check_t *v, hybrid_slot_t *e, bool may_hold, const char *where,
@@ -1404,7 +1404,7 @@ void _brisk_hybrid_validate(const brisk_hybrid_t *hybrid) {
     size_t direct = 0;
     for (uint32_t i = 0; i <= BRISK_THREAD_SLOTS; i++)
       direct += atomic_load_explicit(&h->slow[i].direct_allocs[s], memory_order_relaxed);
-    size_t handed_out, served; /* in bytes */
+    size_t handed_out, served; /* bytes in blocks handed out; blocks served */
     if (s < h->bucket_count) {
       brisk_pool_counters_t c;
       _brisk_pool_counters(h->buckets[s], &c);
