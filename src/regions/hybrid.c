@@ -1266,9 +1266,9 @@ void brisk_hybrid_destroy(brisk_hybrid_t *h) {
  *             (its in_use: the statistics' in_use is the difference) and
  *             served at least the blocks the slots counted as served
  *             without a class (direct_allocs, one section call each)
- *   sections  every bucket's pool (_brisk_pool_validate) and every
- *             region's buddy (brisk_buddy_validate, which prints its own
- *             line first)
+ *   sections  every bucket's pool (_brisk_pool_validate, its class's lists
+ *             named as local caches) and every region's buddy
+ *             (brisk_buddy_validate, which prints its own line first)
  * A block met is marked by its second word turned from the key into the
  * key with bit 1 flipped (the key is odd and never 0, so the mark is
  * neither the key nor NULL): a block met again is cached twice, with no
@@ -1377,6 +1377,32 @@ static void unmark_entry(const hybrid_check_t *v, hybrid_slot_t *e) {
       ((void **)p)[1] = (void *)v->h->key;
 }
 
+/* Bucket b's pool, its class's lists (checked above) named to it as local
+ * caches, which they are in its terms (objects handed out, linked by
+ * their first 8 bytes): it also finds an object both cached and free in
+ * the pool, and in debug builds a cached object whose live bit is clear. */
+static void validate_bucket(const brisk_hybrid_t *h, size_t b) {
+  brisk_pool_local_t lists[BRISK_THREAD_SLOTS];
+  const brisk_pool_local_t *named[BRISK_THREAD_SLOTS];
+  size_t n = 0, c = h->bucket_class[b];
+  brisk_pool_geometry_t g;
+  _brisk_pool_geometry(h->buckets[b], &g);
+  for (uint32_t i = 1; c != NO_CLASS && i <= BRISK_THREAD_SLOTS; i++) {
+    hybrid_slot_t *e = (hybrid_slot_t *)h->slots[i];
+    size_t length = list_length(h, e, c);
+    if (length == 0) continue;
+    lists[n] = (brisk_pool_local_t){.head = e->classes[c].head,
+                                    .count = (unsigned)length,
+                                    .max = (unsigned)h->class_cap[c],
+                                    .lo = g.objects,
+                                    .span = 0,
+                                    .pool = h->buckets[b]};
+    named[n] = &lists[n];
+    n++;
+  }
+  _brisk_pool_validate(h->buckets[b], named, n);
+}
+
 /* Entry i of slots[] in a message: line 0's, slot i - 1's, the shared one. */
 static const char *entry_name(uint32_t i) {
   return i == 0 ? "entry of no slot" : i == SLOT_SHARED ? "shared entry" : "entry of slot";
@@ -1422,7 +1448,7 @@ void _brisk_hybrid_validate(const brisk_hybrid_t *hybrid) {
            "the slots counted more blocks served without a class than the section served",
            "section", s);
   }
-  for (size_t b = 0; b < h->bucket_count; b++) _brisk_pool_validate(h->buckets[b], NULL, 0);
+  for (size_t b = 0; b < h->bucket_count; b++) validate_bucket(h, b);
   for (size_t r = 0; r < h->region_count; r++)
     VCHECK(brisk_buddy_validate(h->regions[r], NULL) == 1, h->regions[r],
            "a region's buddy does not validate (the line above)", "region", r);
