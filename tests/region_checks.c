@@ -2,6 +2,7 @@
 #include "region_checks.h"
 
 #include "regions/fifo.h"
+#include "regions/hybrid.h"
 #include "regions/pool_internal.h"
 
 void brisk_test_pool_validate(const brisk_pool_t *pool) { _brisk_pool_validate(pool, NULL, 0); }
@@ -12,6 +13,15 @@ void brisk_test_pool_validate_locals(const brisk_pool_t *pool,
 }
 
 void brisk_test_fifo_validate(const brisk_fifo_t *fifo) { _brisk_fifo_validate(fifo); }
+
+void brisk_test_hybrid_validate(const brisk_hybrid_t *hybrid) { _brisk_hybrid_validate(hybrid); }
+
+bool brisk_test_hybrid_add_room(brisk_hybrid_t *hybrid, size_t size, long delta) {
+  _Atomic size_t *word = _brisk_hybrid_class_word(hybrid, size);
+  if (word == NULL) return false;
+  atomic_fetch_add_explicit(word, (size_t)delta, memory_order_relaxed);
+  return true;
+}
 
 void brisk_test_pool_push_behind_api(brisk_pool_t *pool, void *p) {
   uint8_t *object = p;

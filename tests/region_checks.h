@@ -7,6 +7,7 @@
 #define BRISK_TEST_REGION_CHECKS_H
 
 #include <brisk.h>
+#include <stdbool.h>
 #include <stddef.h>
 
 #ifdef __cplusplus
@@ -25,6 +26,12 @@ void brisk_test_pool_validate_locals(const brisk_pool_t *pool,
 // "brisk: brisk_fifo_validate(0x...): ..." and abort.
 void brisk_test_fifo_validate(const brisk_fifo_t *fifo);
 
+// The hybrid's validator (src/regions/hybrid.c) at a quiet point: every
+// thread slot's lists, then its buckets' pools and its regions' buddies.
+// Prints "brisk: brisk_hybrid_validate(0x...): ..." and aborts at the first
+// broken invariant.
+void brisk_test_hybrid_validate(const brisk_hybrid_t *hybrid);
+
 // Corruptions. Push p onto the pool's free objects as brisk_pool_free's own
 // push does (the caller's magazine with the per-thread cache, its home
 // shard without), skipping free's checks and counts: a double free that
@@ -32,6 +39,11 @@ void brisk_test_fifo_validate(const brisk_fifo_t *fifo);
 void brisk_test_pool_push_behind_api(brisk_pool_t *pool, void *p);
 // Clear every nonempty bit of the pool's shards (a lost bitmap update).
 void brisk_test_pool_clear_nonempty(brisk_pool_t *pool);
+// Add delta to the room of the calling thread's list of the class that an
+// align-0 request of `size` bytes takes (a lost or doubled update of the
+// word that holds it). False when the thread has no such list (no class
+// for the size, the caches off, its entry not in use yet).
+bool brisk_test_hybrid_add_room(brisk_hybrid_t *hybrid, size_t size, long delta);
 // Copy n bytes to p without AddressSanitizer's checks: a stray write into
 // memory a region allocator keeps poisoned (a fifo's block header or free
 // space), as an overflow in unchecked code would make.

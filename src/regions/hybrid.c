@@ -143,6 +143,7 @@
 #include "base/base.h"
 #include "os/os.h"
 #include "regions/buddy.h"
+#include "regions/hybrid.h"
 #include "regions/pool.h"
 #include "regions/registry.h"
 #include "regions/thread_slot.h"
@@ -150,6 +151,7 @@
 #include <brisk/hybrid.h>
 #include <brisk/malloc.h>
 #include <errno.h>
+#include <stdio.h>
 #include <string.h>
 
 #define MAX_BUCKET_SIZE ((size_t)512)
@@ -228,6 +230,9 @@ typedef struct hybrid_slot_s {
   /* Nonzero once its holder set every class's room to the class's cap:
    * until then every list is empty and full, as in a fresh mapping. */
   _Atomic size_t ready;
+  /* Debug builds: its holder's alloc_slow calls; every 64th checks this
+   * entry's lists (validate_own_entry). Its holder's alone. */
+  size_t slow_allocs;
 } hybrid_slot_t;
 #define SLOT_BYTES ((size_t)512)
 #define CLASS_CODE(c) ((c) * sizeof(cache_class_t) / 8)
@@ -942,12 +947,18 @@ static void *from_region(brisk_hybrid_t *h, uint32_t slot, size_t r, size_t size
   return p != NULL ? count_direct(h, slot, h->bucket_count + r, p, size) : NULL;
 }
 
+static void validate_own_entry(brisk_hybrid_t *h, uint32_t slot);
+
 static BRISK_NOINLINE void *alloc_slow(brisk_hybrid_t *h, size_t size, size_t align) {
   if (size == 0 || (align & (align - 1)) != 0) {
     errno = EINVAL;
     return NULL;
   }
   uint32_t slot = brisk_thread_slot();
+  /* Debug builds: this thread's lists checked every 64th time (the other
+   * threads' and the sections need a quiet point). */
+  if (BRISK_DEBUG && slot != BRISK_NO_THREAD_SLOT && (++slot_of(h, slot)->slow_allocs & 63) == 0)
+    validate_own_entry(h, slot);
   hybrid_slow_t *counts = &h->slow[slot];
   /* align 0: what malloc would give an object of this size. */
   size_t need = align != 0 ? align : natural_align(size);
@@ -1233,4 +1244,231 @@ void brisk_hybrid_destroy(brisk_hybrid_t *h) {
   else
     _brisk_os_cache_put(BRISK_OS_CACHE_HYBRID, map, size, size, resident < size ? resident : size,
                         NULL);
+}
+
+/* ---- Validation ---- */
+
+/*
+ * _brisk_hybrid_validate (regions/hybrid.h), at a quiet point:
+ *   entries   the entry of no slot (line 0) and the shared one hold no
+ *             list, no room and no class count (the inline paths rely on
+ *             line 0's rooms being 0), nor does any class an entry does
+ *             not use (class 0, those past class_count, every class of an
+ *             entry not yet ready); in a ready entry each class's room is
+ *             at most its cap and its list is cap - room blocks long
+ *   blocks    each cached block lies in its class's section and was handed
+ *             out there: a bucket's object below the pool's carved count
+ *             (brisk_pool_geometry_index: an object's start), the first
+ *             region's block aligned to the class's size whose index byte
+ *             is the class's order + 1; it carries the key in its second
+ *             word; and it is met once over every list of every entry
+ *   counts    a section has handed out at least the blocks the caches hold
+ *             (its in_use: the statistics' in_use is the difference) and
+ *             served at least the blocks the slots counted as served
+ *             without a class (direct_allocs, one section call each)
+ *   sections  every bucket's pool (_brisk_pool_validate, its class's lists
+ *             named as local caches) and every region's buddy
+ *             (brisk_buddy_validate, which prints its own line first)
+ * A block met is marked by its second word turned from the key into the
+ * key with bit 1 flipped (the key is odd and never 0, so the mark is
+ * neither the key nor NULL): a block met again is cached twice, with no
+ * memory beyond the blocks themselves; the marks are undone at the end.
+ * Debug builds run the entries' and blocks' checks on the calling thread's
+ * own entry from alloc_slow every 64th time: its lists and blocks are that
+ * thread's alone, and the sections' bytes it reads (a carved count, index
+ * bytes of blocks it holds) are atomics that hold still for its blocks.
+ */
+
+typedef struct hybrid_check_s {
+  const brisk_hybrid_t *h;
+  uintptr_t mark;                    /* a met block's second word */
+  brisk_pool_geometry_t pools[BRISK_HYBRID_MAX_BUCKETS];
+  brisk_buddy_geometry_t region;     /* the first region's, with classes */
+  size_t cached[MAX_SECTIONS];       /* bytes of the blocks in the lists, per section */
+} hybrid_check_t;
+
+static BRISK_COLD BRISK_NORETURN void validate_failed(const void *p, const char *what,
+                                                      const char *where, size_t n) {
+  char why[200];
+  if (where != NULL)
+    snprintf(why, sizeof why, "%s (%s %zu)", what, where, n);
+  else
+    snprintf(why, sizeof why, "%s", what);
+  _brisk_os_fatal_pointer("brisk_hybrid_validate", p, why);
+}
+
+#define VCHECK(condition, p, what, where, n)                                \
+  do {                                                                      \
+    if (BRISK_UNLIKELY(!(condition))) validate_failed((p), (what), (where), (n)); \
+  } while (0)
+
+static void check_init(hybrid_check_t *v, const brisk_hybrid_t *h) {
+  memset(v, 0, sizeof *v);
+  v->h = h;
+  v->mark = h->key ^ 2;
+  for (size_t b = 0; b < h->bucket_count; b++) _brisk_pool_geometry(h->buckets[b], &v->pools[b]);
+  if (h->region_count != 0) _brisk_buddy_geometry(h->regions[0], &v->region);
+}
+
+/* Block p in class c's list (of the entry `where` n): in its section,
+ * handed out there, with the key, met for the first time; then marked. */
+static void check_cached_block(hybrid_check_t *v, void *p, size_t c, const char *where,
+                               size_t n) {
+  const brisk_hybrid_t *h = v->h;
+  size_t s = h->class_section[c];
+  if (s < h->bucket_count) {
+    const brisk_pool_geometry_t *g = &v->pools[s];
+    VCHECK(brisk_pool_geometry_index(g, p) < atomic_load_explicit(g->carved, memory_order_relaxed),
+           p, "a cached block is no object of its class's bucket that was handed out", where, n);
+  } else {
+    const brisk_buddy_geometry_t *g = &v->region;
+    uintptr_t offset = (uintptr_t)p - g->base;
+    VCHECK(offset < g->total && (offset & (h->class_block[c] - 1)) == 0, p,
+           "a cached block is no block start of its class's size in the first region", where, n);
+    uint8_t tag = atomic_load_explicit(&((const _Atomic uint8_t *)g->index)[offset >> g->min_shift],
+                                       memory_order_relaxed);
+    VCHECK(tag == c - h->region_class[0] + 1, p,
+           "a cached block's index byte is not its class's order + 1 (freed, or another order)",
+           where, n);
+  }
+  void **words = p;
+  VCHECK((uintptr_t)words[1] != v->mark, p, "a block is cached twice", where, n);
+  VCHECK((uintptr_t)words[1] == h->key, p,
+         "a cached block does not carry the key (written after its free?)", where, n);
+  words[1] = (void *)v->mark;
+}
+
+/* Entry e (`where` n): `may_hold` says whether it may hold lists (a
+ * slot's; not line 0's or the shared one). Its blocks are checked and
+ * marked, and counted per section. */
+static void check_entry(hybrid_check_t *v, hybrid_slot_t *e, bool may_hold, const char *where,
+                        size_t n) {
+  const brisk_hybrid_t *h = v->h;
+  bool ready = atomic_load_explicit(&e->ready, memory_order_relaxed) != 0;
+  VCHECK(may_hold || !ready, e, "an entry that never caches is marked ready", where, n);
+  for (size_t c = 0; c < MAX_CLASSES; c++) {
+    cache_class_t *k = &e->classes[c];
+    size_t word = atomic_load_explicit(&k->word, memory_order_relaxed);
+    if (!ready || c == NO_CLASS || c >= h->class_count) {
+      VCHECK(k->head == NULL, e, "a list where no class caches (class 0, no such class, an "
+                                 "entry not in use)", where, n);
+      VCHECK(word == 0, e, "room or a count where no class caches (class 0, no such class, an "
+                           "entry not in use)", where, n);
+      continue;
+    }
+    size_t room = word & ROOM_MASK, cap = h->class_cap[c];
+    VCHECK(room <= cap, e, "a list's room is above its class's cap", where, n);
+    size_t length = 0;
+    for (void *p = k->head; p != NULL; p = ((void **)p)[0]) {
+      VCHECK(length < cap - room, p, "a list holds more blocks than its room says", where, n);
+      check_cached_block(v, p, c, where, n);
+      length++;
+    }
+    VCHECK(length == cap - room, e, "a list holds fewer blocks than its room says", where, n);
+    v->cached[h->class_section[c]] += length * h->class_block[c];
+  }
+}
+
+/* The marks of entry e's blocks (checked: its lists are sound) undone. */
+static void unmark_entry(const hybrid_check_t *v, hybrid_slot_t *e) {
+  if (atomic_load_explicit(&e->ready, memory_order_relaxed) == 0) return;
+  for (size_t c = 1; c < v->h->class_count; c++)
+    for (void *p = e->classes[c].head; p != NULL; p = ((void **)p)[0])
+      ((void **)p)[1] = (void *)v->h->key;
+}
+
+/* Bucket b's pool, its class's lists (checked above) named to it as local
+ * caches, which they are in its terms (objects handed out, linked by
+ * their first 8 bytes): it also finds an object both cached and free in
+ * the pool, and in debug builds a cached object whose live bit is clear. */
+static void validate_bucket(const brisk_hybrid_t *h, size_t b) {
+  brisk_pool_local_t lists[BRISK_THREAD_SLOTS];
+  const brisk_pool_local_t *named[BRISK_THREAD_SLOTS];
+  size_t n = 0, c = h->bucket_class[b];
+  brisk_pool_geometry_t g;
+  _brisk_pool_geometry(h->buckets[b], &g);
+  for (uint32_t i = 1; c != NO_CLASS && i <= BRISK_THREAD_SLOTS; i++) {
+    hybrid_slot_t *e = (hybrid_slot_t *)h->slots[i];
+    size_t length = list_length(h, e, c);
+    if (length == 0) continue;
+    lists[n] = (brisk_pool_local_t){.head = e->classes[c].head,
+                                    .count = (unsigned)length,
+                                    .max = (unsigned)h->class_cap[c],
+                                    .lo = g.objects,
+                                    .span = 0,
+                                    .pool = h->buckets[b]};
+    named[n] = &lists[n];
+    n++;
+  }
+  _brisk_pool_validate(h->buckets[b], named, n);
+}
+
+/* Entry i of slots[] in a message: line 0's, slot i - 1's, the shared one. */
+static const char *entry_name(uint32_t i) {
+  return i == 0 ? "entry of no slot" : i == SLOT_SHARED ? "shared entry" : "entry of slot";
+}
+
+void _brisk_hybrid_validate(const brisk_hybrid_t *hybrid) {
+  brisk_hybrid_t *h = (brisk_hybrid_t *)hybrid; /* the marks, undone before the return */
+  hybrid_check_t v;
+  check_init(&v, h);
+  for (size_t c = 1; c < h->class_count; c++)
+    VCHECK(h->class_cap[c] >= CLASS_MIN && h->class_cap[c] <= CLASS_MAX &&
+               h->class_section[c] < h->bucket_count + (h->region_count != 0 ? 1 : 0),
+           h, "a class's cap or section is out of range", "class", c);
+  for (uint32_t i = 0; i <= SLOT_SHARED; i++) {
+    hybrid_slot_t *e = (hybrid_slot_t *)h->slots[i];
+    bool a_slot = i != SLOT_NONE && i != SLOT_SHARED;
+    check_entry(&v, e, a_slot, entry_name(i), a_slot ? i - 1 : 0);
+    if (i == SLOT_NONE)
+      VCHECK(atomic_load_explicit(&e->requested, memory_order_relaxed) == 0, e,
+             "the entry of no slot counted an allocation", NULL, 0);
+  }
+  for (uint32_t i = 0; i <= SLOT_SHARED; i++) unmark_entry(&v, (hybrid_slot_t *)h->slots[i]);
+
+  for (size_t s = 0; s < h->bucket_count + h->region_count; s++) {
+    size_t direct = 0;
+    for (uint32_t i = 0; i <= BRISK_THREAD_SLOTS; i++)
+      direct += atomic_load_explicit(&h->slow[i].direct_allocs[s], memory_order_relaxed);
+    size_t handed_out, served; /* bytes in blocks handed out; blocks served */
+    if (s < h->bucket_count) {
+      brisk_pool_counters_t c;
+      _brisk_pool_counters(h->buckets[s], &c);
+      handed_out = c.in_use * h->bucket_sizes[s];
+      served = c.allocations;
+    } else {
+      brisk_buddy_counters_t c;
+      _brisk_buddy_counters(h->regions[s - h->bucket_count], &c);
+      handed_out = c.in_use;
+      served = c.allocations;
+    }
+    VCHECK(v.cached[s] <= handed_out, h,
+           "the thread caches hold more of a section than it has handed out", "section", s);
+    VCHECK(direct <= served, h,
+           "the slots counted more blocks served without a class than the section served",
+           "section", s);
+  }
+  for (size_t b = 0; b < h->bucket_count; b++) validate_bucket(h, b);
+  for (size_t r = 0; r < h->region_count; r++)
+    VCHECK(brisk_buddy_validate(h->regions[r], NULL) == 1, h->regions[r],
+           "a region's buddy does not validate (the line above)", "region", r);
+}
+
+/* Debug builds, from alloc_slow: the calling thread's own entry (slot). */
+static void validate_own_entry(brisk_hybrid_t *h, uint32_t slot) {
+  hybrid_check_t v;
+  check_init(&v, h);
+  hybrid_slot_t *e = slot_of(h, slot);
+  check_entry(&v, e, true, "entry of slot", slot);
+  unmark_entry(&v, e);
+}
+
+_Atomic size_t *_brisk_hybrid_class_word(brisk_hybrid_t *h, size_t size) {
+  uint32_t slot = brisk_thread_slot();
+  size_t entry = size <= MAX_BUCKET_SIZE ? size : LARGE_ENTRY(size);
+  size_t code = h->code_of_size[entry];
+  if (slot == BRISK_NO_THREAD_SLOT || code == CLASS_CODE(NO_CLASS)) return NULL;
+  hybrid_slot_t *e = slot_of(h, slot);
+  if (atomic_load_explicit(&e->ready, memory_order_relaxed) == 0) return NULL;
+  return &class_at(e, code)->word;
 }

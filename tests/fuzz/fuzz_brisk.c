@@ -16,10 +16,13 @@
  * not, NULL where the allocator must succeed (or success where it must
  * fail), an errno other than the documented one, a buddy tree that does not
  * validate, or a region allocator still registered after every one was
- * destroyed. The pool's and the fifo's own validators (regions/pool.h,
- * regions/fifo.h; they abort with a "brisk:" line) run on every live one
- * at the check operation and before each destroy: between two operations
- * is a quiet point, since the other thread's jobs are waited for. It is built with AddressSanitizer (and UBSan), which also sees
+ * destroyed. The pool's, the fifo's and the hybrid's own validators
+ * (regions/pool.h, regions/fifo.h, regions/hybrid.h; they abort with a
+ * "brisk:" line) run on every live one at the check operation and before
+ * each destroy (a hybrid of the default config, whose 64 MiB region takes
+ * long to validate under ASan, before its destroy only): between two
+ * operations is a quiet point, since the other thread's jobs are waited
+ * for. It is built with AddressSanitizer (and UBSan), which also sees
  * the region allocators' poisoning of what they take back: a byte the
  * harness touches outside a live region block is a report.
  *
@@ -35,6 +38,7 @@
 #include <brisk.h>
 
 #include "regions/fifo.h"
+#include "regions/hybrid.h"
 #include "regions/pool.h"
 
 #include <errno.h>
@@ -153,7 +157,7 @@ typedef struct slot_s {
   bool local_on;
   /* buddy */
   size_t min_block;
-  bool small_tree; /* few enough units to validate often */
+  bool small_tree; /* a buddy, a hybrid: few enough units to validate often */
 } slot_t;
 
 static slot_t slots[K_KINDS][SLOTS];
@@ -343,10 +347,12 @@ static void release_block(size_t i, bool remote) {
 
 /* ---- the region allocators: made and destroyed ---- */
 
-/* The validators of the pool (with its local cache) and of the fifo. */
-static void validate_slot(int kind, const slot_t *s) {
+/* The validators of the pool (with its local cache), of the fifo and of
+ * the hybrid (at a check, a small one only). */
+static void validate_slot(int kind, const slot_t *s, bool at_destroy) {
   if (s->handle == NULL) return;
   if (kind == K_FIFO) _brisk_fifo_validate(s->handle);
+  if (kind == K_HYBRID && (at_destroy || s->small_tree)) _brisk_hybrid_validate(s->handle);
   if (kind == K_POOL) {
     const brisk_pool_local_t *locals[] = {&s->local};
     _brisk_pool_validate(s->handle, locals, s->local_on ? 1 : 0);
@@ -356,7 +362,7 @@ static void validate_slot(int kind, const slot_t *s) {
 static void destroy_slot(int kind, int slot) {
   slot_t *s = &slots[kind][slot];
   if (s->handle == NULL) return;
-  validate_slot(kind, s);
+  validate_slot(kind, s, true);
   for (size_t i = nblocks; i-- > 0;) {
     block_t *b = &blocks[i];
     if (b->kind != kind || b->owner != s->handle) continue;
@@ -444,7 +450,9 @@ static slot_t *get_slot(input_t *in, int kind) {
       break;
     }
     case K_HYBRID: {
-      if (a % 16 == 0) { /* the default: 64 MiB, which ASan's poisoning makes slow */
+      /* The default: 64 MiB, which ASan's poisoning makes slow. */
+      s->small_tree = a % 16 != 0;
+      if (!s->small_tree) {
         s->handle = brisk_hybrid_create(NULL);
         break;
       }
@@ -820,12 +828,13 @@ static void check_all(void) {
   for (size_t i = 0; i < nblocks; i++) check_block(&blocks[i], "check");
 }
 
-/* check_all, and every live pool and fifo validated. */
+/* check_all, and every live pool, fifo and small hybrid validated. */
 static void op_check(void) {
   check_all();
   for (int slot = 0; slot < SLOTS; slot++) {
-    validate_slot(K_FIFO, &slots[K_FIFO][slot]);
-    validate_slot(K_POOL, &slots[K_POOL][slot]);
+    validate_slot(K_FIFO, &slots[K_FIFO][slot], false);
+    validate_slot(K_POOL, &slots[K_POOL][slot], false);
+    validate_slot(K_HYBRID, &slots[K_HYBRID][slot], false);
   }
 }
 
