@@ -5,6 +5,8 @@
  *   brisk_free_inline(p)                              alloc.h
  *     not a brisk segment: _brisk_free_generic(p)
  *       NULL: nothing; a segment-aligned huge block: _brisk_huge_free;
+ *       one of the last huge blocks whose mapping went back to the system
+ *       (huge.c remembers 64): "block is already free (double free?)";
  *       anything else: "not allocated by brisk", abort
  *     this thread's page, p not a block start: after the fast path's push,
  *       _brisk_free_local_not_block_start takes it back off, then as below
@@ -267,6 +269,17 @@ void _brisk_free_not_local(void *p, brisk_segment_t *segment) {
   outbox_push(heap, segment->heap, block, block_size);
 }
 
+/* p lies in no segment of brisk's: a huge block freed before whose mapping
+ * went back to the system, or a pointer brisk never handed out. */
+static BRISK_NORETURN BRISK_COLD void fatal_not_in_a_segment(const char *caller, const void *p) {
+  if (_brisk_huge_was_unmapped(p)) {
+    brisk_fatal_pointer(caller, p,
+                        "block is already free (double free?), a huge block whose mapping was "
+                        "given back");
+  }
+  brisk_fatal_pointer(caller, p, "not allocated by brisk");
+}
+
 brisk_segment_t *_brisk_checked_segment(const void *p, const char *caller) {
   uintptr_t address = (uintptr_t)p;
   if ((address & BRISK_SEGMENT_MASK) == 0) {
@@ -282,9 +295,9 @@ brisk_segment_t *_brisk_checked_segment(const void *p, const char *caller) {
         return segment;
       }
     }
-    brisk_fatal_pointer(caller, p, "not allocated by brisk");
+    fatal_not_in_a_segment(caller, p);
   }
-  if (!brisk_segment_map_contains(address)) brisk_fatal_pointer(caller, p, "not allocated by brisk");
+  if (!brisk_segment_map_contains(address)) fatal_not_in_a_segment(caller, p);
   brisk_segment_t *segment = brisk_segment_of(address);
   if (segment->kind == BRISK_KIND_HUGE) {
     if ((const uint8_t *)p < _brisk_huge_block(segment)) {

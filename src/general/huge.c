@@ -14,6 +14,9 @@
  *     takes no page fault per page on each reuse. The cache holds at most
  *     BRISK_HUGE_CACHE_ENTRIES mappings and HUGE_CACHE_MAX_BYTES; the oldest
  *     goes first, and housekeeping releases entries idle for a second.
+ *     The last 64 blocks whose mappings went back to the system are
+ *     remembered, so that a second free of one (often from another thread,
+ *     whose cache could not keep it) is named a double free.
  *
  * The secure build puts a canary right after each huge block's requested
  * size (huge_stamp) and ends each huge mapping with a guard page (HUGE_GUARD):
@@ -112,6 +115,31 @@ uint8_t *_brisk_huge_block(const brisk_segment_t *segment) {
   return brisk_page_start(&segment->pages[0]);
 }
 
+/* The last huge blocks whose mappings went back to the system after their
+ * free, so that a later free, realloc or malloc_usable_size of one is named
+ * a double free rather than a pointer brisk never handed out. Only the
+ * messages of an abort read them: relaxed loads and stores, and a lost or
+ * stale entry changes nothing but a message's wording. */
+enum { UNMAPPED_REMEMBERED = 64 };
+static _Atomic(uintptr_t) unmapped_blocks[UNMAPPED_REMEMBERED];
+static _Atomic(size_t) unmapped_next;
+
+/* Give back the mapping of a freed huge block, remembering the block. */
+static void huge_unmap_freed(brisk_segment_t *segment) {
+  size_t slot = atomic_fetch_add_explicit(&unmapped_next, 1, memory_order_relaxed);
+  atomic_store_explicit(&unmapped_blocks[slot % UNMAPPED_REMEMBERED],
+                        (uintptr_t)_brisk_huge_block(segment), memory_order_relaxed);
+  _brisk_segment_unmap(segment);
+}
+
+bool _brisk_huge_was_unmapped(const void *p) {
+  for (size_t i = 0; i < UNMAPPED_REMEMBERED; i++) {
+    uintptr_t block = atomic_load_explicit(&unmapped_blocks[i], memory_order_relaxed);
+    if (block == (uintptr_t)p) return true;
+  }
+  return false;
+}
+
 static size_t round_mapping_size(size_t size) {
   size_t page = _brisk_os_page_size();
   size_t b = brisk_bit_scan_reverse(size);
@@ -173,7 +201,7 @@ static brisk_segment_t *cache_take(brisk_heap_t *heap, size_t needed) {
   if (segment->mapped_size >= needed && segment->mapped_size / 4 <= wanted) return segment;
   if (segment->mapped_size >= needed) wanted *= 2;
   brisk_segment_t *resized = huge_resize(segment, wanted);
-  if (resized == NULL) _brisk_segment_unmap(segment);
+  if (resized == NULL) huge_unmap_freed(segment);
   return resized;
 }
 
@@ -236,7 +264,7 @@ void _brisk_huge_free(brisk_heap_t *heap, brisk_segment_t *segment) {
   bool cacheable = !heap->is_empty_heap && _brisk_huge_block(segment) - (uint8_t *)segment <
                                                (ptrdiff_t)BRISK_SEGMENT_SIZE;
   if (!cacheable || segment->mapped_size > HUGE_CACHE_MAX_BYTES / 2) {
-    _brisk_segment_unmap(segment);
+    huge_unmap_freed(segment);
     return;
   }
   _brisk_heap_lock_memory(heap);
@@ -250,7 +278,7 @@ void _brisk_huge_free(brisk_heap_t *heap, brisk_segment_t *segment) {
     }
     brisk_segment_t *victim = heap->huge_cache[oldest].segment;
     cache_remove(heap, oldest);
-    _brisk_segment_unmap(victim);
+    huge_unmap_freed(victim);
   }
   uint64_t now_ms = _brisk_os_now_ms();
   /* Entries idle past their age go now too: a thread that frees its huge
@@ -272,7 +300,7 @@ static void cache_trim(brisk_heap_t *heap, uint64_t now_ms, uint64_t max_age_ms)
     if (max_age_ms == 0 || now_ms - entry->freed_at_ms >= max_age_ms) {
       brisk_segment_t *victim = entry->segment;
       cache_remove(heap, i);
-      _brisk_segment_unmap(victim);
+      huge_unmap_freed(victim);
     } else {
       i++;
     }

@@ -430,6 +430,9 @@ BRISK_HIDDEN void _brisk_huge_free(brisk_heap_t *heap, brisk_segment_t *segment)
 BRISK_HIDDEN void *_brisk_huge_realloc(brisk_segment_t *segment, void *p, size_t new_size);
 BRISK_HIDDEN void _brisk_huge_cache_trim(brisk_heap_t *heap, uint64_t now_ms, uint64_t max_age_ms);
 BRISK_HIDDEN uint8_t *_brisk_huge_block(const brisk_segment_t *segment);
+/* Whether p is one of the last huge blocks freed whose mapping went back to
+ * the system (for the message of an abort: a double free). */
+BRISK_HIDDEN bool _brisk_huge_was_unmapped(const void *p);
 /* The secure build: a huge block's requested size, after checking the
  * canary that follows it ("heap overflow past the requested size", abort). */
 BRISK_HIDDEN size_t _brisk_huge_requested_size(const char *caller, const brisk_segment_t *segment);

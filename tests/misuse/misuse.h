@@ -157,4 +157,19 @@ static MISUSE_NOINLINE void misuse_free_in_other_thread(void *p) {
   pthread_join(thread, NULL);
 }
 
+/* free(p) in a new thread, a free that is no misuse (it says nothing); the
+ * caller waits for it. */
+static MISUSE_NOINLINE void *misuse_free_quietly(void *p) {
+  free(opaque(p));
+  return NULL;
+}
+
+static MISUSE_NOINLINE void misuse_good_free_in_other_thread(void *p) {
+  pthread_t thread;
+  if (pthread_create(&thread, NULL, misuse_free_quietly, p) != 0) {
+    misuse_fail("pthread_create", NULL);
+  }
+  pthread_join(thread, NULL);
+}
+
 #endif /* BRISK_MISUSE_H */

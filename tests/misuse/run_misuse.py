@@ -69,6 +69,8 @@ TABLE = {
                                  {"release": UNCAUGHT}),
     "double_free_huge":         (rf"free\({ADDR}\): .*double free",
                                  {"release": CAUGHT}),
+    "double_free_huge_other_thread": (rf"free\({ADDR}\): .*double free",
+                                 {"release": CAUGHT}),
     "realloc_freed":            (rf"realloc\({ADDR}\): .*(double free|already free|not an allocated block)",
                                  {"release": UNCAUGHT}),
     # Pointers brisk never handed out.
