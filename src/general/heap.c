@@ -68,10 +68,19 @@ static brisk_remote_node_t *link_node(uintptr_t link) {
  * holds it: a block posted alone holds its link in its first word, which a
  * write after free or an overflow from the block before can reach, and a
  * link the program wrote must not send the drain into memory of its
- * choosing. Bit 63 of the key is set, so a stored link is never 0 (0 is
- * "not linked yet"). The release build stores the link as it is. */
+ * choosing. "Not linked yet" is a link of 0, stored encoded like any
+ * other, so that a plain 0 written over the word is caught as well: bit 63
+ * of the key is set, so no stored word is 0. The release build stores the
+ * link as it is. */
 static uintptr_t remote_link_key(const brisk_remote_node_t *node) {
   return BRISK_SECURE ? brisk_block_secret(node) | ((uintptr_t)1 << 63) : 0;
+}
+
+/* Make node the end of a queue: "not linked yet". relaxed: the node is
+ * published by the exchange that appends it (remote_push), or is the stub of
+ * a heap nobody else can see yet. */
+static void remote_mark_unlinked(brisk_remote_node_t *node) {
+  atomic_store_explicit(&node->next, remote_link_key(node), memory_order_relaxed);
 }
 
 /* Secure build: whether link, read from a node of heap's queue, can be
@@ -108,13 +117,14 @@ static BRISK_NORETURN BRISK_COLD void remote_link_fatal(const brisk_remote_node_
 static uintptr_t remote_next(const brisk_heap_t *heap, brisk_remote_node_t *node,
                              memory_order order) {
   uintptr_t stored = atomic_load_explicit(&node->next, order);
-  if (!BRISK_SECURE || stored == 0) return stored;
+  if (!BRISK_SECURE) return stored;
   uintptr_t link = stored ^ remote_link_key(node);
+  if (link == 0) return 0;
   if (BRISK_UNLIKELY(!remote_link_is_valid(heap, link))) remote_link_fatal(node);
   return link;
 }
 
-/* Append node (its link already 0) to the queue; tag says what it is. */
+/* Append node (marked unlinked already) to the queue; tag says what it is. */
 static void remote_push(brisk_heap_t *heap, brisk_remote_node_t *node, uintptr_t tag) {
   /* The exchange orders us after the previous producer's exchange (acq_rel
    * would do for that). seq_cst because the abandoned-heap handshake below
@@ -148,7 +158,7 @@ static uintptr_t remote_pop(brisk_heap_t *heap) {
   }
   if (atomic_load_explicit(&heap->remote_tail, memory_order_acquire) != head) return 0;
   /* head is the last node: put the stub behind it so head can be taken. */
-  atomic_store_explicit(&stub->next, 0, memory_order_relaxed);
+  remote_mark_unlinked(stub);
   remote_push(heap, stub, 0);
   next = remote_next(heap, head, memory_order_acquire);
   if (next != 0) {
@@ -365,7 +375,7 @@ static size_t tidy_stale_abandoned(uint64_t now, bool wait) {
 }
 
 void _brisk_heap_post_remote(brisk_heap_t *owner, brisk_remote_node_t *node, uintptr_t tag) {
-  atomic_store_explicit(&node->next, 0, memory_order_relaxed);
+  remote_mark_unlinked(node);
   remote_push(owner, node, tag);
   /* seq_cst pairs with the exiting thread's seq_cst store of `abandoned`:
    * either we see the flag, or that thread's drain sees our block. */
@@ -469,7 +479,7 @@ bool _brisk_heap_reclaim(brisk_heap_t *heap, size_t needed) {
 static void heap_init_fields(brisk_heap_t *heap) {
   for (size_t i = 0; i < BRISK_DIRECT_COUNT; i++) heap->direct[i] = &_brisk_page_empty;
   heap->remote_head = (uintptr_t)&heap->remote_stub;
-  atomic_store_explicit(&heap->remote_stub.next, 0, memory_order_relaxed);
+  remote_mark_unlinked(&heap->remote_stub);
   atomic_store_explicit(&heap->remote_tail, &heap->remote_stub, memory_order_relaxed);
 }
 

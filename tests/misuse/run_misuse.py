@@ -117,6 +117,10 @@ TABLE = {
     # link when the owner drains the queue.
     "write_after_free_remote_alone": (rf"free\({ADDR}\): .*free block was written",
                                  {"release": UNCAUGHT, "secure": CAUGHT_LATER}),
+    # The same link overwritten with exactly 0 ("not linked yet"), which
+    # would strand every block queued behind it.
+    "write_after_free_remote_alone_zero": (rf"free\({ADDR}\): .*free block was written",
+                                 {"release": UNCAUGHT, "secure": CAUGHT_LATER}),
     # A write past a huge block's mapping: the secure build's guard page.
     "overflow_huge":            ("",
                                  {"release": UNCAUGHT, "secure": FAULTS}),
