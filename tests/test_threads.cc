@@ -335,6 +335,52 @@ TEST(BriskThreads, FreeAfterTheExitHandlerTakesNoHeap) {
   EXPECT_LE(after, before + 20) << "mappings grew from " << before << " to " << after;
 }
 
+// A key destructor may allocate in glibc's last round too. The heap that
+// malloc takes there must be handed back at once: no later round would
+// abandon it, and it would stay owned by a thread that is gone (counted in
+// heaps_live for ever, its memory out of every other thread's reach).
+std::vector<void *> g_last_round_blocks;
+
+void last_round_malloc(void *) {
+  if (++late_rounds < PTHREAD_DESTRUCTOR_ITERATIONS) {
+    pthread_setspecific(late_key, reinterpret_cast<void *>(1));  // again next round
+    return;
+  }
+  void *small = brisk_malloc(48);
+  void *aligned = brisk_aligned_alloc(256, 1000);
+  void *zeroed = brisk_calloc(10, 100);
+  std::lock_guard<std::mutex> lock(g_exit_mutex);
+  for (void *p : {small, aligned, zeroed}) {
+    if (p != nullptr) std::memset(p, 0x5A, 48);
+    g_last_round_blocks.push_back(p);
+  }
+}
+
+TEST(BriskThreads, MallocInTheLastDestructorRoundKeepsNoHeap) {
+#if defined(__SANITIZE_THREAD__)
+  GTEST_SKIP() << "ThreadSanitizer cannot run code in the last destructor round";
+#endif
+  brisk_free(brisk_malloc(1));  // brisk's key exists before ours
+  ASSERT_EQ(pthread_key_create(&late_key, last_round_malloc), 0);
+  const size_t live_before = brisk_test::stats_snapshot().general.heaps_live;
+  constexpr int kThreads = 50;
+  for (int i = 0; i < kThreads; i++) {
+    std::thread([] {
+      brisk_free(brisk_malloc(100));
+      pthread_setspecific(late_key, reinterpret_cast<void *>(1));
+    }).join();
+  }
+  pthread_key_delete(late_key);
+  const size_t live_after = brisk_test::stats_snapshot().general.heaps_live;
+  EXPECT_EQ(g_last_round_blocks.size(), 3u * kThreads);
+  for (void *p : g_last_round_blocks) {
+    EXPECT_NE(p, nullptr);
+    brisk_free(p);
+  }
+  g_last_round_blocks.clear();
+  EXPECT_LE(live_after, live_before) << "heaps kept by exited threads";
+}
+
 TEST(BriskThreads, AllocationInThreadExitDestructors) {
   brisk_free(brisk_malloc(1));  // make sure brisk has set up whatever it keeps per thread
   ASSERT_EQ(pthread_key_create(&g_exit_key, allocate_at_exit), 0);

@@ -11,12 +11,6 @@
 #include <errno.h>
 #include <string.h>
 
-static brisk_heap_t *current_heap(void) {
-  brisk_heap_t *heap = _brisk_tls_heap;
-  if (BRISK_UNLIKELY(heap->is_empty_heap)) heap = _brisk_heap_init_thread(false);
-  return heap;
-}
-
 /* Mark a page as one that holds blocks handed out at an interior address. */
 static void page_mark_aligned(uint8_t *block) {
   brisk_segment_t *segment = brisk_segment_of((uintptr_t)block);
@@ -59,10 +53,18 @@ void *_brisk_malloc_aligned(size_t size, size_t alignment, bool zero) {
     if (p != NULL && zero) memset(p, 0, size);
     return p;
   }
-  brisk_heap_t *heap = current_heap();
-  if (heap == NULL) {
-    errno = ENOMEM;
-    return NULL;
+  brisk_heap_t *heap = _brisk_tls_heap;
+  if (BRISK_UNLIKELY(heap->is_empty_heap)) {
+    heap = _brisk_heap_init_thread(false);
+    if (heap == NULL) {
+      errno = ENOMEM;
+      return NULL;
+    }
+    if (BRISK_UNLIKELY(_brisk_thread_exited)) {
+      void *p = _brisk_malloc_aligned(size, alignment, zero);
+      _brisk_heap_hand_back(heap);
+      return p;
+    }
   }
   if (BRISK_SECURE) return secure_malloc_aligned(heap, size, alignment, zero);
   size_t padded = size + alignment - 1;

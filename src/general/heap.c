@@ -536,6 +536,13 @@ static void thread_exit(void *value) {
   tidy_stale_abandoned(now, true);
 }
 
+void _brisk_heap_hand_back(brisk_heap_t *heap) {
+  /* The key no longer names the heap: a later round of destructors must not
+   * abandon it a second time. */
+  pthread_setspecific(heap_key, NULL);
+  thread_exit(heap);
+}
+
 void _brisk_heap_free_only_chores(brisk_heap_t *heap) {
   _brisk_heap_drain_remote(heap);
   _brisk_heap_purge(heap, _brisk_os_now_ms(), BRISK_PURGE_DELAY_MS);

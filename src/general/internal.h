@@ -340,8 +340,15 @@ extern BRISK_HIDDEN brisk_page_t _brisk_page_empty;
  * none can be made. */
 BRISK_HIDDEN brisk_heap_t *_brisk_heap_init_thread(bool cold);
 /* True once the calling thread's heap was abandoned at its exit: frees from
- * later destructors (glibc's own, after brisk's) must not adopt a heap. */
+ * later destructors (glibc's own, after brisk's) must not adopt a heap, and
+ * an allocation there takes one for the call alone (_brisk_heap_hand_back). */
 extern BRISK_HIDDEN BRISK_TLS bool _brisk_thread_exited;
+/* After an allocation by a thread whose exit handler has run: abandon the
+ * heap _brisk_heap_init_thread gave it, as the exit handler did the first
+ * time. The thread may be in glibc's last round of key destructors, after
+ * which no handler runs again: a heap it kept would stay owned by a thread
+ * that is gone. */
+BRISK_HIDDEN void _brisk_heap_hand_back(brisk_heap_t *heap);
 /* Tidy the abandoned heaps nobody adopted in time (heap.c); one load when
  * there are none. Called from slow paths of malloc and of free, so threads
  * that only free keep it going; the caller may hold a drain_lock, so it

@@ -4,7 +4,9 @@
  *   _brisk_malloc_generic(size, heap)
  *     a size above 1 KiB whose class page has a free block: pop it
  *     else malloc_slow:
- *     first call of a thread: _brisk_heap_init_thread
+ *     first call of a thread: _brisk_heap_init_thread (a thread whose exit
+ *       handler has run, in a later key destructor: for this call only,
+ *       then _brisk_heap_hand_back)
  *     remote frees waiting: _brisk_heap_drain_remote; every 64 calls:
  *       housekeeping (which also posts this thread's outbox)
  *     size > 512 KiB: _brisk_huge_alloc
@@ -300,6 +302,11 @@ static void *malloc_slow(brisk_heap_t *heap, size_t size, bool zero) {
     if (heap == NULL) {
       errno = ENOMEM;
       return NULL;
+    }
+    if (BRISK_UNLIKELY(_brisk_thread_exited)) {
+      void *p = malloc_slow(heap, size, zero);
+      _brisk_heap_hand_back(heap);
+      return p;
     }
   }
   if ((++heap->slow_mallocs_unfolded & 4095) == 0) _brisk_heap_fold_counts(heap);

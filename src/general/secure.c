@@ -44,10 +44,17 @@ void *_brisk_secure_malloc(size_t size, bool zero) {
   brisk_heap_t *heap = _brisk_tls_heap;
   if (padded > BRISK_LARGE_MAX) {
     /* The keys the canary is made from come with the first heap. */
-    if (BRISK_UNLIKELY(heap->is_empty_heap)) heap = _brisk_heap_init_thread(false);
-    if (heap == NULL) {
-      errno = ENOMEM;
-      return NULL;
+    if (BRISK_UNLIKELY(heap->is_empty_heap)) {
+      heap = _brisk_heap_init_thread(false);
+      if (heap == NULL) {
+        errno = ENOMEM;
+        return NULL;
+      }
+      if (BRISK_UNLIKELY(_brisk_thread_exited)) {
+        void *p = _brisk_secure_malloc(size, zero);
+        _brisk_heap_hand_back(heap);
+        return p;
+      }
     }
     if (size > BRISK_LARGE_MAX) return _brisk_malloc_generic(size, heap, zero);
     return _brisk_huge_alloc(heap, size, 0, zero);
