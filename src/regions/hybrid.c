@@ -48,11 +48,12 @@
  * Frees check what they can without a shared write: the pointer is an
  * object of the bucket that was handed out (the pool's index below the
  * chunk's copy of its carved count, which alloc raises before it hands
- * out an object from the pool: raise_limit), or a block's start in the region (a unit's start, found
- * with the offset rotated so that a pointer inside a unit lands past the
- * region, and its index byte set, else the buddy's own free says why).
- * Either test failed, free_other finds what is wrong. A block in a cache carries the key
- * in its second word, which alloc clears: a free that finds the key walks
+ * out an object from the pool: raise_limit), or a block's start in the
+ * region (a unit's start, found with the offset rotated so that a
+ * pointer inside a unit lands past the region, and its index byte set,
+ * else the buddy's own free says why). Either test failed, free_other
+ * finds what is wrong. A block in a cache carries the key in its second
+ * word, which alloc clears: a free that finds the key walks
  * its own list and aborts when the block is there (a double free while the
  * block is still in the freeing thread's cache); a double free of a block
  * that went back to its section is caught by the buddy's index byte
@@ -608,8 +609,8 @@ static size_t region_max_block_for(const brisk_hybrid_config_t *c, size_t i, siz
  *   [ the buckets' headers ][ the first region's meta part ][ brisk_hybrid_t ]
  * Each bucket's objects start at a chunk boundary, so that a chunk holds
  * the blocks of one section at most: the inline free's table has an
- * entry for each chunk, its section's. A chunk is the smallest power of two, a page or more,
- * that needs FAST_CHUNKS of them at most over the blocks (1 MiB in the
+ * entry for each chunk, its section's. A chunk is the smallest power of
+ * two, a page or more, that needs FAST_CHUNKS of them at most over the blocks (1 MiB in the
  * default: the buckets' 1, 2 and 4 MiB of objects need no padding). The
  * hybrid itself comes last, at the same offset in every mapping of one
  * size, where the next create that takes the mapping from the cache finds
