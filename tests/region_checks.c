@@ -23,6 +23,14 @@ bool brisk_test_hybrid_add_room(brisk_hybrid_t *hybrid, size_t size, long delta)
   return true;
 }
 
+size_t brisk_test_hybrid_chunk_limit(brisk_hybrid_t *hybrid, const void *p) {
+  return atomic_load_explicit(_brisk_hybrid_chunk_limit(hybrid, p), memory_order_relaxed);
+}
+
+void brisk_test_hybrid_set_chunk_limit(brisk_hybrid_t *hybrid, const void *p, size_t limit) {
+  atomic_store_explicit(_brisk_hybrid_chunk_limit(hybrid, p), limit, memory_order_relaxed);
+}
+
 void brisk_test_pool_push_behind_api(brisk_pool_t *pool, void *p) {
   uint8_t *object = p;
   uint32_t slot = brisk_thread_slot();

@@ -694,6 +694,28 @@ TEST_F(HybridDeathTest, PointerInsideABlockAborts) {
   brisk_hybrid_free(h.get(), bucket_object);
 }
 
+// The inline free's table entry of a bucket's chunk lets through the
+// objects handed out (its limit raised as they leave the pool), so that
+// their frees stay inline, and no more than the pool carved: a limit past
+// that is named by the validator.
+TEST_F(HybridDeathTest, BucketChunkLimitCoversWhatWasHandedOut) {
+  HybridPtr h(brisk_hybrid_create(nullptr));
+  ASSERT_NE(h, nullptr);
+  std::vector<void *> objects;
+  for (int i = 0; i < 100; i++) objects.push_back(brisk_hybrid_alloc(h.get(), 40, 0));  // 64 B
+  // A fresh hybrid's bucket hands out its objects from the first: 100 of them.
+  EXPECT_GE(brisk_test_hybrid_chunk_limit(h.get(), objects[0]), 100u);
+  for (void *p : objects) brisk_hybrid_free(h.get(), p);
+  brisk_test_hybrid_validate(h.get());
+  EXPECT_DEATH(
+      {
+        brisk_test_hybrid_set_chunk_limit(h.get(), objects[0], size_t{1} << 40);
+        brisk_test_hybrid_validate(h.get());
+      },
+      "brisk_hybrid_validate\\(0x[0-9a-f]+\\): a bucket's chunk lets frees past its pool's "
+      "carved count \\(bucket 2\\)");
+}
+
 TEST_F(HybridDeathTest, PointerOfAnotherHybridAborts) {
   HybridPtr a(brisk_hybrid_create(nullptr));
   HybridPtr b(brisk_hybrid_create(nullptr));

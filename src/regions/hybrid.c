@@ -37,7 +37,8 @@
  *          bucket's one object at a time;
  *   free   (inline for the buckets' objects and the first region's blocks
  *          alike, with no branch on which) the pointer's chunk of the
- *          mapping gives its section (fast_section_t), its unit there a
+ *          mapping gives its section's entry (fast_chunk_t, one line of
+ *          one table), its unit there a
  *          tag (the region's index byte, its order + 1; a bucket's own),
  *          the tag its class in one table; push onto the list. Other
  *          pointers (free_other): the section by address (the range table:
@@ -45,12 +46,14 @@
  *          further region's own free. A full list gives its older half back
  *          to the section first.
  * Frees check what they can without a shared write: the pointer is an
- * object of the bucket that was handed out (the pool's index below its
- * carved count), or a block's start in the region (a unit's start, found
- * with the offset rotated so that a pointer inside a unit lands past the
- * region, and its index byte set, else the buddy's own free says why).
- * Either test failed, free_other finds what is wrong. A block in a cache carries the key
- * in its second word, which alloc clears: a free that finds the key walks
+ * object of the bucket that was handed out (the pool's index below the
+ * chunk's copy of its carved count, which alloc raises before it hands
+ * out an object from the pool: raise_limit), or a block's start in the
+ * region (a unit's start, found with the offset rotated so that a
+ * pointer inside a unit lands past the region, and its index byte set,
+ * else the buddy's own free says why). Either test failed, free_other
+ * finds what is wrong. A block in a cache carries the key in its second
+ * word, which alloc clears: a free that finds the key walks
  * its own list and aborts when the block is there (a double free while the
  * block is still in the freeing thread's cache); a double free of a block
  * that went back to its section is caught by the buddy's index byte
@@ -76,17 +79,19 @@
  *                         over it and create the others (not registered:
  *                         registry.h counts them under the hybrid; without
  *                         their own caches), build the size -> bucket and
- *                         size -> class tables, the classes, the chunk ->
- *                         section and tag -> class tables (build_fast) and
- *                         the range table, register
+ *                         size -> class tables, the chunk table (an entry
+ *                         per chunk, its section's: build_fast), the
+ *                         classes and the tag -> class table, the range
+ *                         table, register
  *   brisk_hybrid_alloc    (inline path above) or
  *     alloc_slow          (noinline) arguments, the thread's slot, then
- *                         the bucket (its class: pop, refill; or the pool),
+ *                         the bucket (its class: pop, refill; or the pool;
+ *                         objects from the pool raise its chunks' limits),
  *                         each region in turn (its order's class: pop,
  *                         refill, take this thread's region caches back and
  *                         refill; or the buddy), brisk_malloc if the config
  *                         allows it, else NULL/ENOMEM
- *   brisk_hybrid_free     chunk -> section -> unit -> tag -> class -> push
+ *   brisk_hybrid_free     chunk entry -> unit -> tag -> class -> push
  *                         (inline path above), or
  *     free_other          (noinline) any other pointer: range -> check ->
  *                         a bucket's class -> push, a further region's
@@ -105,10 +110,13 @@
  *                         whether the region's meta part is clean
  *
  * Threads: every field of brisk_hybrid_t but `fallbacks`, `slow`, `slots`,
- * `entry` and `clean_meta_at` (destroy's, quiescent) is written by create
- * and only read afterwards (the seed's
+ * `entry`, `clean_meta_at` (destroy's, quiescent) and the buckets' chunks'
+ * `limit`s is written by create and only read afterwards (the seed's
  * "read-only acceleration structure"); the hybrid is published to other
- * threads by whatever the program uses to share the pointer. `fallbacks`
+ * threads by whatever the program uses to share the pointer. A bucket's
+ * chunks' limits are raised by any thread that takes objects from its
+ * pool (raise_limit: relaxed compare-and-swap, only upward, to the pool's
+ * carved count), before it hands them out. `fallbacks`
  * is a relaxed counter bumped on the fallback path. slots[i + 1] and
  * slow[i] belong to the thread holding slot i: its lists, their rooms
  * and its counts are written by that thread alone (rooms and counts as
@@ -256,52 +264,57 @@ typedef struct hybrid_slow_s {
 #define SLOT_SHARED (BRISK_THREAD_SLOTS + 1)
 _Static_assert(BRISK_NO_THREAD_SLOT + 1 == SLOT_SHARED, "slot_of(NO_THREAD_SLOT) is the shared entry");
 
-/* A section the inline free finds by address (the first region, or a
- * bucket), in one cache line: a pointer's unit is its offset from `lo`
- * rotated right by `shift` and multiplied by `inverse`, which sends every
- * address that is no unit's start (or object's), and every one outside
- * the section, past every unit; units below *limit may be freed; the
- * unit's tag (tags[unit & tag_mask]) gives its class in code_of_tag. */
-typedef struct fast_section_s {
-  uintptr_t lo;                 /* its first unit's offset from the hybrid's base */
+/* One chunk of the mapping, as the inline free finds it by address (the
+ * chunk's number, the address shifted right by chunk_shift, masked): the
+ * first region's, or a bucket's, or no section's (limit 0), in one cache
+ * line. A pointer's unit is its distance from `lo` rotated right by
+ * `shift` and multiplied by `inverse`, which sends every address that is
+ * no unit's start (or object's), and every one outside the section, past
+ * every unit; units below `limit` may be freed; the unit's tag
+ * (tags[unit & tag_mask]) gives its class in code_of_tag. */
+typedef struct fast_chunk_s {
+  uintptr_t lo;                 /* its section's first unit (an address) */
   uint64_t inverse;             /* a bucket's stride's odd factor's inverse; 1 for the region */
-  const _Atomic size_t *limit;  /* a bucket's `carved`, or `units` below */
+  /* The region's unit count; for a bucket, a copy of its pool's carved
+   * count, raised (raise_limit) by each thread that hands out one of its
+   * objects before it does, never above the count itself; 0 for a chunk
+   * of no section. */
+  _Atomic size_t limit;
   const _Atomic uint8_t *tags;  /* the region's index bytes, or `tag` below */
-  _Atomic size_t units;         /* the region's unit count; 0 (no unit) otherwise */
   uintptr_t tag_mask;           /* ~0; 0 for a bucket: every object reads tags[0] */
   uint32_t shift;               /* log2 of the region's min_block, of a stride's power of two */
   _Atomic uint8_t tag;          /* a bucket's: BUCKET_TAG + its index */
-} BRISK_ALIGNED(BRISK_CACHE_LINE) fast_section_t;
+} BRISK_ALIGNED(BRISK_CACHE_LINE) fast_chunk_t;
+_Static_assert(sizeof(fast_chunk_t) == BRISK_CACHE_LINE, "an entry is a line");
 
 /* The tags of buckets, above every buddy index byte (an order + 1). */
 #define BUCKET_TAG 0xF0u
 _Static_assert(BUCKET_TAG + BRISK_HYBRID_MAX_BUCKETS <= 256, "a bucket's tag fits a byte");
 /* The chunks of the mapping the inline free's table covers, at most (a
- * power of two: a chunk number past them wraps into the table, whose
- * sections then find no unit there). */
+ * power of two: the mapping is aligned to a chunk, so its chunks' numbers,
+ * masked, are as many different entries; an address outside it reads an
+ * entry whose section it is no unit of). */
 #define FAST_CHUNKS 128u
 _Static_assert((FAST_CHUNKS & (FAST_CHUNKS - 1)) == 0, "a chunk number is masked");
-/* fast[0] is the first region's, fast[1 + b] bucket b's. */
-#define FAST_REGION 0u
 
 struct brisk_hybrid_s {
-  /* Read-only after create. First, what the inline free reads: where the
-   * mapping that holds the first region and every bucket starts, the key,
-   * the chunk table over the mapping, the tag table and the sections. */
-  uintptr_t base;         /* the mapping's start: the first region's base */
+  /* Read-only after create (but the buckets' chunks' limits). First, what
+   * the inline free reads: the key, the chunk shift, the tag table and the
+   * chunks. */
   uintptr_t key;          /* a cached block's second word (never 0) */
   uint32_t chunk_shift;   /* log2 of a chunk: one section's blocks at most */
-  /* chunk (offset >> chunk_shift, masked) -> its section. */
-  const struct fast_section_s *chunk_section[FAST_CHUNKS];
+  uint32_t entry_shift;   /* chunk_shift less log2 of sizeof(fast_chunk_t) */
   /* A tag (a first-region block's index byte, its order + 1, or a bucket's
    * BUCKET_TAG + b) -> its class's code (CLASS_CODE); 0 (class 0) for no
    * block start, uncached orders and buckets without a class. */
   uint8_t code_of_tag[256];
-  fast_section_t fast[1 + BRISK_HYBRID_MAX_BUCKETS];
+  /* By the chunk's number in the address space, masked. */
+  fast_chunk_t chunks[FAST_CHUNKS];
   /* size (LARGE_ENTRY above MAX_BUCKET_SIZE) -> the class code of an
    * align-0 request of that size (the inline alloc's table; 0, class 0,
    * without caches, for size 0 and for sizes no class holds). */
   uint8_t code_of_size[CLASS_TABLE_ENTRIES];
+  uintptr_t base;         /* the mapping's start: the first region's base */
   size_t bucket_count;
   size_t region_count;
   size_t range_count;
@@ -316,6 +329,11 @@ struct brisk_hybrid_s {
   brisk_pool_t *buckets[BRISK_HYBRID_MAX_BUCKETS];
   size_t bucket_sizes[BRISK_HYBRID_MAX_BUCKETS];
   uint8_t bucket_class[BRISK_HYBRID_MAX_BUCKETS]; /* NO_CLASS: not cached */
+  const _Atomic size_t *bucket_carved[BRISK_HYBRID_MAX_BUCKETS]; /* its pool's */
+  /* chunks[] entries of bucket b: from its first chunk's number (masked),
+   * bucket_chunks[b] of them, wrapping. */
+  uint8_t bucket_first_chunk[BRISK_HYBRID_MAX_BUCKETS];
+  uint8_t bucket_chunks[BRISK_HYBRID_MAX_BUCKETS];
   brisk_buddy_t *regions[BRISK_HYBRID_MAX_REGIONS];
   uint8_t region_class[BRISK_HYBRID_MAX_REGIONS]; /* order 0's class; NO_CLASS: not cached */
   uint32_t cached_orders;  /* orders of the first region that have classes */
@@ -586,13 +604,13 @@ static size_t region_max_block_for(const brisk_hybrid_config_t *c, size_t i, siz
 
 /*
  * The hybrid's one mapping, from its start (aligned to the first region's
- * max_block):
+ * max_block and to a chunk):
  *   [ first region's blocks ][ bucket 0's objects ][ bucket 1's ] ...
  *   [ the buckets' headers ][ the first region's meta part ][ brisk_hybrid_t ]
  * Each bucket's objects start at a chunk boundary, so that a chunk holds
- * the blocks of one section at most: the inline free's table maps a chunk
- * to its section. A chunk is the smallest power of two, a page or more,
- * that needs FAST_CHUNKS of them at most over the blocks (1 MiB in the
+ * the blocks of one section at most: the inline free's table has an
+ * entry for each chunk, its section's. A chunk is the smallest power of
+ * two, a page or more, that needs FAST_CHUNKS of them at most over the blocks (1 MiB in the
  * default: the buckets' 1, 2 and 4 MiB of objects need no padding). The
  * hybrid itself comes last, at the same offset in every mapping of one
  * size, where the next create that takes the mapping from the cache finds
@@ -600,7 +618,7 @@ static size_t region_max_block_for(const brisk_hybrid_config_t *c, size_t i, siz
  */
 typedef struct layout_s {
   size_t region_size, meta_size;     /* the first region's parts; 0 without one */
-  size_t region_align;               /* its max_block */
+  size_t align;                      /* the mapping's: the region's max_block, a chunk */
   size_t objects_at[BRISK_HYBRID_MAX_BUCKETS];
   size_t objects_size[BRISK_HYBRID_MAX_BUCKETS];
   size_t header_at[BRISK_HYBRID_MAX_BUCKETS];
@@ -615,13 +633,13 @@ static int plan_layout(const brisk_hybrid_config_t *c, size_t buckets, size_t re
   layout_t l;
   memset(&l, 0, sizeof l);
   size_t page = _brisk_os_page_size();
-  l.region_align = page;
+  l.align = page;
   if (regions != 0) {
     size_t max_block = region_max_block_for(c, 0, min_block);
     int error = _brisk_buddy_footprint(c->region_sizes[0], min_block, max_block, &l.region_size,
                                        &l.meta_size);
     if (error != 0) return error;
-    while (l.region_align < max_block) l.region_align <<= 1;
+    while (l.align < max_block) l.align <<= 1;
   }
   for (size_t b = 0; b < buckets; b++) {
     int error = _brisk_pool_footprint(c->bucket_sizes[b], natural_align(c->bucket_sizes[b]),
@@ -638,6 +656,7 @@ static int plan_layout(const brisk_hybrid_config_t *c, size_t buckets, size_t re
     l.span = at;
     if ((l.span + chunk - 1) >> l.chunk_shift <= FAST_CHUNKS) break;
   }
+  if (l.align < (size_t)1 << l.chunk_shift) l.align = (size_t)1 << l.chunk_shift;
   size_t at = brisk_align_up(l.span, page);
   for (size_t b = 0; b < buckets; b++) {
     l.header_at[b] = at;
@@ -650,45 +669,65 @@ static int plan_layout(const brisk_hybrid_config_t *c, size_t buckets, size_t re
   return 0;
 }
 
-/* The inline free's table: fast[] and chunk_section[] over the layout. */
+/* The inline free's table: an entry per chunk of the mapping (its
+ * number masked), the first region's, a bucket's, or (padding between
+ * buckets, past the last) one with no unit. */
 static void build_fast(brisk_hybrid_t *h, const layout_t *l) {
-  /* Without a region, its entry has no unit (no chunk names it). */
-  h->fast[FAST_REGION].limit = &h->fast[FAST_REGION].units;
-  h->fast[FAST_REGION].tags = &h->fast[FAST_REGION].tag;
+  h->chunk_shift = l->chunk_shift;
+  h->entry_shift = l->chunk_shift - (uint32_t)brisk_bit_scan_reverse(sizeof(fast_chunk_t));
+  size_t first = h->base >> l->chunk_shift; /* the mapping is aligned to a chunk */
+  for (size_t i = 0; i < FAST_CHUNKS; i++) {
+    fast_chunk_t *f = &h->chunks[i];
+    f->inverse = 1;
+    f->tags = &f->tag;
+  }
   if (h->region_count != 0) {
     brisk_buddy_geometry_t g;
     _brisk_buddy_geometry(h->regions[0], &g);
-    fast_section_t *f = &h->fast[FAST_REGION];
-    f->lo = 0;
-    f->inverse = 1;
-    atomic_init(&f->units, g.total >> g.min_shift);
-    f->limit = &f->units;
-    f->tags = (const _Atomic uint8_t *)g.index;
-    f->shift = g.min_shift;
-    f->tag_mask = ~(uintptr_t)0;
+    for (size_t i = 0; i << l->chunk_shift < l->region_size; i++) {
+      fast_chunk_t *f = &h->chunks[(first + i) & (FAST_CHUNKS - 1)];
+      f->lo = g.base;
+      atomic_init(&f->limit, g.total >> g.min_shift);
+      f->tags = (const _Atomic uint8_t *)g.index;
+      f->shift = g.min_shift;
+      f->tag_mask = ~(uintptr_t)0;
+    }
   }
   for (size_t b = 0; b < h->bucket_count; b++) {
     brisk_pool_geometry_t g;
     _brisk_pool_geometry(h->buckets[b], &g);
-    fast_section_t *f = &h->fast[1 + b];
-    f->lo = g.objects - h->base;
-    f->inverse = g.inverse;
-    f->limit = g.carved;
-    atomic_init(&f->tag, (uint8_t)(BUCKET_TAG + b));
-    f->tags = &f->tag;
-    f->shift = g.shift;
-    f->tag_mask = 0;
+    size_t at = l->objects_at[b] >> l->chunk_shift;
+    size_t n = (l->objects_size[b] + ((size_t)1 << l->chunk_shift) - 1) >> l->chunk_shift;
+    h->bucket_carved[b] = g.carved;
+    h->bucket_first_chunk[b] = (uint8_t)((first + at) & (FAST_CHUNKS - 1));
+    h->bucket_chunks[b] = (uint8_t)n; /* FAST_CHUNKS at most: 128 */
+    for (size_t i = at; i < at + n; i++) {
+      fast_chunk_t *f = &h->chunks[(first + i) & (FAST_CHUNKS - 1)];
+      f->lo = g.objects;
+      f->inverse = g.inverse;
+      atomic_init(&f->limit, atomic_load_explicit(g.carved, memory_order_relaxed));
+      atomic_init(&f->tag, (uint8_t)(BUCKET_TAG + b));
+      f->shift = g.shift;
+      f->tag_mask = 0;
+    }
   }
-  /* A chunk's section: the last one that starts at or before it (padding,
-   * the space past the region and what lies past the span read as no
-   * unit of that section). */
-  h->chunk_shift = l->chunk_shift;
-  for (size_t chunk = 0; chunk < FAST_CHUNKS; chunk++) {
-    size_t at = chunk << l->chunk_shift;
-    size_t section = FAST_REGION;
-    for (size_t b = 0; b < h->bucket_count; b++)
-      if (l->objects_at[b] <= at) section = 1 + b;
-    h->chunk_section[chunk] = &h->fast[section];
+}
+
+/* Bucket b's chunks' limit raised to its pool's carved count, before the
+ * calling thread hands out an object it took from the pool: a free of
+ * that object, which comes after (the program orders it), then reads a
+ * limit above the object's index. A compare-and-swap, so that the limit
+ * only grows; relaxed, like the carved count it copies (pool_internal.h,
+ * `carved`). */
+static void raise_limit(brisk_hybrid_t *h, size_t b) {
+  size_t carved = atomic_load_explicit(h->bucket_carved[b], memory_order_relaxed);
+  for (size_t i = 0; i < h->bucket_chunks[b]; i++) {
+    fast_chunk_t *f = &h->chunks[(h->bucket_first_chunk[b] + i) & (FAST_CHUNKS - 1)];
+    size_t seen = atomic_load_explicit(&f->limit, memory_order_relaxed);
+    while (seen < carved && !atomic_compare_exchange_weak_explicit(
+                                &f->limit, &seen, carved, memory_order_relaxed,
+                                memory_order_relaxed)) {
+    }
   }
 }
 
@@ -712,7 +751,7 @@ brisk_hybrid_t *brisk_hybrid_create(const brisk_hybrid_config_t *config) {
   }
   size_t calls = 0;
   bool reused;
-  uint8_t *map = _brisk_os_reserve_cached(BRISK_OS_CACHE_HYBRID, l.total, l.region_align,
+  uint8_t *map = _brisk_os_reserve_cached(BRISK_OS_CACHE_HYBRID, l.total, l.align,
                                           &reused, &calls);
   if (map == NULL) return NULL;
   brisk_hybrid_t *h = (brisk_hybrid_t *)(map + l.self_at);
@@ -890,6 +929,7 @@ static void *refill(brisk_hybrid_t *h, hybrid_slot_t *e, size_t c, size_t size) 
       push(h, k, p);
   }
   if (first == NULL) return NULL;
+  if (s < h->bucket_count) raise_limit(h, s);
   brisk_owner_add(&k->word, ONE_ALLOC);
   brisk_owner_add(&e->requested, size);
   return first;
@@ -929,7 +969,9 @@ static void *from_bucket(brisk_hybrid_t *h, uint32_t slot, size_t b, size_t size
   if (slot != BRISK_NO_THREAD_SLOT && h->bucket_class[b] != NO_CLASS)
     return class_take(h, ready_entry(h, slot), h->bucket_class[b], size);
   void *p = brisk_pool_alloc(h->buckets[b]);
-  return p != NULL ? count_direct(h, slot, b, p, size) : NULL;
+  if (p == NULL) return NULL;
+  raise_limit(h, b);
+  return count_direct(h, slot, b, p, size);
 }
 
 static void *from_region(brisk_hybrid_t *h, uint32_t slot, size_t r, size_t size, size_t need) {
@@ -1026,7 +1068,7 @@ static BRISK_NOINLINE void check_not_cached(const cache_class_t *k, const void *
     if (q == p) bad_free(p, "double free");
 }
 
-/* The section of a block whose tag (fast_section_t) is `tag`: a bucket's,
+/* The section of a block whose tag (fast_chunk_t) is `tag`: a bucket's,
  * or the first region's. */
 BRISK_INLINE size_t section_of_tag(const brisk_hybrid_t *h, size_t tag) {
   return tag >= BUCKET_TAG ? tag - BUCKET_TAG : h->bucket_count;
@@ -1093,23 +1135,27 @@ static BRISK_NOINLINE void free_other(brisk_hybrid_t *h, void *p) {
 
 /*
  * The first region's blocks and the buckets' objects inline: the chunk of
- * p in the mapping gives its section; its unit there (the offset rotated
- * and multiplied, so that an address that is no unit's start lands past
- * every unit, as one outside the section does) must lie below the
- * section's limit (a bucket's: objects ever handed out); its tag (the
+ * p gives its section's entry (one line of the chunk table, no pointer to
+ * follow); its unit there (the distance rotated and multiplied, so that
+ * an address that is no unit's start lands past every unit, as one
+ * outside the section does) must lie below the entry's limit (a bucket's:
+ * objects handed out, as raise_limit copied it); its tag (the
  * region's index byte, a bucket's own) gives its class; then the thread's
  * list. One path for both, with no branch on which section it is.
  * Everything else goes to free_other, which says what is wrong.
  */
 void brisk_hybrid_free(brisk_hybrid_t *h, void *p) {
-  uintptr_t offset = (uintptr_t)p - h->base;
-  const fast_section_t *f = h->chunk_section[(offset >> h->chunk_shift) & (FAST_CHUNKS - 1)];
-  uintptr_t local = offset - f->lo;
+  uintptr_t address = (uintptr_t)p;
+  /* The entry's offset in the table, in one shift and one mask. */
+  size_t at = (address >> h->entry_shift) & ((FAST_CHUNKS - 1) * sizeof(fast_chunk_t));
+  const fast_chunk_t *f = (const fast_chunk_t *)((const unsigned char *)h->chunks + at);
+  uintptr_t local = address - f->lo;
   uint32_t shift = f->shift;
   uint64_t unit = ((local >> shift) | (local << ((64 - shift) & 63))) * f->inverse;
-  /* Relaxed: a bucket's carved only grows, and a free of an object comes
-   * after its carve (pool_internal.h, `carved`). */
-  if (BRISK_UNLIKELY(unit >= atomic_load_explicit(f->limit, memory_order_relaxed)))
+  /* Relaxed: a bucket's limit only grows, and was raised past an object
+   * before the object was handed out (raise_limit), which the free comes
+   * after. */
+  if (BRISK_UNLIKELY(unit >= atomic_load_explicit(&f->limit, memory_order_relaxed)))
     return free_other(h, p);
   size_t tag = atomic_load_explicit(&f->tags[unit & f->tag_mask], memory_order_relaxed);
   cache_free(h, p, h->code_of_tag[tag], tag);
@@ -1262,6 +1308,9 @@ void brisk_hybrid_destroy(brisk_hybrid_t *h) {
  *             region's block aligned to the class's size whose index byte
  *             is the class's order + 1; it carries the key in its second
  *             word; and it is met once over every list of every entry
+ *   chunks    each bucket's chunks' limit is at most its pool's carved
+ *             count (the inline free trusts it), the first region's its
+ *             unit count
  *   counts    a section has handed out at least the blocks the caches hold
  *             (its in_use: the statistics' in_use is the difference) and
  *             served at least the blocks the slots counted as served
@@ -1448,6 +1497,20 @@ void _brisk_hybrid_validate(const brisk_hybrid_t *hybrid) {
            "the slots counted more blocks served without a class than the section served",
            "section", s);
   }
+  for (size_t b = 0; b < h->bucket_count; b++) {
+    size_t carved = atomic_load_explicit(h->bucket_carved[b], memory_order_relaxed);
+    for (size_t i = 0; i < h->bucket_chunks[b]; i++) {
+      const fast_chunk_t *f = &h->chunks[(h->bucket_first_chunk[b] + i) & (FAST_CHUNKS - 1)];
+      VCHECK(atomic_load_explicit(&f->limit, memory_order_relaxed) <= carved, f,
+             "a bucket's chunk lets frees past its pool's carved count", "bucket", b);
+    }
+  }
+  if (h->region_count != 0) {
+    const fast_chunk_t *f = &h->chunks[(v.region.base >> h->chunk_shift) & (FAST_CHUNKS - 1)];
+    VCHECK(atomic_load_explicit(&f->limit, memory_order_relaxed) ==
+               v.region.total >> v.region.min_shift,
+           f, "the first region's chunk does not hold its unit count", NULL, 0);
+  }
   for (size_t b = 0; b < h->bucket_count; b++) validate_bucket(h, b);
   for (size_t r = 0; r < h->region_count; r++)
     VCHECK(brisk_buddy_validate(h->regions[r], NULL) == 1, h->regions[r],
@@ -1471,4 +1534,8 @@ _Atomic size_t *_brisk_hybrid_class_word(brisk_hybrid_t *h, size_t size) {
   hybrid_slot_t *e = slot_of(h, slot);
   if (atomic_load_explicit(&e->ready, memory_order_relaxed) == 0) return NULL;
   return &class_at(e, code)->word;
+}
+
+_Atomic size_t *_brisk_hybrid_chunk_limit(brisk_hybrid_t *h, const void *p) {
+  return &h->chunks[((uintptr_t)p >> h->chunk_shift) & (FAST_CHUNKS - 1)].limit;
 }

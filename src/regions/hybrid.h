@@ -28,4 +28,8 @@ BRISK_HIDDEN void _brisk_hybrid_validate(const brisk_hybrid_t *hybrid);
  * the thread's entry not in use yet). */
 BRISK_HIDDEN _Atomic size_t *_brisk_hybrid_class_word(brisk_hybrid_t *hybrid, size_t size);
 
+/* For the tests: the limit of the inline free's table entry that address
+ * p reads (its chunk's: units below it are freed inline). */
+BRISK_HIDDEN _Atomic size_t *_brisk_hybrid_chunk_limit(brisk_hybrid_t *hybrid, const void *p);
+
 #endif /* BRISK_REGIONS_HYBRID_H */
