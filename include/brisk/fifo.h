@@ -85,30 +85,33 @@ static inline void *brisk_fifo_alloc_inline_(brisk_fifo_t *fifo, size_t size) {
  * Free's fast path: the page header from p's address alone (the window's
  * mapping and its color), then every check of the slow path: p 16-aligned,
  * its header tagged live and leading back to that very page, the page
- * owned by this fifo. The header is retagged freed. Anything that fails a
- * check, and annotated fifos, go out of line, which names the misuse.
+ * owned by this fifo. The header is retagged freed. NULL, anything that
+ * fails a check (the slow path names the misuse) and annotated fifos
+ * (whose block headers are poisoned for ASan) go out of line; the header
+ * is read only once p is aligned and the fifo is not annotated, the page
+ * only once the header leads to it.
  */
 static inline void brisk_fifo_free_inline_(brisk_fifo_t *fifo, void *p) {
-  if (p == NULL) return;
   brisk_fifo_hot_t *hot = (brisk_fifo_hot_t *)fifo;
-  uintptr_t base = (uintptr_t)p & hot->window_mask;
-  uintptr_t window_number = base >> hot->color_shift;
-  brisk_fifo_page_hot_t *page =
-      (brisk_fifo_page_hot_t *)(base + ((window_number ^ (window_number >> 1)) & hot->color_mask));
-  uint64_t *block = (uint64_t *)p - 1;
-  uint64_t header = *block;
-  if (__builtin_expect((header >> BRISK_FIFO_STATE_SHIFT_) == BRISK_FIFO_LIVE_ &&
-                           ((uintptr_t)p & 15) == 0 &&
-                           (uintptr_t)block - (uint32_t)header == (uintptr_t)page &&
-                           page->fifo == fifo && !hot->annotated,
-                       1)) {
-    *block = header ^ (uint64_t)(BRISK_FIFO_LIVE_ ^ BRISK_FIFO_FREED_) << BRISK_FIFO_STATE_SHIFT_;
-    /* 0 for a big block: brisk_fifo_page_empty_ counts it. */
-    hot->in_use -= ((size_t)(header >> BRISK_FIFO_UNITS_SHIFT_) & BRISK_FIFO_UNITS_MASK_) * 16;
-    /* An emptied current page waits for alloc to find it full. */
-    if (__builtin_expect(--page->used_blocks == 0, 0) && page != hot->current)
-      brisk_fifo_page_empty_(fifo, page);
-    return;
+  if (__builtin_expect(p != NULL && ((uintptr_t)p & 15) == 0 && !hot->annotated, 1)) {
+    uintptr_t base = (uintptr_t)p & hot->window_mask;
+    uintptr_t window_number = base >> hot->color_shift;
+    brisk_fifo_page_hot_t *page =
+        (brisk_fifo_page_hot_t *)(base + ((window_number ^ (window_number >> 1)) & hot->color_mask));
+    uint64_t *block = (uint64_t *)p - 1;
+    uint64_t header = *block;
+    if (__builtin_expect((header >> BRISK_FIFO_STATE_SHIFT_) == BRISK_FIFO_LIVE_ &&
+                             (uintptr_t)block - (uint32_t)header == (uintptr_t)page,
+                         1) &&
+        __builtin_expect(page->fifo == fifo, 1)) {
+      *block = header ^ (uint64_t)(BRISK_FIFO_LIVE_ ^ BRISK_FIFO_FREED_) << BRISK_FIFO_STATE_SHIFT_;
+      /* 0 for a big block: brisk_fifo_page_empty_ counts it. */
+      hot->in_use -= ((size_t)(header >> BRISK_FIFO_UNITS_SHIFT_) & BRISK_FIFO_UNITS_MASK_) * 16;
+      /* An emptied current page waits for alloc to find it full. */
+      if (__builtin_expect(--page->used_blocks == 0, 0) && page != hot->current)
+        brisk_fifo_page_empty_(fifo, page);
+      return;
+    }
   }
   brisk_fifo_free_slow_(fifo, p);
 }
