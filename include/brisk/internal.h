@@ -2,12 +2,11 @@
  * brisk/internal.h — NOT API. What brisk's public headers need in order to
  * declare their functions and inline their fast paths: the export macros,
  * and the structs that the inline paths of brisk/stack.h and brisk/fifo.h
- * read. Any of it
- * may change in any release, together with the inline functions that use
- * it; a program touches it only through those functions. (The structs a
- * program declares itself, brisk_arena_cursor_t and brisk_pool_local_t,
- * are in their allocators' headers: their size is API, their fields are
- * not.)
+ * read. Any of it may change in any release, together with the inline
+ * functions that use it; a program touches it only through those
+ * functions. (The structs a program declares itself, brisk_arena_cursor_t
+ * and brisk_pool_local_t, are in their allocators' headers: their size is
+ * API, their fields are not.)
  */
 #ifndef BRISK_INTERNAL_H
 #define BRISK_INTERNAL_H
