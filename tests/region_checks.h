@@ -26,6 +26,12 @@ void brisk_test_pool_validate_locals(const brisk_pool_t *pool,
 // "brisk: brisk_fifo_validate(0x...): ..." and abort.
 void brisk_test_fifo_validate(const brisk_fifo_t *fifo);
 
+// The library's exported brisk_fifo_alloc and brisk_fifo_free, which
+// <brisk/fifo.h> hides behind its inline functions of the same names
+// (fifo_exported.c declares them as another language's bindings would).
+extern void *(*const brisk_test_fifo_alloc_exported)(brisk_fifo_t *fifo, size_t size);
+extern void (*const brisk_test_fifo_free_exported)(brisk_fifo_t *fifo, void *p);
+
 // The hybrid's validator (src/regions/hybrid.c) at a quiet point: every
 // thread slot's lists, then its buckets' pools and its regions' buddies.
 // Prints "brisk: brisk_hybrid_validate(0x...): ..." and aborts at the first

@@ -123,6 +123,52 @@ TEST(Fifo, StatsCountRequestsAndLiveSpans) {
   EXPECT_EQ(s.allocations, 2u);
 }
 
+// The library's exported brisk_fifo_alloc and brisk_fifo_free (what a
+// function pointer or another language's bindings reach) share the fifo
+// with <brisk/fifo.h>'s inline ones: either frees what the other handed
+// out, blocks land where the other's would, and the counts stay exact,
+// across pages and for a big block.
+TEST(Fifo, ExportedFunctionsShareTheFifoWithTheInlineOnes) {
+  FifoPtr fifo = make_fifo();
+  brisk_fifo_t *f = fifo.get();
+  auto *a = static_cast<unsigned char *>(brisk_test_fifo_alloc_exported(f, 10));
+  auto *b = static_cast<unsigned char *>(brisk_fifo_alloc(f, 100));
+  auto *c = static_cast<unsigned char *>(brisk_test_fifo_alloc_exported(f, 30));
+  ASSERT_NE(a, nullptr);
+  EXPECT_EQ(b, a + span_of(10));
+  EXPECT_EQ(c, b + span_of(100));
+  EXPECT_TRUE(all_bytes_are(a, 10, 0));
+  EXPECT_TRUE(all_bytes_are(c, 30, 0));
+  brisk_region_stats_t s = stats_of(f);
+  EXPECT_EQ(s.allocations, 3u);
+  EXPECT_EQ(s.bytes_requested, 140u);
+  EXPECT_EQ(s.bytes_in_use, span_of(10) + span_of(100) + span_of(30));
+  brisk_fifo_free(f, a);
+  brisk_test_fifo_free_exported(f, b);
+  brisk_test_fifo_free_exported(f, nullptr);
+  EXPECT_EQ(stats_of(f).bytes_in_use, span_of(30));
+  brisk_test_fifo_free_exported(f, c);
+  EXPECT_EQ(stats_of(f).bytes_in_use, 0u);
+
+  // Four pages' worth through the exported functions alone, a big block
+  // among them, freed in order: the page policy runs behind them too.
+  std::vector<void *> blocks;
+  for (int i = 0; i < 1200; i++) {
+    size_t size = i == 600 ? 3 * kDefaultPage : 200;
+    void *p = brisk_test_fifo_alloc_exported(f, size);
+    ASSERT_NE(p, nullptr);
+    memset(p, 0x5a, size);
+    blocks.push_back(p);
+  }
+  s = stats_of(f);
+  EXPECT_EQ(s.allocations, 1203u);
+  EXPECT_EQ(s.bytes_requested, 140u + 1199 * 200 + 3 * kDefaultPage);
+  brisk_test_fifo_validate(f);
+  for (void *p : blocks) brisk_test_fifo_free_exported(f, p);
+  EXPECT_EQ(stats_of(f).bytes_in_use, 0u);
+  brisk_test_fifo_validate(f);
+}
+
 TEST(Fifo, BlocksAre16AlignedAndDisjoint) {
   FifoPtr fifo = make_fifo();
   std::vector<std::pair<char *, size_t>> blocks;
@@ -711,6 +757,20 @@ TEST_F(FifoDeathTest, InteriorPointerAborts) {
         brisk_fifo_free(fifo, p + 16);
       },
       "brisk_fifo_free\\(0x[0-9a-f]+\\): not a block of a fifo");
+}
+
+// The exported free checks as the inline one does (the same code).
+TEST_F(FifoDeathTest, DoubleFreeThroughTheExportedFreeAborts) {
+  EXPECT_DEATH(
+      {
+        brisk_fifo_t *fifo = brisk_fifo_create(0);
+        void *keep = brisk_test_fifo_alloc_exported(fifo, 10);
+        void *p = brisk_test_fifo_alloc_exported(fifo, 10);
+        escape(keep);
+        brisk_test_fifo_free_exported(fifo, p);
+        brisk_test_fifo_free_exported(fifo, p);
+      },
+      "brisk: brisk_fifo_free\\(0x[0-9a-f]+\\): double free");
 }
 
 // The other fifo's pages are sized and aligned differently, so the page

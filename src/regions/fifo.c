@@ -43,15 +43,26 @@
  * so a pointer that is no fifo block, or is freed twice, aborts with a
  * message.
  *
- * Call tree:
+ * Call tree. brisk_fifo_alloc and brisk_fifo_free are inline in
+ * <brisk/fifo.h> (over brisk_fifo_hot_t and brisk_fifo_page_hot_t, the
+ * first fields of the fifo and of a page header, in brisk/internal.h) and
+ * call the exported brisk_fifo_*_slow_ / brisk_fifo_page_empty_ below for
+ * anything else; the library also exports brisk_fifo_alloc and free
+ * themselves, over the same inline paths, for callers that do not inline.
  *   brisk_fifo_create   map the control page and the first (current) page
- *   brisk_fifo_alloc    the span fits in current: carve at used_size (fast)
- *     alloc_slow        (noinline) destroyed: abort; absurd size: ENOMEM;
+ *   brisk_fifo_alloc    (inline) the span fits in current: carve at
+ *                       used_size, the header and the counts
+ *     brisk_fifo_alloc_slow_  annotated fifos (carve with annotations) and
+ *                       spans that do not fit current:
+ *       alloc_slow      (noinline) destroyed: abort; absurd size: ENOMEM;
  *                       span > page area: big_alloc (a page of its own);
  *                       current empty: reset it; else the spare or a new
  *                       page (page_new) becomes current
- *   brisk_fifo_free     page_of, check the header, --used_blocks (fast)
- *     free_slow         (noinline) the page emptied: the page policy
+ *   brisk_fifo_free     (inline) page_of, check the header, --used_blocks
+ *     brisk_fifo_free_slow_  a check failed (bad_pointer names it), or an
+ *                       annotated fifo: the same free with annotations
+ *     brisk_fifo_page_empty_  a page other than current emptied: the page
+ *                       policy
  *   brisk_fifo_realloc  fits the span: same pointer; last block of its page
  *                       with room: grows in place; else alloc + copy + free
  *   brisk_fifo_destroy  release spare, cache and an empty current; the rest
@@ -117,13 +128,21 @@
  *
  * Destroy with live blocks: alive = 0 and current points at a static page
  * with no room, so alloc's fast path fails and its slow path aborts; each
- * page is released as it empties, and the last one takes the control page.
+ * page is released as it empties, and the last one takes the control page
+ * (the inline free touches the fifo no more once brisk_fifo_page_empty_
+ * is called).
  *
  * Sanitizers: block headers and free space are ASan-poisoned except while
  * the allocator touches them; alloc unpoisons the bytes asked for, free
  * poisons the block, so a use after free is caught. Valgrind sees every
- * block through MALLOCLIKE/FREELIKE (base/annotate.h).
+ * block through MALLOCLIKE/FREELIKE (base/annotate.h). Such a fifo is
+ * annotated (hot.annotated: an ASan build, or running under a Valgrind
+ * tool that tracks heap blocks, decided at create), which sends every
+ * alloc and free of brisk/fifo.h to the slow paths here, where the
+ * annotations are.
  */
+/* This file defines the exported brisk_fifo_alloc and brisk_fifo_free. */
+#define BRISK_FIFO_EXPORTS_
 #include <brisk/fifo.h>
 #include "base/annotate.h"
 #include "base/base.h"
@@ -155,11 +174,12 @@
 #define CACHE_DIRTY_HEAD  (FIFO_COLOR + sizeof(brisk_fifo_t))
 /* Big pages (a block of their own) up to this size go to that cache. */
 #define BIG_CACHED        ((size_t)1 << 20)
-#define BLOCK_HEADER      ((size_t)8)
-/* A block header's state: a 5-bit tag that says live or freed, so free
+/* The block header's layout is brisk/internal.h's: free's fast path is
+ * inline in brisk/fifo.h. A 5-bit state tag says live or freed, so free
  * tells both "not a fifo block" and "freed twice" from one compare. */
-#define BLOCK_LIVE        0x0bu
-#define BLOCK_FREED       0x1bu
+#define BLOCK_HEADER      BRISK_FIFO_HEADER_
+#define BLOCK_LIVE        BRISK_FIFO_LIVE_
+#define BLOCK_FREED       BRISK_FIFO_FREED_
 #define PAGE_MAGIC        0x6f6669666b736972ull /* "riskfifo" */
 /* A realloc that drops this many bytes or more decommits whole OS pages. */
 #define DECOMMIT_THRESHOLD ((size_t)256 << 10)
@@ -173,9 +193,9 @@
  *   bits 32-58  span / 16, header included; 0: alone on a big page
  *   bits 59-63  state: BLOCK_LIVE or BLOCK_FREED */
 typedef uint64_t block_t;
-#define HEADER_UNITS_SHIFT 32
-#define HEADER_UNITS_MASK  ((1u << 27) - 1)
-#define HEADER_STATE_SHIFT 59
+#define HEADER_UNITS_SHIFT BRISK_FIFO_UNITS_SHIFT_
+#define HEADER_UNITS_MASK  BRISK_FIFO_UNITS_MASK_
+#define HEADER_STATE_SHIFT BRISK_FIFO_STATE_SHIFT_
 
 BRISK_INLINE uint32_t header_page_offs(block_t h) { return (uint32_t)h; }
 BRISK_INLINE size_t header_units(block_t h) { return (size_t)(h >> HEADER_UNITS_SHIFT) & HEADER_UNITS_MASK; }
@@ -185,12 +205,9 @@ BRISK_INLINE block_t make_header(size_t page_offs, size_t units, uint32_t state)
 }
 
 typedef struct page_s {
-  /* hot: alloc's and free's fast paths */
-  uint32_t used_size;   /* bytes of the area carved into blocks */
-  uint32_t used_blocks; /* blocks carved and not freed yet */
-  uint32_t size;        /* bytes in the area; 0 for a big page */
-  uint32_t color;       /* bytes between the mapping and this header */
-  brisk_fifo_t *fifo;   /* the owner, checked by free */
+  /* hot: alloc's and free's fast paths (used_size, used_blocks, size,
+   * color, fifo; brisk/internal.h) */
+  brisk_fifo_page_hot_t hot;
   /* cold */
   size_t map_size;      /* bytes mapped, this header included */
   uint64_t magic;       /* PAGE_MAGIC, to tell "another fifo" from garbage */
@@ -199,20 +216,18 @@ typedef struct page_s {
 #define AREA sizeof(page_t)
 _Static_assert(sizeof(block_t) == BLOCK_HEADER, "a block header is 8 bytes");
 _Static_assert(sizeof(page_t) % 16 == 8, "block data must start 16-aligned");
+_Static_assert(AREA == BRISK_FIFO_AREA_, "brisk/fifo.h's inline alloc carves after the header");
+_Static_assert(offsetof(page_t, hot) == 0, "a page's hot fields are its header's first");
 
 struct brisk_fifo_s {
-  /* hot: the fast paths. in_use and bytes_requested are kept apart: side
-   * by side, GCC adds to both with one 16-byte load, which stalls on the
-   * 8-byte store to in_use of the free just before (store forwarding).
+  /* hot: the fast paths, inline in brisk/fifo.h (brisk/internal.h): current,
+   * in_use, window_mask (the window is a power of two >= page_size),
+   * bytes_requested, allocations, color_shift, color_mask (see page_of),
+   * annotated. in_use and bytes_requested are kept apart: side by side,
+   * GCC adds to both with one 16-byte load, which stalls on the 8-byte
+   * store to in_use of the free just before (store forwarding).
    * allocations may sit beside bytes_requested: only alloc writes either. */
-  page_t *current;
-  size_t in_use;          /* spans of live blocks (headers included) */
-  uintptr_t window_mask;  /* ~(window - 1): a block's address to its page's mapping;
-                           * the window is a power of two >= page_size */
-  size_t bytes_requested; /* sizes asked for by alloc and realloc, ever */
-  size_t allocations;     /* successful alloc and realloc calls, ever */
-  uint32_t color_shift;   /* address >> color_shift: the window number x 64 */
-  uint32_t color_mask;    /* (colors - 1) x 64 (see page_of) */
+  brisk_fifo_hot_t hot;
   /* cold: slow paths and stats */
   page_t *spare;
   bool alive;             /* cleared by destroy */
@@ -228,8 +243,13 @@ struct brisk_fifo_s {
   page_t *cache[PAGE_CACHE_MAX];
 };
 
+_Static_assert(offsetof(brisk_fifo_t, hot) == 0, "brisk/fifo.h reads the hot fields at the fifo");
+
 /* What a destroyed fifo's current points at: no room, so alloc goes slow. */
 static page_t dead_page;
+
+/* fifo->hot.current as the page it is (its hot fields come first). */
+BRISK_INLINE page_t *current_of(const brisk_fifo_t *fifo) { return (page_t *)fifo->hot.current; }
 
 static BRISK_COLD BRISK_NORETURN void fatal(const char *caller, const void *p, const char *why) {
   _brisk_os_fatal_pointer(caller, p, why);
@@ -263,7 +283,7 @@ BRISK_INLINE char *area_of(page_t *page) { return (char *)page + AREA; }
 BRISK_INLINE size_t span_of(size_t size) { return (size + BLOCK_HEADER + 15) & ~(size_t)15; }
 
 /* The span of a big page's one block: the whole page after its header. */
-BRISK_INLINE size_t big_span(const page_t *page) { return page->map_size - page->color - AREA; }
+BRISK_INLINE size_t big_span(const page_t *page) { return page->map_size - page->hot.color - AREA; }
 
 /* Bytes of a block's span, header included. */
 BRISK_INLINE size_t block_span(block_t header, const page_t *page) {
@@ -279,9 +299,9 @@ BRISK_INLINE size_t block_span(block_t header, const page_t *page) {
  * cache miss (see the file's header).
  */
 BRISK_INLINE page_t *page_of(const brisk_fifo_t *fifo, const void *p) {
-  uintptr_t base = (uintptr_t)p & fifo->window_mask;
-  uintptr_t window_number = base >> fifo->color_shift; /* scaled by PAGE_COLOR */
-  return (page_t *)(base + ((window_number ^ (window_number >> 1)) & fifo->color_mask));
+  uintptr_t base = (uintptr_t)p & fifo->hot.window_mask;
+  uintptr_t window_number = base >> fifo->hot.color_shift; /* scaled by PAGE_COLOR */
+  return (page_t *)(base + ((window_number ^ (window_number >> 1)) & fifo->hot.color_mask));
 }
 
 BRISK_INLINE void write_header(block_t *block, size_t page_offs, size_t span) {
@@ -294,16 +314,16 @@ BRISK_INLINE void write_header(block_t *block, size_t page_offs, size_t span) {
 
 static page_t *page_map(brisk_fifo_t *fifo, size_t map_size, bool big) {
   bool reused;
-  char *base = _brisk_os_reserve_cached(BRISK_OS_CACHE_FIFO, map_size, ~fifo->window_mask + 1,
+  char *base = _brisk_os_reserve_cached(BRISK_OS_CACHE_FIFO, map_size, ~fifo->hot.window_mask + 1,
                                         &reused, &fifo->system_requests);
   if (base == NULL) return NULL;
   /* A kept mapping is zero past its head (see page_release). */
   if (reused) memset(base, 0, CACHE_DIRTY_HEAD);
   page_t *page = page_of(fifo, base);
   uint32_t color = (uint32_t)((char *)page - base);
-  page->color = color;
-  page->size = big ? 0 : (uint32_t)(map_size - color - AREA);
-  page->fifo = fifo;
+  page->hot.color = color;
+  page->hot.size = big ? 0 : (uint32_t)(map_size - color - AREA);
+  page->hot.fifo = fifo;
   page->map_size = map_size;
   page->magic = PAGE_MAGIC;
   fifo->nb_pages++;
@@ -315,27 +335,27 @@ static page_t *page_map(brisk_fifo_t *fifo, size_t map_size, bool big) {
 static void page_release(brisk_fifo_t *fifo, page_t *page) {
   fifo->nb_pages--;
   fifo->bytes_held -= page->map_size;
-  char *base = (char *)page - page->color;
+  char *base = (char *)page - page->hot.color;
   asan_open(base, page->map_size);
   /* Into the mapping cache zero past its head, so that the next fifo to
    * take it clears the head alone: the used part is all that is not. A big
    * page over BIG_CACHED goes back to the OS: clearing it would cost more
    * than the faults a fresh one takes. */
-  if (page->size == 0 && page->map_size > BIG_CACHED) {
+  if (page->hot.size == 0 && page->map_size > BIG_CACHED) {
     _brisk_os_release(base, page->map_size, &fifo->system_requests);
     return;
   }
-  memset(area_of(page), 0, page->size != 0 ? page->used_size : big_span(page));
+  memset(area_of(page), 0, page->hot.size != 0 ? page->hot.used_size : big_span(page));
   _brisk_os_release_cached(BRISK_OS_CACHE_FIFO, base, page->map_size, &fifo->system_requests);
 }
 
 /* An empty page back in service: its used part zeroed, used_size 0. */
 static void page_reset(page_t *page) {
   char *area = area_of(page);
-  brisk_annotate_internal(area, page->used_size);
-  memset(area, 0, page->used_size);
-  asan_close(area, page->used_size);
-  page->used_size = 0;
+  brisk_annotate_internal(area, page->hot.used_size);
+  memset(area, 0, page->hot.used_size);
+  asan_close(area, page->hot.used_size);
+  page->hot.used_size = 0;
 }
 
 /* A normal page for current: one from the cache, else a fresh mapping. */
@@ -367,14 +387,14 @@ static void fifo_release(brisk_fifo_t *fifo) {
 /* ---- alloc ---- */
 
 BRISK_INLINE void *carve(brisk_fifo_t *fifo, page_t *page, size_t span, size_t size) {
-  uint32_t offs = page->used_size;
+  uint32_t offs = page->hot.used_size;
   block_t *block = (block_t *)(area_of(page) + offs);
   write_header(block, AREA + offs, span);
-  page->used_size = offs + (uint32_t)span;
-  page->used_blocks++;
-  fifo->in_use += span;
-  fifo->bytes_requested += size;
-  fifo->allocations++;
+  page->hot.used_size = offs + (uint32_t)span;
+  page->hot.used_blocks++;
+  fifo->hot.in_use += span;
+  fifo->hot.bytes_requested += size;
+  fifo->hot.allocations++;
   void *p = data_of(block);
   brisk_annotate_alloc(p, size, true);
   return p;
@@ -384,15 +404,15 @@ BRISK_INLINE void *carve(brisk_fifo_t *fifo, page_t *page, size_t span, size_t s
  * color its address gives it, never current. */
 static void *big_alloc(brisk_fifo_t *fifo, size_t size) {
   size_t map_size =
-      brisk_align_up(fifo->color_mask + AREA + span_of(size), _brisk_os_page_size());
+      brisk_align_up(fifo->hot.color_mask + AREA + span_of(size), _brisk_os_page_size());
   page_t *page = page_map(fifo, map_size, true);
   if (page == NULL) return NULL;
   block_t *block = (block_t *)area_of(page);
   write_header(block, AREA, 0);
-  page->used_blocks = 1;
-  fifo->in_use += big_span(page);
-  fifo->bytes_requested += size;
-  fifo->allocations++;
+  page->hot.used_blocks = 1;
+  fifo->hot.in_use += big_span(page);
+  fifo->hot.bytes_requested += size;
+  fifo->hot.allocations++;
   void *p = data_of(block);
   brisk_annotate_alloc(p, size, true);
   return p;
@@ -410,26 +430,29 @@ static BRISK_NOINLINE void *alloc_slow(brisk_fifo_t *fifo, size_t size) {
   }
   size_t span = span_of(size);
   if (span > fifo->max_span) return big_alloc(fifo, size);
-  page_t *page = fifo->current;
-  if (page->used_blocks == 0) {
+  page_t *page = current_of(fifo);
+  if (page->hot.used_blocks == 0) {
     page_reset(page);
   } else if (fifo->spare != NULL) {
     page = fifo->spare;
     fifo->spare = NULL;
     page_reset(page);
-    fifo->current = page;
+    fifo->hot.current = &page->hot;
   } else {
     page = page_new(fifo);
     if (page == NULL) return NULL;
-    fifo->current = page;
+    fifo->hot.current = &page->hot;
   }
   return carve(fifo, page, span, size);
 }
 
-void *brisk_fifo_alloc(brisk_fifo_t *fifo, size_t size) {
-  page_t *page = fifo->current;
+/* brisk/fifo.h's inline alloc comes here for all it does not do: each
+ * alloc of an annotated fifo (which carves with annotations, when the
+ * block fits), and every block that does not fit the current page. */
+void *brisk_fifo_alloc_slow_(brisk_fifo_t *fifo, size_t size) {
+  page_t *page = current_of(fifo);
   size_t span = span_of(size);
-  size_t left = page->size - page->used_size;
+  size_t left = page->hot.size - page->hot.used_size;
   /* size > left also catches a span that wrapped around. */
   if (BRISK_UNLIKELY((span > left) | (size > left))) return alloc_slow(fifo, size);
   return carve(fifo, page, span, size);
@@ -446,7 +469,7 @@ static BRISK_COLD BRISK_NORETURN void bad_pointer(brisk_fifo_t *fifo, void *p, c
       ((uintptr_t)page & PAGE_ALIGN_MASK) != 0) {
     fatal(caller, p, "not a block of a fifo");
   }
-  if (page->fifo != fifo) {
+  if (page->hot.fifo != fifo) {
     fatal(caller, p, page->magic == PAGE_MAGIC ? "a block of another fifo" : "not a block of a fifo");
   }
   fatal(caller, p, page == page_of(fifo, p) ? "double free" : "not a block of a fifo");
@@ -462,26 +485,27 @@ BRISK_INLINE page_t *checked_page(brisk_fifo_t *fifo, void *p, block_t *header, 
    * names; only then is the page itself read. */
   bool plausible = header_state(*header) == BLOCK_LIVE && ((uintptr_t)p & 15) == 0 &&
                    (char *)block - header_page_offs(*header) == (char *)page;
-  if (BRISK_UNLIKELY(!plausible) || BRISK_UNLIKELY(page->fifo != fifo)) bad_pointer(fifo, p, caller);
+  if (BRISK_UNLIKELY(!plausible) || BRISK_UNLIKELY(page->hot.fifo != fifo)) bad_pointer(fifo, p, caller);
   return page;
 }
 
 /* A page other than current emptied (free leaves an empty current alone:
- * alloc resets it when it fills up). */
-static BRISK_NOINLINE void free_slow(brisk_fifo_t *fifo, page_t *page) {
-  if (page->size == 0) { /* a big page */
-    fifo->in_use -= big_span(page);
+ * alloc resets it when it fills up). The inline free comes here too. */
+void brisk_fifo_page_empty_(brisk_fifo_t *fifo, brisk_fifo_page_hot_t *page_hot) {
+  page_t *page = (page_t *)page_hot;
+  if (page->hot.size == 0) { /* a big page */
+    fifo->hot.in_use -= big_span(page);
     page_release(fifo, page);
   } else if (!fifo->alive) {
     page_release(fifo, page);
   } else if (fifo->spare == NULL) {
     fifo->spare = page;
   } else {
-    page_t *current = fifo->current;
-    if (current->size - current->used_size < current->size / 8) {
+    page_t *current = current_of(fifo);
+    if (current->hot.size - current->hot.used_size < current->hot.size / 8) {
       page_reset(page);
-      fifo->current = page;
-      if (current->used_blocks == 0) page_drop(fifo, current);
+      fifo->hot.current = &page->hot;
+      if (current->hot.used_blocks == 0) page_drop(fifo, current);
     } else {
       page_drop(fifo, page);
     }
@@ -489,20 +513,29 @@ static BRISK_NOINLINE void free_slow(brisk_fifo_t *fifo, page_t *page) {
   if (!fifo->alive && fifo->nb_pages == 0) fifo_release(fifo);
 }
 
-void brisk_fifo_free(brisk_fifo_t *fifo, void *p) {
+/* brisk/fifo.h's inline free comes here when a check fails (which names
+ * the misuse) and for every free of an annotated fifo: the same checks,
+ * with the annotations. */
+void brisk_fifo_free_slow_(brisk_fifo_t *fifo, void *p) {
   if (p == NULL) return;
   block_t header;
   page_t *page = checked_page(fifo, p, &header, "brisk_fifo_free");
   block_t *block = block_of(p);
   *block = header ^ (block_t)(BLOCK_LIVE ^ BLOCK_FREED) << HEADER_STATE_SHIFT;
   asan_close(block, BLOCK_HEADER);
-  size_t span = header_units(header) * 16; /* 0 for a big block: free_slow counts it */
+  size_t span = header_units(header) * 16; /* 0 for a big block: page_empty counts it */
   brisk_annotate_free(p, block_span(header, page) - BLOCK_HEADER);
-  fifo->in_use -= span;
+  fifo->hot.in_use -= span;
   /* current emptied: nothing to do until it fills up (alloc-then-free
    * lands here every time, so it is worth the compare). */
-  if (BRISK_UNLIKELY(--page->used_blocks == 0) && page != fifo->current) free_slow(fifo, page);
+  if (BRISK_UNLIKELY(--page->hot.used_blocks == 0) && page != current_of(fifo))
+    brisk_fifo_page_empty_(fifo, &page->hot);
 }
+
+/* The exported functions, for callers that do not inline brisk/fifo.h's. */
+void *brisk_fifo_alloc(brisk_fifo_t *fifo, size_t size) { return brisk_fifo_alloc_inline_(fifo, size); }
+
+void brisk_fifo_free(brisk_fifo_t *fifo, void *p) { brisk_fifo_free_inline_(fifo, p); }
 
 /* ---- realloc ---- */
 
@@ -527,15 +560,15 @@ static void zero_dropped(brisk_fifo_t *fifo, char *p, size_t n) {
 
 /* The block's span changes where it stands (the last block of its page). */
 static void resize_last(brisk_fifo_t *fifo, page_t *page, block_t *block, size_t span, size_t new_span) {
-  page->used_size = page->used_size - (uint32_t)span + (uint32_t)new_span;
-  fifo->in_use = fifo->in_use - span + new_span;
+  page->hot.used_size = page->hot.used_size - (uint32_t)span + (uint32_t)new_span;
+  fifo->hot.in_use = fifo->hot.in_use - span + new_span;
   asan_open(block, BLOCK_HEADER);
   *block = make_header(header_page_offs(*block), new_span / 16, BLOCK_LIVE);
   asan_close(block, BLOCK_HEADER);
 }
 
 void *brisk_fifo_realloc(brisk_fifo_t *fifo, void *p, size_t new_size) {
-  if (p == NULL) return brisk_fifo_alloc(fifo, new_size);
+  if (p == NULL) return brisk_fifo_alloc_inline_(fifo, new_size);
   if (BRISK_UNLIKELY(!fifo->alive)) fatal("brisk_fifo_realloc", fifo, "the fifo was destroyed");
   block_t header;
   page_t *page = checked_page(fifo, p, &header, "brisk_fifo_realloc");
@@ -543,7 +576,7 @@ void *brisk_fifo_realloc(brisk_fifo_t *fifo, void *p, size_t new_size) {
   asan_close(block, BLOCK_HEADER);
   size_t span = block_span(header, page);
   size_t capacity = span - BLOCK_HEADER;
-  bool last = page->size != 0 && (char *)block + span == area_of(page) + page->used_size;
+  bool last = page->hot.size != 0 && (char *)block + span == area_of(page) + page->hot.used_size;
   if (new_size <= capacity) {
     /* Shrinking, or growing within the span. What is dropped is zeroed, so
      * growing again exposes zeros; the last block of its page gives its
@@ -551,20 +584,20 @@ void *brisk_fifo_realloc(brisk_fifo_t *fifo, void *p, size_t new_size) {
     brisk_annotate_free(p, capacity);
     zero_dropped(fifo, (char *)p + new_size, capacity - new_size);
     if (last) resize_last(fifo, page, block, span, span_of(new_size));
-  } else if (last && new_size < MAX_REQUEST && span_of(new_size) - span <= page->size - page->used_size) {
+  } else if (last && new_size < MAX_REQUEST && span_of(new_size) - span <= page->hot.size - page->hot.used_size) {
     brisk_annotate_free(p, capacity);
     resize_last(fifo, page, block, span, span_of(new_size));
   } else {
-    void *q = brisk_fifo_alloc(fifo, new_size);
+    void *q = brisk_fifo_alloc_inline_(fifo, new_size);
     if (q == NULL) return NULL;
     /* Past the size the program asked for, p's bytes are zero: copy all. */
     brisk_annotate_internal(p, capacity);
     memcpy(q, p, capacity);
-    brisk_fifo_free(fifo, p);
+    brisk_fifo_free_inline_(fifo, p);
     return q;
   }
-  fifo->bytes_requested += new_size;
-  fifo->allocations++;
+  fifo->hot.bytes_requested += new_size;
+  fifo->hot.allocations++;
   brisk_annotate_alloc(p, new_size, true);
   return p;
 }
@@ -595,20 +628,21 @@ brisk_fifo_t *brisk_fifo_create(size_t page_size) {
   fifo->cache_max = (uint32_t)(cache_max == 0 ? 1 : cache_max > PAGE_CACHE_MAX ? PAGE_CACHE_MAX : cache_max);
   size_t window = os_page;
   while (window < page_size) window <<= 1;
-  fifo->window_mask = ~(uintptr_t)(window - 1);
+  fifo->hot.window_mask = ~(uintptr_t)(window - 1);
   /* Colors: a power of two, at most one per 4 KiB of the page, picked by
    * the window number (see page_of). */
   size_t colors = 1;
   while (colors < PAGE_COLORS && 2 * colors * ((size_t)4 << 10) <= page_size) colors <<= 1;
-  fifo->color_mask = (uint32_t)((colors - 1) * PAGE_COLOR);
-  fifo->color_shift = (uint32_t)__builtin_ctzll(window) - (uint32_t)__builtin_ctz(PAGE_COLOR);
-  fifo->max_span = page_size - AREA - fifo->color_mask;
+  fifo->hot.color_mask = (uint32_t)((colors - 1) * PAGE_COLOR);
+  fifo->hot.color_shift = (uint32_t)__builtin_ctzll(window) - (uint32_t)__builtin_ctz(PAGE_COLOR);
+  fifo->max_span = page_size - AREA - fifo->hot.color_mask;
   page_t *page = page_map(fifo, page_size, false);
   if (page == NULL) {
     fifo_release(fifo);
     return NULL;
   }
-  fifo->current = page;
+  fifo->hot.current = &page->hot;
+  fifo->hot.annotated = brisk_tools_watch_blocks();
   _brisk_region_register(&fifo->entry, BRISK_REGION_FIFO, registry_stats);
   return fifo;
 }
@@ -621,8 +655,8 @@ void brisk_fifo_destroy(brisk_fifo_t *fifo) {
   if (fifo->spare != NULL) page_release(fifo, fifo->spare);
   fifo->spare = NULL;
   while (fifo->cached > 0) page_release(fifo, fifo->cache[--fifo->cached]);
-  if (fifo->current->used_blocks == 0) page_release(fifo, fifo->current);
-  fifo->current = &dead_page;
+  if (current_of(fifo)->hot.used_blocks == 0) page_release(fifo, current_of(fifo));
+  fifo->hot.current = &dead_page.hot;
   if (fifo->nb_pages == 0) fifo_release(fifo);
 }
 
@@ -638,11 +672,11 @@ void brisk_fifo_destroy(brisk_fifo_t *fifo) {
  * may be a few operations apart; the fifo itself is never written.
  */
 BRISK_NO_TSAN void brisk_fifo_stats(const brisk_fifo_t *fifo, brisk_region_stats_t *out) {
-  out->bytes_requested = OWNER_WORD(fifo->bytes_requested);
-  out->bytes_in_use = OWNER_WORD(fifo->in_use);
+  out->bytes_requested = OWNER_WORD(fifo->hot.bytes_requested);
+  out->bytes_in_use = OWNER_WORD(fifo->hot.in_use);
   out->bytes_held = OWNER_WORD(fifo->bytes_held) + _brisk_os_page_size(); /* + the control page */
   out->system_requests = OWNER_WORD(fifo->system_requests);
-  out->allocations = OWNER_WORD(fifo->allocations);
+  out->allocations = OWNER_WORD(fifo->hot.allocations);
 }
 
 /* ---- validation (regions/fifo.h) ----
@@ -694,16 +728,16 @@ static size_t check_page(const brisk_fifo_t *fifo, const page_t *page) {
   CHECK(((uintptr_t)page & PAGE_ALIGN_MASK) == 0 && page_of(fifo, page) == page, page,
         "a page header is not where its mapping's address puts it");
   CHECK(page->magic == PAGE_MAGIC, page, "a page header is garbled (its magic)");
-  CHECK(page->fifo == fifo, page, "a page of another fifo");
-  uintptr_t color = (uintptr_t)page & ~fifo->window_mask;
-  CHECK(page->size != 0 && page->map_size == fifo->page_size && page->color == color &&
-            page->size == page->map_size - color - AREA,
+  CHECK(page->hot.fifo == fifo, page, "a page of another fifo");
+  uintptr_t color = (uintptr_t)page & ~fifo->hot.window_mask;
+  CHECK(page->hot.size != 0 && page->map_size == fifo->page_size && page->hot.color == color &&
+            page->hot.size == page->map_size - color - AREA,
         page, "a page's sizes disagree with its fifo's");
-  CHECK(page->used_size <= page->size && page->used_size % 16 == 0, page,
+  CHECK(page->hot.used_size <= page->hot.size && page->hot.used_size % 16 == 0, page,
         "a page's used size is out of range");
   const char *area = (const char *)page + AREA;
   size_t offs = 0, live = 0, live_spans = 0;
-  while (offs < page->used_size) {
+  while (offs < page->hot.used_size) {
     const block_t *block = (const block_t *)(area + offs);
     const void *p = (const char *)block + BLOCK_HEADER;
     block_t header = read_header(block);
@@ -712,7 +746,7 @@ static size_t check_page(const brisk_fifo_t *fifo, const page_t *page) {
           "a block header is garbled (an overflow of the block before?)");
     CHECK(header_page_offs(header) == AREA + offs, p, "a block header does not lead to its page");
     size_t span = header_units(header) * 16;
-    CHECK(span != 0 && span <= page->used_size - offs, p,
+    CHECK(span != 0 && span <= page->hot.used_size - offs, p,
           "a block's span runs past its page's used part");
     if (state == BLOCK_LIVE) {
       live++;
@@ -720,8 +754,8 @@ static size_t check_page(const brisk_fifo_t *fifo, const page_t *page) {
     }
     offs += span;
   }
-  CHECK(live == page->used_blocks, page, "a page's count of live blocks disagrees with its blocks");
-  const char *dirty = first_nonzero(area + page->used_size, page->size - page->used_size);
+  CHECK(live == page->hot.used_blocks, page, "a page's count of live blocks disagrees with its blocks");
+  const char *dirty = first_nonzero(area + page->hot.used_size, page->hot.size - page->hot.used_size);
   CHECK(dirty == NULL, dirty, "a page's free space is not zero (a write past its last block?)");
   return live_spans;
 }
@@ -729,19 +763,19 @@ static size_t check_page(const brisk_fifo_t *fifo, const page_t *page) {
 void _brisk_fifo_validate(const brisk_fifo_t *fifo) {
   if (!fifo->alive) {
     /* Destroyed with live blocks: only they hold pages now. */
-    CHECK(fifo->current == &dead_page && fifo->spare == NULL && fifo->cached == 0 &&
+    CHECK(current_of(fifo) == &dead_page && fifo->spare == NULL && fifo->cached == 0 &&
               fifo->nb_pages != 0,
           fifo, "a destroyed fifo still keeps pages");
     return;
   }
-  size_t window = ~fifo->window_mask + 1;
+  size_t window = ~fifo->hot.window_mask + 1;
   CHECK(brisk_is_power_of_two(window) && window >= fifo->page_size &&
-            fifo->max_span == fifo->page_size - AREA - fifo->color_mask,
+            fifo->max_span == fifo->page_size - AREA - fifo->hot.color_mask,
         fifo, "the fifo's geometry is garbled");
   CHECK(fifo->cache_max >= 1 && fifo->cache_max <= PAGE_CACHE_MAX &&
             fifo->cached <= fifo->cache_max,
         fifo, "the page cache's count is out of range");
-  const page_t *current = fifo->current;
+  const page_t *current = current_of(fifo);
   CHECK(current != NULL && current != &dead_page, fifo, "a live fifo has no current page");
   size_t live_spans = check_page(fifo, current);
   size_t kept = 1, kept_bytes = current->map_size;
@@ -749,7 +783,7 @@ void _brisk_fifo_validate(const brisk_fifo_t *fifo) {
   if (spare != NULL) {
     CHECK(spare != current, spare, "a page is kept twice (spare and current)");
     check_page(fifo, spare);
-    CHECK(spare->used_blocks == 0, spare, "the spare page holds live blocks");
+    CHECK(spare->hot.used_blocks == 0, spare, "the spare page holds live blocks");
     kept++;
     kept_bytes += spare->map_size;
   }
@@ -759,7 +793,7 @@ void _brisk_fifo_validate(const brisk_fifo_t *fifo) {
     for (uint32_t j = 0; j < i; j++)
       CHECK(fifo->cache[j] != page, page, "a page is kept twice (cached twice)");
     check_page(fifo, page);
-    CHECK(page->used_blocks == 0, page, "a cached page holds live blocks");
+    CHECK(page->hot.used_blocks == 0, page, "a cached page holds live blocks");
     kept++;
     kept_bytes += page->map_size;
   }
@@ -770,6 +804,6 @@ void _brisk_fifo_validate(const brisk_fifo_t *fifo) {
   CHECK(elsewhere != 0 ? fifo->bytes_held >= kept_bytes + elsewhere * fifo->page_size
                        : fifo->bytes_held == kept_bytes,
         fifo, "the fifo's bytes held disagree with its pages");
-  CHECK(elsewhere != 0 ? fifo->in_use >= live_spans + elsewhere * 16 : fifo->in_use == live_spans,
+  CHECK(elsewhere != 0 ? fifo->hot.in_use >= live_spans + elsewhere * 16 : fifo->hot.in_use == live_spans,
         fifo, "the fifo's bytes in use disagree with its live blocks");
 }
