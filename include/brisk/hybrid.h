@@ -219,11 +219,15 @@ static inline void brisk_hybrid_free_inline_(brisk_hybrid_t *hybrid, void *p) {
     brisk_hybrid_free_other_(hybrid, p);
     return;
   }
+  /* Relaxed: a live block's index byte holds still (set before the block
+   * was handed out, which this free comes after); a bucket's tag never
+   * changes after create. */
   size_t tag = __atomic_load_n(&f->tags[unit & f->tag_mask], __ATOMIC_RELAXED);
   size_t code = hot->code_of_tag[tag];
   brisk_hybrid_entry_hot_t *e = brisk_hybrid_entry_(hot);
   brisk_hybrid_class_t *k = brisk_hybrid_class_at_(e, code);
   void **block = (void **)p;
+  /* The room: this thread's own word (relaxed: statistics read it). */
   if (__builtin_expect(
           (__atomic_load_n(&k->word, __ATOMIC_RELAXED) & BRISK_HYBRID_ROOM_MASK_) == 0 ||
               block[1] == (void *)hot->key,
