@@ -32,6 +32,13 @@ void brisk_test_fifo_validate(const brisk_fifo_t *fifo);
 extern void *(*const brisk_test_fifo_alloc_exported)(brisk_fifo_t *fifo, size_t size);
 extern void (*const brisk_test_fifo_free_exported)(brisk_fifo_t *fifo, void *p);
 
+// The library's exported brisk_hybrid_alloc and brisk_hybrid_free, behind
+// <brisk/hybrid.h>'s inline functions of the same names (hybrid_exported.c,
+// as fifo_exported.c).
+extern void *(*const brisk_test_hybrid_alloc_exported)(brisk_hybrid_t *hybrid, size_t size,
+                                                       size_t align);
+extern void (*const brisk_test_hybrid_free_exported)(brisk_hybrid_t *hybrid, void *p);
+
 // The hybrid's validator (src/regions/hybrid.c) at a quiet point: every
 // thread slot's lists, then its buckets' pools and its regions' buddies.
 // Prints "brisk: brisk_hybrid_validate(0x...): ..." and aborts at the first

@@ -332,6 +332,53 @@ TEST(Hybrid, SectionCountsStayExactThroughTheCaches) {
   brisk_hybrid_free(h.get(), p);
 }
 
+// The library's exported brisk_hybrid_alloc and brisk_hybrid_free (what a
+// function pointer or another language's bindings reach) share the
+// thread's lists with <brisk/hybrid.h>'s inline ones: a block either frees
+// is the next one either hands out, and the counts stay exact across
+// buckets, region orders, refills and flushes.
+TEST(Hybrid, ExportedFunctionsShareTheCachesWithTheInlineOnes) {
+  HybridPtr h(brisk_hybrid_create(nullptr));
+  ASSERT_NE(h, nullptr);
+  brisk_hybrid_t *hy = h.get();
+  for (size_t size : {size_t{24}, size_t{100}, size_t{3000}}) {
+    void *p = brisk_test_hybrid_alloc_exported(hy, size, 0);
+    ASSERT_NE(p, nullptr);
+    memset(p, 0x5a, size);
+    brisk_hybrid_free(hy, p);
+    EXPECT_EQ(brisk_hybrid_alloc(hy, size, 0), p) << size;
+    brisk_test_hybrid_free_exported(hy, p);
+    EXPECT_EQ(brisk_test_hybrid_alloc_exported(hy, size, 0), p) << size;
+    brisk_test_hybrid_free_exported(hy, p);
+  }
+  brisk_test_hybrid_free_exported(hy, nullptr);
+  size_t allocations = 9;  // three per size above
+  std::vector<void *> live;
+  for (int round = 0; round < 3; round++) {
+    for (int i = 0; i < 600; i++) {  // past every cap: refills, then flushes
+      size_t size = 16 + (size_t)(i * 37) % 4000;
+      void *p = i % 2 ? brisk_test_hybrid_alloc_exported(hy, size, 0)
+                      : brisk_hybrid_alloc(hy, size, 0);
+      ASSERT_NE(p, nullptr);
+      memset(p, i, size);
+      live.push_back(p);
+      allocations++;
+    }
+    for (size_t i = 0; i < live.size(); i++) {
+      if (i % 3)
+        brisk_hybrid_free(hy, live[i]);
+      else
+        brisk_test_hybrid_free_exported(hy, live[i]);
+    }
+    live.clear();
+  }
+  brisk_test_hybrid_validate(hy);
+  brisk_region_stats_t totals;
+  brisk_hybrid_totals(hy, &totals);
+  EXPECT_EQ(totals.allocations, allocations);
+  EXPECT_EQ(totals.bytes_in_use, 0u);
+}
+
 TEST(Hybrid, ExhaustionIsExactLockFree) { check_exhaustion(0); }
 TEST(Hybrid, ExhaustionIsExactWithThreadCache) { check_exhaustion(BRISK_REGION_THREAD_CACHE); }
 
@@ -669,6 +716,31 @@ TEST_F(HybridDeathTest, DoubleFreeAborts) {
         {
           void *p = brisk_hybrid_alloc(h.get(), size, 0);
           brisk_hybrid_free(h.get(), p);
+          brisk_hybrid_free(h.get(), p);
+        },
+        "double free")
+        << size;
+  }
+}
+
+// The exported free checks as the inline one does (the same code), and
+// either one catches a block the other freed.
+TEST_F(HybridDeathTest, DoubleFreeThroughTheExportedFreeAborts) {
+  HybridPtr h(brisk_hybrid_create(nullptr));
+  ASSERT_NE(h, nullptr);
+  for (size_t size : {size_t{40}, size_t{200}}) {
+    EXPECT_DEATH(
+        {
+          void *p = brisk_test_hybrid_alloc_exported(h.get(), size, 0);
+          brisk_hybrid_free(h.get(), p);
+          brisk_test_hybrid_free_exported(h.get(), p);
+        },
+        "double free")
+        << size;
+    EXPECT_DEATH(
+        {
+          void *p = brisk_hybrid_alloc(h.get(), size, 0);
+          brisk_test_hybrid_free_exported(h.get(), p);
           brisk_hybrid_free(h.get(), p);
         },
         "double free")

@@ -10,6 +10,7 @@
 #define BRISK_HYBRID_H
 
 #include <stddef.h>
+#include <stdint.h>
 
 #include "internal.h"
 #include "region.h"
@@ -65,13 +66,14 @@ BRISK_API brisk_hybrid_t *brisk_hybrid_create(const brisk_hybrid_config_t *confi
  * alignment that is not a power of two; NULL/ENOMEM when every section is
  * full. Lock-free, no system call.
  */
-BRISK_API void *brisk_hybrid_alloc(brisk_hybrid_t *hybrid, size_t size, size_t align);
-/* NULL does nothing; a pointer from no section (and not from brisk_malloc
- * with the fallback on), not a block's start, or freed twice aborts with
- * a message (a double free is caught while the block is still in the
- * freeing thread's cache, or back in its region; in a bucket, debug
- * builds catch it there too). */
-BRISK_API void brisk_hybrid_free(brisk_hybrid_t *hybrid, void *p);
+/* brisk_hybrid_alloc(hybrid, size, align) is inline (below); the library
+ * exports it too, for callers that cannot inline it. */
+/* brisk_hybrid_free(hybrid, p): NULL does nothing; a pointer from no
+ * section (and not from brisk_malloc with the fallback on), not a block's
+ * start, or freed twice aborts with a message (a double free is caught
+ * while the block is still in the freeing thread's cache, or back in its
+ * region; in a bucket, debug builds catch it there too). Inline (below)
+ * and exported, as alloc. */
 BRISK_API void brisk_hybrid_destroy(brisk_hybrid_t *hybrid);
 
 typedef struct brisk_hybrid_section_stats_s {
@@ -103,6 +105,160 @@ BRISK_API size_t brisk_hybrid_stats(const brisk_hybrid_t *hybrid,
  * and its sections', all made at creation. Any thread, any time.
  */
 BRISK_API void brisk_hybrid_totals(const brisk_hybrid_t *hybrid, brisk_region_stats_t *out);
+
+/* The library's out-of-line paths of the inline functions below (not
+ * API): alloc past its fast path; free of a pointer the chunk table does
+ * not take (free_other_: the section by address, checked); free of a block
+ * whose thread list cannot take it inline (free_slow_: its class's code
+ * and its tag as the inline path read them). */
+BRISK_API void *brisk_hybrid_alloc_slow_(brisk_hybrid_t *hybrid, size_t size, size_t align);
+BRISK_API void brisk_hybrid_free_other_(brisk_hybrid_t *hybrid, void *p);
+BRISK_API void brisk_hybrid_free_slow_(brisk_hybrid_t *hybrid, void *p, size_t code, size_t tag);
+
+/* The calling thread's entry: brisk_thread_slot_line_ x 8 bytes into
+ * the entries (0 without a slot: the entry whose lists are all empty and
+ * have no room). */
+static inline brisk_hybrid_entry_hot_t *brisk_hybrid_entry_(brisk_hybrid_hot_t *hot) {
+  return (brisk_hybrid_entry_hot_t *)(void *)((unsigned char *)hot->entries +
+                                              (size_t)brisk_thread_slot_line_ *
+                                                  (BRISK_HYBRID_ENTRY_BYTES_ / 64));
+}
+
+/* Entry e's class whose code (a class's byte offset / 8, from the tables)
+ * is `code`. */
+static inline brisk_hybrid_class_t *brisk_hybrid_class_at_(brisk_hybrid_entry_hot_t *e,
+                                                           size_t code) {
+  return (brisk_hybrid_class_t *)(void *)((unsigned char *)e + code * 8);
+}
+
+/* Add n to a word of the calling thread's entry, which only that thread
+ * writes and statistics read from any thread (relaxed): one add to memory
+ * on x86-64; a relaxed load and store where ThreadSanitizer watches. */
+#if defined(__SANITIZE_THREAD__)
+#define BRISK_HYBRID_TSAN_ 1
+#elif defined(__has_feature)
+#if __has_feature(thread_sanitizer)
+#define BRISK_HYBRID_TSAN_ 1
+#endif
+#endif
+#ifndef BRISK_HYBRID_TSAN_
+#define BRISK_HYBRID_TSAN_ 0
+#endif
+static inline void brisk_hybrid_owner_add_(size_t *word, size_t n) {
+#if defined(__x86_64__) && !BRISK_HYBRID_TSAN_
+  __asm__ __volatile__("addq %1, %0" : "+m"(*word) : "er"(n));
+#else
+  __atomic_store_n(word, __atomic_load_n(word, __ATOMIC_RELAXED) + n, __ATOMIC_RELAXED);
+#endif
+}
+
+/*
+ * Alloc's fast path: an align-0 request whose class has a block in the
+ * calling thread's list (the class from one table: by size up to 512
+ * bytes, by the smallest power of two that holds it above). Pop it, clear
+ * its second word (the key a cached block carries), and count: the list's
+ * room and the class's allocations in one add, the size asked in another.
+ * Everything else goes out of line: a size without a class (size 0
+ * included) finds class 0's list empty, a thread without a slot the entry
+ * of line 0, whose lists are all empty, and so does every thread of a
+ * hybrid without caches (no flag, or a tool that watches blocks: an ASan
+ * build, Valgrind), whose tables give every size class 0.
+ */
+static inline void *brisk_hybrid_alloc_inline_(brisk_hybrid_t *hybrid, size_t size, size_t align) {
+  brisk_hybrid_hot_t *hot = (brisk_hybrid_hot_t *)(void *)hybrid;
+  if (__builtin_expect(align == 0, 1)) {
+    /* Both entries computed, one chosen: no branch on the size, which a
+     * program's mix of sizes would mispredict. */
+    size_t entry = size <= BRISK_HYBRID_SMALL_MAX_
+                       ? size
+                       : BRISK_HYBRID_SMALL_MAX_ + 2 + (size_t)(63 - __builtin_clzll(size - 1));
+    brisk_hybrid_entry_hot_t *e = brisk_hybrid_entry_(hot);
+    brisk_hybrid_class_t *k = brisk_hybrid_class_at_(e, hot->code_of_size[entry]);
+    void **block = (void **)k->head;
+    if (__builtin_expect(block != NULL, 1)) {
+      k->head = block[0];
+      block[1] = NULL;
+      brisk_hybrid_owner_add_(&k->word, ((size_t)1 << BRISK_HYBRID_ROOM_BITS_) + 1);
+      brisk_hybrid_owner_add_(&e->requested, size);
+      return block;
+    }
+  }
+  return brisk_hybrid_alloc_slow_(hybrid, size, align);
+}
+
+/*
+ * Free's fast path, for the first region's blocks and the buckets' objects
+ * alike, with no branch on which: the chunk of p gives its section's entry
+ * in the chunk table (one line, found by one shift and one mask); p's unit
+ * there (its distance from the section's start rotated right and
+ * multiplied, so that an address that is no unit's or object's start
+ * lands past every unit, as one outside the section does) must lie below
+ * the entry's limit; the unit's tag (the region's index byte, a bucket's
+ * own) gives its class, and the block goes onto the calling thread's list
+ * of that class. Out of line: a pointer past the limit (NULL, another
+ * section's, not a block's start, never handed out:
+ * brisk_hybrid_free_other_ finds which and says what is wrong), and a
+ * block whose list has no room (full, class 0, the entry of line 0, an
+ * entry not ready: read before the block, which an annotated hybrid keeps
+ * poisoned) or that carries the key (perhaps a double free:
+ * brisk_hybrid_free_slow_ walks the list).
+ */
+static inline void brisk_hybrid_free_inline_(brisk_hybrid_t *hybrid, void *p) {
+  brisk_hybrid_hot_t *hot = (brisk_hybrid_hot_t *)(void *)hybrid;
+  uintptr_t address = (uintptr_t)p;
+  size_t at = (address >> hot->entry_shift) &
+              ((BRISK_HYBRID_CHUNKS_ - 1) * sizeof(brisk_hybrid_chunk_t));
+  const brisk_hybrid_chunk_t *f =
+      (const brisk_hybrid_chunk_t *)(const void *)((const unsigned char *)hot->chunks + at);
+  uintptr_t local = address - f->lo;
+  uint32_t shift = f->shift;
+  uint64_t unit = ((local >> shift) | (local << ((64 - shift) & 63))) * f->inverse;
+  /* Relaxed: a bucket's limit only grows, and was raised past an object
+   * before the object was handed out, which this free comes after. */
+  if (__builtin_expect(unit >= __atomic_load_n(&f->limit, __ATOMIC_RELAXED), 0)) {
+    brisk_hybrid_free_other_(hybrid, p);
+    return;
+  }
+  /* Relaxed: a live block's index byte holds still (set before the block
+   * was handed out, which this free comes after); a bucket's tag never
+   * changes after create. */
+  size_t tag = __atomic_load_n(&f->tags[unit & f->tag_mask], __ATOMIC_RELAXED);
+  size_t code = hot->code_of_tag[tag];
+  brisk_hybrid_entry_hot_t *e = brisk_hybrid_entry_(hot);
+  brisk_hybrid_class_t *k = brisk_hybrid_class_at_(e, code);
+  void **block = (void **)p;
+  /* The room: this thread's own word (relaxed: statistics read it). */
+  if (__builtin_expect(
+          (__atomic_load_n(&k->word, __ATOMIC_RELAXED) & BRISK_HYBRID_ROOM_MASK_) == 0 ||
+              block[1] == (void *)hot->key,
+          0)) {
+    brisk_hybrid_free_slow_(hybrid, p, code, tag);
+    return;
+  }
+  /* The head's store between the block's two (it may alias them, as far
+   * as the compiler knows) keeps GCC from building a vector of the two
+   * words: two plain stores. */
+  void *next = k->head;
+  block[1] = (void *)hot->key;
+  k->head = block;
+  block[0] = next;
+  brisk_hybrid_owner_add_(&k->word, (size_t)-1); /* room - 1: never below 0 here */
+}
+
+/* The library defines the exported brisk_hybrid_alloc and
+ * brisk_hybrid_free (src/regions/hybrid.c, over the same fast paths); a
+ * program inlines them. */
+#ifdef BRISK_HYBRID_EXPORTS_
+BRISK_API void *brisk_hybrid_alloc(brisk_hybrid_t *hybrid, size_t size, size_t align);
+BRISK_API void brisk_hybrid_free(brisk_hybrid_t *hybrid, void *p);
+#else
+static inline void *brisk_hybrid_alloc(brisk_hybrid_t *hybrid, size_t size, size_t align) {
+  return brisk_hybrid_alloc_inline_(hybrid, size, align);
+}
+static inline void brisk_hybrid_free(brisk_hybrid_t *hybrid, void *p) {
+  brisk_hybrid_free_inline_(hybrid, p);
+}
+#endif
 
 #ifdef __cplusplus
 }

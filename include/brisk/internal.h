@@ -1,10 +1,10 @@
 /*
  * brisk/internal.h — NOT API. What brisk's public headers need in order to
  * declare their functions and inline their fast paths: the export macros,
- * and the structs that the inline paths of brisk/stack.h and brisk/fifo.h
- * read. Any of it may change in any release, together with the inline
- * functions that use it; a program touches it only through those
- * functions. (The structs a program declares itself, brisk_arena_cursor_t
+ * the structs that the inline paths of brisk/stack.h, brisk/fifo.h and
+ * brisk/hybrid.h read, and the thread-local word the hybrid's read. Any
+ * of it may change in any release, together with the inline functions
+ * that use it; a program touches it only through those functions. (The structs a program declares itself, brisk_arena_cursor_t
  * and brisk_pool_local_t, are in their allocators' headers: their size is
  * API, their fields are not.)
  */
@@ -88,5 +88,59 @@ typedef struct brisk_fifo_hot_s {
 #define BRISK_FIFO_STATE_SHIFT_ 59
 #define BRISK_FIFO_LIVE_        0x0bu
 #define BRISK_FIFO_FREED_       0x1bu
+
+/*
+ * What brisk_hybrid_alloc and brisk_hybrid_free (brisk/hybrid.h) use
+ * inline: the first fields of every brisk_hybrid_t, up to and including
+ * the per-thread entries, and the calling thread's slot line. The library
+ * declares the same fields with their atomic types (src/regions/hybrid.c,
+ * which says what each one holds and asserts that both agree, field by
+ * field); here they are plain, for C++ too, and the inline paths reach the
+ * ones other threads may touch with relaxed __atomic builtins.
+ */
+#define BRISK_HYBRID_CHUNKS_      128u  /* entries of the chunk table */
+#define BRISK_HYBRID_SMALL_MAX_   512u  /* sizes with an entry of their own */
+#define BRISK_HYBRID_SIZE_CODES_  (BRISK_HYBRID_SMALL_MAX_ + 1 + 65)
+#define BRISK_HYBRID_CLASSES_     19u   /* class 0, 8 buckets, 10 orders */
+#define BRISK_HYBRID_ENTRIES_     130u  /* line 0's, 128 slots', the shared one */
+#define BRISK_HYBRID_ENTRY_BYTES_ 512u  /* 8 cache lines: slot line x 8 */
+#define BRISK_HYBRID_ROOM_BITS_   8u    /* a class word: allocs << 8 | room */
+#define BRISK_HYBRID_ROOM_MASK_   ((size_t)255)
+typedef struct brisk_hybrid_class_s {
+  void *head;   /* the newest cached block; its first word links the next */
+  size_t word;  /* blocks handed out << ROOM_BITS | room left in the list */
+} brisk_hybrid_class_t;
+typedef struct brisk_hybrid_entry_hot_s {
+  brisk_hybrid_class_t classes[BRISK_HYBRID_CLASSES_]; /* at class code x 8 */
+  size_t requested;  /* sizes asked by the entry's successful allocations */
+} brisk_hybrid_entry_hot_t;
+typedef struct brisk_hybrid_chunk_s {
+  uintptr_t lo;
+  uint64_t inverse;
+  size_t limit;                 /* raised by other threads: read relaxed */
+  const uint8_t *tags;          /* a region's index bytes: read relaxed */
+  uintptr_t tag_mask;
+  uint32_t shift;
+  uint8_t tag;
+} __attribute__((aligned(64))) brisk_hybrid_chunk_t;
+typedef struct brisk_hybrid_hot_s {
+  uintptr_t key;
+  uint32_t chunk_shift;
+  uint32_t entry_shift;
+  uint8_t code_of_tag[256];
+  brisk_hybrid_chunk_t chunks[BRISK_HYBRID_CHUNKS_];
+  uint8_t code_of_size[BRISK_HYBRID_SIZE_CODES_];
+  __attribute__((aligned(BRISK_HYBRID_ENTRY_BYTES_)))
+  unsigned char entries[BRISK_HYBRID_ENTRIES_][BRISK_HYBRID_ENTRY_BYTES_];
+} brisk_hybrid_hot_t;
+
+/* (slot + 1) x 64 while the calling thread holds a thread slot, else 0
+ * (src/regions/thread_slot.h). Initial-exec, as all of the library's
+ * thread-local storage (built with -ftls-model=initial-exec): it lives in
+ * the static TLS block whether libbrisk.a is linked in or libbrisk.so is
+ * loaded at start, or with dlopen within glibc's static-TLS surplus, as
+ * the library's own thread-locals are (ctest dlopen_brisk). */
+extern BRISK_API __thread uint32_t brisk_thread_slot_line_
+    __attribute__((tls_model("initial-exec")));
 
 #endif /* BRISK_INTERNAL_H */

@@ -180,7 +180,7 @@ static BRISK_NOINLINE void count_alloc_no_slot(brisk_arena_t *arena, size_t size
 /* A successful allocation of `size` bytes (as asked), in the calling
  * thread's own entry: found from one TLS word, no atomic RMW. */
 BRISK_INLINE void count_alloc(brisk_arena_t *arena, size_t size) {
-  uint32_t line = _brisk_thread_slot_line;
+  uint32_t line = brisk_thread_slot_line_;
   if (BRISK_UNLIKELY(line == 0)) {
     count_alloc_no_slot(arena, size);
     return;

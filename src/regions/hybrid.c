@@ -41,7 +41,7 @@
  *          one table), its unit there a
  *          tag (the region's index byte, its order + 1; a bucket's own),
  *          the tag its class in one table; push onto the list. Other
- *          pointers (free_other): the section by address (the range table:
+ *          pointers (free_other_): the section by address (the range table:
  *          the buckets, largest first, then the regions), checked, then a
  *          further region's own free. A full list gives its older half back
  *          to the section first.
@@ -51,7 +51,7 @@
  * out an object from the pool: raise_limit), or a block's start in the
  * region (a unit's start, found with the offset rotated so that a
  * pointer inside a unit lands past the region, and its index byte set,
- * else the buddy's own free says why). Either test failed, free_other
+ * else the buddy's own free says why). Either test failed, free_other_
  * finds what is wrong. A block in a cache carries the key in its second
  * word, which alloc clears: a free that finds the key walks
  * its own list and aborts when the block is there (a double free while the
@@ -83,8 +83,14 @@
  *                         per chunk, its section's: build_fast), the
  *                         classes and the tag -> class table, the range
  *                         table, register
+ * brisk_hybrid_alloc and brisk_hybrid_free are inline in <brisk/hybrid.h>
+ * (over brisk_hybrid_hot_t in brisk/internal.h: this struct's first fields,
+ * through the threads' entries, and the thread's slot line, exported) and
+ * call the exported brisk_hybrid_*_slow_ / brisk_hybrid_free_other_ below
+ * for anything else; the library also exports brisk_hybrid_alloc and free
+ * themselves, over the same inline paths, for callers that do not inline.
  *   brisk_hybrid_alloc    (inline path above) or
- *     alloc_slow          (noinline) arguments, the thread's slot, then
+ *     brisk_hybrid_alloc_slow_  arguments, the thread's slot, then
  *                         the bucket (its class: pop, refill; or the pool;
  *                         objects from the pool raise its chunks' limits),
  *                         each region in turn (its order's class: pop,
@@ -93,12 +99,12 @@
  *                         allows it, else NULL/ENOMEM
  *   brisk_hybrid_free     chunk entry -> unit -> tag -> class -> push
  *                         (inline path above), or
- *     free_other          (noinline) any other pointer: range -> check ->
+ *     brisk_hybrid_free_other_  any other pointer: range -> check ->
  *                         a bucket's class -> push, a further region's
  *                         block to its buddy, pointers outside every range
  *                         (brisk_free with the fallback on, else a message
  *                         and abort); and from either
- *     free_slow           (noinline) the thread's slot and its entry made
+ *     brisk_hybrid_free_slow_  the thread's slot and its entry made
  *                         ready, the double-free check, a full list's
  *                         flush, a block no class caches (to its section)
  *   brisk_hybrid_stats / brisk_hybrid_totals  the per-slot counts summed
@@ -121,10 +127,12 @@
  * slow[i] belong to the thread holding slot i: its lists, their rooms
  * and its counts are written by that thread alone (rooms and counts as
  * relaxed atomics, a load and a store, so that statistics may read them
- * from any thread; `ready`, set once when the thread first uses the entry,
- * with release after the rooms, which statistics read after it with
- * acquire); threads without a slot share the last entry of each, whose
- * counts take fetch_add and whose lists stay empty; slots[0] is the entry
+ * from any thread; the inline paths of brisk/hybrid.h, compiled into the
+ * program, do the same on brisk/internal.h's plain view of them, with
+ * __atomic builtins; `ready`, set once when the thread first uses the
+ * entry, with release after the rooms, which statistics read after it
+ * with acquire); threads without a slot share the last entry of each,
+ * whose counts take fetch_add and whose lists stay empty; slots[0] is the entry
  * of a thread with no slot yet, whose lists are empty and have no room. A
  * slot's next holder inherits its lists (thread_slot.h orders the
  * handover). A block moves between threads only through its section,
@@ -147,6 +155,9 @@
  * regions' reservations, system_requests every OS call made for them, all
  * at creation.
  */
+/* This file defines the exported brisk_hybrid_alloc and brisk_hybrid_free. */
+#define BRISK_HYBRID_EXPORTS_
+#include <brisk/hybrid.h>
 #include "base/annotate.h"
 #include "base/base.h"
 #include "os/os.h"
@@ -162,7 +173,7 @@
 #include <stdio.h>
 #include <string.h>
 
-#define MAX_BUCKET_SIZE ((size_t)512)
+#define MAX_BUCKET_SIZE ((size_t)BRISK_HYBRID_SMALL_MAX_)
 #define SIZE_TABLE_ENTRIES (MAX_BUCKET_SIZE / 8 + 1)
 /* code_of_size: an entry per size up to MAX_BUCKET_SIZE, then one per
  * power of two: a bigger size reads LARGE_ENTRY(size), the entry of the
@@ -170,6 +181,7 @@
 #define LARGE_BASE (MAX_BUCKET_SIZE + 1)
 #define LARGE_ENTRY(size) (LARGE_BASE + 1 + (size_t)brisk_bit_scan_reverse((size) - 1))
 #define CLASS_TABLE_ENTRIES (LARGE_BASE + 65) /* LARGE_ENTRY of sizes up to 2^64 - 1 */
+_Static_assert(CLASS_TABLE_ENTRIES == BRISK_HYBRID_SIZE_CODES_, "brisk/hybrid.h's size table");
 #define MAX_SECTIONS (BRISK_HYBRID_MAX_BUCKETS + BRISK_HYBRID_MAX_REGIONS)
 #define NO_BUCKET 0xFF
 
@@ -190,8 +202,8 @@
 #define MAX_CLASSES (1 + BRISK_HYBRID_MAX_BUCKETS + CACHED_ORDERS)
 
 /* An address range of one section, for the dispatch of frees that are not
- * the first region's (free_other), with what it needs to check a pointer
- * of it: one cache line. */
+ * the first region's (brisk_hybrid_free_other_), with what it needs to
+ * check a pointer of it: one cache line. */
 typedef struct section_range_s {
   uintptr_t lo;
   uintptr_t size;  /* hi - lo: one unsigned compare tests lo <= p < hi */
@@ -221,7 +233,7 @@ typedef struct cache_class_s {
   void *head;              /* the newest block; its first word links the next */
   _Atomic size_t word;     /* allocs << ROOM_BITS | room */
 } cache_class_t;
-#define ROOM_BITS 8u
+#define ROOM_BITS BRISK_HYBRID_ROOM_BITS_
 #define ROOM_MASK (((size_t)1 << ROOM_BITS) - 1)
 #define ONE_ALLOC ((size_t)1 << ROOM_BITS)
 _Static_assert(CLASS_MAX <= ROOM_MASK, "a full list's room fits its bits");
@@ -231,15 +243,15 @@ _Static_assert(CLASS_MAX <= ROOM_MASK, "a full list's room fits its bits");
  * that, so an inline path adds it to the entry's address. Class 0 comes
  * first, so a zeroed table entry is no class. The entries are SLOT_BYTES
  * apart, 8 times a cache line, so that a thread's is its
- * _brisk_thread_slot_line times 8 away (one scaled address). */
+ * brisk_thread_slot_line_ times 8 away (one scaled address). */
 typedef struct hybrid_slot_s {
   cache_class_t classes[MAX_CLASSES];
   _Atomic size_t requested; /* sizes asked by its successful allocations */
   /* Nonzero once its holder set every class's room to the class's cap:
    * until then every list is empty and full, as in a fresh mapping. */
   _Atomic size_t ready;
-  /* Debug builds: its holder's alloc_slow calls; every 64th checks this
-   * entry's lists (validate_own_entry). Its holder's alone. */
+  /* Debug builds: its holder's brisk_hybrid_alloc_slow_ calls; every 64th
+   * checks this entry's lists (validate_own_entry). Its holder's alone. */
   size_t slow_allocs;
 } hybrid_slot_t;
 #define SLOT_BYTES ((size_t)512)
@@ -247,6 +259,16 @@ typedef struct hybrid_slot_s {
 _Static_assert(SLOT_BYTES == 8 * BRISK_CACHE_LINE, "line * 8 is the entry's offset");
 _Static_assert(sizeof(hybrid_slot_t) <= SLOT_BYTES, "a slot entry fits its stride");
 _Static_assert(sizeof(cache_class_t) == 16, "a class is a quarter of a cache line");
+_Static_assert(MAX_CLASSES == BRISK_HYBRID_CLASSES_ && ROOM_MASK == BRISK_HYBRID_ROOM_MASK_ &&
+                   SLOT_BYTES == BRISK_HYBRID_ENTRY_BYTES_ &&
+                   BRISK_THREAD_SLOTS + 2 == BRISK_HYBRID_ENTRIES_,
+               "brisk/hybrid.h's entries");
+_Static_assert(sizeof(cache_class_t) == sizeof(brisk_hybrid_class_t) &&
+                   offsetof(cache_class_t, head) == offsetof(brisk_hybrid_class_t, head) &&
+                   offsetof(cache_class_t, word) == offsetof(brisk_hybrid_class_t, word) &&
+                   offsetof(hybrid_slot_t, requested) ==
+                       offsetof(brisk_hybrid_entry_hot_t, requested),
+               "brisk/hybrid.h's view of an entry");
 _Static_assert(offsetof(hybrid_slot_t, classes) == 0, "code 0 is class 0");
 _Static_assert(CLASS_CODE(MAX_CLASSES) <= 255, "a class code fits a byte");
 
@@ -286,6 +308,17 @@ typedef struct fast_chunk_s {
   _Atomic uint8_t tag;          /* a bucket's: BUCKET_TAG + its index */
 } BRISK_ALIGNED(BRISK_CACHE_LINE) fast_chunk_t;
 _Static_assert(sizeof(fast_chunk_t) == BRISK_CACHE_LINE, "an entry is a line");
+#define SAME_FIELD(a, b, field)                                                          \
+  (offsetof(a, field) == offsetof(b, field) && sizeof(((a *)0)->field) == sizeof(((b *)0)->field))
+_Static_assert(sizeof(fast_chunk_t) == sizeof(brisk_hybrid_chunk_t) &&
+                   SAME_FIELD(fast_chunk_t, brisk_hybrid_chunk_t, lo) &&
+                   SAME_FIELD(fast_chunk_t, brisk_hybrid_chunk_t, inverse) &&
+                   SAME_FIELD(fast_chunk_t, brisk_hybrid_chunk_t, limit) &&
+                   SAME_FIELD(fast_chunk_t, brisk_hybrid_chunk_t, tags) &&
+                   SAME_FIELD(fast_chunk_t, brisk_hybrid_chunk_t, tag_mask) &&
+                   SAME_FIELD(fast_chunk_t, brisk_hybrid_chunk_t, shift) &&
+                   SAME_FIELD(fast_chunk_t, brisk_hybrid_chunk_t, tag),
+               "brisk/hybrid.h's view of a chunk");
 
 /* The tags of buckets, above every buddy index byte (an order + 1). */
 #define BUCKET_TAG 0xF0u
@@ -294,13 +327,14 @@ _Static_assert(BUCKET_TAG + BRISK_HYBRID_MAX_BUCKETS <= 256, "a bucket's tag fit
  * power of two: the mapping is aligned to a chunk, so its chunks' numbers,
  * masked, are as many different entries; an address outside it reads an
  * entry whose section it is no unit of). */
-#define FAST_CHUNKS 128u
+#define FAST_CHUNKS BRISK_HYBRID_CHUNKS_
 _Static_assert((FAST_CHUNKS & (FAST_CHUNKS - 1)) == 0, "a chunk number is masked");
 
 struct brisk_hybrid_s {
-  /* Read-only after create (but the buckets' chunks' limits). First, what
-   * the inline free reads: the key, the chunk shift, the tag table and the
-   * chunks. */
+  /* First, what the inline paths of brisk/hybrid.h read and write, laid
+   * out as brisk_hybrid_hot_t (asserted below): the key, the chunk shift,
+   * the tag table, the chunks, the size table (read-only after create, but
+   * the buckets' chunks' limits), then the threads' entries. */
   uintptr_t key;          /* a cached block's second word (never 0) */
   uint32_t chunk_shift;   /* log2 of a chunk: one section's blocks at most */
   uint32_t entry_shift;   /* chunk_shift less log2 of sizeof(fast_chunk_t) */
@@ -314,6 +348,11 @@ struct brisk_hybrid_s {
    * align-0 request of that size (the inline alloc's table; 0, class 0,
    * without caches, for size 0 and for sizes no class holds). */
   uint8_t code_of_size[CLASS_TABLE_ENTRIES];
+  /* Per thread slot (SLOT_NONE, slot i at i + 1, SLOT_SHARED): its lists
+   * and counts, SLOT_BYTES apart. */
+  BRISK_ALIGNED(SLOT_BYTES) unsigned char slots[BRISK_THREAD_SLOTS + 2][SLOT_BYTES];
+  /* The rest: read-only after create, but for the fields the Threads
+   * paragraph above names. */
   uintptr_t base;         /* the mapping's start: the first region's base */
   size_t bucket_count;
   size_t region_count;
@@ -358,8 +397,17 @@ struct brisk_hybrid_s {
   /* Written on the fallback path only. */
   _Atomic size_t fallbacks;
   hybrid_slow_t slow[BRISK_THREAD_SLOTS + 1]; /* by slot; the last: threads without one */
-  BRISK_ALIGNED(SLOT_BYTES) unsigned char slots[BRISK_THREAD_SLOTS + 2][SLOT_BYTES];
 };
+_Static_assert(SAME_FIELD(brisk_hybrid_t, brisk_hybrid_hot_t, key) &&
+                   SAME_FIELD(brisk_hybrid_t, brisk_hybrid_hot_t, chunk_shift) &&
+                   SAME_FIELD(brisk_hybrid_t, brisk_hybrid_hot_t, entry_shift) &&
+                   SAME_FIELD(brisk_hybrid_t, brisk_hybrid_hot_t, code_of_tag) &&
+                   SAME_FIELD(brisk_hybrid_t, brisk_hybrid_hot_t, chunks) &&
+                   SAME_FIELD(brisk_hybrid_t, brisk_hybrid_hot_t, code_of_size) &&
+                   offsetof(brisk_hybrid_t, slots) == offsetof(brisk_hybrid_hot_t, entries) &&
+                   sizeof(((brisk_hybrid_t *)0)->slots) ==
+                       sizeof(((brisk_hybrid_hot_t *)0)->entries),
+               "brisk/hybrid.h's view of the hybrid");
 
 _Static_assert(MAX_CLASSES <= 255 && MAX_SECTIONS <= 255, "classes and sections fit a byte");
 
@@ -471,7 +519,7 @@ static size_t destroy_sections(brisk_hybrid_t *h, bool *meta_clean) {
 
 /* ---- Slots ---- */
 
-/* The entry of the thread whose _brisk_thread_slot_line is line: (slot +
+/* The entry of the thread whose brisk_thread_slot_line_ is line: (slot +
  * 1) * 64, or 0 (the entry of no slot). */
 BRISK_INLINE hybrid_slot_t *slot_at(brisk_hybrid_t *h, uint32_t line) {
   /* From the start of the whole array: entries past the first row are
@@ -991,7 +1039,7 @@ static void *from_region(brisk_hybrid_t *h, uint32_t slot, size_t r, size_t size
 
 static void validate_own_entry(brisk_hybrid_t *h, uint32_t slot);
 
-static BRISK_NOINLINE void *alloc_slow(brisk_hybrid_t *h, size_t size, size_t align) {
+void *brisk_hybrid_alloc_slow_(brisk_hybrid_t *h, size_t size, size_t align) {
   if (size == 0 || (align & (align - 1)) != 0) {
     errno = EINVAL;
     return NULL;
@@ -1031,28 +1079,9 @@ static BRISK_NOINLINE void *alloc_slow(brisk_hybrid_t *h, size_t size, size_t al
   return NULL;
 }
 
-/*
- * The inline path: an align-0 request whose class has a block in the
- * calling thread's list (the class from one table: by size up to 512
- * bytes, by power of two above). Everything else goes out of line: a size
- * without a class (size 0 included) finds class 0's list empty, a thread
- * without a slot the entry of line 0, whose lists are all empty.
- */
+/* The exported brisk_hybrid_alloc: brisk/hybrid.h's inline path. */
 void *brisk_hybrid_alloc(brisk_hybrid_t *h, size_t size, size_t align) {
-  if (BRISK_LIKELY(align == 0)) {
-    /* Both entries computed, one chosen: no branch on the size, which a
-     * program's mix of sizes would mispredict. */
-    size_t entry = size <= MAX_BUCKET_SIZE ? size : LARGE_ENTRY(size);
-    hybrid_slot_t *e = slot_at(h, _brisk_thread_slot_line);
-    cache_class_t *k = class_at(e, h->code_of_size[entry]);
-    void *p = k->head;
-    if (BRISK_LIKELY(p != NULL)) {
-      pop(k, p);
-      brisk_owner_add(&e->requested, size);
-      return p;
-    }
-  }
-  return alloc_slow(h, size, align);
+  return brisk_hybrid_alloc_inline_(h, size, align);
 }
 
 /* ---- Free ---- */
@@ -1078,7 +1107,7 @@ BRISK_INLINE size_t section_of_tag(const brisk_hybrid_t *h, size_t tag) {
  * the calling thread's list did not take inline: the key seen, no room
  * (the list full, the entry not ready, or no slot yet), or no class (then
  * to its section). */
-static BRISK_NOINLINE void free_slow(brisk_hybrid_t *h, void *p, size_t code, size_t tag) {
+void brisk_hybrid_free_slow_(brisk_hybrid_t *h, void *p, size_t code, size_t tag) {
   size_t c = code * 8 / sizeof(cache_class_t);
   uint32_t slot = brisk_thread_slot();
   if (slot != BRISK_NO_THREAD_SLOT && c != NO_CLASS) {
@@ -1098,9 +1127,9 @@ static BRISK_NOINLINE void free_slow(brisk_hybrid_t *h, void *p, size_t code, si
  * have no room: they go out of line before the block is read (with the
  * caches off it may be poisoned). */
 BRISK_INLINE void cache_free(brisk_hybrid_t *h, void *p, size_t code, size_t tag) {
-  cache_class_t *k = class_at(slot_at(h, _brisk_thread_slot_line), code);
+  cache_class_t *k = class_at(slot_at(h, brisk_thread_slot_line_), code);
   if (BRISK_UNLIKELY(room_of(k) == 0 || ((void **)p)[1] == (void *)h->key))
-    return free_slow(h, p, code, tag);
+    return brisk_hybrid_free_slow_(h, p, code, tag);
   push(h, k, p);
 }
 
@@ -1114,7 +1143,7 @@ static BRISK_NOINLINE void free_outside(brisk_hybrid_t *h, void *p) {
  * address (the range table), checked (a bucket's object that was handed
  * out, a region block's start), then a bucket's class or, for a further
  * region, the region itself (its blocks are not cached). */
-static BRISK_NOINLINE void free_other(brisk_hybrid_t *h, void *p) {
+void brisk_hybrid_free_other_(brisk_hybrid_t *h, void *p) {
   uintptr_t address = (uintptr_t)p;
   const section_range_t *r = h->ranges;
   while (address - r->lo >= r->size) r++; /* the sentinel stops it */
@@ -1133,33 +1162,8 @@ static BRISK_NOINLINE void free_other(brisk_hybrid_t *h, void *p) {
   brisk_buddy_free(h->regions[r->index], p);
 }
 
-/*
- * The first region's blocks and the buckets' objects inline: the chunk of
- * p gives its section's entry (one line of the chunk table, no pointer to
- * follow); its unit there (the distance rotated and multiplied, so that
- * an address that is no unit's start lands past every unit, as one
- * outside the section does) must lie below the entry's limit (a bucket's:
- * objects handed out, as raise_limit copied it); its tag (the
- * region's index byte, a bucket's own) gives its class; then the thread's
- * list. One path for both, with no branch on which section it is.
- * Everything else goes to free_other, which says what is wrong.
- */
-void brisk_hybrid_free(brisk_hybrid_t *h, void *p) {
-  uintptr_t address = (uintptr_t)p;
-  /* The entry's offset in the table, in one shift and one mask. */
-  size_t at = (address >> h->entry_shift) & ((FAST_CHUNKS - 1) * sizeof(fast_chunk_t));
-  const fast_chunk_t *f = (const fast_chunk_t *)((const unsigned char *)h->chunks + at);
-  uintptr_t local = address - f->lo;
-  uint32_t shift = f->shift;
-  uint64_t unit = ((local >> shift) | (local << ((64 - shift) & 63))) * f->inverse;
-  /* Relaxed: a bucket's limit only grows, and was raised past an object
-   * before the object was handed out (raise_limit), which the free comes
-   * after. */
-  if (BRISK_UNLIKELY(unit >= atomic_load_explicit(&f->limit, memory_order_relaxed)))
-    return free_other(h, p);
-  size_t tag = atomic_load_explicit(&f->tags[unit & f->tag_mask], memory_order_relaxed);
-  cache_free(h, p, h->code_of_tag[tag], tag);
-}
+/* The exported brisk_hybrid_free: brisk/hybrid.h's inline path. */
+void brisk_hybrid_free(brisk_hybrid_t *h, void *p) { brisk_hybrid_free_inline_(h, p); }
 
 /* ---- Statistics ---- */
 
@@ -1323,7 +1327,7 @@ void brisk_hybrid_destroy(brisk_hybrid_t *h) {
  * neither the key nor NULL): a block met again is cached twice, with no
  * memory beyond the blocks themselves; the marks are undone at the end.
  * Debug builds run the entries' and blocks' checks on the calling thread's
- * own entry from alloc_slow every 64th time: its lists and blocks are that
+ * own entry from brisk_hybrid_alloc_slow_ every 64th time: its lists and blocks are that
  * thread's alone, and the sections' bytes it reads (a carved count, index
  * bytes of blocks it holds) are atomics that hold still for its blocks.
  */
@@ -1517,7 +1521,7 @@ void _brisk_hybrid_validate(const brisk_hybrid_t *hybrid) {
            "a region's buddy does not validate (the line above)", "region", r);
 }
 
-/* Debug builds, from alloc_slow: the calling thread's own entry (slot). */
+/* Debug builds, from brisk_hybrid_alloc_slow_: the calling thread's own entry (slot). */
 static void validate_own_entry(brisk_hybrid_t *h, uint32_t slot) {
   hybrid_check_t v;
   check_init(&v, h);

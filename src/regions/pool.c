@@ -308,7 +308,7 @@ static BRISK_NOINLINE void *alloc_no_slot(brisk_pool_t *pool) {
 }
 
 /*
- * The fast paths read thread_slot.h's _brisk_thread_slot_line, the offset
+ * The fast paths read thread_slot.h's brisk_thread_slot_line_, the offset
  * of the thread's entry: one zero test sends both "no slot yet" and "no
  * slot at all" out of line, so the counters below need no test and no
  * atomic RMW, and the entry is one add away.
@@ -322,7 +322,7 @@ BRISK_INLINE brisk_pool_slot_t *entry_at(brisk_pool_t *pool, uint32_t line) {
 BRISK_INLINE uint32_t slot_of(uint32_t line) { return line / BRISK_CACHE_LINE - 1; }
 
 void *brisk_pool_alloc(brisk_pool_t *pool) {
-  uint32_t line = _brisk_thread_slot_line;
+  uint32_t line = brisk_thread_slot_line_;
   if (BRISK_UNLIKELY(line == 0)) return alloc_no_slot(pool);
   brisk_pool_slot_t *entry = entry_at(pool, line);
   uint32_t slot = slot_of(line);
@@ -384,7 +384,7 @@ void brisk_pool_free(brisk_pool_t *pool, void *ptr) {
    * never-handed-out pointers. */
   if (BRISK_UNLIKELY(index >= atomic_load_explicit(&pool->carved, memory_order_relaxed)))
     _brisk_pool_bad_free(p);
-  uint32_t line = _brisk_thread_slot_line;
+  uint32_t line = brisk_thread_slot_line_;
   if (BRISK_UNLIKELY(line == 0)) {
     free_no_slot(pool, p, index);
     return;

@@ -32,7 +32,7 @@
  *
  * What keeps a magazine's pop and push short: magazines link objects by
  * pointer, not index (a pop needs no multiply); the thread's entry is
- * found from one TLS word (_brisk_thread_slot_line) with one zero test;
+ * found from one TLS word (brisk_thread_slot_line_) with one zero test;
  * its counters are bumped with one unlocked add (brisk_owner_add); and the
  * shards' free is a function of its own (pool.c's free_to_shared), so the
  * magazine path computes nothing for it.

@@ -15,7 +15,7 @@
 #define SLOT_WORDS (BRISK_THREAD_SLOTS / 64)
 
 BRISK_TLS uint32_t _brisk_thread_slot_plus1;
-BRISK_TLS uint32_t _brisk_thread_slot_line;
+BRISK_API BRISK_TLS uint32_t brisk_thread_slot_line_;
 
 /* Bit set: the slot is held by a live thread. */
 static _Atomic uint64_t slot_bitmap[SLOT_WORDS];
@@ -25,7 +25,7 @@ static pthread_once_t slot_key_once = PTHREAD_ONCE_INIT;
 static void slot_release(void *value) {
   uint32_t slot = (uint32_t)(uintptr_t)value - 1;
   _brisk_thread_slot_plus1 = 0;
-  _brisk_thread_slot_line = 0;
+  brisk_thread_slot_line_ = 0;
   /* Release: this thread's writes to its per-slot entries happen before the
    * next holder's acquire CAS on the same bit. */
   atomic_fetch_and_explicit(&slot_bitmap[slot / 64], ~((uint64_t)1 << (slot % 64)),
@@ -64,6 +64,6 @@ uint32_t _brisk_thread_slot_acquire(void) {
     slot = BRISK_NO_THREAD_SLOT;
   }
   _brisk_thread_slot_plus1 = slot + 1;
-  _brisk_thread_slot_line = slot != BRISK_NO_THREAD_SLOT ? (slot + 1) * BRISK_CACHE_LINE : 0;
+  brisk_thread_slot_line_ = slot != BRISK_NO_THREAD_SLOT ? (slot + 1) * BRISK_CACHE_LINE : 0;
   return slot;
 }

@@ -24,6 +24,8 @@
 
 #include "base/base.h"
 
+#include <brisk/internal.h>
+
 #define BRISK_THREAD_SLOTS 128u
 #define BRISK_NO_THREAD_SLOT BRISK_THREAD_SLOTS
 
@@ -31,11 +33,12 @@
  * BRISK_NO_THREAD_SLOT + 1 when every slot was taken at that call. */
 extern BRISK_HIDDEN BRISK_TLS uint32_t _brisk_thread_slot_plus1;
 
-/* (slot + 1) * BRISK_CACHE_LINE while the thread holds a slot, else 0 (no
- * slot yet, or none to be had): for arrays of one-cache-line entries, the
+/* brisk_thread_slot_line_ (declared in brisk/internal.h, exported: the
+ * hybrid's inline paths in brisk/hybrid.h read it in the program): (slot +
+ * 1) * BRISK_CACHE_LINE while the thread holds a slot, else 0 (no slot
+ * yet, or none to be had): for arrays of one-cache-line entries, the
  * entry's byte offset from the element before the array, and a zero test
  * that covers both "no slot" cases, in one TLS load (pool.c's fast paths). */
-extern BRISK_HIDDEN BRISK_TLS uint32_t _brisk_thread_slot_line;
 
 BRISK_HIDDEN uint32_t _brisk_thread_slot_acquire(void);
 
