@@ -308,7 +308,7 @@ static BRISK_NOINLINE void *alloc_no_slot(brisk_pool_t *pool) {
 }
 
 /*
- * The fast paths read thread_slot.h's brisk_thread_slot_line_, the offset
+ * The fast paths read brisk_thread_slot_line_ (declared in brisk/internal.h), the offset
  * of the thread's entry: one zero test sends both "no slot yet" and "no
  * slot at all" out of line, so the counters below need no test and no
  * atomic RMW, and the entry is one add away.
