@@ -308,8 +308,8 @@ static BRISK_NOINLINE void *alloc_no_slot(brisk_pool_t *pool) {
 }
 
 /*
- * The fast paths read brisk_thread_slot_line_ (declared in brisk/internal.h), the offset
- * of the thread's entry: one zero test sends both "no slot yet" and "no
+ * The fast paths read brisk_thread_slot_line_ (brisk/internal.h), the
+ * offset of the thread's entry: one zero test sends both "no slot yet" and "no
  * slot at all" out of line, so the counters below need no test and no
  * atomic RMW, and the entry is one add away.
  */
