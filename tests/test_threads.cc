@@ -349,8 +349,11 @@ void last_round_malloc(void *) {
   void *small = brisk_malloc(48);
   void *aligned = brisk_aligned_alloc(256, 1000);
   void *zeroed = brisk_calloc(10, 100);
+  void *over_aligned = brisk_aligned_alloc(8192, 100);     // an interior address of a class block
+  void *huge_aligned = brisk_aligned_alloc(64, 600 * 1024); // its own mapping
+  void *huge = brisk_malloc(1 << 20);
   std::lock_guard<std::mutex> lock(g_exit_mutex);
-  for (void *p : {small, aligned, zeroed}) {
+  for (void *p : {small, aligned, zeroed, over_aligned, huge_aligned, huge}) {
     if (p != nullptr) std::memset(p, 0x5A, 48);
     g_last_round_blocks.push_back(p);
   }
@@ -372,7 +375,7 @@ TEST(BriskThreads, MallocInTheLastDestructorRoundKeepsNoHeap) {
   }
   pthread_key_delete(late_key);
   const size_t live_after = brisk_test::stats_snapshot().general.heaps_live;
-  EXPECT_EQ(g_last_round_blocks.size(), 3u * kThreads);
+  EXPECT_EQ(g_last_round_blocks.size(), 6u * kThreads);
   for (void *p : g_last_round_blocks) {
     EXPECT_NE(p, nullptr);
     brisk_free(p);

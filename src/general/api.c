@@ -53,17 +53,15 @@ void *_brisk_malloc_aligned(size_t size, size_t alignment, bool zero) {
     if (p != NULL && zero) memset(p, 0, size);
     return p;
   }
+  /* A thread's first call makes its heap. After its exit handler ran, the
+   * empty heap stands in: malloc_slow takes a heap for the one allocation
+   * and hands it back, and a huge block needs none. */
   brisk_heap_t *heap = _brisk_tls_heap;
-  if (BRISK_UNLIKELY(heap->is_empty_heap)) {
+  if (BRISK_UNLIKELY(heap->is_empty_heap) && !_brisk_thread_exited) {
     heap = _brisk_heap_init_thread(false);
     if (heap == NULL) {
       errno = ENOMEM;
       return NULL;
-    }
-    if (BRISK_UNLIKELY(_brisk_thread_exited)) {
-      void *p = _brisk_malloc_aligned(size, alignment, zero);
-      _brisk_heap_hand_back(heap);
-      return p;
     }
   }
   if (BRISK_SECURE) return secure_malloc_aligned(heap, size, alignment, zero);

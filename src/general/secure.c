@@ -43,17 +43,14 @@ void *_brisk_secure_malloc(size_t size, bool zero) {
   size_t padded = size + BRISK_SECURE_OVERHEAD;
   brisk_heap_t *heap = _brisk_tls_heap;
   if (padded > BRISK_LARGE_MAX) {
-    /* The keys the canary is made from come with the first heap. */
-    if (BRISK_UNLIKELY(heap->is_empty_heap)) {
+    /* The keys the canary is made from come with the first heap. A thread
+     * past its exit handler had one (the keys exist): the empty heap stands
+     * in, as in _brisk_malloc_aligned. */
+    if (BRISK_UNLIKELY(heap->is_empty_heap) && !_brisk_thread_exited) {
       heap = _brisk_heap_init_thread(false);
       if (heap == NULL) {
         errno = ENOMEM;
         return NULL;
-      }
-      if (BRISK_UNLIKELY(_brisk_thread_exited)) {
-        void *p = _brisk_secure_malloc(size, zero);
-        _brisk_heap_hand_back(heap);
-        return p;
       }
     }
     if (size > BRISK_LARGE_MAX) return _brisk_malloc_generic(size, heap, zero);
