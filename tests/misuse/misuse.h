@@ -172,4 +172,38 @@ static MISUSE_NOINLINE void misuse_good_free_in_other_thread(void *p) {
   pthread_join(thread, NULL);
 }
 
+/* Run late() in a new thread's key destructor after brisk's exit handler
+ * has run there (brisk's key is older than ours, so its destructor comes
+ * first within a round; ours asks for a second round to be sure), and
+ * wait for the thread. brisk's key must exist: call malloc first. */
+static pthread_key_t misuse_late_key;
+static void (*misuse_late_call)(void);
+
+static MISUSE_NOINLINE void misuse_late_destructor(void *value) {
+  if (value == (void *)1) {
+    pthread_setspecific(misuse_late_key, (void *)2);
+    return;
+  }
+  misuse_late_call();
+}
+
+static MISUSE_NOINLINE void *misuse_late_thread(void *unused) {
+  (void)unused;
+  free(opaque(malloc(100))); /* a heap of its own, so that brisk's exit handler runs */
+  pthread_setspecific(misuse_late_key, (void *)1);
+  return NULL;
+}
+
+static MISUSE_NOINLINE void misuse_after_exit_handler(void (*late)(void)) {
+  misuse_late_call = late;
+  if (pthread_key_create(&misuse_late_key, misuse_late_destructor) != 0) {
+    misuse_fail("pthread_key_create", NULL);
+  }
+  pthread_t thread;
+  if (pthread_create(&thread, NULL, misuse_late_thread, NULL) != 0) {
+    misuse_fail("pthread_create", NULL);
+  }
+  pthread_join(thread, NULL);
+}
+
 #endif /* BRISK_MISUSE_H */
