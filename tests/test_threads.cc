@@ -416,20 +416,6 @@ TEST(BriskThreads, LargeBlockFreedIsTheNextOneHandedOut) {
   brisk_free(held);
 }
 
-// The cache holds blocks of the class's head page only, which stays in use
-// anyway: a cached block of any other page would keep that page from
-// emptying and being given back for as long as it stays cached.
-TEST(BriskThreads, CachedLargeBlocksKeepNoOtherPageInUse) {
-  brisk_collect(true);
-  ASSERT_EQ(pages_of_class_holding(kLargeBlock), 0u) << "another test left such blocks";
-  std::vector<void *> blocks;
-  for (int i = 0; i < 60; i++) blocks.push_back(brisk_malloc(kLargeBlock));  // several 4 MiB pages
-  ASSERT_GE(pages_of_class_holding(kLargeBlock), 3u);
-  for (void *p : blocks) brisk_free(p);
-  EXPECT_LE(pages_of_class_holding(kLargeBlock), 1u) << "pages kept in use by cached blocks";
-  brisk_collect(true);
-}
-
 TEST(BriskThreads, CachedLargeBlocksGoHomeOnCollectAndAtThreadExit) {
   brisk_collect(true);
   ASSERT_EQ(pages_of_class_holding(kLargeBlock), 0u) << "another test left such blocks";

@@ -282,11 +282,7 @@ void _brisk_block_cache_put(brisk_heap_t *heap, brisk_page_t *page, brisk_block_
     }
   }
   size_t block_size = brisk_page_block_size(page);
-  /* Only a block of its class's pinned head page, which stays in use
-   * anyway: a cached block counts as used, and one on another page could
-   * keep that page from emptying (and being purged) for as long as the
-   * cache holds it. */
-  if (count == BRISK_BLOCK_CACHE_DEPTH || heap->pinned[page->class_index] != page ||
+  if (count == BRISK_BLOCK_CACHE_DEPTH ||
       heap->block_cache_bytes + block_size > BRISK_BLOCK_CACHE_MAX_BYTES) {
     _brisk_page_free_block(heap, page, block);
     return;

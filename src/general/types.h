@@ -78,7 +78,7 @@
 
 /* The block cache (heap.block_cache, release build): the classes of large
  * pages (above 64 KiB), at most DEPTH blocks of each and MAX_BYTES in all
- * per heap, of each class's pinned head page only. Free of such a block never takes the inline path
+ * per heap. Free of such a block never takes the inline path
  * (segment.owner_thread), so the cache costs the other blocks' paths
  * nothing. */
 #define BRISK_BLOCK_CACHE           (!BRISK_SECURE)
