@@ -384,60 +384,6 @@ TEST(BriskThreads, MallocInTheLastDestructorRoundKeepsNoHeap) {
   EXPECT_LE(live_after, live_before) << "heaps kept by exited threads";
 }
 
-// The release build keeps blocks of large pages (64-512 KiB) that a thread
-// frees for its next malloc of the class (the block cache), last freed
-// first, and gives them back to their pages on brisk_collect and when the
-// thread exits: else their pages could never empty.
-constexpr size_t kLargeBlock = 200 * 1024;
-
-brisk_class_stats_t class_holding(size_t size) {
-  const brisk_stats_t stats = brisk_test::stats_snapshot();
-  size_t best = 0;
-  for (size_t c = 1; c < BRISK_STATS_CLASSES; c++) {
-    const size_t block = stats.classes[c].block_size;
-    if (block >= size && (best == 0 || block < stats.classes[best].block_size)) best = c;
-  }
-  return stats.classes[best];
-}
-
-size_t pages_of_class_holding(size_t size) { return class_holding(size).pages; }
-
-TEST(BriskThreads, LargeBlockFreedIsTheNextOneHandedOut) {
-#ifdef BRISK_TEST_SECURE
-  GTEST_SKIP() << "the secure build has no block cache";
-#endif
-  void *held = brisk_malloc(kLargeBlock);  // keeps its page in use
-  void *p = brisk_malloc(kLargeBlock);
-  std::memset(p, 7, kLargeBlock);
-  brisk_free(p);
-  void *q = brisk_malloc(kLargeBlock);
-  EXPECT_EQ(q, p) << "a large block freed was not the next one handed out";
-  brisk_free(q);
-  brisk_free(held);
-}
-
-TEST(BriskThreads, CachedLargeBlocksGoHomeOnCollectAndAtThreadExit) {
-  brisk_collect(true);
-  ASSERT_EQ(pages_of_class_holding(kLargeBlock), 0u) << "another test left such blocks";
-  std::vector<void *> blocks;
-  for (int i = 0; i < 4; i++) blocks.push_back(brisk_malloc(kLargeBlock));
-  for (void *p : blocks) std::memset(p, 1, kLargeBlock);
-  ASSERT_GT(pages_of_class_holding(kLargeBlock), 0u);
-  ASSERT_EQ(class_holding(kLargeBlock).blocks_in_use, blocks.size());
-  for (void *p : blocks) brisk_free(p);
-  EXPECT_EQ(class_holding(kLargeBlock).blocks_in_use, 0u) << "cached blocks counted as in use";
-  brisk_collect(true);
-  EXPECT_EQ(pages_of_class_holding(kLargeBlock), 0u) << "brisk_collect kept cached blocks";
-
-  std::thread([] {
-    std::vector<void *> own;
-    for (int i = 0; i < 4; i++) own.push_back(brisk_malloc(kLargeBlock));
-    for (void *p : own) brisk_free(p);
-  }).join();
-  brisk_collect(true);  // tidies the exited thread's heap
-  EXPECT_EQ(pages_of_class_holding(kLargeBlock), 0u) << "an exited thread kept cached blocks";
-}
-
 TEST(BriskThreads, AllocationInThreadExitDestructors) {
   brisk_free(brisk_malloc(1));  // make sure brisk has set up whatever it keeps per thread
   ASSERT_EQ(pthread_key_create(&g_exit_key, allocate_at_exit), 0);

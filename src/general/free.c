@@ -11,9 +11,6 @@
  *     this thread's page, p not a block start: after the fast path's push,
  *       _brisk_free_local_not_block_start takes it back off, then as below
  *     not this thread's segment: _brisk_free_not_local(p, segment)
- *       a block of this heap's large pages (the inline path sends every
- *       one here, see segment.owner_thread): _brisk_block_cache_put
- *                                                              (page.c)
  *       huge block:            _brisk_huge_free                (huge.c)
  *       page not in use:       "not an allocated block", abort
  *       interior pointer:      the block's start on a page of aligned
@@ -229,16 +226,6 @@ static uint64_t class_magic_of(size_t class_index) {
 
 void _brisk_free_not_local(void *p, brisk_segment_t *segment) {
   brisk_heap_t *heap = _brisk_tls_heap;
-  /* This thread's block of a large page, at a block's start: into the
-   * block cache. The descriptor is this thread's own, so it may be read
-   * here. */
-  if (BRISK_BLOCK_CACHE && segment->kind == BRISK_KIND_LARGE && segment->heap == heap) {
-    brisk_page_t *page = brisk_page_of(segment, (uintptr_t)p);
-    if (BRISK_LIKELY(page->in_use && brisk_page_is_block_start(page, (uintptr_t)p))) {
-      _brisk_block_cache_put(heap, page, p);
-      return;
-    }
-  }
   if (!heap->is_empty_heap) heap->slow_frees_unfolded++;
   if (segment->kind == BRISK_KIND_HUGE) {
     if ((uint8_t *)p != _brisk_huge_block(segment)) {

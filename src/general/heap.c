@@ -388,14 +388,6 @@ void _brisk_heap_housekeeping(brisk_heap_t *heap) {
   _brisk_heap_flush_outbox(heap);
   _brisk_heap_retire_empty_heads(heap);
   uint64_t now = _brisk_os_now_ms();
-  /* A block cache nobody used for the purge delay holds pages for nobody:
-   * its blocks go home, so that their pages can empty and be purged. */
-  if (heap->block_cache_uses != 0) {
-    heap->block_cache_used_at_ms = now;
-    heap->block_cache_uses = 0;
-  } else if (now - heap->block_cache_used_at_ms >= BRISK_PURGE_DELAY_MS) {
-    _brisk_block_cache_flush(heap);
-  }
   tidy_stale_abandoned(now, true);
   /* Both lists may be emptied by brisk_collect(true) from another thread:
    * looked at under the memory lock only. */
@@ -408,7 +400,6 @@ void _brisk_heap_housekeeping(brisk_heap_t *heap) {
 }
 
 void _brisk_heap_collect(brisk_heap_t *heap) {
-  _brisk_block_cache_flush(heap);
   _brisk_heap_flush_outbox(heap);
   _brisk_heap_drain_remote(heap);
   _brisk_heap_retire_empty_heads(heap);
@@ -511,8 +502,6 @@ static void thread_exit(void *value) {
   brisk_heap_t *heap = value;
   if (heap == NULL || heap->is_empty_heap) return;
   _brisk_thread_exited = true;
-  /* Its cached blocks go back to their pages, so that those can empty. */
-  _brisk_block_cache_flush(heap);
   /* Blocks this thread freed for other heaps go to them now: nobody else
    * would post them before an adopter's housekeeping. */
   _brisk_heap_flush_outbox(heap);

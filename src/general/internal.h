@@ -415,14 +415,6 @@ BRISK_HIDDEN brisk_segment_t *_brisk_segment_resize(brisk_segment_t *segment, si
 /* ---- page.c: size-class pages, malloc's slow paths ---- */
 
 BRISK_HIDDEN void *_brisk_malloc_generic(size_t size, brisk_heap_t *heap, bool zero);
-/* The block cache (types.h: BRISK_BLOCK_CACHE): keep a block of a large
- * page this heap owns for the next malloc of its class, or return it
- * to its page when the cache is full ("block is already free (double
- * free?)" when it is cached already); and return every cached block to its
- * page. */
-BRISK_HIDDEN void _brisk_block_cache_put(brisk_heap_t *heap, brisk_page_t *page,
-                                         brisk_block_t *block);
-BRISK_HIDDEN void _brisk_block_cache_flush(brisk_heap_t *heap);
 /* After a local free made page->used <= 0: the page was full or is empty. */
 BRISK_HIDDEN void _brisk_page_free_slow(brisk_heap_t *heap, brisk_page_t *page);
 /* Return a block to its page on behalf of the page's heap (remote drains). */

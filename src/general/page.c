@@ -267,79 +267,14 @@ BRISK_INLINE bool local_refill_allowed(const brisk_heap_t *heap, const brisk_pag
          ((heap->generic_calls + 1) & 63) != 0 && !remote_queue_maybe_nonempty(heap);
 }
 
-/* The block cache's slot of a class of large pages. */
-static size_t block_cache_slot(size_t class_index) {
-  return class_index - BRISK_CLASS_MEDIUM_LAST - 1;
-}
-
-void _brisk_block_cache_put(brisk_heap_t *heap, brisk_page_t *page, brisk_block_t *block) {
-  size_t slot = block_cache_slot(page->class_index);
-  size_t count = brisk_load_relaxed(&heap->block_cache_count[slot]);
-  brisk_block_t **entries = heap->block_cache[slot];
-  for (size_t i = 0; i < count; i++) {
-    if (entries[i] == block) {
-      _brisk_fatal_block("free", block, page, "invalid pointer: block is already free (double free?)");
-    }
-  }
-  size_t block_size = brisk_page_block_size(page);
-  if (count == BRISK_BLOCK_CACHE_DEPTH ||
-      heap->block_cache_bytes + block_size > BRISK_BLOCK_CACHE_MAX_BYTES) {
-    _brisk_page_free_block(heap, page, block);
-    return;
-  }
-  entries[count] = block;
-  brisk_store_relaxed(&heap->block_cache_count[slot], (uint8_t)(count + 1));
-  heap->block_cache_bytes += block_size;
-  heap->block_cache_uses++;
-}
-
-void _brisk_block_cache_flush(brisk_heap_t *heap) {
-  if (heap->block_cache_bytes == 0) return;
-  for (size_t slot = 0; slot < BRISK_BLOCK_CACHE_CLASSES; slot++) {
-    size_t count;
-    while ((count = brisk_load_relaxed(&heap->block_cache_count[slot])) != 0) {
-      brisk_store_relaxed(&heap->block_cache_count[slot], (uint8_t)(count - 1));
-      brisk_block_t *block = heap->block_cache[slot][count - 1];
-      brisk_segment_t *segment = brisk_segment_of((uintptr_t)block);
-      _brisk_page_free_block(heap, brisk_page_of(segment, (uintptr_t)block), block);
-    }
-  }
-  heap->block_cache_bytes = 0;
-}
-
 void *_brisk_malloc_generic(size_t size, brisk_heap_t *heap, bool zero) {
+  /* The head page of the size's class: a pop, as on the inline fast path
+   * (sizes above the direct table's reach), or, when its malloc list ran
+   * dry, its own frees taken over as the slow path would and a pop, counted
+   * as a slow call. (The empty heap's queues are empty, so a new thread
+   * falls through.) */
   if (BRISK_LIKELY(size <= BRISK_LARGE_MAX)) {
-    size_t class_index = brisk_size_to_class(size);
-    /* The block of the class this thread freed last, if the block cache
-     * holds one (classes of large pages): memory already backed and likely
-     * still cached, where a page's free list may hand out a block never
-     * touched, and a page that empties is purged and faulted in again. */
-    if (BRISK_BLOCK_CACHE && class_index > BRISK_CLASS_MEDIUM_LAST) {
-      size_t slot = block_cache_slot(class_index);
-      size_t count = brisk_load_relaxed(&heap->block_cache_count[slot]);
-      if (count != 0) {
-        /* Now and then the slow path, whose chores a thread served from
-         * here alone would otherwise never do. */
-        if ((heap->block_cache_uses & 255) == 255 || remote_queue_maybe_nonempty(heap)) {
-          heap->block_cache_uses++;
-          return malloc_slow(heap, size, zero);
-        }
-        brisk_block_t *block = heap->block_cache[slot][count - 1];
-        brisk_store_relaxed(&heap->block_cache_count[slot], (uint8_t)(count - 1));
-        heap->block_cache_bytes -= brisk_class_to_size(class_index);
-        heap->block_cache_uses++;
-        heap->class_allocations_unfolded[class_index]++;
-        heap->bytes_requested_unfolded += size;
-        if (zero) memset(block, 0, size);
-        return block;
-      }
-    }
-    /* The head page of the class: a pop, as on the inline fast path (sizes
-     * above the direct table's reach), or, when its malloc list ran dry, its
-     * own frees taken over as the slow path would and a pop, counted as a
-     * slow call. (The empty heap's queues are empty, so a new thread falls
-     * through.) */
-    brisk_page_t *page = heap->queues[class_index].head;
+    brisk_page_t *page = heap->queues[brisk_size_to_class(size)].head;
     if (BRISK_LIKELY(page != NULL)) {
       brisk_block_t *block = page->free;
       if (block == NULL && local_refill_allowed(heap, page)) {

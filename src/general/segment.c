@@ -152,13 +152,6 @@ static void purge_list_append(brisk_heap_t *heap, brisk_page_t *page, uint64_t n
   brisk_global_stat_add(BRISK_STAT_FREE_PAGE_BYTES_COMMITTED, (int64_t)size);
 }
 
-/* What a segment's owner_thread says when thread owns its heap: thread,
- * or, for large pages in the release build, 0, so that free() of their
- * blocks leaves the inline path for the block cache (types.h). */
-static uintptr_t segment_owner_thread(const brisk_segment_t *segment, uintptr_t thread) {
-  return BRISK_BLOCK_CACHE && segment->kind == BRISK_KIND_LARGE ? 0 : thread;
-}
-
 static brisk_segment_t *segment_new(brisk_heap_t *heap, brisk_segment_kind_t kind) {
   brisk_segment_t *segment = _brisk_segment_reserve(BRISK_SEGMENT_SIZE, 0, page_shift_of_kind[kind]);
   if (segment == NULL) return NULL;
@@ -167,7 +160,7 @@ static brisk_segment_t *segment_new(brisk_heap_t *heap, brisk_segment_kind_t kin
   segment->page_count = (uint16_t)page_count;
   segment->used_pages = 0;
   segment->heap = heap;
-  brisk_store_relaxed(&segment->owner_thread, segment_owner_thread(segment, heap->owner_thread));
+  brisk_store_relaxed(&segment->owner_thread, heap->owner_thread);
   if (_brisk_options.huge_pages) _brisk_os_advise_huge_pages(segment, BRISK_SEGMENT_SIZE, NULL);
   /* The secure build keeps the metadata apart from the data: the rest of
    * page 0 after the page descriptors is a guard, so a linear overflow out
@@ -294,7 +287,7 @@ void _brisk_segments_set_owner_thread(brisk_heap_t *heap, uintptr_t thread) {
   _brisk_heap_lock_memory(heap);
   heap->owner_thread = thread;
   for (brisk_segment_t *segment = heap->segments; segment != NULL; segment = segment->heap_next) {
-    brisk_store_relaxed(&segment->owner_thread, segment_owner_thread(segment, thread));
+    brisk_store_relaxed(&segment->owner_thread, thread);
   }
   _brisk_heap_unlock_memory(heap);
 }
@@ -441,11 +434,5 @@ bool _brisk_heap_count_live_blocks(brisk_heap_t *heap, uint64_t live[BRISK_CLASS
     }
   }
   _brisk_heap_unlock_memory(heap);
-  /* The block cache's blocks count as used on their pages, as free here. */
-  for (size_t slot = 0; BRISK_BLOCK_CACHE && slot < BRISK_BLOCK_CACHE_CLASSES; slot++) {
-    size_t class_index = BRISK_CLASS_MEDIUM_LAST + 1 + slot;
-    uint64_t cached = brisk_load_relaxed(&heap->block_cache_count[slot]);
-    live[class_index] -= cached < live[class_index] ? cached : live[class_index];
-  }
   return true;
 }

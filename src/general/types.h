@@ -76,16 +76,6 @@
 #define BRISK_CLASS_SMALL_LAST 57  /* 8 KiB */
 #define BRISK_CLASS_MEDIUM_LAST 81 /* 64 KiB */
 
-/* The block cache (heap.block_cache, release build): the classes of large
- * pages (above 64 KiB), at most DEPTH blocks of each and MAX_BYTES in all
- * per heap. Free of such a block never takes the inline path
- * (segment.owner_thread), so the cache costs the other blocks' paths
- * nothing. */
-#define BRISK_BLOCK_CACHE           (!BRISK_SECURE)
-#define BRISK_BLOCK_CACHE_CLASSES   (BRISK_CLASS_COUNT - BRISK_CLASS_MEDIUM_LAST - 1)
-#define BRISK_BLOCK_CACHE_DEPTH     8
-#define BRISK_BLOCK_CACHE_MAX_BYTES ((size_t)8 << 20)
-
 /* malloc's fast path looks its page up directly by size in 8-byte words for
  * sizes up to this. */
 #define BRISK_DIRECT_MAX   ((size_t)1024)
@@ -173,9 +163,7 @@ typedef struct brisk_segment_s {
   struct brisk_heap_s *heap;     /* owner, for life; NULL for huge segments */
   /* The thread that owns `heap` now (brisk_thread_id), 0 while nobody
    * does: free()'s fast path compares it with its own thread's, which is
-   * one instruction to read where the thread's heap is two. Always 0 for a
-   * segment of large pages in the release build, whose frees go out of line
-   * to the block cache (BRISK_BLOCK_CACHE). Written when
+   * one instruction to read where the thread's heap is two. Written when
    * the heap changes hands (_brisk_segments_set_owner_thread), under the
    * heap's memory_lock; read by any thread (relaxed: a thread only ever
    * finds its own id here if it wrote it, see heap.c). */
@@ -309,16 +297,6 @@ typedef struct brisk_heap_s {
   brisk_huge_cache_entry_t huge_cache[BRISK_HUGE_CACHE_ENTRIES]; /* [0, count) filled */
   size_t huge_cache_count;
   size_t huge_cache_bytes;
-  /* The block cache (release build; page.c): blocks of large pages that
-   * this thread freed, kept for its next malloc of their class, last freed
-   * first. Each still counts as used on its page. Owner only; the counts
-   * are also read by statistics snapshots (relaxed), which count the
-   * cached blocks as free. */
-  brisk_block_t *block_cache[BRISK_BLOCK_CACHE_CLASSES][BRISK_BLOCK_CACHE_DEPTH];
-  _Atomic(uint8_t) block_cache_count[BRISK_BLOCK_CACHE_CLASSES];
-  size_t block_cache_bytes;
-  uint32_t block_cache_uses;       /* puts and takes since the last housekeeping */
-  uint64_t block_cache_used_at_ms; /* the last housekeeping that saw some */
   /* Statistics kept by the owner's slow paths with plain adds, folded into
    * `stats` with the rest; live bytes not yet published to the process. */
   uint64_t class_allocations_unfolded[BRISK_CLASS_COUNT];

@@ -57,9 +57,8 @@ ADDR = r"0x[0-9a-f]+"
 # program: (message pattern, {build: outcome})
 TABLE = {
     # Double frees. The release build sees one through the page's count of
-    # live blocks: when the block was the last live one of its page, or a
-    # huge block (its own mapping); and a large page's block still in the
-    # freeing thread's block cache.
+    # live blocks only: when the block was the last live one of its page, or
+    # a huge block (its own mapping).
     "double_free":              (rf"free\({ADDR}\): .*double free",
                                  {"release": UNCAUGHT}),
     "double_free_alone":        (rf"free\({ADDR}\): .*double free",
@@ -68,10 +67,6 @@ TABLE = {
                                  {"release": UNCAUGHT}),
     "double_free_other_thread": (rf"free\({ADDR}\): .*double free",
                                  {"release": UNCAUGHT}),
-    # A large page's block (64-512 KiB) freed twice in a row: the release
-    # build's block cache holds it still.
-    "double_free_large":        (rf"free\({ADDR}\): .*double free",
-                                 {"release": CAUGHT}),
     "double_free_huge":         (rf"free\({ADDR}\): .*double free",
                                  {"release": CAUGHT}),
     "double_free_huge_other_thread": (rf"free\({ADDR}\): .*double free",
