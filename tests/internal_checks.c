@@ -37,6 +37,30 @@ uint64_t brisk_test_block_start_errors(uint64_t *checked) {
   return errors;
 }
 
+uint64_t brisk_test_size_class_errors(uint64_t *checked) {
+  uint64_t errors = 0;
+  *checked = 0;
+  size_t previous = 0;
+  for (size_t class_index = 1; class_index < BRISK_CLASS_COUNT; class_index++) {
+    size_t block_size = brisk_class_to_size(class_index);
+    errors += block_size <= previous;
+    errors += block_size > 8 && block_size % 16 != 0;
+    previous = block_size;
+  }
+  errors += brisk_class_to_size(BRISK_CLASS_SMALL_LAST) != BRISK_SMALL_MAX;
+  errors += brisk_class_to_size(BRISK_CLASS_MEDIUM_LAST) != BRISK_MEDIUM_MAX;
+  errors += previous != BRISK_LARGE_MAX;
+  /* Every size maps to the smallest class that holds it. */
+  for (size_t size = 1; size <= BRISK_LARGE_MAX; size++) {
+    size_t class_index = brisk_size_to_class(size);
+    errors += class_index < 1 || class_index >= BRISK_CLASS_COUNT ||
+              brisk_class_to_size(class_index) < size ||
+              (class_index > 1 && brisk_class_to_size(class_index - 1) >= size);
+  }
+  *checked = BRISK_LARGE_MAX;
+  return errors;
+}
+
 void brisk_test_validate_own_heap(void) { _brisk_heap_validate(_brisk_tls_heap); }
 
 void brisk_test_validate_idle_heaps(void) { _brisk_heaps_validate_idle(); }

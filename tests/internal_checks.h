@@ -16,6 +16,13 @@ extern "C" {
 // block size. *checked counts the offsets tried.
 uint64_t brisk_test_block_start_errors(uint64_t *checked);
 
+// The size class table (size_class.h): class sizes rise and are multiples
+// of 16 above 8 B; the small, medium and last classes end at
+// BRISK_SMALL_MAX, BRISK_MEDIUM_MAX and BRISK_LARGE_MAX; every size up to
+// BRISK_LARGE_MAX maps to the smallest class that holds it. Returns the
+// failed checks; *checked counts the sizes tried.
+uint64_t brisk_test_size_class_errors(uint64_t *checked);
+
 // The general allocator's heap validator (src/general/validate.c): the
 // calling thread's heap, and every heap no thread owns. Either prints
 // "brisk: heap check: ..." and aborts at the first broken invariant.

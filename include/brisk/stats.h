@@ -27,7 +27,10 @@ extern "C" {
 #endif
 
 #define BRISK_STATS_VERSION 1
-/* Size classes of the general allocator; classes[0] is unused. */
+/* Room for the size classes of the general allocator: classes[1] up to the
+ * 512 KiB class are filled, classes[0] and any entry after that class are
+ * zero (block_size 0). The room stays fixed so that the struct's layout does
+ * not change when the classes do. */
 #define BRISK_STATS_CLASSES 106
 
 /* One size class of the general allocator. */

@@ -3,14 +3,20 @@
  *
  *   class 1:       8 bytes (requests of 0..8 B: the only 8-aligned blocks)
  *   class 2..9:    16, 32, 48, ..., 128 bytes (16-byte steps)
- *   class 10..105: for each doubling (2^b, 2^(b+1)], b >= 7, eight steps of
- *                  2^(b-3): 144, 160, ..., 256, 288, ..., 512 KiB.
+ *   class 10..81:  for each doubling (2^b, 2^(b+1)], 7 <= b < 16, eight
+ *                  steps of 2^(b-3): 144, 160, ..., 256, 288, ..., 64 KiB.
+ *   class 82..93:  above 64 KiB (the large pages), four steps of 2^(b-2):
+ *                  80, 96, 112, 128, 160, ..., 512 KiB.
  *
  * Every class from 16 B up is a multiple of 16 and pages start 4 KiB-aligned,
  * so every block of 16 bytes or more is 16-byte aligned: the x86-64 ABI's
  * alignof(max_align_t), which compilers assume of malloc's result (aligned
- * SSE loads and stores). Worst waste above 128 B is one step over the lower
- * bound: under 12.5%.
+ * SSE loads and stores). Worst waste is one step over the lower bound:
+ * under 12.5% from 128 B to 64 KiB, under 25% above. Each large class has
+ * 4 MiB pages of its own, so fewer large classes means fewer pages that a
+ * program's few large blocks keep half empty, and fewer that empty and are
+ * purged only to be faulted in again; a block's unused tail is address
+ * space, not memory, since no page of it is touched unless written.
  */
 #ifndef BRISK_GENERAL_SIZE_CLASS_H
 #define BRISK_GENERAL_SIZE_CLASS_H
@@ -21,12 +27,17 @@
 BRISK_INLINE size_t brisk_size_to_class(size_t size) {
   if (size <= 128) return size <= 8 ? 1 : ((size + 15) >> 4) + 1;
   size_t b = brisk_bit_scan_reverse(size - 1); /* size in (2^b, 2^(b+1)] */
-  size_t step_index = ((size - 1) >> (b - 3)) & 7;
-  return 10 + (b - 7) * 8 + step_index;
+  if (b >= 16) return BRISK_CLASS_MEDIUM_LAST + 1 + (b - 16) * 4 + (((size - 1) >> (b - 2)) & 3);
+  return 10 + (b - 7) * 8 + (((size - 1) >> (b - 3)) & 7);
 }
 
 BRISK_INLINE size_t brisk_class_to_size(size_t class_index) {
   if (class_index <= 9) return class_index == 1 ? 8 : (class_index - 1) * 16;
+  if (class_index > BRISK_CLASS_MEDIUM_LAST) {
+    size_t large_index = class_index - (BRISK_CLASS_MEDIUM_LAST + 1);
+    size_t b = 16 + large_index / 4;
+    return ((size_t)1 << b) + ((large_index % 4 + 1) << (b - 2));
+  }
   size_t b = 7 + (class_index - 10) / 8;
   size_t step_index = (class_index - 10) % 8;
   return ((size_t)1 << b) + ((step_index + 1) << (b - 3));

@@ -47,7 +47,7 @@
 #include <time.h>
 #include <unistd.h>
 
-_Static_assert(BRISK_STATS_CLASSES == BRISK_CLASS_COUNT, "brisk/stats.h's class count is the allocator's");
+_Static_assert(BRISK_STATS_CLASSES >= BRISK_CLASS_COUNT, "brisk/stats.h has room for every class");
 
 _Atomic(int64_t) _brisk_global_stats[BRISK_STAT_COUNT];
 _Atomic(int64_t) _brisk_class_pages[BRISK_CLASS_COUNT];

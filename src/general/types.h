@@ -69,10 +69,10 @@
 #define BRISK_LARGE_MAX  ((size_t)512 * 1024)
 
 /* Size classes: 8 B, 16-byte steps up to 128 B, then 8 classes per
- * doubling, so a block is at most 12.5% larger than asked for above 128 B
- * and every block of 16 B or more is 16-aligned. Class 0 is unused (it marks
- * huge blocks). See size_class.h. */
-#define BRISK_CLASS_COUNT      106 /* classes 1..105; 105 is 512 KiB */
+ * doubling up to 64 KiB (a block at most 12.5% larger than asked for) and 4
+ * above (25%); every block of 16 B or more is 16-aligned. Class 0 is unused
+ * (it marks huge blocks). See size_class.h. */
+#define BRISK_CLASS_COUNT      94 /* classes 1..93; 93 is 512 KiB */
 #define BRISK_CLASS_SMALL_LAST 57  /* 8 KiB */
 #define BRISK_CLASS_MEDIUM_LAST 81 /* 64 KiB */
 

@@ -86,7 +86,7 @@ TABLE = {
                                  {"release": CAUGHT}),
     "free_interior_remote":     (rf"free\({ADDR}\): .*not the start of a block, size class (4|5)\b",
                                  {"release": CAUGHT}),
-    "free_interior_large":      (rf"free\({ADDR}\): .*not the start of a block, size class 94\b",
+    "free_interior_large":      (rf"free\({ADDR}\): .*not the start of a block, size class 88\b",
                                  {"release": CAUGHT}),
     "free_interior_huge":       (rf"free\({ADDR}\): .*not the start of a block",
                                  {"release": CAUGHT}),
