@@ -157,9 +157,9 @@ static void stats_done(void) { pthread_mutex_unlock(&stats_lock); }
  * fordblks describe the rest of the heap (held, in live blocks, free), so
  * that uordblks + hblkhd is everything in use and arena = uordblks +
  * fordblks. bytes_held and bytes_in_use each count the huge mappings in
- * full; the blocks in use are counted from the pages and the bytes held
- * from the heaps' gauges, read one after the other while other threads
- * run, so fordblks is kept from going below 0. */
+ * full. The blocks in use are counted from the heaps' pages and the bytes
+ * held from global gauges, read one after the other while other threads
+ * run, so each difference is kept from going below 0. */
 static size_t minus(size_t a, size_t b) { return a > b ? a - b : 0; }
 
 BRISK_EXPORT struct mallinfo2 mallinfo2(void) {
@@ -195,10 +195,10 @@ BRISK_EXPORT struct mallinfo mallinfo(void) { return mallinfo_clamped(); }
 BRISK_EXPORT void malloc_stats(void) { brisk_stats_print(stderr); }
 
 /* glibc's outer form: <malloc version="1"> with sizes, totals and system
- * memory; brisk has one heap section for the whole process. */
-/* Options other than 0 are an error, returned as glibc returns it: the
- * value EINVAL, errno untouched (its manual page says -1 and errno; a
- * caller that tests for non-zero works with both). */
+ * memory; brisk has one heap section for the whole process. Options other
+ * than 0 are an error, returned as glibc returns it: the value EINVAL,
+ * errno untouched (its manual page says -1 and errno; a caller that tests
+ * for non-zero works with both). */
 BRISK_EXPORT int malloc_info(int options, FILE *out) {
   if (options != 0 || out == NULL) return EINVAL;
   const brisk_stats_t *stats = stats_now();
