@@ -15,6 +15,7 @@ namespace {
 
 // Far more than the address space; volatile so no call can be elided.
 volatile size_t g_huge = SIZE_MAX / 4;
+volatile size_t g_size_max = SIZE_MAX;
 
 struct alignas(256) Aligned256 {
   char bytes[256];
@@ -119,6 +120,18 @@ TEST(BriskNewDelete, HugeThrowsBadAlloc) {
   EXPECT_THROW(escape(::operator new[](g_huge, std::align_val_t{4096})), std::bad_alloc);
 }
 
+// SIZE_MAX rounded up to an alignment wraps to a small number; libstdc++
+// 12's aligned forms then return a small block. brisk's must fail.
+TEST(BriskNewDelete, SizeMaxWithAnAlignmentFails) {
+  for (size_t alignment : {size_t{32}, size_t{64}, size_t{4096}, size_t{1} << 21}) {
+    const std::align_val_t al{alignment};
+    EXPECT_THROW(escape(::operator new(g_size_max, al)), std::bad_alloc) << alignment;
+    EXPECT_THROW(escape(::operator new[](g_size_max - 1, al)), std::bad_alloc) << alignment;
+    EXPECT_EQ(::operator new(g_size_max, al, std::nothrow), nullptr) << alignment;
+    EXPECT_EQ(::operator new[](g_size_max - alignment + 2, al, std::nothrow), nullptr) << alignment;
+  }
+}
+
 TEST(BriskNewDelete, HugeNothrowReturnsNull) {
   char *p = new (std::nothrow) char[g_huge];
   EXPECT_EQ(p, nullptr);
@@ -167,6 +180,19 @@ TEST_F(BriskNewHandler, CalledByNothrowFormsBeforeReturningNull) {
   std::set_new_handler(counting_handler);
   EXPECT_EQ(::operator new(g_huge, std::align_val_t{64}, std::nothrow), nullptr);
   EXPECT_EQ(g_handler_calls, 3);
+}
+
+// An alignment that is not a power of two breaks operator new's
+// precondition: libstdc++'s aligned forms fail at once, without the
+// new-handler (bad_alloc, or nullptr from the nothrow forms), and so must
+// brisk's, rather than hand out a block aligned to something else.
+TEST_F(BriskNewHandler, NonPowerOfTwoAlignmentFailsWithoutTheHandler) {
+  std::set_new_handler(counting_handler);
+  EXPECT_THROW(escape(::operator new(100, std::align_val_t{24})), std::bad_alloc);
+  EXPECT_THROW(escape(::operator new[](100, std::align_val_t{48})), std::bad_alloc);
+  EXPECT_EQ(::operator new(100, std::align_val_t{24}, std::nothrow), nullptr);
+  EXPECT_EQ(::operator new[](5000, std::align_val_t{4097}, std::nothrow), nullptr);
+  EXPECT_EQ(g_handler_calls, 0);
 }
 
 // A handler that throws ends the attempt with its exception.

@@ -207,6 +207,35 @@ TEST(BriskOverride, AlignedAllocRejectsNonPowerOfTwo) {
   }
 }
 
+// glibc's memalign rounds an alignment that is not a power of two up to
+// the next one; only one above 2^63 has none (EINVAL), and one rounded up
+// to 2^63 fails as every block aligned so does (ENOMEM).
+TEST(BriskOverride, MemalignRoundsUpAsGlibcDoes) {
+  check_aligned(memalign(24, 100), 32, 100);
+  check_aligned(memalign(4097, 100), 8192, 100);
+  errno = 0;
+  EXPECT_EQ(memalign((size_t{1} << 62) + 1, 1), nullptr);
+  EXPECT_EQ(errno, ENOMEM);
+  errno = 0;
+  EXPECT_EQ(memalign(g_half_plus_one, 1), nullptr);
+  EXPECT_EQ(errno, ENOMEM);
+  errno = 0;
+  EXPECT_EQ(memalign(g_half_plus_one + 1, 1), nullptr);
+  EXPECT_EQ(errno, EINVAL);
+}
+
+// The error is the return value; errno is ENOMEM as well when memory runs
+// out, and untouched for a bad alignment, as glibc leaves it.
+TEST(BriskOverride, PosixMemalignErrnoAsGlibc) {
+  void *p = nullptr;
+  errno = 0;
+  EXPECT_EQ(posix_memalign(&p, 24, 64), EINVAL);
+  EXPECT_EQ(errno, 0);
+  EXPECT_EQ(posix_memalign(&p, 64, g_size_max), ENOMEM);
+  EXPECT_EQ(errno, ENOMEM);
+  EXPECT_EQ(p, nullptr);
+}
+
 TEST(BriskOverride, PosixMemalign) {
   // Not a power of two, or a power of two below sizeof(void *).
   for (size_t alignment : {size_t{0}, size_t{1}, size_t{2}, size_t{3}, size_t{4}, size_t{24},
@@ -255,6 +284,42 @@ TEST(BriskOverride, UsableSizeIsWritable) {
     escape(p);
     free(p);
   }
+}
+
+// mallopt returns what glibc's returns: 0 only for M_MXFAST above glibc's
+// largest fast-bin size (160 bytes on 64-bit) or negative.
+TEST(BriskOverride, MalloptReturnsAsGlibc) {
+  EXPECT_EQ(mallopt(M_MXFAST, 64), 1);
+  EXPECT_EQ(mallopt(M_MXFAST, 160), 1);
+  EXPECT_EQ(mallopt(M_MXFAST, 161), 0);
+  EXPECT_EQ(mallopt(M_MXFAST, -1), 0);
+  EXPECT_EQ(mallopt(M_MMAP_THRESHOLD, 1 << 20), 1);
+  EXPECT_EQ(mallopt(12345, 1), 1);
+}
+
+// glibc's malloc_info returns the error EINVAL for options other than 0.
+TEST(BriskOverride, MallocInfoRejectsOptionsAsGlibc) {
+  errno = 0;
+  EXPECT_EQ(malloc_info(1, stdout), EINVAL);
+  EXPECT_EQ(errno, 0);
+}
+
+// As glibc's: a block in its own mapping shows in hblks and hblkhd only.
+TEST(BriskOverride, MallinfoCountsHugeBlocksApart) {
+  struct mallinfo2 before = mallinfo2();
+  const size_t huge = 32 * kMiB;
+  void *p = malloc(huge);
+  ASSERT_NE(p, nullptr);
+  std::memset(p, 1, 4096);
+  struct mallinfo2 during = mallinfo2();
+  EXPECT_EQ(during.hblks, before.hblks + 1);
+  EXPECT_GE(during.hblkhd, before.hblkhd + huge);
+  EXPECT_LT(during.uordblks, before.uordblks + kMiB);
+  EXPECT_EQ(during.arena, during.uordblks + during.fordblks);
+  free(p);
+  struct mallinfo2 after = mallinfo2();
+  EXPECT_EQ(after.hblks, before.hblks);
+  EXPECT_EQ(after.hblkhd, before.hblkhd);
 }
 
 // malloc_trim gives back what the region allocators' mapping cache holds

@@ -31,6 +31,12 @@ new_handler get_new_handler() noexcept __attribute__((weak));
 
 namespace {
 
+/* std::bad_alloc from the throwing forms. */
+[[noreturn]] void throw_bad_alloc() {
+  if (&std::__throw_bad_alloc != nullptr) std::__throw_bad_alloc();
+  abort(); /* operator new without a C++ runtime: cannot happen in practice */
+}
+
 /* Returns true when a handler ran and the allocation should be retried. */
 bool call_new_handler(bool nothrow) {
   std::new_handler handler = &std::get_new_handler != nullptr ? std::get_new_handler() : nullptr;
@@ -42,11 +48,18 @@ bool call_new_handler(bool nothrow) {
     return true;
   }
   if (nothrow) return false;
-  if (&std::__throw_bad_alloc != nullptr) std::__throw_bad_alloc();
-  abort(); /* operator new without a C++ runtime: cannot happen in practice */
+  throw_bad_alloc();
 }
 
 void *new_impl(size_t size, size_t alignment, bool nothrow) {
+  /* An alignment that is not a power of two breaks the standard's
+   * precondition; libstdc++'s aligned forms fail at once (bad_alloc, or
+   * nullptr from the nothrow forms), without the new-handler, and so do
+   * these, rather than hand out a block aligned to something else. */
+  if ((alignment & (alignment - 1)) != 0) {
+    if (nothrow) return nullptr;
+    throw_bad_alloc();
+  }
   for (;;) {
     void *p = alignment <= alignof(std::max_align_t) ? brisk_malloc(size)
                                                        : _brisk_malloc_aligned(size, alignment, false);

@@ -46,11 +46,13 @@ BRISK_EXPORT void *aligned_alloc(size_t alignment, size_t size) {
 }
 
 /* glibc's memalign takes any alignment: 0 or less than a pointer means
- * none, and a non-power of two is rounded up to the next power of two. */
+ * none, and a non-power of two is rounded up to the next power of two.
+ * Only one above 2^63 has none to round to (EINVAL); one rounded up to 2^63
+ * fails later, with ENOMEM, as every block aligned to 2^63 does. */
 BRISK_EXPORT void *memalign(size_t alignment, size_t size) {
   if (alignment <= sizeof(void *)) return brisk_malloc_inline(size);
   if (!brisk_is_power_of_two(alignment)) {
-    if (alignment > PTRDIFF_MAX / 2 + 1) {
+    if (alignment > SIZE_MAX / 2 + 1) {
       errno = EINVAL;
       return NULL;
     }
@@ -59,14 +61,13 @@ BRISK_EXPORT void *memalign(size_t alignment, size_t size) {
   return _brisk_malloc_aligned(size, alignment, false);
 }
 
+/* The error is the return value; on ENOMEM errno says ENOMEM too, as
+ * glibc's does (a caller's perror() then names the error), and an EINVAL
+ * leaves errno alone, as glibc's does. */
 BRISK_EXPORT int posix_memalign(void **out, size_t alignment, size_t size) {
   if (!brisk_is_power_of_two(alignment) || alignment % sizeof(void *) != 0) return EINVAL;
-  int saved_errno = errno;
   void *p = _brisk_malloc_aligned(size, alignment, false);
-  if (p == NULL) {
-    errno = saved_errno; /* POSIX reports through the return value only */
-    return ENOMEM;
-  }
+  if (p == NULL) return ENOMEM;
   *out = p;
   return 0;
 }
@@ -151,14 +152,24 @@ static const brisk_stats_t *stats_now(void) {
 
 static void stats_done(void) { pthread_mutex_unlock(&stats_lock); }
 
+/* The fields mean what glibc's do: hblks and hblkhd are the blocks in their
+ * own mappings (brisk's huge blocks) and their bytes; arena, uordblks and
+ * fordblks describe the rest of the heap (held, in live blocks, free), so
+ * that uordblks + hblkhd is everything in use and arena = uordblks +
+ * fordblks. bytes_held and bytes_in_use each count the huge mappings in
+ * full. The blocks in use are counted from the heaps' pages and the bytes
+ * held from global gauges, read one after the other while other threads
+ * run, so each difference is kept from going below 0. */
+static size_t minus(size_t a, size_t b) { return a > b ? a - b : 0; }
+
 BRISK_EXPORT struct mallinfo2 mallinfo2(void) {
   const brisk_general_stats_t *g = &stats_now()->general;
   struct mallinfo2 info = {0};
-  info.arena = g->bytes_held;            /* everything held from the system */
-  info.hblks = g->huge_blocks;           /* blocks in their own mappings */
+  info.hblks = g->huge_blocks;
   info.hblkhd = g->huge_bytes;
-  info.uordblks = g->bytes_in_use;       /* in live blocks */
-  info.fordblks = g->bytes_held > g->bytes_in_use ? g->bytes_held - g->bytes_in_use : 0;
+  info.arena = minus(g->bytes_held, g->huge_bytes);   /* held, huge mappings apart */
+  info.uordblks = minus(g->bytes_in_use, g->huge_bytes);
+  info.fordblks = minus(info.arena, info.uordblks);
   info.usmblks = g->bytes_in_use_peak;   /* glibc leaves it 0; the peak is what it meant */
   stats_done();
   return info;
@@ -167,7 +178,7 @@ BRISK_EXPORT struct mallinfo2 mallinfo2(void) {
 /* The old int fields, clamped rather than wrapped. */
 static int clamp_int(size_t value) { return value > INT_MAX ? INT_MAX : (int)value; }
 
-BRISK_EXPORT struct mallinfo mallinfo(void) {
+static struct mallinfo mallinfo_clamped(void) {
   struct mallinfo2 wide = mallinfo2();
   struct mallinfo info = {0};
   info.arena = clamp_int(wide.arena);
@@ -179,15 +190,17 @@ BRISK_EXPORT struct mallinfo mallinfo(void) {
   return info;
 }
 
+BRISK_EXPORT struct mallinfo mallinfo(void) { return mallinfo_clamped(); }
+
 BRISK_EXPORT void malloc_stats(void) { brisk_stats_print(stderr); }
 
 /* glibc's outer form: <malloc version="1"> with sizes, totals and system
- * memory; brisk has one heap section for the whole process. */
+ * memory; brisk has one heap section for the whole process. Options other
+ * than 0 are an error, returned as glibc returns it: the value EINVAL,
+ * errno untouched (its manual page says -1 and errno; a caller that tests
+ * for non-zero works with both). */
 BRISK_EXPORT int malloc_info(int options, FILE *out) {
-  if (options != 0 || out == NULL) {
-    errno = EINVAL;
-    return -1;
-  }
+  if (options != 0 || out == NULL) return EINVAL;
   const brisk_stats_t *stats = stats_now();
   const brisk_general_stats_t *g = &stats->general;
   fprintf(out, "<malloc version=\"1\">\n<heap nr=\"0\">\n<sizes>\n");
@@ -225,8 +238,17 @@ BRISK_EXPORT int malloc_trim(size_t pad) {
 }
 
 /* Options with a meaning in brisk are applied; the rest are accepted and
- * ignored, as glibc does for options it has dropped. */
+ * ignored, as glibc does for options it has dropped. The return value is
+ * glibc's: 1, except 0 for M_MXFAST beyond glibc's largest fast-bin size
+ * (80 * sizeof(size_t) / 4 bytes; a negative value counts as beyond). */
 BRISK_EXPORT int mallopt(int option, int value) {
+  if (option == M_MXFAST && (value < 0 || (size_t)value > 80 * sizeof(size_t) / 4)) return 0;
   if (option == M_TRIM_THRESHOLD && value >= 0) _brisk_set_purge_max_bytes((size_t)value);
   return 1;
 }
+
+/* glibc exports these two under its own names as well. */
+struct mallinfo __libc_mallinfo(void);
+int __libc_mallopt(int option, int value);
+BRISK_EXPORT struct mallinfo __libc_mallinfo(void) { return mallinfo_clamped(); }
+BRISK_EXPORT int __libc_mallopt(int option, int value) { return mallopt(option, value); }

@@ -71,12 +71,20 @@ static void check_mallinfo(void) {
   for (int i = 0; i < COUNT; i++) ((char *)blocks[i])[0] = 1;
   struct mallinfo2 info = mallinfo2();
   brisk_stats_t s = snapshot();
-  CHECK(info.uordblks == s.general.bytes_in_use, "mallinfo2 uordblks %zu, brisk in use %zu",
-        info.uordblks, s.general.bytes_in_use);
-  CHECK(info.uordblks >= (size_t)COUNT * 1000 + ((size_t)8 << 20), "uordblks %zu too small",
-        info.uordblks);
+  /* As glibc's fields: the huge blocks (its mmapped chunks) in hblks and
+   * hblkhd only, the rest of the heap in arena, uordblks and fordblks. */
+  CHECK(info.hblkhd == s.general.huge_bytes && info.hblks == s.general.huge_blocks,
+        "hblkhd %zu hblks %zu, brisk's huge blocks %zu bytes in %zu", info.hblkhd, info.hblks,
+        s.general.huge_bytes, s.general.huge_blocks);
   CHECK(info.hblkhd >= (size_t)8 << 20 && info.hblks >= 1, "hblkhd %zu hblks %zu", info.hblkhd,
         info.hblks);
+  CHECK(info.uordblks + info.hblkhd == s.general.bytes_in_use,
+        "mallinfo2 uordblks %zu + hblkhd %zu, brisk in use %zu", info.uordblks, info.hblkhd,
+        s.general.bytes_in_use);
+  CHECK(info.uordblks >= (size_t)COUNT * 1000 && info.uordblks < ((size_t)8 << 20),
+        "uordblks %zu: not the 4000 blocks of 1000 bytes without the 8 MiB one", info.uordblks);
+  CHECK(info.arena + info.hblkhd == s.general.bytes_held, "arena %zu + hblkhd %zu, brisk held %zu",
+        info.arena, info.hblkhd, s.general.bytes_held);
   CHECK(info.arena >= info.uordblks, "arena %zu < uordblks %zu", info.arena, info.uordblks);
   CHECK(info.fordblks == info.arena - info.uordblks, "fordblks %zu", info.fordblks);
 #pragma GCC diagnostic push
@@ -122,8 +130,9 @@ static void check_malloc_stats_and_info(void) {
   CHECK(strstr(text, "</malloc>\n") != NULL, "malloc_info not closed");
   CHECK(strstr(text, "to=\"112\"") != NULL, "no size class of 100-byte blocks: %.300s", text);
   fclose(xml);
+  /* glibc returns the error itself (its manual page says -1 and errno). */
   errno = 0;
-  CHECK(malloc_info(1, stdout) == -1 && errno == EINVAL, "malloc_info(1) must fail with EINVAL");
+  CHECK(malloc_info(1, stdout) == EINVAL && errno == 0, "malloc_info(1) must return EINVAL");
   printf("ok: malloc_stats and malloc_info are brisk's\n");
 }
 
