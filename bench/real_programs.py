@@ -10,11 +10,11 @@ the files a workload writes, such as the compiler's object file) must equal the
 reference byte for byte; a run that differs is a failure, reported as an output
 mismatch and never part of a median. Runs are interleaved (repetition, then
 workload, then allocator, the allocator order rotated by one each repetition),
-and each cell is the median wall time of its good runs. Peak RSS is wait4's
-ru_maxrss of the program, which covers the processes it waited for (the
-compiler's cc1plus and as): the largest of them. It cannot read below the
-high-water mark of the Python process that starts the program (shown as the
-launcher's floor in the report).
+and each cell is the median wall time of its good runs. Peak RSS is the
+program's ru_maxrss, which covers the processes it waited for (the compiler's
+cc1plus and as): the largest of them, as GNU time reports it (without GNU time,
+wait4's, which cannot read below this Python process's own high-water mark; the
+report then says so).
 """
 
 import csv
@@ -31,7 +31,7 @@ import tempfile
 import threading
 import time
 from dataclasses import dataclass, field
-from typing import Dict, List, Optional
+from typing import Callable, Dict, List, Optional
 
 HERE = os.path.dirname(os.path.abspath(__file__))
 REAL_DIR = os.path.join(HERE, "real")
@@ -43,24 +43,32 @@ TIMEOUT_S = {"full": 300, "quick": 60}
 class RealWorkload:
     name: str
     about: str
-    # argv per size; "{real}" is bench/real, "{tmp}" the run's scratch folder.
+    # argv per size; "{real}" is bench/real, "{tmp}" the run's scratch folder,
+    # "{work}" a folder kept for the whole group, which setup fills.
     full: List[str]
     quick: List[str]
     stdin: Optional[str] = None  # file under bench/real fed on standard input
     env: Dict[str, str] = field(default_factory=dict)
     files: List[str] = field(default_factory=list)  # written under {tmp}, compared too
+    # setup(work, size, env) prepares the input before the reference run, untimed;
+    # it returns an error message or "".
+    setup: Optional[Callable[[str, str, Dict[str, str]], str]] = None
+    # equivalent(stdout, reference stdout, env): "" when a stdout that differs from
+    # the reference's bytes is still the same result, else what differs.
+    equivalent: Optional[Callable[[bytes, bytes, Dict[str, str]], str]] = None
 
     @property
     def program(self) -> str:
         return self.full[0]
 
-    def argv(self, size: str, tmp: str) -> List[str]:
-        return [a.replace("{real}", REAL_DIR).replace("{tmp}", tmp)
+    def argv(self, size: str, tmp: str, work: str = "") -> List[str]:
+        return [a.replace("{real}", REAL_DIR).replace("{tmp}", tmp).replace("{work}", work)
                 for a in (self.quick if size == "quick" else self.full)]
 
     def shown_args(self, size: str) -> str:
         """The command as the report shows it, with bench/real/ relative."""
         return shlex.join(a.replace("{real}", "bench/real").replace("{tmp}", "TMP")
+                          .replace("{work}", "WORK")
                           for a in (self.quick if size == "quick" else self.full)) + \
             (f" < bench/real/{self.stdin}" if self.stdin else "")
 
@@ -71,27 +79,86 @@ PYTHON_ENV = {"PYTHONHASHSEED": "0", "PYTHONDONTWRITEBYTECODE": "1"}
 # Fixed code generation: no random seed in the object file, no locale in messages.
 COMPILE = ["-O2", "-frandom-seed=brisk", "-c"]
 
+GIT = "/usr/bin/git"
+# No system or user configuration: pack settings (threads, window, compression)
+# are the command line's alone.
+GIT_ENV = {"GIT_CONFIG_NOSYSTEM": "1", "GIT_CONFIG_GLOBAL": "/dev/null"}
+GIT_COMMITS = {"full": 300, "quick": 60}
+
+
+def git_setup(work: str, size: str, env: Dict[str, str]) -> str:
+    """A bare repository at WORK/history.git made by bench/real/git_history.py."""
+    repo = os.path.join(work, "history.git")
+    env = dict(env, **GIT_ENV)
+    init = subprocess.run([GIT, "init", "-q", "--bare", repo], env=env, capture_output=True,
+                          text=True)
+    if init.returncode != 0:
+        return f"git init: {init.stderr.strip()}"
+    # Piped from one to the other: the stream (tens of MiB) never enters this
+    # process, whose high-water mark is the floor of wait4's peak RSS.
+    stream = subprocess.Popen([sys.executable, os.path.join(REAL_DIR, "git_history.py"),
+                               str(GIT_COMMITS[size])], env=env, stdout=subprocess.PIPE)
+    load = subprocess.run([GIT, "-C", repo, "fast-import", "--quiet"], stdin=stream.stdout,
+                          env=env, capture_output=True, text=True)
+    stream.stdout.close()
+    if stream.wait() != 0:
+        return f"git_history.py exited with {stream.returncode}"
+    if load.returncode != 0:
+        return f"git fast-import: {load.stderr.strip()}"
+    return ""
+
+
+def git_pack_objects(pack: bytes, env: Dict[str, str]):
+    """The sorted object names a pack holds, from git index-pack (which checks every
+    object and delta in it), or an error message."""
+    with tempfile.TemporaryDirectory(prefix="brisk-real-pack-") as tmp:
+        path = os.path.join(tmp, "p.pack")
+        with open(path, "wb") as f:
+            f.write(pack)
+        env = dict(env, **GIT_ENV)
+        index = subprocess.run([GIT, "index-pack", "-o", path[:-4] + "idx", path], env=env,
+                               capture_output=True, text=True)
+        if index.returncode != 0:
+            return f"git index-pack rejects the pack: {index.stderr.strip()}"
+        with open(path[:-4] + "idx", "rb") as idx:
+            shown = subprocess.run([GIT, "show-index"], stdin=idx, env=env,
+                                   capture_output=True, text=True)
+        return sorted(line.split()[1] for line in shown.stdout.splitlines())
+
+
+def git_same_objects(pack: bytes, reference: bytes, env: Dict[str, str]) -> str:
+    """Two threads may split the delta search differently from run to run: a pack
+    whose bytes differ is the same result when it is valid and holds the same
+    objects."""
+    mine, theirs = git_pack_objects(pack, env), git_pack_objects(reference, env)
+    if isinstance(mine, str):
+        return mine
+    if mine != theirs:
+        return f"the pack holds {len(mine)} objects, not the reference's {len(theirs)} ones"
+    return ""
+
+
 WORKLOADS = [
     RealWorkload(
         "python_objects",
         "Debian's python3 runs bench/real/python_objects.py: dicts, lists, strings, small "
         "class instances, json dumps/loads, sorting and grouping, trees of small objects; "
         "pymalloc in front of malloc (the default)",
-        full=[PYTHON, "{real}/python_objects.py", "50"],
+        full=[PYTHON, "{real}/python_objects.py", "30"],
         quick=[PYTHON, "{real}/python_objects.py", "10"],
         env=dict(PYTHON_ENV)),
     RealWorkload(
         "python_malloc",
         "the same script with PYTHONMALLOC=malloc: every object through malloc",
-        full=[PYTHON, "{real}/python_objects.py", "50"],
+        full=[PYTHON, "{real}/python_objects.py", "30"],
         quick=[PYTHON, "{real}/python_objects.py", "10"],
         env=dict(PYTHON_ENV, PYTHONMALLOC="malloc")),
     RealWorkload(
         "sqlite",
         "sqlite3 :memory: runs bench/real/sqlite_events.sql: a table of events with text "
-        "and blobs (150,000 rows; quick: 20,000), indexes, group by, LIKE scans, a window "
+        "and blobs (100,000 rows; quick: 20,000), indexes, group by, LIKE scans, a window "
         "function, updates, deletes, an index rebuild and VACUUM",
-        full=["/usr/bin/sqlite3", "-bail", "-cmd", ".parameter set @rows 150000", ":memory:"],
+        full=["/usr/bin/sqlite3", "-bail", "-cmd", ".parameter set @rows 100000", ":memory:"],
         quick=["/usr/bin/sqlite3", "-bail", "-cmd", ".parameter set @rows 20000", ":memory:"],
         stdin="sqlite_events.sql"),
     RealWorkload(
@@ -104,13 +171,27 @@ WORKLOADS = [
         files=["out.o"]),
     RealWorkload(
         "gxx",
-        "g++ -O2 -c bench/real/compile_me.cc (std::map, unordered_map, vector, string, "
-        "variant, function, <regex>, templates over several types; quick: without <regex>, "
-        "one type); the object file is compared too",
+        "g++ -O2 -c bench/real/compile_me.cc (std::map, unordered_map, set, vector, string, "
+        "string streams, variant, function, templates instantiated for two types; quick: "
+        "one); the object file is compared too",
         full=["/usr/bin/g++"] + COMPILE + ["{real}/compile_me.cc", "-o", "{tmp}/out.o"],
         quick=["/usr/bin/g++"] + COMPILE + ["-DBRISK_REAL_QUICK", "{real}/compile_me.cc",
                                             "-o", "{tmp}/out.o"],
         files=["out.o"]),
+    RealWorkload(
+        "git_pack",
+        "multi-threaded: git pack-objects --threads=2 packs a repository made by "
+        "bench/real/git_history.py (300 commits editing 200 text files; quick: 60) "
+        "from scratch, every delta searched anew; its stdout, the pack, is compared, and "
+        "when its bytes differ (the two threads may split the work differently) git "
+        "index-pack must accept it and find the same objects",
+        full=[GIT, "-C", "{work}/history.git", "pack-objects", "--threads=2", "--all",
+              "--revs", "--no-reuse-delta", "--no-reuse-object", "--window=50", "--depth=50",
+              "--stdout", "-q"],
+        quick=[GIT, "-C", "{work}/history.git", "pack-objects", "--threads=2", "--all",
+               "--revs", "--no-reuse-delta", "--no-reuse-object", "--window=50", "--depth=50",
+               "--stdout", "-q"],
+        env=dict(GIT_ENV), setup=git_setup, equivalent=git_same_objects),
 ]
 NAMES = [w.name for w in WORKLOADS]
 
@@ -148,7 +229,7 @@ class RealResults:
     allocators: list  # run.py's Allocator objects
     runs: List[RealRun]
     table: Dict[str, Dict[str, RealCell]]
-    floor_kib: int  # the launcher's ru_maxrss: no peak RSS can read below it
+    floor_kib: int  # without GNU time, this process's ru_maxrss: no peak reads below it
     skipped: List[str]
 
     def failed(self, allocator: Optional[str] = None) -> List[RealRun]:
@@ -166,22 +247,34 @@ def clean_env(allocator_env: Dict[str, str], extra: Dict[str, str]) -> Dict[str,
     return env
 
 
-def spawn(argv, env, stdin_path, timeout):
-    """Runs argv; returns (exit code, wall seconds, ru_maxrss KiB, stdout bytes, stderr).
+# GNU time (Debian package time) forks the program from its own small image and
+# prints the program's ru_maxrss. Without it the figure is wait4's of a child of
+# this process, which also holds this process's high-water mark (exec keeps it).
+GNU_TIME = "/usr/bin/time"
 
-    Reaped with os.wait4, whose ru_maxrss covers the child and the descendants it
-    waited for. A killed child gives minus the signal number."""
-    with tempfile.TemporaryFile() as out, tempfile.TemporaryFile() as err:
+
+def spawn(argv, env, stdin_path, timeout):
+    """Runs argv; returns (exit code, wall seconds, peak RSS KiB, stdout bytes, stderr).
+
+    The peak RSS is ru_maxrss, which covers the program and the descendants it
+    waited for: GNU time's report when it is installed, else os.wait4's. A killed
+    program gives minus the signal number; the time limit kills its process group."""
+    with tempfile.TemporaryFile() as out, tempfile.TemporaryFile() as err, \
+            tempfile.NamedTemporaryFile(prefix="brisk-real-rss-") as rss_file:
         stdin = open(stdin_path, "rb") if stdin_path else subprocess.DEVNULL
+        timed = os.access(GNU_TIME, os.X_OK)
+        if timed:
+            argv = [GNU_TIME, "-f", "%M", "-o", rss_file.name, "--"] + argv
         try:
             start = time.monotonic()
-            proc = subprocess.Popen(argv, stdin=stdin, stdout=out, stderr=err, env=env)
+            proc = subprocess.Popen(argv, stdin=stdin, stdout=out, stderr=err, env=env,
+                                    start_new_session=True)
             timed_out = []
 
             def kill():
                 timed_out.append(True)
                 try:
-                    os.kill(proc.pid, signal.SIGKILL)
+                    os.killpg(proc.pid, signal.SIGKILL)
                 except ProcessLookupError:
                     pass
 
@@ -196,21 +289,32 @@ def spawn(argv, env, stdin_path, timeout):
             if stdin_path:
                 stdin.close()
         proc.returncode = os.waitstatus_to_exitcode(status)
+        maxrss = usage.ru_maxrss
+        if timed:
+            # %M on the last line; before it, for a program killed by signal N (GNU
+            # time then exits 128+N), "Command terminated by signal N".
+            lines = open(rss_file.name).read().split("\n")
+            lines = [line.strip() for line in lines if line.strip()]
+            if lines and lines[-1].isdigit():
+                maxrss = int(lines[-1])
+            for line in lines:
+                if line.startswith("Command terminated by signal "):
+                    proc.returncode = -int(line.split()[-1])
         out.seek(0)
         err.seek(0)
         stdout, stderr = out.read(), err.read().decode(errors="replace")
         if timed_out:
             stderr += f"\nkilled after the {timeout:.0f} s time limit"
-        return proc.returncode, wall, usage.ru_maxrss, stdout, stderr
+        return proc.returncode, wall, maxrss, stdout, stderr
 
 
-def run_once(w: RealWorkload, env: Dict[str, str], size: str):
+def run_once(w: RealWorkload, env: Dict[str, str], size: str, work: str):
     """One run in a fresh scratch folder: (exit code, wall, maxrss, outputs, error),
     outputs being stdout and then each of w.files, as bytes (None: not written)."""
     with tempfile.TemporaryDirectory(prefix="brisk-real-") as tmp:
         stdin = os.path.join(REAL_DIR, w.stdin) if w.stdin else None
-        code, wall, rss, stdout, stderr = spawn(w.argv(size, tmp), clean_env(env, w.env),
-                                                stdin, TIMEOUT_S[size])
+        code, wall, rss, stdout, stderr = spawn(w.argv(size, tmp, work),
+                                                clean_env(env, w.env), stdin, TIMEOUT_S[size])
         outputs = [stdout]
         for name in w.files:
             path = os.path.join(tmp, name)
@@ -226,13 +330,19 @@ def run_once(w: RealWorkload, env: Dict[str, str], size: str):
     return code, wall, rss, outputs, error
 
 
-def mismatch(w: RealWorkload, outputs, reference) -> str:
-    """Empty when outputs equal the reference, else what differs."""
+def mismatch(w: RealWorkload, outputs, reference, env: Dict[str, str]) -> str:
+    """Empty when outputs equal the reference (or, for a workload with its own
+    equivalence, stdout is the same result), else what differs."""
     names = ["stdout"] + w.files
     for name, got, want in zip(names, outputs, reference):
         if got != want:
             if got is None:
                 return f"OUTPUT MISMATCH: {name} was not written"
+            if name == "stdout" and w.equivalent:
+                why = w.equivalent(got, want, clean_env(env, w.env))
+                if not why:
+                    continue
+                return f"OUTPUT MISMATCH: {why}"
             return (f"OUTPUT MISMATCH: {name} differs from the run without preload "
                     f"({len(got)} bytes, reference {len(want)})")
     return ""
@@ -255,6 +365,13 @@ def run_real(workloads: List[RealWorkload], allocators, reps: int, size: str,
              log=sys.stderr) -> RealResults:
     """The reference run of each workload, then reps interleaved timed runs of each
     (workload, allocator); rows are appended to csv_path (run.py's raw.csv columns)."""
+    with tempfile.TemporaryDirectory(prefix="brisk-real-work-") as work:
+        return run_in(workloads, allocators, reps, size, reference_env, csv_path, log, work)
+
+
+def run_in(workloads, allocators, reps, size, reference_env, csv_path, log,
+           work: str) -> RealResults:
+    """run_real's body, with WORK the folder the setups fill."""
     workloads, skipped = available(workloads)
     for note in skipped:
         print(f"note: {note}", file=log)
@@ -262,7 +379,13 @@ def run_real(workloads: List[RealWorkload], allocators, reps: int, size: str,
     references = {}
     for w in workloads:
         print(f"[real] {w.name:14s} reference run (no preload)", file=log, flush=True)
-        code, wall, rss, outputs, error = run_once(w, reference_env, size)
+        error = w.setup(work, size, clean_env(reference_env, w.env)) if w.setup else ""
+        if error:
+            runs.append(RealRun(0, w.name, "reference", -1, 0.0, 0, False, f"setup: {error}"))
+            print(f"      FAILED to set up: {error}; {w.name} is left out", file=log,
+                  flush=True)
+            continue
+        code, wall, rss, outputs, error = run_once(w, reference_env, size, work)
         run = RealRun(0, w.name, "reference", code, wall, rss, code == 0, error)
         runs.append(run)
         if run.ok:
@@ -281,9 +404,9 @@ def run_real(workloads: List[RealWorkload], allocators, reps: int, size: str,
     for index, (rep, w, a) in enumerate(plan):
         print(f"[real {index + 1:3d}/{len(plan)}] {w.name:14s} {a.name:10s} "
               f"rep {rep + 1}/{reps}", file=log, flush=True)
-        code, wall, rss, outputs, error = run_once(w, a.env(), size)
+        code, wall, rss, outputs, error = run_once(w, a.env(), size, work)
         if not error:
-            error = mismatch(w, outputs, references[w.name])
+            error = mismatch(w, outputs, references[w.name], reference_env)
         run = RealRun(rep + 1, w.name, a.name, code, wall, rss, not error, error)
         runs.append(run)
         if error:
@@ -297,7 +420,8 @@ def run_real(workloads: List[RealWorkload], allocators, reps: int, size: str,
                                  r.maxrss_kib, r.maxrss_kib, "", w.shown_args(size),
                                  "output same as without preload" if r.output_ok else "",
                                  r.error])
-    floor = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss
+    floor = 0 if os.access(GNU_TIME, os.X_OK) else \
+        resource.getrusage(resource.RUSAGE_SELF).ru_maxrss
     table = summarize(runs, measured, allocators)
     return RealResults(size, measured, allocators, runs, table, floor, skipped)
 
@@ -375,9 +499,11 @@ def report_section(results: RealResults, peers: List[str]) -> List[str]:
              "for byte, or the run is a failure (listed below, never in a median). Repetitions "
              "interleaved (repetition → program → allocator, the allocator order rotated each "
              "repetition). Time: wall time of the whole process tree, median [min–max]. Peak "
-             "RSS: wait4's ru_maxrss (the largest process of the tree), median; it cannot read "
-             f"below the launching Python process's high-water mark, {mib(results.floor_kib)} "
-             "MiB in this run.", ""]
+             "RSS: ru_maxrss of the largest process of the tree, as GNU time reports it, "
+             "median" + (f" (GNU time was missing: wait4's figure, which cannot read below the "
+                         f"launching Python process's high-water mark, "
+                         f"{mib(results.floor_kib)} MiB in this run)" if results.floor_kib
+                         else "") + ".", ""]
     lines += summary_table(results, peers) + [""]
     for w in results.workloads:
         row = results.table[w.name]
