@@ -173,7 +173,7 @@ WORKLOADS = [
         "gxx",
         "g++ -O2 -c bench/real/compile_me.cc (std::map, unordered_map, set, vector, string, "
         "string streams, variant, function, templates instantiated for two types; quick: "
-        "one); the object file is compared too",
+        "without the instantiations); the object file is compared too",
         full=["/usr/bin/g++"] + COMPILE + ["{real}/compile_me.cc", "-o", "{tmp}/out.o"],
         quick=["/usr/bin/g++"] + COMPILE + ["-DBRISK_REAL_QUICK", "{real}/compile_me.cc",
                                             "-o", "{tmp}/out.o"],
