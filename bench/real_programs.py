@@ -10,7 +10,9 @@ the files a workload writes, such as the compiler's object file) must equal the
 reference byte for byte; a run that differs is a failure, reported as an output
 mismatch and never part of a median. Runs are interleaved (repetition, then
 workload, then allocator, the allocator order rotated by one each repetition),
-and each cell is the median wall time of its good runs. Peak RSS is the
+and each cell is the median wall time of its good runs, with the median CPU
+time (user + system, all threads and processes) beside it: on a machine that
+others share, CPU time moves less than wall time. Peak RSS is the
 program's ru_maxrss, which covers the processes it waited for (the compiler's
 cc1plus and as): the largest of them, as GNU time reports it (without GNU time,
 wait4's, which cannot read below this Python process's own high-water mark; the
@@ -206,6 +208,7 @@ class RealRun:
     maxrss_kib: int
     output_ok: bool = False
     error: str = ""
+    cpu_s: float = math.nan  # user + system of the program and its waited-for children
 
     @property
     def ok(self) -> bool:
@@ -219,6 +222,7 @@ class RealCell:
     wall_med: float = math.nan
     wall_min: float = math.nan
     wall_max: float = math.nan
+    cpu_med: float = math.nan
     rss_med: float = math.nan  # KiB
 
 
@@ -254,7 +258,9 @@ GNU_TIME = "/usr/bin/time"
 
 
 def spawn(argv, env, stdin_path, timeout):
-    """Runs argv; returns (exit code, wall seconds, peak RSS KiB, stdout bytes, stderr).
+    """Runs argv; returns (exit code, wall seconds, CPU seconds, peak RSS KiB, stdout
+    bytes, stderr). CPU seconds: user + system time of the program and the
+    descendants it waited for.
 
     The peak RSS is ru_maxrss, which covers the program and the descendants it
     waited for: GNU time's report when it is installed, else os.wait4's. A killed
@@ -305,15 +311,17 @@ def spawn(argv, env, stdin_path, timeout):
         stdout, stderr = out.read(), err.read().decode(errors="replace")
         if timed_out:
             stderr += f"\nkilled after the {timeout:.0f} s time limit"
-        return proc.returncode, wall, maxrss, stdout, stderr
+        cpu = usage.ru_utime + usage.ru_stime
+        return proc.returncode, wall, cpu, maxrss, stdout, stderr
 
 
 def run_once(w: RealWorkload, env: Dict[str, str], size: str, work: str):
-    """One run in a fresh scratch folder: (exit code, wall, maxrss, outputs, error),
-    outputs being stdout and then each of w.files, as bytes (None: not written)."""
+    """One run in a fresh scratch folder: (exit code, wall, cpu, maxrss, outputs,
+    error), outputs being stdout and then each of w.files, as bytes (None: not
+    written)."""
     with tempfile.TemporaryDirectory(prefix="brisk-real-") as tmp:
         stdin = os.path.join(REAL_DIR, w.stdin) if w.stdin else None
-        code, wall, rss, stdout, stderr = spawn(w.argv(size, tmp, work),
+        code, wall, cpu, rss, stdout, stderr = spawn(w.argv(size, tmp, work),
                                                 clean_env(env, w.env), stdin, TIMEOUT_S[size])
         outputs = [stdout]
         for name in w.files:
@@ -327,7 +335,7 @@ def run_once(w: RealWorkload, env: Dict[str, str], size: str, work: str):
         last = stderr.strip().splitlines()[-1] if stderr.strip() else ""
         what = f"killed by {signal.Signals(-code).name}" if code < 0 else f"exit {code}"
         error = f"{what}: {last}" if last else what
-    return code, wall, rss, outputs, error
+    return code, wall, cpu, rss, outputs, error
 
 
 def mismatch(w: RealWorkload, outputs, reference, env: Dict[str, str]) -> str:
@@ -385,8 +393,8 @@ def run_in(workloads, allocators, reps, size, reference_env, csv_path, log,
             print(f"      FAILED to set up: {error}; {w.name} is left out", file=log,
                   flush=True)
             continue
-        code, wall, rss, outputs, error = run_once(w, reference_env, size, work)
-        run = RealRun(0, w.name, "reference", code, wall, rss, code == 0, error)
+        code, wall, cpu, rss, outputs, error = run_once(w, reference_env, size, work)
+        run = RealRun(0, w.name, "reference", code, wall, rss, code == 0, error, cpu)
         runs.append(run)
         if run.ok:
             references[w.name] = outputs
@@ -404,10 +412,10 @@ def run_in(workloads, allocators, reps, size, reference_env, csv_path, log,
     for index, (rep, w, a) in enumerate(plan):
         print(f"[real {index + 1:3d}/{len(plan)}] {w.name:14s} {a.name:10s} "
               f"rep {rep + 1}/{reps}", file=log, flush=True)
-        code, wall, rss, outputs, error = run_once(w, a.env(), size, work)
+        code, wall, cpu, rss, outputs, error = run_once(w, a.env(), size, work)
         if not error:
             error = mismatch(w, outputs, references[w.name], reference_env)
-        run = RealRun(rep + 1, w.name, a.name, code, wall, rss, not error, error)
+        run = RealRun(rep + 1, w.name, a.name, code, wall, rss, not error, error, cpu)
         runs.append(run)
         if error:
             print(f"      FAILED: {error}", file=log, flush=True)
@@ -418,7 +426,8 @@ def run_in(workloads, allocators, reps, size, reference_env, csv_path, log,
                 w = next(x for x in workloads if x.name == r.workload)
                 writer.writerow([r.rep, r.workload, r.allocator, r.exit_code, f"{r.wall_s:.4f}",
                                  r.maxrss_kib, r.maxrss_kib, "", w.shown_args(size),
-                                 "output same as without preload" if r.output_ok else "",
+                                 f"cpu_s={r.cpu_s:.4f}" +
+                                 (" output same as without preload" if r.output_ok else ""),
                                  r.error])
     floor = 0 if os.access(GNU_TIME, os.X_OK) else \
         resource.getrusage(resource.RUSAGE_SELF).ru_maxrss
@@ -438,6 +447,7 @@ def summarize(runs: List[RealRun], workloads, allocators) -> Dict[str, Dict[str,
                 walls = [r.wall_s for r in good]
                 cell.wall_med = statistics.median(walls)
                 cell.wall_min, cell.wall_max = min(walls), max(walls)
+                cell.cpu_med = statistics.median(r.cpu_s for r in good)
                 cell.rss_med = statistics.median(r.maxrss_kib for r in good)
             row[a.name] = cell
         table[w.name] = row
@@ -446,10 +456,11 @@ def summarize(runs: List[RealRun], workloads, allocators) -> Dict[str, Dict[str,
 
 # ---------------------------------------------------------------- report
 
-def best_peer(row: Dict[str, RealCell], peers: List[str]):
-    """(name, cell) of the peer with the lowest median time, or (None, None)."""
+def best_peer(row: Dict[str, RealCell], peers: List[str], key="wall_med"):
+    """(name, cell) of the peer with the lowest median time (wall_med or cpu_med),
+    or (None, None)."""
     done = [(name, row[name]) for name in peers if name in row and row[name].ok]
-    return min(done, key=lambda nc: nc[1].wall_med) if done else (None, None)
+    return min(done, key=lambda nc: getattr(nc[1], key)) if done else (None, None)
 
 
 def geomean(values: List[float]) -> float:
@@ -462,30 +473,35 @@ def mib(kib: float) -> str:
 
 
 def summary_table(results: RealResults, peers: List[str]) -> List[str]:
-    """Per workload: brisk's median time, the best peer's, their ratio, peak RSS."""
-    lines = ["| program | brisk (s) | best peer (s) | brisk ÷ best peer (time) | glibc (s) | "
-             "peak RSS brisk / best peer / glibc (MiB) |",
-             "| --- | ---: | ---: | ---: | ---: | ---: |"]
-    ratios = []
+    """Per workload: brisk's median wall time, the best peer's, their ratio, the
+    same ratio in CPU time, glibc's time, peak RSS."""
+    lines = ["| program | brisk (s) | best peer (s) | brisk ÷ best peer (wall) | "
+             "brisk ÷ best peer (CPU) | glibc (s) | peak RSS brisk / best peer / glibc (MiB) |",
+             "| --- | ---: | ---: | ---: | ---: | ---: | ---: |"]
+    ratios, cpu_ratios = [], []
+    bold = lambda r: f"**{r:.2f}**" if r <= 1.0 else f"{r:.2f}"
     for w in results.workloads:
         row = results.table[w.name]
         brisk, glibc = row.get("brisk"), row.get("glibc")
         name, peer = best_peer(row, peers)
+        cpu_name, cpu_peer = best_peer(row, peers, "cpu_med")
         if not brisk or not brisk.ok or peer is None:
             what = "brisk failed" if brisk and not brisk.ok else "not measured"
-            lines.append(f"| {w.name} | {what} | - | - | - | - |")
+            lines.append(f"| {w.name} | {what} | - | - | - | - | - |")
             continue
         ratio = brisk.wall_med / peer.wall_med
+        cpu_ratio = brisk.cpu_med / cpu_peer.cpu_med
         ratios.append(ratio)
-        text = f"**{ratio:.2f}**" if ratio <= 1.0 else f"{ratio:.2f}"
+        cpu_ratios.append(cpu_ratio)
         glibc_time = f"{glibc.wall_med:.3f}" if glibc and glibc.ok else "-"
         glibc_rss = mib(glibc.rss_med) if glibc and glibc.ok else "-"
-        lines.append(f"| {w.name} | {brisk.wall_med:.3f} | {name} {peer.wall_med:.3f} | {text} "
-                     f"| {glibc_time} | {mib(brisk.rss_med)} / {mib(peer.rss_med)} / "
-                     f"{glibc_rss} |")
+        lines.append(f"| {w.name} | {brisk.wall_med:.3f} | {name} {peer.wall_med:.3f} "
+                     f"| {bold(ratio)} | {bold(cpu_ratio)} ({cpu_name}) | {glibc_time} "
+                     f"| {mib(brisk.rss_med)} / {mib(peer.rss_med)} / {glibc_rss} |")
     if ratios:
         lines += ["", f"Geometric mean of brisk's time over the best peer's: "
-                  f"{geomean(ratios):.3f} ({len(ratios)} programs; below 1: brisk faster)."]
+                  f"{geomean(ratios):.3f} in wall time, {geomean(cpu_ratios):.3f} in CPU time "
+                  f"({len(ratios)} programs; below 1: brisk faster)."]
     return lines
 
 
@@ -498,7 +514,9 @@ def report_section(results: RealResults, peers: List[str]) -> List[str]:
              "run's stdout, and the object file a compiler writes, must equal that run's, byte "
              "for byte, or the run is a failure (listed below, never in a median). Repetitions "
              "interleaved (repetition → program → allocator, the allocator order rotated each "
-             "repetition). Time: wall time of the whole process tree, median [min–max]. Peak "
+             "repetition). Time: wall time of the whole process tree, median [min–max]; CPU: "
+             "user + system time of all its processes and threads, median (it moves less "
+             "than wall time when other work shares the machine). Peak "
              "RSS: ru_maxrss of the largest process of the tree, as GNU time reports it, "
              "median" + (f" (GNU time was missing: wait4's figure, which cannot read below the "
                          f"launching Python process's high-water mark, "
@@ -508,21 +526,22 @@ def report_section(results: RealResults, peers: List[str]) -> List[str]:
     for w in results.workloads:
         row = results.table[w.name]
         lines += [f"### {w.name}", "", f"{w.about}. Command: `{w.shown_args(results.size)}`", "",
-                  "| allocator | time (s) | peak RSS (MiB) | time ratio | output | runs ok |",
-                  "| --- | --- | --- | --- | --- | --- |"]
+                  "| allocator | time (s) | CPU (s) | peak RSS (MiB) | time ratio | output "
+                  "| runs ok |",
+                  "| --- | --- | --- | --- | --- | --- | --- |"]
         done = [c for c in row.values() if c.ok]
         best = min(c.wall_med for c in done) if done else math.nan
         for a in results.allocators:
             c = row[a.name]
             if not c.ok:
-                lines.append(f"| {a.name} | failed | - | - | - | {c.ok}/{c.runs} |")
+                lines.append(f"| {a.name} | failed | - | - | - | - | {c.ok}/{c.runs} |")
                 continue
             ratio = c.wall_med / best
             is_best = abs(ratio - 1.0) < 1e-12
             name = f"**{a.name}**" if is_best else a.name
             output = "same" if c.ok == c.runs else f"{c.runs - c.ok} differ or failed"
             lines.append(f"| {name} | {c.wall_med:.3f} [{c.wall_min:.3f}–{c.wall_max:.3f}] "
-                         f"| {mib(c.rss_med)} | {f'**{ratio:.2f}**' if is_best else f'{ratio:.2f}'}"
+                         f"| {c.cpu_med:.3f} | {mib(c.rss_med)} | {f'**{ratio:.2f}**' if is_best else f'{ratio:.2f}'}"
                          f" | {output} | {c.ok}/{c.runs} |")
         lines.append("")
     failures = results.failed()
@@ -569,11 +588,11 @@ def publish(results: RealResults, peers: List[str], command: str, rev: str, cpu:
         f.write("\n".join(lines) + "\n")
     with open(os.path.join(folder, "raw.csv"), "w", newline="") as f:
         writer = csv.writer(f)
-        writer.writerow(["rep", "workload", "allocator", "exit_code", "wall_s", "maxrss_kib",
-                         "output_ok", "error"])
+        writer.writerow(["rep", "workload", "allocator", "exit_code", "wall_s", "cpu_s",
+                         "maxrss_kib", "output_ok", "error"])
         for r in results.runs:
             writer.writerow([r.rep, r.workload, r.allocator, r.exit_code, f"{r.wall_s:.4f}",
-                             r.maxrss_kib, int(r.output_ok), r.error])
+                             f"{r.cpu_s:.4f}", r.maxrss_kib, int(r.output_ok), r.error])
     if os.path.exists(readme):
         with open(readme) as f:
             text = f.read()
@@ -590,8 +609,8 @@ def publish(results: RealResults, peers: List[str], command: str, rev: str, cpu:
                     f"{os.cpu_count()} CPUs, shared), by `{command}`; report with every "
                     f"allocator, min–max and the commands: [`{relative}`]({relative}). "
                     "Medians of the interleaved repetitions, wall seconds of the whole "
-                    "process tree; every run's output was checked against the run without "
-                    "preload.", ""] + summary_table(results, peers) + [""]
+                    "process tree (the CPU column: the same ratio in user + system seconds); "
+                    "every run's output was checked against the run without preload.", ""] + summary_table(results, peers) + [""]
             if spreads:
                 body += ["brisk's min–max over the repetitions (s): " + ", ".join(spreads) +
                          ".", ""]
