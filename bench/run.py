@@ -19,7 +19,7 @@ allocator as a user calls it, against glibc's malloc and brisk's).
   python3 bench/run.py --build build --only regions   the region allocator programs alone
   python3 bench/run.py --build build --only classic   the classic benchmarks' shapes
   python3 bench/run.py --build build --only real      real programs (python3, sqlite3, gcc,
-                                                      g++) under LD_PRELOAD, output checked
+                                                      g++, git) under LD_PRELOAD, output checked
 
 Writes <out>/raw.csv (one row per run, region programs included), <out>/report.md
 and, when matplotlib can be imported, <out>/relative_time.png, relative_rss.png
@@ -1345,8 +1345,8 @@ def main() -> int:
     runs = run_matrix(args.build, workloads, allocators, args.reps,
                       "quick" if args.quick else "full", os.path.join(args.out, "raw.csv"))
 
-    # Before anything imports matplotlib: the real programs' peak RSS cannot read below
-    # this process's own.
+    # Before anything imports matplotlib: without GNU time, the real programs' peak RSS
+    # cannot read below this process's own.
     real = real_programs.run_real(real_wanted, allocators, args.reps,
                                   "quick" if args.quick else "full", no_preload,
                                   os.path.join(args.out, "raw.csv")) if real_wanted else None
