@@ -540,9 +540,10 @@ def report_section(results: RealResults, peers: List[str]) -> List[str]:
             is_best = abs(ratio - 1.0) < 1e-12
             name = f"**{a.name}**" if is_best else a.name
             output = "same" if c.ok == c.runs else f"{c.runs - c.ok} differ or failed"
+            shown = f"**{ratio:.2f}**" if is_best else f"{ratio:.2f}"
             lines.append(f"| {name} | {c.wall_med:.3f} [{c.wall_min:.3f}–{c.wall_max:.3f}] "
-                         f"| {c.cpu_med:.3f} | {mib(c.rss_med)} | {f'**{ratio:.2f}**' if is_best else f'{ratio:.2f}'}"
-                         f" | {output} | {c.ok}/{c.runs} |")
+                         f"| {c.cpu_med:.3f} | {mib(c.rss_med)} | {shown} | {output} "
+                         f"| {c.ok}/{c.runs} |")
         lines.append("")
     failures = results.failed()
     if failures or results.skipped:
@@ -610,7 +611,8 @@ def publish(results: RealResults, peers: List[str], command: str, rev: str, cpu:
                     f"allocator, min–max and the commands: [`{relative}`]({relative}). "
                     "Medians of the interleaved repetitions, wall seconds of the whole "
                     "process tree (the CPU column: the same ratio in user + system seconds); "
-                    "every run's output was checked against the run without preload.", ""] + summary_table(results, peers) + [""]
+                    "every run's output was checked against the run without preload.", ""]
+            body += summary_table(results, peers) + [""]
             if spreads:
                 body += ["brisk's min–max over the repetitions (s): " + ", ".join(spreads) +
                          ".", ""]

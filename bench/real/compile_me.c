@@ -55,8 +55,12 @@ int vm_run(struct vm *vm, const int64_t *code, size_t len) {
       vm->stack[vm->sp - 1] = vm->stack[vm->sp - 2];
       vm->stack[vm->sp - 2] = a;
       break;
-#define BINARY(name, expr) \
-    case name: b = vm->stack[--vm->sp]; a = vm->stack[vm->sp - 1]; vm->stack[vm->sp - 1] = (expr); break;
+#define BINARY(name, expr)                                      \
+    case name:                                                  \
+      b = vm->stack[--vm->sp];                                  \
+      a = vm->stack[vm->sp - 1];                                \
+      vm->stack[vm->sp - 1] = (expr);                           \
+      break;
     BINARY(OP_ADD, a + b)
     BINARY(OP_SUB, a - b)
     BINARY(OP_MUL, a * b)
