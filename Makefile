@@ -3,10 +3,11 @@
 #   make test        the whole suite: release, ASan+UBSan and TSan builds, through ctest
 #                    (FUZZ_SECONDS=n: how long the ASan tree's fuzz test runs, default 120)
 #   make bench       release build + the benchmark comparison against the peer allocators
-#                    (QUICK=1 for a short run, ONLY=larson,xmalloc or ONLY=regions,
+#                    (QUICK=1 for a short run, ONLY=larson,xmalloc, ONLY=regions or ONLY=real,
 #                     ALLOC=brisk,mimalloc, CALLGRIND=1 for instruction counts); a full run
 #                    with the region programs rewrites bench/results/published/<date>-regions/
-#                    and the README's regions table
+#                    and the README's regions table, one with the real programs (python3,
+#                    sqlite3, gcc, g++, git under LD_PRELOAD) <date>-real/ and its table
 #   make install     release build, installed under PREFIX (default /usr/local): libbrisk.so
 #                    (SONAME libbrisk.so.MAJOR), libbrisk.a, libbrisk-secure.so and .a,
 #                    include/brisk.h and brisk/*.h,

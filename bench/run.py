@@ -18,14 +18,20 @@ allocator as a user calls it, against glibc's malloc and brisk's).
   python3 bench/run.py --build build --only larson,xmalloc --alloc brisk,glibc,mimalloc
   python3 bench/run.py --build build --only regions   the region allocator programs alone
   python3 bench/run.py --build build --only classic   the classic benchmarks' shapes
+  python3 bench/run.py --build build --only real      real programs (python3, sqlite3, gcc,
+                                                      g++, git) under LD_PRELOAD, output checked
 
 Writes <out>/raw.csv (one row per run, region programs included), <out>/report.md
 and, when matplotlib can be imported, <out>/relative_time.png, relative_rss.png
 and rss_over_time.png (rss_cycle). A full run (not --quick) that includes the region
 programs also writes bench/results/published/<date>-regions/ (report.md, raw.csv,
 hybrid_scaling.png) and rewrites the README's regions table, each naming the commit
-and the CPU (--no-publish: neither). Exits non-zero if a brisk run or a region
-program fails; a peer allocator that fails is only noted in the report.
+and the CPU (--no-publish: neither); one with the real programs (real_programs.py)
+writes bench/results/published/<date>-real/ and the README's real programs table
+the same way. Exits non-zero if a brisk run or a region program fails, or a real
+program's output under brisk differs from its output without preload; a peer
+allocator that fails is only noted in the report (a real program's output
+mismatch loudly, as a failure).
 """
 
 import argparse
@@ -44,6 +50,8 @@ import threading
 import time
 from dataclasses import dataclass, field
 from typing import Dict, List, Optional, Tuple
+
+import real_programs
 
 HERE = os.path.dirname(os.path.abspath(__file__))
 MULTIARCH = getattr(sys.implementation, "_multiarch", None) or f"{platform.machine()}-linux-gnu"
@@ -619,7 +627,7 @@ def ring_callgrind_section(callgrind, allocators) -> List[str]:
 
 
 def write_report(path, args, workloads, allocators, runs, table, callgrind, notes, charts,
-                 regions):
+                 regions, real=None):
     lines = []
     add = lines.append
     add("# brisk benchmark report")
@@ -677,27 +685,29 @@ def write_report(path, args, workloads, allocators, runs, table, callgrind, note
                 f"| {c.ok}/{c.runs} |")
         add("")
 
-    add("## Geometric mean over workloads")
-    add("")
-    add("| allocator | time ratio | RSS ratio | workloads |")
-    add("| --- | --- | --- | --- |")
-    means = {}
-    for a in allocators:
-        cells = [table[w.name][a.name] for w in workloads if table[w.name][a.name].ok]
-        means[a.name] = (geomean([c.time_ratio for c in cells]),
-                         geomean([c.rss_ratio for c in cells]), len(cells))
-    # Only allocators measured on every workload compete for the bold.
-    complete = [m for m in means.values() if m[2] == len(workloads)]
-    finite_t = [m[0] for m in complete if math.isfinite(m[0])]
-    finite_r = [m[1] for m in complete if math.isfinite(m[1])]
-    for a in allocators:
-        t, r, n = means[a.name]
-        best_t = n == len(workloads) and bool(finite_t) and t == min(finite_t)
-        best_r = n == len(workloads) and bool(finite_r) and r == min(finite_r)
-        name = f"**{a.name}**" if best_t else a.name
-        add(f"| {name} | {fmt_ratio(t, best_t)} | {fmt_ratio(r, best_r)} "
-            f"| {n} of {len(workloads)} |")
-    add("")
+    # Only the synthetic workloads (--only real or regions runs none of them).
+    if workloads:
+        add("## Geometric mean over workloads")
+        add("")
+        add("| allocator | time ratio | RSS ratio | workloads |")
+        add("| --- | --- | --- | --- |")
+        means = {}
+        for a in allocators:
+            cells = [table[w.name][a.name] for w in workloads if table[w.name][a.name].ok]
+            means[a.name] = (geomean([c.time_ratio for c in cells]),
+                             geomean([c.rss_ratio for c in cells]), len(cells))
+        # Only allocators measured on every workload compete for the bold.
+        complete = [m for m in means.values() if m[2] == len(workloads)]
+        finite_t = [m[0] for m in complete if math.isfinite(m[0])]
+        finite_r = [m[1] for m in complete if math.isfinite(m[1])]
+        for a in allocators:
+            t, r, n = means[a.name]
+            best_t = n == len(workloads) and bool(finite_t) and t == min(finite_t)
+            best_r = n == len(workloads) and bool(finite_r) and r == min(finite_r)
+            name = f"**{a.name}**" if best_t else a.name
+            add(f"| {name} | {fmt_ratio(t, best_t)} | {fmt_ratio(r, best_r)} "
+                f"| {n} of {len(workloads)} |")
+        add("")
 
     if callgrind is not None:
         add("## Instructions per operation (callgrind)")
@@ -732,6 +742,9 @@ def write_report(path, args, workloads, allocators, runs, table, callgrind, note
 
     if regions is not None:
         lines.extend(region_section(regions))
+
+    if real is not None:
+        lines.extend(real_programs.report_section(real, PEER_NAMES))
 
     failures = [r for r in runs if not r.ok]
     if notes or failures or charts:
@@ -1218,7 +1231,10 @@ def publish_regions(args, regions: List[RegionRun]) -> Optional[str]:
 WORKLOAD_GROUPS = {
     "classic": ["rptest", "alloc_test", "alloc_test_mt", "glibc_simple", "glibc_thread",
                 "cfrac_like", "tree_like"],
+    "real": real_programs.NAMES,
 }
+# brisk's rivals in the real programs' "best peer" column (not --lib builds).
+PEER_NAMES = [name for name in ALLOCATOR_NAMES if name != "brisk"]
 
 
 def expand_groups(text: Optional[str]) -> Optional[str]:
@@ -1248,7 +1264,8 @@ def main() -> int:
     parser.add_argument("--reps", type=int, help="repetitions (default 5, --quick 3)")
     parser.add_argument("--only", help="comma-separated workloads; 'regions' selects the "
                         "region allocator programs (run unless --only leaves them out), "
-                        "'classic' the classic benchmarks' shapes (rptest ... tree_like)")
+                        "'classic' the classic benchmarks' shapes (rptest ... tree_like), "
+                        "'real' the real programs (" + ", ".join(real_programs.NAMES) + ")")
     parser.add_argument("--alloc", help=f"comma-separated allocators ({','.join(ALLOCATOR_NAMES)})")
     parser.add_argument("--callgrind", action="store_true",
                         help="also count instructions per operation under callgrind "
@@ -1263,16 +1280,21 @@ def main() -> int:
     parser.add_argument("--no-publish", action="store_true",
                         help="a full run that includes the region programs rewrites "
                              "bench/results/published/<date>-regions/ and the README's regions "
-                             "table; this leaves both alone")
+                             "table, one with the real programs <date>-real/ and the README's "
+                             "real programs table; this leaves them alone")
     parser.add_argument("--smoke", action="store_true",
                         help="CI: each workload once at quick size under brisk; no report")
     args = parser.parse_args()
 
     workloads = make_workloads(os.cpu_count() or 1)
-    wanted = parse_list(expand_groups(args.only), [w.name for w in workloads] + ["regions"],
+    wanted = parse_list(expand_groups(args.only),
+                        [w.name for w in workloads] + ["regions"] + real_programs.NAMES,
                         "workload")
     workloads = [w for w in workloads if w.name in wanted]
     with_regions = "regions" in wanted
+    real_wanted = [w for w in real_programs.WORKLOADS if w.name in wanted]
+    # The real programs' reference runs: no preload.
+    no_preload = Allocator("glibc", None, "libc6").env()
     for w in workloads:
         program = os.path.join(args.build, "bench", w.program)
         if not os.access(program, os.X_OK):
@@ -1286,6 +1308,8 @@ def main() -> int:
             print(f"run.py --smoke: {notes[0]}", file=sys.stderr)
             return 1
         runs = run_matrix(args.build, workloads, allocators, 1, "quick", None)
+        real = real_programs.run_real(real_wanted, allocators, 1, "quick", no_preload, None) \
+            if real_wanted else None
         regions = run_regions(args.build, True, None) if with_regions else []
         for r in runs:
             status = "ok" if r.ok else f"FAILED ({r.error})"
@@ -1294,7 +1318,10 @@ def main() -> int:
         for r in regions:
             status = "ok" if r.exit_code == 0 else f"FAILED ({r.error})"
             print(f"{r.name:13s} linked {status}  wall={r.wall_s:.3f}s  {' '.join(r.kv_lines)}")
-        ok = all(r.ok for r in runs) and all(r.exit_code == 0 for r in regions)
+        if real is not None:
+            print("\n".join(real_programs.smoke_lines(real)))
+        ok = all(r.ok for r in runs) and all(r.exit_code == 0 for r in regions) and \
+            (real is None or not real.failed())
         return 0 if ok else 1
 
     args.reps = args.reps or (3 if args.quick else 5)
@@ -1317,6 +1344,12 @@ def main() -> int:
     started = time.monotonic()
     runs = run_matrix(args.build, workloads, allocators, args.reps,
                       "quick" if args.quick else "full", os.path.join(args.out, "raw.csv"))
+
+    # Before anything imports matplotlib: without GNU time, the real programs' peak RSS
+    # cannot read below this process's own.
+    real = real_programs.run_real(real_wanted, allocators, args.reps,
+                                  "quick" if args.quick else "full", no_preload,
+                                  os.path.join(args.out, "raw.csv")) if real_wanted else None
 
     regions = run_regions(args.build, args.quick, os.path.join(args.out, "raw.csv")) \
         if with_regions else None
@@ -1355,9 +1388,16 @@ def main() -> int:
     if regions and not args.quick and not args.no_publish:
         published = publish_regions(args, regions)
         print(f"regions published: {published}", file=sys.stderr)
+    if real and real.workloads and not args.quick and not args.no_publish:
+        command = f"python3 bench/run.py --build {args.build}" + \
+            (f" --only {args.only}" if args.only else "") + \
+            (f" --alloc {args.alloc}" if args.alloc else "") + f" --reps {args.reps}"
+        published = real_programs.publish(real, PEER_NAMES, command, git_revision(),
+                                          lscpu_model(), README)
+        print(f"real programs published: {published}", file=sys.stderr)
     report = os.path.join(args.out, "report.md")
     write_report(report, args, workloads, allocators, runs, table, callgrind, notes, charts,
-                 regions)
+                 regions, real)
     print(f"done in {format_duration(time.monotonic() - started)}: {report}", file=sys.stderr)
 
     brisk_failed = any(r.allocator == "brisk" and not r.ok for r in runs)
@@ -1366,6 +1406,13 @@ def main() -> int:
         brisk_failed = True
     if callgrind and any("error" in r for r in callgrind.get("brisk", {}).values()):
         brisk_failed = True
+    if real is not None:
+        for r in real.failed():
+            # A peer's mismatch is the peer's problem, but never quietly.
+            print(f"run.py: real program {r.workload} under {r.allocator} failed: {r.error}",
+                  file=sys.stderr)
+        if real.failed("brisk") or real.failed("reference"):
+            brisk_failed = True
     if brisk_failed:
         print("run.py: brisk failed at least one run (see report)", file=sys.stderr)
     return 1 if brisk_failed else 0

@@ -5,7 +5,8 @@
 #   tests, sqlite3 and CPython's regression tests for the real-program
 #   tests, and clang with its runtimes (libFuzzer, AddressSanitizer) for the
 #   fuzz test; deb: + dpkg-dev (dpkg-shlibdeps) and file;
-#   bench: + valgrind,
+#   bench: + valgrind, python3, sqlite3, git and time (the real programs, with
+#   gcc and g++; time reports their peak RSS),
 #   matplotlib and the peer allocators (those are optional: missing peers are
 #   skipped by the benchmark, with a note).
 # As root it installs what is missing with apt-get; otherwise it prints the
@@ -27,7 +28,7 @@ case "$group" in
                          2>/dev/null || true)
         [ -n "$python_version" ] && required="$required libpython$python_version-testsuite" ;;
   deb) required="$required dpkg-dev file" ;;
-  bench) required="$required python3 valgrind"
+  bench) required="$required python3 valgrind sqlite3 git time"
          optional="python3-matplotlib libmimalloc2.0 libjemalloc2 libtcmalloc-minimal4 libtbbmalloc2" ;;
   *) echo "ensure-deps.sh: unknown group '$group'" >&2; exit 2 ;;
 esac
