@@ -14,7 +14,8 @@
  *     p's segment slot is not brisk's (NULL, a foreign pointer, a
  *       segment-aligned huge block): _brisk_free_generic          (free.c)
  *     segment owned by this thread (segment->owner_thread): push to
- *       page->local_free                                          (fast)
+ *       page->free, the list malloc pops: the next malloc of the class
+ *       on that page gets the block freed last, still in cache    (fast)
  *       p not a block's start (one multiplication, internal.h's
  *         brisk_page_is_block_start): _brisk_free_local_not_block_start,
  *         an aligned block's start or "not the start of a block", abort
@@ -112,11 +113,20 @@ BRISK_INLINE void brisk_free_inline(void *p) {
       }
       brisk_secure_free_block("free", page, page->block_size, p);
     }
-    brisk_page_push(page, &page->local_free, block);
+    /* Straight onto malloc's list, last in first out: a block freed by
+     * its owner is reused while its lines are still in this core's cache,
+     * not after the blocks freed before it (local_free holds the blocks
+     * other threads freed, drained). A thread whose mallocs its own frees
+     * serve then seldom takes malloc's slow path, and so drains its remote
+     * frees and does its housekeeping only when it next needs a block the
+     * page has not got: like a thread that makes no calls, it keeps what it
+     * holds, no more (the purge limit and the outbox's batch size bound the
+     * rest). */
+    brisk_page_push(page, &page->free, block);
     /* A pointer inside a block (free(p + 32)) must not stay on the list,
      * where malloc would hand it out over live blocks. Tested after the
      * push, which leaves p's register free for the test; the checked path
-     * takes p back off local_free and aborts, or frees the block that holds
+     * takes p back off the list and aborts, or frees the block that holds
      * it on a page of aligned blocks. (The secure build tested it before
      * the push.) */
     if (!BRISK_SECURE && BRISK_UNLIKELY(!brisk_page_is_block_start(page, address))) {

@@ -206,8 +206,8 @@ void _brisk_fatal_block(const char *caller, const void *p, const brisk_page_t *p
 }
 
 void _brisk_free_local_not_block_start(brisk_segment_t *segment, brisk_page_t *page) {
-  brisk_block_t *block = page->local_free;
-  page->local_free = brisk_page_pop(page, block);
+  brisk_block_t *block = page->free;
+  page->free = brisk_page_pop(page, block);
   _brisk_free_not_local(block, segment);
 }
 

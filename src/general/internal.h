@@ -458,7 +458,7 @@ BRISK_HIDDEN void _brisk_free_generic(void *p);
  * the page descriptor, for another heap's block. */
 BRISK_HIDDEN void _brisk_free_not_local(void *p, brisk_segment_t *segment);
 /* free()'s fast path pushed a pointer that is not the start of a block on
- * page's local_free list (owned by the calling thread): takes it back off
+ * page's free list (owned by the calling thread): takes it back off
  * and frees it the checked way (an aligned block's start, else abort). */
 BRISK_HIDDEN BRISK_COLD void _brisk_free_local_not_block_start(brisk_segment_t *segment,
                                                                brisk_page_t *page);
