@@ -312,6 +312,42 @@ TEST(BriskThreads, SmallBlocksFreedByAnotherThreadGoHomeIntact) {
   EXPECT_GE(brisk_test::stats_snapshot().general.remote_frees - remote_before, blocks.size());
 }
 
+// The owner's frees refill the list malloc pops, so a thread busy on its
+// own blocks may never take malloc's slow path; the heartbeat (every 65536
+// blocks of one size) still drains what other threads freed. Here another
+// thread frees 1024 blocks of 4 KiB (64 pages) while the owner only mallocs
+// and frees one 32-byte block: the pages must go back.
+TEST(BriskThreads, RemoteFreesGoHomeWhileTheOwnerLoopsOnItsOwnBlocks) {
+  constexpr size_t kBlocks = 1024, kSize = 4096;
+  size_t class_index = 0;
+  const brisk_stats_t before = brisk_test::stats_snapshot();
+  for (size_t c = 1; c < BRISK_STATS_CLASSES; c++) {
+    if (before.classes[c].block_size == kSize) class_index = c;
+  }
+  ASSERT_NE(class_index, 0u);
+  std::vector<void *> blocks(kBlocks);
+  for (void *&p : blocks) {
+    p = brisk_malloc(kSize);
+    ASSERT_NE(p, nullptr);
+    std::memset(p, 0x5A, kSize);
+  }
+  brisk_free(brisk_malloc(32));  // the loop's page, before the remote frees
+  std::thread([&] {
+    for (void *p : blocks) brisk_free(p);
+    brisk_collect(false);  // its outbox posted
+  }).join();
+  size_t pages_before = brisk_test::stats_snapshot().classes[class_index].pages;
+  ASSERT_GE(pages_before, kBlocks * kSize / (64 * 1024) - before.classes[class_index].pages);
+  for (int i = 0; i < 3 * 65536; i++) {
+    void *p = brisk_malloc(32);
+    escape(p);
+    brisk_free(p);
+  }
+  EXPECT_LE(brisk_test::stats_snapshot().classes[class_index].pages,
+            before.classes[class_index].pages + 1)
+      << "pages of the class before the loop: " << pages_before;
+}
+
 TEST(BriskThreads, FreeAfterTheExitHandlerTakesNoHeap) {
 #if defined(__SANITIZE_THREAD__)
   // ThreadSanitizer ends its own record of a thread in the last destructor

@@ -42,9 +42,12 @@ BRISK_INLINE void *brisk_malloc_raw(size_t size) {
     if (BRISK_LIKELY(block != NULL)) {
       page->free = brisk_page_pop(page, block);
       page->used++;
-      /* Statistics: two plain adds to the heap's own lines. */
-      heap->small_allocations_unfolded[word]++;
+      /* Statistics: plain counts in the heap's own lines; every 65536th
+       * block of the entry, the heartbeat (types.h). */
       heap->bytes_requested_unfolded += size;
+      if (BRISK_UNLIKELY(--heap->small_allocations_left[word] == 0)) {
+        return _brisk_malloc_heartbeat(heap, block);
+      }
       return block;
     }
   }
@@ -65,7 +68,6 @@ BRISK_INLINE void *brisk_secure_malloc_inline(size_t size) {
       /* The counts first (a failed check aborts anyway): fewer values live
        * across the checks, so no register needs saving. */
       page->used++;
-      heap->small_allocations_unfolded[word]++;
       heap->bytes_requested_unfolded += padded;
       brisk_word_t *words = (brisk_word_t *)block;
       /* The secret first: the stores below through brisk_word_t may alias
@@ -78,6 +80,9 @@ BRISK_INLINE void *brisk_secure_malloc_inline(size_t size) {
       words[1] = 0;
       page->free = next;
       brisk_secure_stamp((uint8_t *)block, page->block_size, secret, (uint8_t *)block, size);
+      if (BRISK_UNLIKELY(--heap->small_allocations_left[word] == 0)) {
+        return _brisk_malloc_heartbeat(heap, block);
+      }
       return block;
     }
   }

@@ -48,6 +48,7 @@
 brisk_page_t _brisk_page_empty;
 brisk_heap_t _brisk_heap_empty = {
     .direct = {[0 ... BRISK_DIRECT_COUNT - 1] = &_brisk_page_empty},
+    .small_allocations_left = {[0 ... BRISK_DIRECT_COUNT - 1] = BRISK_ALLOCATIONS_PER_FOLD},
     .is_empty_heap = true,
 };
 BRISK_TLS brisk_heap_t *_brisk_tls_heap = &_brisk_heap_empty;
@@ -477,7 +478,10 @@ bool _brisk_heap_reclaim(brisk_heap_t *heap, size_t needed) {
 /* ---- heap life cycle ---- */
 
 static void heap_init_fields(brisk_heap_t *heap) {
-  for (size_t i = 0; i < BRISK_DIRECT_COUNT; i++) heap->direct[i] = &_brisk_page_empty;
+  for (size_t i = 0; i < BRISK_DIRECT_COUNT; i++) {
+    heap->direct[i] = &_brisk_page_empty;
+    heap->small_allocations_left[i] = BRISK_ALLOCATIONS_PER_FOLD;
+  }
   heap->remote_head = (uintptr_t)&heap->remote_stub;
   remote_mark_unlinked(&heap->remote_stub);
   atomic_store_explicit(&heap->remote_tail, &heap->remote_stub, memory_order_relaxed);

@@ -287,14 +287,23 @@ void *_brisk_malloc_generic(size_t size, brisk_heap_t *heap, bool zero) {
       if (BRISK_LIKELY(block != NULL)) {
         page->free = brisk_page_pop(page, block);
         page->used++;
-        heap->class_allocations_unfolded[page->class_index]++;
         heap->bytes_requested_unfolded += size;
         if (zero) memset(block, 0, size);
+        if (BRISK_UNLIKELY((++heap->class_allocations_unfolded[page->class_index] & 0xFFFF) == 0)) {
+          return _brisk_malloc_heartbeat(heap, block);
+        }
         return block;
       }
     }
   }
   return malloc_slow(heap, size, zero);
+}
+
+void *_brisk_malloc_heartbeat(brisk_heap_t *heap, void *block) {
+  _brisk_heap_fold_counts(heap);
+  if (remote_queue_maybe_nonempty(heap)) _brisk_heap_drain_remote(heap);
+  _brisk_heap_housekeeping(heap);
+  return block;
 }
 
 static void *malloc_slow(brisk_heap_t *heap, size_t size, bool zero) {

@@ -123,8 +123,14 @@ void _brisk_heap_fold_counts(brisk_heap_t *heap) {
   uint32_t sequence = atomic_load_explicit(&heap->stats.fold_sequence, memory_order_relaxed);
   atomic_store_explicit(&heap->stats.fold_sequence, sequence + 1, memory_order_relaxed);
   for (size_t word = 0; word < BRISK_DIRECT_COUNT; word++) {
-    FOLD_INTO(&heap->stats.allocations[direct_word_class(word)],
-              heap->small_allocations_unfolded[word]);
+    uint64_t handed_out = BRISK_ALLOCATIONS_PER_FOLD - heap->small_allocations_left[word];
+    if (handed_out == 0) continue;
+    _Atomic(uint64_t) *counter = &heap->stats.allocations[direct_word_class(word)];
+    /* release: after the odd sequence count, as in FOLD_INTO. */
+    atomic_store_explicit(counter, atomic_load_explicit(counter, memory_order_relaxed) + handed_out,
+                          memory_order_release);
+    __atomic_store_n(&heap->small_allocations_left[word], BRISK_ALLOCATIONS_PER_FOLD,
+                     __ATOMIC_RELEASE);
   }
   for (size_t class_index = 1; class_index < BRISK_CLASS_COUNT; class_index++) {
     FOLD_INTO(&heap->stats.allocations[class_index], heap->class_allocations_unfolded[class_index]);
@@ -173,7 +179,8 @@ static BRISK_NOINLINE BRISK_NO_TSAN void heap_allocations(const brisk_heap_t *he
     }
     for (size_t word = 0; word < BRISK_DIRECT_COUNT; word++) {
       allocations[direct_word_class(word)] +=
-          __atomic_load_n(&heap->small_allocations_unfolded[word], __ATOMIC_ACQUIRE);
+          BRISK_ALLOCATIONS_PER_FOLD -
+          __atomic_load_n(&heap->small_allocations_left[word], __ATOMIC_ACQUIRE);
     }
     bytes_requested = atomic_load_explicit(&heap->stats.bytes_requested, memory_order_acquire) +
                       __atomic_load_n(&heap->bytes_requested_unfolded, __ATOMIC_ACQUIRE);

@@ -269,17 +269,23 @@ typedef struct brisk_heap_stats_s {
   atomic_store_explicit((counter), atomic_load_explicit((counter), memory_order_relaxed) + (n), \
                         memory_order_relaxed)
 
+#define BRISK_ALLOCATIONS_PER_FOLD ((uint32_t)65536)
+
 typedef struct brisk_heap_s {
-  /* Hot: read by malloc's fast path. */
+  /* Hot: malloc's fast path. `direct` is its page by size in 8-byte words.
+   * The counts are its statistics (owner only, folded into `stats`): for
+   * each entry of `direct`, how many more blocks it hands out before its
+   * count is folded (it counts down from BRISK_ALLOCATIONS_PER_FOLD, so the
+   * blocks handed out since the last fold are that minus this; a snapshot
+   * reading 0 counts them all), and the requested bytes. Reaching 0 sends
+   * that malloc to _brisk_malloc_heartbeat, which folds the counts and does
+   * the slow path's chores: the owner's frees refill the page lists malloc
+   * pops, so a thread busy on its own blocks may not take the slow path
+   * otherwise. The count and its test are one decrement of memory and one
+   * branch. The counts come first and are 32-bit: at another offset, or
+   * 16-bit, the compiler spends an instruction on the address. */
+  uint32_t small_allocations_left[BRISK_DIRECT_COUNT];
   brisk_page_t *direct[BRISK_DIRECT_COUNT];
-  /* Statistics counted by malloc's fast path (owner only, folded into
-   * `stats`): blocks handed out per entry of `direct`, requested bytes. The
-   * counts are 32-bit (a 64-bit array would share `direct`'s index scale,
-   * and the compiler then spends an instruction on a common address). They
-   * are folded every 4096 slow mallocs, and a class's page list runs dry,
-   * sending malloc to its slow path, at least once per 65536 blocks: under
-   * 2^28 between folds. */
-  uint32_t small_allocations_unfolded[BRISK_DIRECT_COUNT];
   uint64_t bytes_requested_unfolded;
   brisk_page_queue_t queues[BRISK_CLASS_COUNT];
   /* The head page of each class queue holds one phantom count in `used`,
