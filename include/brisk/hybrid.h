@@ -115,20 +115,14 @@ BRISK_API void *brisk_hybrid_alloc_slow_(brisk_hybrid_t *hybrid, size_t size, si
 BRISK_API void brisk_hybrid_free_other_(brisk_hybrid_t *hybrid, void *p);
 BRISK_API void brisk_hybrid_free_slow_(brisk_hybrid_t *hybrid, void *p, size_t code, size_t tag);
 
-/* The calling thread's entry: brisk_thread_slot_line_ x 8 bytes into
- * the entries (0 without a slot: the entry whose lists are all empty and
- * have no room). */
-static inline brisk_hybrid_entry_hot_t *brisk_hybrid_entry_(brisk_hybrid_hot_t *hot) {
-  return (brisk_hybrid_entry_hot_t *)(void *)((unsigned char *)hot->entries +
-                                              (size_t)brisk_thread_slot_line_ *
-                                                  (BRISK_HYBRID_ENTRY_BYTES_ / 64));
-}
-
-/* Entry e's class whose code (a class's byte offset / 8, from the tables)
- * is `code`. */
-static inline brisk_hybrid_class_t *brisk_hybrid_class_at_(brisk_hybrid_entry_hot_t *e,
+/* The class whose code (a class's byte offset / 8, from the tables) is
+ * `code` in the entry of the thread whose brisk_thread_slot_line_ is
+ * `line` (0 without a slot: the entry whose lists are all empty and have no
+ * room): line x 16 + code x 8 bytes into the entries, one scaled index. */
+static inline brisk_hybrid_class_t *brisk_hybrid_class_at_(brisk_hybrid_hot_t *hot, size_t line,
                                                            size_t code) {
-  return (brisk_hybrid_class_t *)(void *)((unsigned char *)e + code * 8);
+  return (brisk_hybrid_class_t *)(void *)((unsigned char *)hot->entries +
+                                          (code + line * (BRISK_HYBRID_ENTRY_BYTES_ / 64 / 8)) * 8);
 }
 
 /* Add n to a word of the calling thread's entry, which only that thread
@@ -152,6 +146,19 @@ static inline void brisk_hybrid_owner_add_(size_t *word, size_t n) {
 #endif
 }
 
+/* unit < *limit, where other threads may raise *limit: one relaxed load
+ * compared in place (a compare with memory on x86-64, which the compiler
+ * does not make of an atomic load). */
+static inline int brisk_hybrid_below_(uint64_t unit, const size_t *limit) {
+#if defined(__x86_64__) && !BRISK_HYBRID_TSAN_
+  int below;
+  __asm__("cmpq %2, %1" : "=@ccb"(below) : "r"(unit), "m"(*limit));
+  return below;
+#else
+  return unit < __atomic_load_n(limit, __ATOMIC_RELAXED);
+#endif
+}
+
 /*
  * Alloc's fast path: an align-0 request whose class has a block in the
  * calling thread's list (the class from one table: by size up to 512
@@ -167,19 +174,19 @@ static inline void brisk_hybrid_owner_add_(size_t *word, size_t n) {
 static inline void *brisk_hybrid_alloc_inline_(brisk_hybrid_t *hybrid, size_t size, size_t align) {
   brisk_hybrid_hot_t *hot = (brisk_hybrid_hot_t *)(void *)hybrid;
   if (__builtin_expect(align == 0, 1)) {
-    /* Both entries computed, one chosen: no branch on the size, which a
-     * program's mix of sizes would mispredict. */
-    size_t entry = size <= BRISK_HYBRID_SMALL_MAX_
-                       ? size
-                       : BRISK_HYBRID_SMALL_MAX_ + 2 + (size_t)(63 - __builtin_clzll(size - 1));
-    brisk_hybrid_entry_hot_t *e = brisk_hybrid_entry_(hot);
-    brisk_hybrid_class_t *k = brisk_hybrid_class_at_(e, hot->code_of_size[entry]);
+    /* A load of its own for each kind of size: a size up to 512 bytes
+     * indexes the table as it is, with no copy to join the other. */
+    size_t code = size <= BRISK_HYBRID_SMALL_MAX_
+                      ? hot->code_of_size[size]
+                      : hot->code_of_size[BRISK_HYBRID_SMALL_MAX_ + 2 +
+                                          (size_t)(63 - __builtin_clzll(size - 1))];
+    brisk_hybrid_class_t *k = brisk_hybrid_class_at_(hot, brisk_thread_slot_line_, code);
     void **block = (void **)k->head;
     if (__builtin_expect(block != NULL, 1)) {
       k->head = block[0];
       block[1] = NULL;
       brisk_hybrid_owner_add_(&k->word, ((size_t)1 << BRISK_HYBRID_ROOM_BITS_) + 1);
-      brisk_hybrid_owner_add_(&e->requested, size);
+      brisk_hybrid_owner_add_(&k->requested, size);
       return block;
     }
   }
@@ -215,7 +222,7 @@ static inline void brisk_hybrid_free_inline_(brisk_hybrid_t *hybrid, void *p) {
   uint64_t unit = ((local >> shift) | (local << ((64 - shift) & 63))) * f->inverse;
   /* Relaxed: a bucket's limit only grows, and was raised past an object
    * before the object was handed out, which this free comes after. */
-  if (__builtin_expect(unit >= __atomic_load_n(&f->limit, __ATOMIC_RELAXED), 0)) {
+  if (__builtin_expect(!brisk_hybrid_below_(unit, &f->limit), 0)) {
     brisk_hybrid_free_other_(hybrid, p);
     return;
   }
@@ -224,14 +231,13 @@ static inline void brisk_hybrid_free_inline_(brisk_hybrid_t *hybrid, void *p) {
    * changes after create. */
   size_t tag = __atomic_load_n(&f->tags[unit & f->tag_mask], __ATOMIC_RELAXED);
   size_t code = hot->code_of_tag[tag];
-  brisk_hybrid_entry_hot_t *e = brisk_hybrid_entry_(hot);
-  brisk_hybrid_class_t *k = brisk_hybrid_class_at_(e, code);
+  brisk_hybrid_class_t *k = brisk_hybrid_class_at_(hot, brisk_thread_slot_line_, code);
   void **block = (void **)p;
-  /* The room: this thread's own word (relaxed: statistics read it). */
-  if (__builtin_expect(
-          (__atomic_load_n(&k->word, __ATOMIC_RELAXED) & BRISK_HYBRID_ROOM_MASK_) == 0 ||
-              block[1] == (void *)hot->key,
-          0)) {
+  /* The room: a plain read of this thread's own word, which no other
+   * thread writes (statistics read it relaxed), so that the test reads
+   * memory in one instruction. */
+  if (__builtin_expect((k->word & BRISK_HYBRID_ROOM_MASK_) == 0 || block[1] == (void *)hot->key,
+                       0)) {
     brisk_hybrid_free_slow_(hybrid, p, code, tag);
     return;
   }

@@ -103,16 +103,17 @@ typedef struct brisk_fifo_hot_s {
 #define BRISK_HYBRID_SIZE_CODES_  (BRISK_HYBRID_SMALL_MAX_ + 1 + 65)
 #define BRISK_HYBRID_CLASSES_     19u   /* class 0, 8 buckets, 10 orders */
 #define BRISK_HYBRID_ENTRIES_     130u  /* line 0's, 128 slots', the shared one */
-#define BRISK_HYBRID_ENTRY_BYTES_ 512u  /* 8 cache lines: slot line x 8 */
+#define BRISK_HYBRID_ENTRY_BYTES_ 1024u /* 16 cache lines: slot line x 16 */
 #define BRISK_HYBRID_ROOM_BITS_   8u    /* a class word: allocs << 8 | room */
 #define BRISK_HYBRID_ROOM_MASK_   ((size_t)255)
 typedef struct brisk_hybrid_class_s {
-  void *head;   /* the newest cached block; its first word links the next */
-  size_t word;  /* blocks handed out << ROOM_BITS | room left in the list */
+  void *head;       /* the newest cached block; its first word links the next */
+  size_t word;      /* blocks handed out << ROOM_BITS | room left in the list */
+  size_t requested; /* sizes asked by the class's successful allocations */
+  size_t unused;    /* a class is 32 bytes: alloc touches one line */
 } brisk_hybrid_class_t;
 typedef struct brisk_hybrid_entry_hot_s {
   brisk_hybrid_class_t classes[BRISK_HYBRID_CLASSES_]; /* at class code x 8 */
-  size_t requested;  /* sizes asked by the entry's successful allocations */
 } brisk_hybrid_entry_hot_t;
 typedef struct brisk_hybrid_chunk_s {
   uintptr_t lo;

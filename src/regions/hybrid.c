@@ -228,10 +228,16 @@ typedef struct section_range_s {
  * together, so that the inline alloc updates both with one add: the room
  * left in the list (cap - its length) in the low ROOM_BITS, and above them
  * the blocks of the class this thread handed out (56 bits: more than 10^16
- * allocations of one class by one thread slot before it wraps). */
+ * allocations of one class by one thread slot before it wraps).
+ * `requested` sums the sizes those allocations asked for; class 0's, the
+ * sizes of the allocations served without a class (and the fallbacks'). A
+ * class is 32 bytes, aligned to them: the inline alloc's three words lie
+ * on one cache line, at fixed offsets from the class's address. */
 typedef struct cache_class_s {
-  void *head;              /* the newest block; its first word links the next */
-  _Atomic size_t word;     /* allocs << ROOM_BITS | room */
+  void *head;                /* the newest block; its first word links the next */
+  _Atomic size_t word;       /* allocs << ROOM_BITS | room */
+  _Atomic size_t requested;  /* sizes asked by the allocations counted in word */
+  size_t unused;
 } cache_class_t;
 #define ROOM_BITS BRISK_HYBRID_ROOM_BITS_
 #define ROOM_MASK (((size_t)1 << ROOM_BITS) - 1)
@@ -242,11 +248,11 @@ _Static_assert(CLASS_MAX <= ROOM_MASK, "a full list's room fits its bits");
  * c's list is CLASS_CODE(c) * 8 bytes into it: the code tables below hold
  * that, so an inline path adds it to the entry's address. Class 0 comes
  * first, so a zeroed table entry is no class. The entries are SLOT_BYTES
- * apart, 8 times a cache line, so that a thread's is its
- * brisk_thread_slot_line_ times 8 away (one scaled address). */
+ * apart, 16 times a cache line, so that a thread's class is its
+ * brisk_thread_slot_line_ times 16 plus its code times 8 away (one index,
+ * line x 2 + code, scaled by 8). */
 typedef struct hybrid_slot_s {
   cache_class_t classes[MAX_CLASSES];
-  _Atomic size_t requested; /* sizes asked by its successful allocations */
   /* Nonzero once its holder set every class's room to the class's cap:
    * until then every list is empty and full, as in a fresh mapping. */
   _Atomic size_t ready;
@@ -254,11 +260,11 @@ typedef struct hybrid_slot_s {
    * checks this entry's lists (validate_own_entry). Its holder's alone. */
   size_t slow_allocs;
 } hybrid_slot_t;
-#define SLOT_BYTES ((size_t)512)
+#define SLOT_BYTES ((size_t)1024)
 #define CLASS_CODE(c) ((c) * sizeof(cache_class_t) / 8)
-_Static_assert(SLOT_BYTES == 8 * BRISK_CACHE_LINE, "line * 8 is the entry's offset");
+_Static_assert(SLOT_BYTES == 16 * BRISK_CACHE_LINE, "line * 16 is the entry's offset");
 _Static_assert(sizeof(hybrid_slot_t) <= SLOT_BYTES, "a slot entry fits its stride");
-_Static_assert(sizeof(cache_class_t) == 16, "a class is a quarter of a cache line");
+_Static_assert(sizeof(cache_class_t) == 32, "a class is half a cache line");
 _Static_assert(MAX_CLASSES == BRISK_HYBRID_CLASSES_ && ROOM_MASK == BRISK_HYBRID_ROOM_MASK_ &&
                    SLOT_BYTES == BRISK_HYBRID_ENTRY_BYTES_ &&
                    BRISK_THREAD_SLOTS + 2 == BRISK_HYBRID_ENTRIES_,
@@ -266,8 +272,8 @@ _Static_assert(MAX_CLASSES == BRISK_HYBRID_CLASSES_ && ROOM_MASK == BRISK_HYBRID
 _Static_assert(sizeof(cache_class_t) == sizeof(brisk_hybrid_class_t) &&
                    offsetof(cache_class_t, head) == offsetof(brisk_hybrid_class_t, head) &&
                    offsetof(cache_class_t, word) == offsetof(brisk_hybrid_class_t, word) &&
-                   offsetof(hybrid_slot_t, requested) ==
-                       offsetof(brisk_hybrid_entry_hot_t, requested),
+                   offsetof(cache_class_t, requested) ==
+                       offsetof(brisk_hybrid_class_t, requested),
                "brisk/hybrid.h's view of an entry");
 _Static_assert(offsetof(hybrid_slot_t, classes) == 0, "code 0 is class 0");
 _Static_assert(CLASS_CODE(MAX_CLASSES) <= 255, "a class code fits a byte");
@@ -979,7 +985,7 @@ static void *refill(brisk_hybrid_t *h, hybrid_slot_t *e, size_t c, size_t size) 
   if (first == NULL) return NULL;
   if (s < h->bucket_count) raise_limit(h, s);
   brisk_owner_add(&k->word, ONE_ALLOC);
-  brisk_owner_add(&e->requested, size);
+  brisk_owner_add(&k->requested, size);
   return first;
 }
 
@@ -990,7 +996,7 @@ static void *class_take(brisk_hybrid_t *h, hybrid_slot_t *e, size_t c, size_t si
   void *p = k->head;
   if (p != NULL) {
     pop(k, p);
-    brisk_owner_add(&e->requested, size);
+    brisk_owner_add(&k->requested, size);
     return p;
   }
   return refill(h, e, c, size);
@@ -1009,7 +1015,7 @@ static void flush_region(brisk_hybrid_t *h, hybrid_slot_t *e, size_t r) {
 /* A block from section s, not through a class. */
 BRISK_INLINE void *count_direct(brisk_hybrid_t *h, uint32_t slot, size_t s, void *p, size_t size) {
   count(&h->slow[slot].direct_allocs[s], 1, slot);
-  count(&slot_of(h, slot)->requested, size, slot);
+  count(&slot_of(h, slot)->classes[NO_CLASS].requested, size, slot);
   return p;
 }
 
@@ -1072,7 +1078,7 @@ void *brisk_hybrid_alloc_slow_(brisk_hybrid_t *h, size_t size, size_t align) {
     void *p = align <= natural_align(size) ? brisk_malloc(size) : brisk_aligned_alloc(align, size);
     if (p == NULL) return NULL;
     atomic_fetch_add_explicit(&h->fallbacks, 1, memory_order_relaxed);
-    count(&slot_of(h, slot)->requested, size, slot);
+    count(&slot_of(h, slot)->classes[NO_CLASS].requested, size, slot);
     return p;
   }
   errno = ENOMEM;
@@ -1245,7 +1251,9 @@ void brisk_hybrid_totals(const brisk_hybrid_t *h, brisk_region_stats_t *out) {
       .allocations = atomic_load_explicit(&m->fallbacks, memory_order_relaxed),
   };
   for (uint32_t i = 0; i <= BRISK_THREAD_SLOTS; i++)
-    total.bytes_requested += atomic_load_explicit(&slot_of(m, i)->requested, memory_order_relaxed);
+    for (size_t c = 0; c < MAX_CLASSES; c++)
+      total.bytes_requested +=
+          atomic_load_explicit(&slot_of(m, i)->classes[c].requested, memory_order_relaxed);
   for (size_t s = 0; s < h->bucket_count + h->region_count; s++) {
     size_t in_use, allocations, failures;
     section_counts(h, s, &in_use, &allocations, &failures);
@@ -1407,6 +1415,11 @@ static void check_entry(hybrid_check_t *v, hybrid_slot_t *e, bool may_hold, cons
                                  "entry not in use)", where, n);
       VCHECK(word == 0, e, "room or a count where no class caches (class 0, no such class, an "
                            "entry not in use)", where, n);
+      /* Class 0 counts the sizes of allocations served without a class. */
+      VCHECK(c == NO_CLASS ||
+                 atomic_load_explicit(&k->requested, memory_order_relaxed) == 0,
+             e, "requested bytes where no class caches (no such class, an entry not in use)",
+             where, n);
       continue;
     }
     size_t room = word & ROOM_MASK, cap = h->class_cap[c];
@@ -1474,7 +1487,7 @@ void _brisk_hybrid_validate(const brisk_hybrid_t *hybrid) {
     bool a_slot = i != SLOT_NONE && i != SLOT_SHARED;
     check_entry(&v, e, a_slot, entry_name(i), a_slot ? i - 1 : 0);
     if (i == SLOT_NONE)
-      VCHECK(atomic_load_explicit(&e->requested, memory_order_relaxed) == 0, e,
+      VCHECK(atomic_load_explicit(&e->classes[NO_CLASS].requested, memory_order_relaxed) == 0, e,
              "the entry of no slot counted an allocation", NULL, 0);
   }
   for (uint32_t i = 0; i <= SLOT_SHARED; i++) unmark_entry(&v, (hybrid_slot_t *)h->slots[i]);
