@@ -815,20 +815,27 @@ TEST_F(HybridDeathTest, CodesMarkWhatWasHandedOut) {
   for (int i = 0; i < 100; i++) objects.push_back(brisk_hybrid_alloc(h.get(), 40, 0));  // 64 B
   char *block = static_cast<char *>(brisk_hybrid_alloc(h.get(), 400, 0));              // 512 B
   ASSERT_NE(block, nullptr);
+  char *unused = static_cast<char *>(objects[0]) + 64 * 5000;
+  int code = brisk_test_hybrid_code(h.get(), objects[0]);
+#if defined(__SANITIZE_ADDRESS__)
+  // The caches are off under ASan: no class, no code anywhere; the
+  // validator's checks of the table below run all the same.
+  EXPECT_EQ(code, 0);
+  code = 4;
+#else
   // A fresh hybrid's bucket hands out its objects from the first: 100 of
   // them, each marked with its class's code, none far past them.
-  int code = brisk_test_hybrid_code(h.get(), objects[0]);
   EXPECT_GT(code, 0);
   for (void *p : objects) EXPECT_EQ(brisk_test_hybrid_code(h.get(), p), code);
-  char *unused = static_cast<char *>(objects[0]) + 64 * 5000;
   EXPECT_EQ(brisk_test_hybrid_code(h.get(), unused), 0);
   // A region block's granule holds its class's code (not the bucket's);
-  // the granules inside it hold none; nothing past the blocks has one.
+  // the granules inside it hold none.
   EXPECT_GT(brisk_test_hybrid_code(h.get(), block), 0);
   EXPECT_NE(brisk_test_hybrid_code(h.get(), block), code);
   EXPECT_EQ(brisk_test_hybrid_code(h.get(), block + 16), 0);
   EXPECT_EQ(brisk_test_hybrid_code(h.get(), block + 128), 0);
-  EXPECT_EQ(brisk_test_hybrid_code(h.get(), h.get()), -1);
+#endif
+  EXPECT_EQ(brisk_test_hybrid_code(h.get(), h.get()), -1);  // past the blocks
   for (void *p : objects) brisk_hybrid_free(h.get(), p);
   brisk_test_hybrid_validate(h.get());
   EXPECT_DEATH(
