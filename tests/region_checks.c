@@ -23,12 +23,13 @@ bool brisk_test_hybrid_add_room(brisk_hybrid_t *hybrid, size_t size, long delta)
   return true;
 }
 
-size_t brisk_test_hybrid_chunk_limit(brisk_hybrid_t *hybrid, const void *p) {
-  return atomic_load_explicit(_brisk_hybrid_chunk_limit(hybrid, p), memory_order_relaxed);
+int brisk_test_hybrid_code(brisk_hybrid_t *hybrid, const void *p) {
+  _Atomic uint8_t *code = _brisk_hybrid_code(hybrid, p);
+  return code == NULL ? -1 : atomic_load_explicit(code, memory_order_relaxed);
 }
 
-void brisk_test_hybrid_set_chunk_limit(brisk_hybrid_t *hybrid, const void *p, size_t limit) {
-  atomic_store_explicit(_brisk_hybrid_chunk_limit(hybrid, p), limit, memory_order_relaxed);
+void brisk_test_hybrid_set_code(brisk_hybrid_t *hybrid, const void *p, unsigned char code) {
+  atomic_store_explicit(_brisk_hybrid_code(hybrid, p), code, memory_order_relaxed);
 }
 
 void brisk_test_pool_push_behind_api(brisk_pool_t *pool, void *p) {

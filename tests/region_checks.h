@@ -57,10 +57,11 @@ void brisk_test_pool_clear_nonempty(brisk_pool_t *pool);
 // word that holds it). False when the thread has no such list (no class
 // for the size, the caches off, its entry not in use yet).
 bool brisk_test_hybrid_add_room(brisk_hybrid_t *hybrid, size_t size, long delta);
-// The limit of the hybrid's inline free's table entry that p's chunk reads
-// (units below it are freed inline), and the same set behind the API's back.
-size_t brisk_test_hybrid_chunk_limit(brisk_hybrid_t *hybrid, const void *p);
-void brisk_test_hybrid_set_chunk_limit(brisk_hybrid_t *hybrid, const void *p, size_t limit);
+// The code the hybrid's inline free reads for p's granule (the class of
+// the block that starts there, freed inline; 0: out of line; -1 when p lies
+// past the blocks), and the same set behind the API's back.
+int brisk_test_hybrid_code(brisk_hybrid_t *hybrid, const void *p);
+void brisk_test_hybrid_set_code(brisk_hybrid_t *hybrid, const void *p, unsigned char code);
 // Copy n bytes to p without AddressSanitizer's checks: a stray write into
 // memory a region allocator keeps poisoned (a fifo's block header or free
 // space), as an overflow in unchecked code would make.

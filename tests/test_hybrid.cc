@@ -379,6 +379,43 @@ TEST(Hybrid, ExportedFunctionsShareTheCachesWithTheInlineOnes) {
   EXPECT_EQ(totals.bytes_in_use, 0u);
 }
 
+// Every destroy leaves the inline free's code table zero for the next
+// hybrid that takes the mapping from the cache: one destroyed with half its
+// blocks in the thread's caches and half still held (the region's part of
+// the table cleared whole), one after the program gave everything back
+// (only cached blocks hold codes), one with every block still held. A code
+// left over would name a block that is not there: the validator, run
+// before the next hybrid hands anything out, finds none, and the next
+// hybrid frees its own blocks at those addresses as it should.
+TEST(Hybrid, DestroyLeavesTheCodeTableZero) {
+  auto cache_hits = [] {
+    brisk_stats_t s{};
+    s.size = sizeof s;
+    brisk_stats_get(&s);
+    return s.region_cache.hits;
+  };
+  const uint64_t hits = cache_hits();
+  for (int round = 0; round < 4; round++) {
+    SCOPED_TRACE(round);
+    brisk_hybrid_t *h = brisk_hybrid_create(nullptr);
+    ASSERT_NE(h, nullptr);
+    brisk_test_hybrid_validate(h);
+    std::vector<void *> blocks;
+    for (size_t size = 16; size <= 40000; size = size * 5 / 4 + 1)
+      for (int i = 0; i < 40; i++) {
+        void *p = brisk_hybrid_alloc(h, size, 0);
+        ASSERT_NE(p, nullptr);
+        blocks.push_back(p);
+      }
+    brisk_test_hybrid_validate(h);
+    size_t held = round == 0 ? blocks.size() / 2 : round == 1 ? 0 : blocks.size();
+    for (size_t i = held; i < blocks.size(); i++) brisk_hybrid_free(h, blocks[i]);
+    brisk_test_hybrid_validate(h);
+    brisk_hybrid_destroy(h);
+  }
+  EXPECT_GE(cache_hits() - hits, 3u);  // each hybrid took its predecessor's mapping
+}
+
 TEST(Hybrid, ExhaustionIsExactLockFree) { check_exhaustion(0); }
 TEST(Hybrid, ExhaustionIsExactWithThreadCache) { check_exhaustion(BRISK_REGION_THREAD_CACHE); }
 
@@ -761,31 +798,62 @@ TEST_F(HybridDeathTest, PointerInsideABlockAborts) {
   EXPECT_DEATH(brisk_hybrid_free(h.get(), region_block + 16), "not the start of a block");
   EXPECT_DEATH(brisk_hybrid_free(h.get(), region_block + 128), "not the start of a block");
   EXPECT_DEATH(brisk_hybrid_free(h.get(), bucket_object + 8), "not an object of this hybrid");
+  EXPECT_DEATH(brisk_hybrid_free(h.get(), bucket_object + 16), "not an object of this hybrid");
   EXPECT_DEATH(brisk_hybrid_free(h.get(), bucket_object + 64 * 1000), "never handed out");
   brisk_hybrid_free(h.get(), region_block);
   brisk_hybrid_free(h.get(), bucket_object);
 }
 
-// The inline free's table entry of a bucket's chunk lets through the
-// objects handed out (its limit raised as they leave the pool), so that
-// their frees stay inline, and no more than the pool carved: a limit past
-// that is named by the validator.
-TEST_F(HybridDeathTest, BucketChunkLimitCoversWhatWasHandedOut) {
+// The inline free's code table marks the bucket objects handed out (their
+// granules get the class's code as they leave the pool), so that their
+// frees stay inline, and no more than the pool carved: a code past that,
+// or one inside a region block, is named by the validator.
+TEST_F(HybridDeathTest, CodesMarkWhatWasHandedOut) {
   HybridPtr h(brisk_hybrid_create(nullptr));
   ASSERT_NE(h, nullptr);
   std::vector<void *> objects;
   for (int i = 0; i < 100; i++) objects.push_back(brisk_hybrid_alloc(h.get(), 40, 0));  // 64 B
-  // A fresh hybrid's bucket hands out its objects from the first: 100 of them.
-  EXPECT_GE(brisk_test_hybrid_chunk_limit(h.get(), objects[0]), 100u);
+  char *block = static_cast<char *>(brisk_hybrid_alloc(h.get(), 400, 0));              // 512 B
+  ASSERT_NE(block, nullptr);
+  char *unused = static_cast<char *>(objects[0]) + 64 * 5000;
+  int code = brisk_test_hybrid_code(h.get(), objects[0]);
+#if defined(__SANITIZE_ADDRESS__)
+  // The caches are off under ASan: no class, no code anywhere; the
+  // validator's checks of the table below run all the same.
+  EXPECT_EQ(code, 0);
+  code = 4;
+#else
+  // A fresh hybrid's bucket hands out its objects from the first: 100 of
+  // them, each marked with its class's code, none far past them.
+  EXPECT_GT(code, 0);
+  for (void *p : objects) EXPECT_EQ(brisk_test_hybrid_code(h.get(), p), code);
+  EXPECT_EQ(brisk_test_hybrid_code(h.get(), unused), 0);
+  // A region block's granule holds its class's code (not the bucket's);
+  // the granules inside it hold none.
+  EXPECT_GT(brisk_test_hybrid_code(h.get(), block), 0);
+  EXPECT_NE(brisk_test_hybrid_code(h.get(), block), code);
+  EXPECT_EQ(brisk_test_hybrid_code(h.get(), block + 16), 0);
+  EXPECT_EQ(brisk_test_hybrid_code(h.get(), block + 128), 0);
+#endif
+  EXPECT_EQ(brisk_test_hybrid_code(h.get(), h.get()), -1);  // past the blocks
   for (void *p : objects) brisk_hybrid_free(h.get(), p);
   brisk_test_hybrid_validate(h.get());
   EXPECT_DEATH(
       {
-        brisk_test_hybrid_set_chunk_limit(h.get(), objects[0], size_t{1} << 40);
+        brisk_test_hybrid_set_code(h.get(), unused, static_cast<unsigned char>(code));
         brisk_test_hybrid_validate(h.get());
       },
-      "brisk_hybrid_validate\\(0x[0-9a-f]+\\): a bucket's chunk lets frees past its pool's "
-      "carved count \\(bucket 2\\)");
+      "brisk_hybrid_validate\\(0x[0-9a-f]+\\): a code marks no object of its bucket that was "
+      "handed out \\(bucket 2\\)");
+  EXPECT_DEATH(
+      {
+        brisk_test_hybrid_set_code(h.get(), block + 128, static_cast<unsigned char>(code));
+        brisk_test_hybrid_validate(h.get());
+      },
+      "brisk_hybrid_validate\\(0x[0-9a-f]+\\): a code where no block of its class starts "
+      "\\(first region\\)");
+  brisk_hybrid_free(h.get(), block);
+  brisk_test_hybrid_validate(h.get());
 }
 
 TEST_F(HybridDeathTest, PointerOfAnotherHybridAborts) {

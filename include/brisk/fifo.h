@@ -23,11 +23,13 @@ typedef struct brisk_fifo_s brisk_fifo_t;
 /* page_size: bytes per page (0: 64 KiB). Larger requests get a page of their own. */
 BRISK_API brisk_fifo_t *brisk_fifo_create(size_t page_size);
 /*
- * brisk_fifo_alloc(fifo, size): zeroed memory, aligned to 8 bytes at least;
- * NULL/ENOMEM on failure. brisk_fifo_free(fifo, p): NULL does nothing; a
- * pointer that is not a live block of this fifo (freed already, of another
- * fifo, no fifo's at all) aborts with a message. Both are inline (below);
- * the library exports them too, for callers that cannot inline them.
+ * brisk_fifo_alloc(fifo, size): zeroed memory, 16-aligned (every block,
+ * those on a page of their own too: its 8-byte header sits 8 bytes past a
+ * multiple of 16); NULL/ENOMEM on failure. brisk_fifo_free(fifo, p): NULL
+ * does nothing; a pointer that is not a live block of this fifo (freed
+ * already, of another fifo, no fifo's at all) aborts with a message. Both
+ * are inline (below); the library exports them too, for callers that
+ * cannot inline them.
  */
 /*
  * The same pointer when shrinking, or when p is the last block of its page

@@ -3,8 +3,9 @@
  *
  * Fixed-size buckets (lock-free pools) in front of buddy regions, all
  * reserved (and optionally pre-faulted and locked) at creation, so alloc
- * and free make no system call afterwards. Frees dispatch by address
- * through a read-only table of ranges.
+ * and free make no system call afterwards. Frees find a block's class by
+ * its address: a byte per 16 bytes of the blocks (anything else by a
+ * read-only table of ranges).
  */
 #ifndef BRISK_HYBRID_H
 #define BRISK_HYBRID_H
@@ -38,10 +39,13 @@ typedef struct brisk_hybrid_config_s {
  * buddy region (blocks of 128 B to 1 MiB), BRISK_REGION_THREAD_CACHE, no
  * fallback: any size up to 1 MiB without further setup.
  *
- * Memory: fixed at creation, one mapping (75.7 MiB in the default: the
+ * Memory: fixed at creation, one mapping (80.9 MiB in the default: the
  * region's 64 MiB, the buckets' 1 + 2 + 4 MiB, their headers, the
- * region's counters and index, the hybrid's own pages) and one more per
- * further region; no system call afterwards. The blocks handed out never
+ * region's counters and index, the hybrid's own pages, and the free's
+ * code table, a byte per 16 bytes of the mapping: 5.1 MiB, whose pages
+ * are touched only where blocks start, or its 4.4 MiB over the blocks at
+ * creation with BRISK_REGION_PREFAULT / LOCK) and one more per further
+ * region; no system call afterwards. The blocks handed out never
  * exceed the sections: each bucket's count of objects, each region's
  * bytes (its blocks are powers of two).
  *
@@ -107,28 +111,22 @@ BRISK_API size_t brisk_hybrid_stats(const brisk_hybrid_t *hybrid,
 BRISK_API void brisk_hybrid_totals(const brisk_hybrid_t *hybrid, brisk_region_stats_t *out);
 
 /* The library's out-of-line paths of the inline functions below (not
- * API): alloc past its fast path; free of a pointer the chunk table does
+ * API): alloc past its fast path; free of a pointer the code table does
  * not take (free_other_: the section by address, checked); free of a block
- * whose thread list cannot take it inline (free_slow_: its class's code
- * and its tag as the inline path read them). */
+ * whose thread list cannot take it inline (free_slow_: the code the inline
+ * path read for it). */
 BRISK_API void *brisk_hybrid_alloc_slow_(brisk_hybrid_t *hybrid, size_t size, size_t align);
 BRISK_API void brisk_hybrid_free_other_(brisk_hybrid_t *hybrid, void *p);
-BRISK_API void brisk_hybrid_free_slow_(brisk_hybrid_t *hybrid, void *p, size_t code, size_t tag);
+BRISK_API void brisk_hybrid_free_slow_(brisk_hybrid_t *hybrid, void *p, size_t code);
 
-/* The calling thread's entry: brisk_thread_slot_line_ x 8 bytes into
- * the entries (0 without a slot: the entry whose lists are all empty and
- * have no room). */
-static inline brisk_hybrid_entry_hot_t *brisk_hybrid_entry_(brisk_hybrid_hot_t *hot) {
-  return (brisk_hybrid_entry_hot_t *)(void *)((unsigned char *)hot->entries +
-                                              (size_t)brisk_thread_slot_line_ *
-                                                  (BRISK_HYBRID_ENTRY_BYTES_ / 64));
-}
-
-/* Entry e's class whose code (a class's byte offset / 8, from the tables)
- * is `code`. */
-static inline brisk_hybrid_class_t *brisk_hybrid_class_at_(brisk_hybrid_entry_hot_t *e,
+/* The class whose code (a class's byte offset / 8, from the tables) is
+ * `code` in the entry of the thread whose brisk_thread_slot_line_ is
+ * `line` (0 without a slot: the entry whose lists are all empty and have no
+ * room): line x 16 + code x 8 bytes into the entries, one scaled index. */
+static inline brisk_hybrid_class_t *brisk_hybrid_class_at_(brisk_hybrid_hot_t *hot, size_t line,
                                                            size_t code) {
-  return (brisk_hybrid_class_t *)(void *)((unsigned char *)e + code * 8);
+  return (brisk_hybrid_class_t *)(void *)((unsigned char *)hot->entries +
+                                          (code + line * (BRISK_HYBRID_ENTRY_BYTES_ / 64 / 8)) * 8);
 }
 
 /* Add n to a word of the calling thread's entry, which only that thread
@@ -167,19 +165,19 @@ static inline void brisk_hybrid_owner_add_(size_t *word, size_t n) {
 static inline void *brisk_hybrid_alloc_inline_(brisk_hybrid_t *hybrid, size_t size, size_t align) {
   brisk_hybrid_hot_t *hot = (brisk_hybrid_hot_t *)(void *)hybrid;
   if (__builtin_expect(align == 0, 1)) {
-    /* Both entries computed, one chosen: no branch on the size, which a
-     * program's mix of sizes would mispredict. */
-    size_t entry = size <= BRISK_HYBRID_SMALL_MAX_
-                       ? size
-                       : BRISK_HYBRID_SMALL_MAX_ + 2 + (size_t)(63 - __builtin_clzll(size - 1));
-    brisk_hybrid_entry_hot_t *e = brisk_hybrid_entry_(hot);
-    brisk_hybrid_class_t *k = brisk_hybrid_class_at_(e, hot->code_of_size[entry]);
+    /* A load of its own for each kind of size: a size up to 512 bytes
+     * indexes the table as it is, with no copy to join the other. */
+    size_t code = size <= BRISK_HYBRID_SMALL_MAX_
+                      ? hot->code_of_size[size]
+                      : hot->code_of_size[BRISK_HYBRID_SMALL_MAX_ + 2 +
+                                          (size_t)(63 - __builtin_clzll(size - 1))];
+    brisk_hybrid_class_t *k = brisk_hybrid_class_at_(hot, brisk_thread_slot_line_, code);
     void **block = (void **)k->head;
     if (__builtin_expect(block != NULL, 1)) {
       k->head = block[0];
       block[1] = NULL;
       brisk_hybrid_owner_add_(&k->word, ((size_t)1 << BRISK_HYBRID_ROOM_BITS_) + 1);
-      brisk_hybrid_owner_add_(&e->requested, size);
+      brisk_hybrid_owner_add_(&k->requested, size);
       return block;
     }
   }
@@ -188,51 +186,43 @@ static inline void *brisk_hybrid_alloc_inline_(brisk_hybrid_t *hybrid, size_t si
 
 /*
  * Free's fast path, for the first region's blocks and the buckets' objects
- * alike, with no branch on which: the chunk of p gives its section's entry
- * in the chunk table (one line, found by one shift and one mask); p's unit
- * there (its distance from the section's start rotated right and
- * multiplied, so that an address that is no unit's or object's start
- * lands past every unit, as one outside the section does) must lie below
- * the entry's limit; the unit's tag (the region's index byte, a bucket's
- * own) gives its class, and the block goes onto the calling thread's list
- * of that class. Out of line: a pointer past the limit (NULL, another
- * section's, not a block's start, never handed out:
+ * alike, with no branch on which: p's distance from the first block,
+ * rotated right by 4 bits (so that an address that is not a multiple of
+ * 16 lands past the table, as one outside the blocks does), is its
+ * granule; a granule below the table's size has a code, the class of the
+ * block that starts there (set while a block of a cached class starts
+ * there, handed out or cached; 0 elsewhere: inside a block, a block no
+ * class caches, an object never handed out), and the block goes onto the
+ * calling thread's list of that class. Out of line: a pointer past the
+ * table (NULL, another section's, an address that is no multiple of 16:
  * brisk_hybrid_free_other_ finds which and says what is wrong), and a
- * block whose list has no room (full, class 0, the entry of line 0, an
- * entry not ready: read before the block, which an annotated hybrid keeps
- * poisoned) or that carries the key (perhaps a double free:
- * brisk_hybrid_free_slow_ walks the list).
+ * block whose list has no room (full; class 0, which sends it to
+ * brisk_hybrid_free_other_ too; the entry of line 0; an entry not ready:
+ * read before the block, which an annotated hybrid keeps poisoned) or
+ * that carries the key (perhaps a double free: brisk_hybrid_free_slow_
+ * walks the list).
  */
 static inline void brisk_hybrid_free_inline_(brisk_hybrid_t *hybrid, void *p) {
   brisk_hybrid_hot_t *hot = (brisk_hybrid_hot_t *)(void *)hybrid;
-  uintptr_t address = (uintptr_t)p;
-  size_t at = (address >> hot->entry_shift) &
-              ((BRISK_HYBRID_CHUNKS_ - 1) * sizeof(brisk_hybrid_chunk_t));
-  const brisk_hybrid_chunk_t *f =
-      (const brisk_hybrid_chunk_t *)(const void *)((const unsigned char *)hot->chunks + at);
-  uintptr_t local = address - f->lo;
-  uint32_t shift = f->shift;
-  uint64_t unit = ((local >> shift) | (local << ((64 - shift) & 63))) * f->inverse;
-  /* Relaxed: a bucket's limit only grows, and was raised past an object
-   * before the object was handed out, which this free comes after. */
-  if (__builtin_expect(unit >= __atomic_load_n(&f->limit, __ATOMIC_RELAXED), 0)) {
+  uintptr_t offset = (uintptr_t)p - hot->base;
+  uint64_t granule = (offset >> BRISK_HYBRID_GRANULE_SHIFT_) |
+                     (offset << (64 - BRISK_HYBRID_GRANULE_SHIFT_));
+  if (__builtin_expect(granule >= hot->granules, 0)) {
     brisk_hybrid_free_other_(hybrid, p);
     return;
   }
-  /* Relaxed: a live block's index byte holds still (set before the block
-   * was handed out, which this free comes after); a bucket's tag never
-   * changes after create. */
-  size_t tag = __atomic_load_n(&f->tags[unit & f->tag_mask], __ATOMIC_RELAXED);
-  size_t code = hot->code_of_tag[tag];
-  brisk_hybrid_entry_hot_t *e = brisk_hybrid_entry_(hot);
-  brisk_hybrid_class_t *k = brisk_hybrid_class_at_(e, code);
+  /* Relaxed: a live block's code holds still (set before the block was
+   * handed out, which this free comes after). */
+  const uint8_t *codes = (const uint8_t *)(const void *)hybrid + BRISK_HYBRID_CODES_AT_;
+  size_t code = __atomic_load_n(&codes[granule], __ATOMIC_RELAXED);
+  brisk_hybrid_class_t *k = brisk_hybrid_class_at_(hot, brisk_thread_slot_line_, code);
   void **block = (void **)p;
-  /* The room: this thread's own word (relaxed: statistics read it). */
-  if (__builtin_expect(
-          (__atomic_load_n(&k->word, __ATOMIC_RELAXED) & BRISK_HYBRID_ROOM_MASK_) == 0 ||
-              block[1] == (void *)hot->key,
-          0)) {
-    brisk_hybrid_free_slow_(hybrid, p, code, tag);
+  /* The room: a plain read of this thread's own word, which no other
+   * thread writes (statistics read it relaxed), so that the test reads
+   * memory in one instruction. */
+  if (__builtin_expect((k->word & BRISK_HYBRID_ROOM_MASK_) == 0 || block[1] == (void *)hot->key,
+                       0)) {
+    brisk_hybrid_free_slow_(hybrid, p, code);
     return;
   }
   /* The head's store between the block's two (it may alias them, as far

@@ -92,43 +92,32 @@ typedef struct brisk_fifo_hot_s {
 /*
  * What brisk_hybrid_alloc and brisk_hybrid_free (brisk/hybrid.h) use
  * inline: the first fields of every brisk_hybrid_t, up to and including
- * the per-thread entries, and the calling thread's slot line. The library
- * declares the same fields with their atomic types (src/regions/hybrid.c,
- * which says what each one holds and asserts that both agree, field by
- * field); here they are plain, for C++ too, and the inline paths reach the
- * ones other threads may touch with relaxed __atomic builtins.
+ * the per-thread entries, the code table that lies a fixed distance after
+ * it, and the calling thread's slot line. The library declares the same
+ * fields with their atomic types (src/regions/hybrid.c, which says what
+ * each one holds and asserts that both agree, field by field); here they
+ * are plain, for C++ too, and the inline paths reach the ones other
+ * threads may write with relaxed __atomic builtins.
  */
-#define BRISK_HYBRID_CHUNKS_      128u  /* entries of the chunk table */
-#define BRISK_HYBRID_SMALL_MAX_   512u  /* sizes with an entry of their own */
-#define BRISK_HYBRID_SIZE_CODES_  (BRISK_HYBRID_SMALL_MAX_ + 1 + 65)
-#define BRISK_HYBRID_CLASSES_     19u   /* class 0, 8 buckets, 10 orders */
-#define BRISK_HYBRID_ENTRIES_     130u  /* line 0's, 128 slots', the shared one */
-#define BRISK_HYBRID_ENTRY_BYTES_ 512u  /* 8 cache lines: slot line x 8 */
-#define BRISK_HYBRID_ROOM_BITS_   8u    /* a class word: allocs << 8 | room */
-#define BRISK_HYBRID_ROOM_MASK_   ((size_t)255)
+#define BRISK_HYBRID_SMALL_MAX_     512u  /* sizes with an entry of their own */
+#define BRISK_HYBRID_SIZE_CODES_    (BRISK_HYBRID_SMALL_MAX_ + 1 + 65)
+#define BRISK_HYBRID_CLASSES_       19u   /* class 0, 8 buckets, 10 orders */
+#define BRISK_HYBRID_ENTRIES_       130u  /* line 0's, 128 slots', the shared one */
+#define BRISK_HYBRID_ENTRY_BYTES_   1024u /* 16 cache lines: slot line x 16 */
+#define BRISK_HYBRID_ROOM_BITS_     8u    /* a class word: allocs << 8 | room */
+#define BRISK_HYBRID_ROOM_MASK_     ((size_t)255)
+#define BRISK_HYBRID_GRANULE_SHIFT_ 4u    /* a code per 16 bytes of the blocks */
+#define BRISK_HYBRID_CODES_AT_      ((size_t)0x30000) /* the code table, from the hybrid */
 typedef struct brisk_hybrid_class_s {
-  void *head;   /* the newest cached block; its first word links the next */
-  size_t word;  /* blocks handed out << ROOM_BITS | room left in the list */
+  void *head;       /* the newest cached block; its first word links the next */
+  size_t word;      /* blocks handed out << ROOM_BITS | room left in the list */
+  size_t requested; /* sizes asked by the class's successful allocations */
+  size_t unused;    /* a class is 32 bytes: alloc touches one line */
 } brisk_hybrid_class_t;
-typedef struct brisk_hybrid_entry_hot_s {
-  brisk_hybrid_class_t classes[BRISK_HYBRID_CLASSES_]; /* at class code x 8 */
-  size_t requested;  /* sizes asked by the entry's successful allocations */
-} brisk_hybrid_entry_hot_t;
-typedef struct brisk_hybrid_chunk_s {
-  uintptr_t lo;
-  uint64_t inverse;
-  size_t limit;                 /* raised by other threads: read relaxed */
-  const uint8_t *tags;          /* a region's index bytes: read relaxed */
-  uintptr_t tag_mask;
-  uint32_t shift;
-  uint8_t tag;
-} __attribute__((aligned(64))) brisk_hybrid_chunk_t;
 typedef struct brisk_hybrid_hot_s {
   uintptr_t key;
-  uint32_t chunk_shift;
-  uint32_t entry_shift;
-  uint8_t code_of_tag[256];
-  brisk_hybrid_chunk_t chunks[BRISK_HYBRID_CHUNKS_];
+  uintptr_t base;   /* the first granule's address */
+  size_t granules;  /* granules the code table covers */
   uint8_t code_of_size[BRISK_HYBRID_SIZE_CODES_];
   __attribute__((aligned(BRISK_HYBRID_ENTRY_BYTES_)))
   unsigned char entries[BRISK_HYBRID_ENTRIES_][BRISK_HYBRID_ENTRY_BYTES_];

@@ -8,9 +8,10 @@
  * Layout: one mapping from the OS layer (through its mapping cache, so a
  * hybrid created and destroyed per task takes its predecessor's) holds
  * the first region's blocks, then every bucket's objects, then the
- * buckets' headers, the first region's meta part (counters, index) and
- * the brisk_hybrid_t itself, its per-thread slots included (layout_t has
- * the details). Every bucket is a bounded brisk_pool_t and the first
+ * buckets' headers, the first region's meta part (counters, index), the
+ * brisk_hybrid_t itself, its per-thread slots included, and the inline
+ * free's code table, a byte per 16 bytes of the mapping (layout_t has the
+ * details). Every bucket is a bounded brisk_pool_t and the first
  * region a brisk_buddy_t, both laid over that memory
  * (_brisk_pool_create_in, _brisk_buddy_create_in); further regions, which
  * serve when the first is full, are buddies over reservations of their
@@ -36,24 +37,25 @@
  *          (a block split where it stands, _brisk_buddy_take_run), a
  *          bucket's one object at a time;
  *   free   (inline for the buckets' objects and the first region's blocks
- *          alike, with no branch on which) the pointer's chunk of the
- *          mapping gives its section's entry (fast_chunk_t, one line of
- *          one table), its unit there a
- *          tag (the region's index byte, its order + 1; a bucket's own),
- *          the tag its class in one table; push onto the list. Other
- *          pointers (free_other_): the section by address (the range table:
- *          the buckets, largest first, then the regions), checked, then a
- *          further region's own free. A full list gives its older half back
+ *          alike, with no branch on which) the pointer's granule (its
+ *          distance from the mapping's start, rotated right by 4 bits, so
+ *          that an address that is no multiple of 16 lands past the
+ *          table) gives its class's code in the code table (a byte per 16
+ *          bytes of the blocks, GRANULE_SHIFT); push onto the list. Other
+ *          pointers, and those whose granule holds 0 (free_other_): the
+ *          section by address (the range table: the buckets, largest
+ *          first, then the regions), checked, then a bucket's class, or
+ *          the section's own free. A full list gives its older half back
  *          to the section first.
- * Frees check what they can without a shared write: the pointer is an
- * object of the bucket that was handed out (the pool's index below the
- * chunk's copy of its carved count, which alloc raises before it hands
- * out an object from the pool: raise_limit), or a block's start in the
- * region (a unit's start, found with the offset rotated so that a
- * pointer inside a unit lands past the region, and its index byte set,
- * else the buddy's own free says why). Either test failed, free_other_
- * finds what is wrong. A block in a cache carries the key in its second
- * word, which alloc clears: a free that finds the key walks
+ * Frees check what they can without a shared write: a granule holds a
+ * code only while a block of a cached class starts there, handed out or
+ * cached (a bucket's object below its marked count, which alloc raises
+ * to the pool's carved count before it hands out an object from the
+ * pool: mark_objects; a first-region block from when it leaves its buddy
+ * until it goes back: set_code), so a pointer inside a block, or to an
+ * object never handed out, or to a block back in its buddy, reads 0, and
+ * free_other_ finds what is wrong. A block in a cache carries the key in
+ * its second word, which alloc clears: a free that finds the key walks
  * its own list and aborts when the block is there (a double free while the
  * block is still in the freeing thread's cache); a double free of a block
  * that went back to its section is caught by the buddy's index byte
@@ -79,50 +81,61 @@
  *                         over it and create the others (not registered:
  *                         registry.h counts them under the hybrid; without
  *                         their own caches), build the size -> bucket and
- *                         size -> class tables, the chunk table (an entry
- *                         per chunk, its section's: build_fast), the
- *                         classes and the tag -> class table, the range
- *                         table, register
+ *                         size -> class tables, the classes, the range
+ *                         table (the code table is zero: fresh, or left so
+ *                         by the mapping's last hybrid), register
  * brisk_hybrid_alloc and brisk_hybrid_free are inline in <brisk/hybrid.h>
  * (over brisk_hybrid_hot_t in brisk/internal.h: this struct's first fields,
- * through the threads' entries, and the thread's slot line, exported) and
+ * through the threads' entries; the code table at CODES_AT from it; and
+ * the thread's slot line, exported) and
  * call the exported brisk_hybrid_*_slow_ / brisk_hybrid_free_other_ below
  * for anything else; the library also exports brisk_hybrid_alloc and free
  * themselves, over the same inline paths, for callers that do not inline.
  *   brisk_hybrid_alloc    (inline path above) or
  *     brisk_hybrid_alloc_slow_  arguments, the thread's slot, then
  *                         the bucket (its class: pop, refill; or the pool;
- *                         objects from the pool raise its chunks' limits),
+ *                         objects from the pool get their codes first),
  *                         each region in turn (its order's class: pop,
  *                         refill, take this thread's region caches back and
- *                         refill; or the buddy), brisk_malloc if the config
+ *                         refill; or the buddy; a first-region block gets
+ *                         its order's code), brisk_malloc if the config
  *                         allows it, else NULL/ENOMEM
- *   brisk_hybrid_free     chunk entry -> unit -> tag -> class -> push
- *                         (inline path above), or
+ *   brisk_hybrid_free     granule -> code -> class -> push (inline path
+ *                         above), or
+ *     brisk_hybrid_free_slow_  code 0: to free_other_; else the thread's
+ *                         slot and its entry made ready, the double-free
+ *                         check, a full list's flush (free_to_class; no
+ *                         slot: to the section)
  *     brisk_hybrid_free_other_  any other pointer: range -> check ->
- *                         a bucket's class -> push, a further region's
- *                         block to its buddy, pointers outside every range
- *                         (brisk_free with the fallback on, else a message
- *                         and abort); and from either
- *     brisk_hybrid_free_slow_  the thread's slot and its entry made
- *                         ready, the double-free check, a full list's
- *                         flush, a block no class caches (to its section)
+ *                         a bucket's class -> push (cache_free), a block
+ *                         no class caches to its section, pointers outside
+ *                         every range (brisk_free with the fallback on,
+ *                         else a message and abort)
  *   brisk_hybrid_stats / brisk_hybrid_totals  the per-slot counts summed
- *   brisk_hybrid_destroy  unregister; a region whose blocks were all freed
- *                         forgets what the caches hold (so that its
+ *   brisk_hybrid_destroy  unregister; the code table zeroed (clear_codes:
+ *                         the buckets' marked objects, the cached blocks,
+ *                         or the region's whole part while the program
+ *                         holds blocks); a region whose blocks were all
+ *                         freed forgets what the caches hold (so that its
  *                         metadata can be reused); destroy every section
  *                         (no concurrent calls); the mapping to the OS
  *                         layer's cache (released if locked), marked with
  *                         whether the region's meta part is clean
  *
  * Threads: every field of brisk_hybrid_t but `fallbacks`, `slow`, `slots`,
- * `entry`, `clean_meta_at` (destroy's, quiescent) and the buckets' chunks'
- * `limit`s is written by create and only read afterwards (the seed's
- * "read-only acceleration structure"); the hybrid is published to other
- * threads by whatever the program uses to share the pointer. A bucket's
- * chunks' limits are raised by any thread that takes objects from its
- * pool (raise_limit: relaxed compare-and-swap, only upward, to the pool's
- * carved count), before it hands them out. `fallbacks`
+ * `entry`, `clean_meta_at` (destroy's, quiescent) and `bucket_marked` is
+ * written by create and only read afterwards (the seed's "read-only
+ * acceleration structure"); the hybrid is published to other threads by
+ * whatever the program uses to share the pointer. A bucket's marked count
+ * is raised by any thread that takes objects from its pool (mark_objects:
+ * the objects' codes stored, then a relaxed compare-and-swap, only upward,
+ * to the pool's carved count), before it hands them out. A code of the
+ * table is stored (relaxed) by the thread that takes its block from its
+ * section, or marks its object, before the block is handed out or cached,
+ * and cleared by the thread that gives the block back, before its section
+ * takes it: the program's ordering of a block's alloc and free, and the
+ * section's own atomics between a block's give-back and its next taker,
+ * order them for the inline free's relaxed load. `fallbacks`
  * is a relaxed counter bumped on the fallback path. slots[i + 1] and
  * slow[i] belong to the thread holding slot i: its lists, their rooms
  * and its counts are written by that thread alone (rooms and counts as
@@ -228,10 +241,16 @@ typedef struct section_range_s {
  * together, so that the inline alloc updates both with one add: the room
  * left in the list (cap - its length) in the low ROOM_BITS, and above them
  * the blocks of the class this thread handed out (56 bits: more than 10^16
- * allocations of one class by one thread slot before it wraps). */
+ * allocations of one class by one thread slot before it wraps).
+ * `requested` sums the sizes those allocations asked for; class 0's, the
+ * sizes of the allocations served without a class (and the fallbacks'). A
+ * class is 32 bytes, aligned to them: the inline alloc's three words lie
+ * on one cache line, at fixed offsets from the class's address. */
 typedef struct cache_class_s {
-  void *head;              /* the newest block; its first word links the next */
-  _Atomic size_t word;     /* allocs << ROOM_BITS | room */
+  void *head;                /* the newest block; its first word links the next */
+  _Atomic size_t word;       /* allocs << ROOM_BITS | room */
+  _Atomic size_t requested;  /* sizes asked by the allocations counted in word */
+  size_t unused;
 } cache_class_t;
 #define ROOM_BITS BRISK_HYBRID_ROOM_BITS_
 #define ROOM_MASK (((size_t)1 << ROOM_BITS) - 1)
@@ -242,11 +261,11 @@ _Static_assert(CLASS_MAX <= ROOM_MASK, "a full list's room fits its bits");
  * c's list is CLASS_CODE(c) * 8 bytes into it: the code tables below hold
  * that, so an inline path adds it to the entry's address. Class 0 comes
  * first, so a zeroed table entry is no class. The entries are SLOT_BYTES
- * apart, 8 times a cache line, so that a thread's is its
- * brisk_thread_slot_line_ times 8 away (one scaled address). */
+ * apart, 16 times a cache line, so that a thread's class is its
+ * brisk_thread_slot_line_ times 16 plus its code times 8 away (one index,
+ * line x 2 + code, scaled by 8). */
 typedef struct hybrid_slot_s {
   cache_class_t classes[MAX_CLASSES];
-  _Atomic size_t requested; /* sizes asked by its successful allocations */
   /* Nonzero once its holder set every class's room to the class's cap:
    * until then every list is empty and full, as in a fresh mapping. */
   _Atomic size_t ready;
@@ -254,11 +273,11 @@ typedef struct hybrid_slot_s {
    * checks this entry's lists (validate_own_entry). Its holder's alone. */
   size_t slow_allocs;
 } hybrid_slot_t;
-#define SLOT_BYTES ((size_t)512)
+#define SLOT_BYTES ((size_t)1024)
 #define CLASS_CODE(c) ((c) * sizeof(cache_class_t) / 8)
-_Static_assert(SLOT_BYTES == 8 * BRISK_CACHE_LINE, "line * 8 is the entry's offset");
+_Static_assert(SLOT_BYTES == 16 * BRISK_CACHE_LINE, "line * 16 is the entry's offset");
 _Static_assert(sizeof(hybrid_slot_t) <= SLOT_BYTES, "a slot entry fits its stride");
-_Static_assert(sizeof(cache_class_t) == 16, "a class is a quarter of a cache line");
+_Static_assert(sizeof(cache_class_t) == 32, "a class is half a cache line");
 _Static_assert(MAX_CLASSES == BRISK_HYBRID_CLASSES_ && ROOM_MASK == BRISK_HYBRID_ROOM_MASK_ &&
                    SLOT_BYTES == BRISK_HYBRID_ENTRY_BYTES_ &&
                    BRISK_THREAD_SLOTS + 2 == BRISK_HYBRID_ENTRIES_,
@@ -266,8 +285,8 @@ _Static_assert(MAX_CLASSES == BRISK_HYBRID_CLASSES_ && ROOM_MASK == BRISK_HYBRID
 _Static_assert(sizeof(cache_class_t) == sizeof(brisk_hybrid_class_t) &&
                    offsetof(cache_class_t, head) == offsetof(brisk_hybrid_class_t, head) &&
                    offsetof(cache_class_t, word) == offsetof(brisk_hybrid_class_t, word) &&
-                   offsetof(hybrid_slot_t, requested) ==
-                       offsetof(brisk_hybrid_entry_hot_t, requested),
+                   offsetof(cache_class_t, requested) ==
+                       offsetof(brisk_hybrid_class_t, requested),
                "brisk/hybrid.h's view of an entry");
 _Static_assert(offsetof(hybrid_slot_t, classes) == 0, "code 0 is class 0");
 _Static_assert(CLASS_CODE(MAX_CLASSES) <= 255, "a class code fits a byte");
@@ -286,64 +305,32 @@ typedef struct hybrid_slow_s {
 #define SLOT_SHARED (BRISK_THREAD_SLOTS + 1)
 _Static_assert(BRISK_NO_THREAD_SLOT + 1 == SLOT_SHARED, "slot_of(NO_THREAD_SLOT) is the shared entry");
 
-/* One chunk of the mapping, as the inline free finds it by address (the
- * chunk's number, the address shifted right by chunk_shift, masked): the
- * first region's, or a bucket's, or no section's (limit 0), in one cache
- * line. A pointer's unit is its distance from `lo` rotated right by
- * `shift` and multiplied by `inverse`, which sends every address that is
- * no unit's start (or object's), and every one outside the section, past
- * every unit; units below `limit` may be freed; the unit's tag
- * (tags[unit & tag_mask]) gives its class in code_of_tag. */
-typedef struct fast_chunk_s {
-  uintptr_t lo;                 /* its section's first unit (an address) */
-  uint64_t inverse;             /* a bucket's stride's odd factor's inverse; 1 for the region */
-  /* The region's unit count; for a bucket, a copy of its pool's carved
-   * count, raised (raise_limit) by each thread that hands out one of its
-   * objects before it does, never above the count itself; 0 for a chunk
-   * of no section. */
-  _Atomic size_t limit;
-  const _Atomic uint8_t *tags;  /* the region's index bytes, or `tag` below */
-  uintptr_t tag_mask;           /* ~0; 0 for a bucket: every object reads tags[0] */
-  uint32_t shift;               /* log2 of the region's min_block, of a stride's power of two */
-  _Atomic uint8_t tag;          /* a bucket's: BUCKET_TAG + its index */
-} BRISK_ALIGNED(BRISK_CACHE_LINE) fast_chunk_t;
-_Static_assert(sizeof(fast_chunk_t) == BRISK_CACHE_LINE, "an entry is a line");
 #define SAME_FIELD(a, b, field)                                                          \
   (offsetof(a, field) == offsetof(b, field) && sizeof(((a *)0)->field) == sizeof(((b *)0)->field))
-_Static_assert(sizeof(fast_chunk_t) == sizeof(brisk_hybrid_chunk_t) &&
-                   SAME_FIELD(fast_chunk_t, brisk_hybrid_chunk_t, lo) &&
-                   SAME_FIELD(fast_chunk_t, brisk_hybrid_chunk_t, inverse) &&
-                   SAME_FIELD(fast_chunk_t, brisk_hybrid_chunk_t, limit) &&
-                   SAME_FIELD(fast_chunk_t, brisk_hybrid_chunk_t, tags) &&
-                   SAME_FIELD(fast_chunk_t, brisk_hybrid_chunk_t, tag_mask) &&
-                   SAME_FIELD(fast_chunk_t, brisk_hybrid_chunk_t, shift) &&
-                   SAME_FIELD(fast_chunk_t, brisk_hybrid_chunk_t, tag),
-               "brisk/hybrid.h's view of a chunk");
 
-/* The tags of buckets, above every buddy index byte (an order + 1). */
-#define BUCKET_TAG 0xF0u
-_Static_assert(BUCKET_TAG + BRISK_HYBRID_MAX_BUCKETS <= 256, "a bucket's tag fits a byte");
-/* The chunks of the mapping the inline free's table covers, at most (a
- * power of two: the mapping is aligned to a chunk, so its chunks' numbers,
- * masked, are as many different entries; an address outside it reads an
- * entry whose section it is no unit of). */
-#define FAST_CHUNKS BRISK_HYBRID_CHUNKS_
-_Static_assert((FAST_CHUNKS & (FAST_CHUNKS - 1)) == 0, "a chunk number is masked");
+/* The code table: a byte per granule (GRANULE bytes) of the blocks, from
+ * the mapping's start to the end of the last bucket's objects, at
+ * CODES_AT from the hybrid (layout_t). A granule's byte is the code
+ * (CLASS_CODE) of the class of the block that starts there while that
+ * block is handed out or cached: a bucket's object below the bucket's
+ * `marked` count (mark_objects: before any object of the pool is handed
+ * out, every object carved so far), or a first-region block of a cached
+ * order (set_code: before the block leaves its buddy, cleared before it
+ * goes back); 0 everywhere else. The inline free reads it with no other
+ * check: a pointer whose granule reads 0 goes out of line, where the
+ * section says what it is. */
+#define GRANULE_SHIFT BRISK_HYBRID_GRANULE_SHIFT_
+#define GRANULE ((size_t)1 << GRANULE_SHIFT)
+#define CODES_AT BRISK_HYBRID_CODES_AT_
 
 struct brisk_hybrid_s {
   /* First, what the inline paths of brisk/hybrid.h read and write, laid
-   * out as brisk_hybrid_hot_t (asserted below): the key, the chunk shift,
-   * the tag table, the chunks, the size table (read-only after create, but
-   * the buckets' chunks' limits), then the threads' entries. */
+   * out as brisk_hybrid_hot_t (asserted below): the key, where the code
+   * table's granules start and how many it has, the size table
+   * (read-only after create), then the threads' entries. */
   uintptr_t key;          /* a cached block's second word (never 0) */
-  uint32_t chunk_shift;   /* log2 of a chunk: one section's blocks at most */
-  uint32_t entry_shift;   /* chunk_shift less log2 of sizeof(fast_chunk_t) */
-  /* A tag (a first-region block's index byte, its order + 1, or a bucket's
-   * BUCKET_TAG + b) -> its class's code (CLASS_CODE); 0 (class 0) for no
-   * block start, uncached orders and buckets without a class. */
-  uint8_t code_of_tag[256];
-  /* By the chunk's number in the address space, masked. */
-  fast_chunk_t chunks[FAST_CHUNKS];
+  uintptr_t base;         /* the mapping's start: the first region's base */
+  size_t granules;        /* the blocks' span / GRANULE: the code table's size */
   /* size (LARGE_ENTRY above MAX_BUCKET_SIZE) -> the class code of an
    * align-0 request of that size (the inline alloc's table; 0, class 0,
    * without caches, for size 0 and for sizes no class holds). */
@@ -353,7 +340,6 @@ struct brisk_hybrid_s {
   BRISK_ALIGNED(SLOT_BYTES) unsigned char slots[BRISK_THREAD_SLOTS + 2][SLOT_BYTES];
   /* The rest: read-only after create, but for the fields the Threads
    * paragraph above names. */
-  uintptr_t base;         /* the mapping's start: the first region's base */
   size_t bucket_count;
   size_t region_count;
   size_t range_count;
@@ -369,10 +355,10 @@ struct brisk_hybrid_s {
   size_t bucket_sizes[BRISK_HYBRID_MAX_BUCKETS];
   uint8_t bucket_class[BRISK_HYBRID_MAX_BUCKETS]; /* NO_CLASS: not cached */
   const _Atomic size_t *bucket_carved[BRISK_HYBRID_MAX_BUCKETS]; /* its pool's */
-  /* chunks[] entries of bucket b: from its first chunk's number (masked),
-   * bucket_chunks[b] of them, wrapping. */
-  uint8_t bucket_first_chunk[BRISK_HYBRID_MAX_BUCKETS];
-  uint8_t bucket_chunks[BRISK_HYBRID_MAX_BUCKETS];
+  uintptr_t bucket_objects[BRISK_HYBRID_MAX_BUCKETS];            /* its first object */
+  /* Objects of bucket b whose granules hold its class's code: raised (only
+   * upward, relaxed) to the pool's carved count by mark_objects. */
+  _Atomic size_t bucket_marked[BRISK_HYBRID_MAX_BUCKETS];
   brisk_buddy_t *regions[BRISK_HYBRID_MAX_REGIONS];
   uint8_t region_class[BRISK_HYBRID_MAX_REGIONS]; /* order 0's class; NO_CLASS: not cached */
   uint32_t cached_orders;  /* orders of the first region that have classes */
@@ -399,15 +385,15 @@ struct brisk_hybrid_s {
   hybrid_slow_t slow[BRISK_THREAD_SLOTS + 1]; /* by slot; the last: threads without one */
 };
 _Static_assert(SAME_FIELD(brisk_hybrid_t, brisk_hybrid_hot_t, key) &&
-                   SAME_FIELD(brisk_hybrid_t, brisk_hybrid_hot_t, chunk_shift) &&
-                   SAME_FIELD(brisk_hybrid_t, brisk_hybrid_hot_t, entry_shift) &&
-                   SAME_FIELD(brisk_hybrid_t, brisk_hybrid_hot_t, code_of_tag) &&
-                   SAME_FIELD(brisk_hybrid_t, brisk_hybrid_hot_t, chunks) &&
+                   SAME_FIELD(brisk_hybrid_t, brisk_hybrid_hot_t, base) &&
+                   SAME_FIELD(brisk_hybrid_t, brisk_hybrid_hot_t, granules) &&
                    SAME_FIELD(brisk_hybrid_t, brisk_hybrid_hot_t, code_of_size) &&
                    offsetof(brisk_hybrid_t, slots) == offsetof(brisk_hybrid_hot_t, entries) &&
                    sizeof(((brisk_hybrid_t *)0)->slots) ==
                        sizeof(((brisk_hybrid_hot_t *)0)->entries),
                "brisk/hybrid.h's view of the hybrid");
+_Static_assert(sizeof(brisk_hybrid_t) <= CODES_AT && CODES_AT % 65536 == 0,
+               "the code table lies past the hybrid, at a page boundary");
 
 _Static_assert(MAX_CLASSES <= 255 && MAX_SECTIONS <= 255, "classes and sections fit a byte");
 
@@ -608,12 +594,6 @@ static void build_classes(brisk_hybrid_t *h) {
   for (size_t r = 0; r < h->range_count; r++)
     if (h->ranges[r].is_bucket)
       h->ranges[r].code = (uint8_t)CLASS_CODE(h->bucket_class[h->ranges[r].index]);
-  /* A first-region block of order k has index byte k + 1; bucket b's
-   * objects the tag BUCKET_TAG + b. */
-  for (uint32_t k = 0; k < h->cached_orders; k++)
-    h->code_of_tag[k + 1] = (uint8_t)CLASS_CODE(h->region_class[0] + k);
-  for (size_t b = 0; b < h->bucket_count; b++)
-    h->code_of_tag[BUCKET_TAG + b] = (uint8_t)CLASS_CODE(h->bucket_class[b]);
   /* The class of an align-0 request: its bucket when the bucket's objects
    * have the alignment the size needs, else the region's order. */
   for (size_t size = 1; size < LARGE_BASE; size++) {
@@ -652,28 +632,33 @@ static size_t region_max_block_for(const brisk_hybrid_config_t *c, size_t i, siz
 
 /*
  * The hybrid's one mapping, from its start (aligned to the first region's
- * max_block and to a chunk):
+ * max_block):
  *   [ first region's blocks ][ bucket 0's objects ][ bucket 1's ] ...
- *   [ the buckets' headers ][ the first region's meta part ][ brisk_hybrid_t ]
- * Each bucket's objects start at a chunk boundary, so that a chunk holds
- * the blocks of one section at most: the inline free's table has an
- * entry for each chunk, its section's. A chunk is the smallest power of
- * two, a page or more, that needs FAST_CHUNKS of them at most over the blocks (1 MiB in the
- * default: the buckets' 1, 2 and 4 MiB of objects need no padding). The
- * hybrid itself comes last, at the same offset in every mapping of one
- * size, where the next create that takes the mapping from the cache finds
- * what its predecessor left (clean_meta_at).
+ *   [ the buckets' headers ][ the first region's meta part ]
+ *   [ brisk_hybrid_t, CODES_AT bytes ][ the code table ]
+ * Each bucket's objects start at a page boundary. The code table has a
+ * byte per granule of the mapping (more than the blocks need: the size of
+ * the table is a function of the mapping's alone), so that the hybrid
+ * lies at the same offset in every mapping of one size, where the next
+ * create that takes the mapping from the cache finds what its predecessor
+ * left (clean_meta_at), and so does the table, which every destroy leaves
+ * zero.
  */
 typedef struct layout_s {
   size_t region_size, meta_size;     /* the first region's parts; 0 without one */
-  size_t align;                      /* the mapping's: the region's max_block, a chunk */
+  size_t align;                      /* the mapping's: the region's max_block */
   size_t objects_at[BRISK_HYBRID_MAX_BUCKETS];
   size_t objects_size[BRISK_HYBRID_MAX_BUCKETS];
   size_t header_at[BRISK_HYBRID_MAX_BUCKETS];
   size_t header_size[BRISK_HYBRID_MAX_BUCKETS];
-  size_t span, meta_at, self_at, total;
-  uint32_t chunk_shift;
+  size_t span;                       /* the blocks': the end of the last section */
+  size_t meta_at, self_at, total;
 } layout_t;
+
+/* The code table's bytes in a mapping of `total` bytes. */
+static size_t codes_size_for(size_t total, size_t page) {
+  return brisk_align_up(total >> GRANULE_SHIFT, page);
+}
 
 /* 0, or the errno create fails with (a section's arguments). */
 static int plan_layout(const brisk_hybrid_config_t *c, size_t buckets, size_t regions,
@@ -689,93 +674,80 @@ static int plan_layout(const brisk_hybrid_config_t *c, size_t buckets, size_t re
     if (error != 0) return error;
     while (l.align < max_block) l.align <<= 1;
   }
+  size_t at = l.region_size;
   for (size_t b = 0; b < buckets; b++) {
     int error = _brisk_pool_footprint(c->bucket_sizes[b], natural_align(c->bucket_sizes[b]),
                                       c->bucket_counts[b], &l.header_size[b], &l.objects_size[b]);
     if (error != 0) return error;
+    at = brisk_align_up(at, page);
+    l.objects_at[b] = at;
+    at += l.objects_size[b];
   }
-  for (l.chunk_shift = (uint32_t)brisk_bit_scan_reverse(page);; l.chunk_shift++) {
-    size_t chunk = (size_t)1 << l.chunk_shift, at = l.region_size;
-    for (size_t b = 0; b < buckets; b++) {
-      at = brisk_align_up(at, chunk);
-      l.objects_at[b] = at;
-      at += l.objects_size[b];
-    }
-    l.span = at;
-    if ((l.span + chunk - 1) >> l.chunk_shift <= FAST_CHUNKS) break;
-  }
-  if (l.align < (size_t)1 << l.chunk_shift) l.align = (size_t)1 << l.chunk_shift;
-  size_t at = brisk_align_up(l.span, page);
+  l.span = at;
+  at = brisk_align_up(at, page);
   for (size_t b = 0; b < buckets; b++) {
     l.header_at[b] = at;
     at += l.header_size[b];
   }
   l.meta_at = at;
-  l.self_at = at + l.meta_size;
-  l.total = l.self_at + brisk_align_up(sizeof(brisk_hybrid_t), page);
+  l.self_at = brisk_align_up(at + l.meta_size, page);
+  /* The smallest total that holds the hybrid and a table for itself: the
+   * table's size only grows with the total, so this climbs to it. */
+  size_t head = l.self_at + CODES_AT;
+  l.total = head;
+  while (head + codes_size_for(l.total, page) != l.total)
+    l.total = head + codes_size_for(l.total, page);
   *out = l;
   return 0;
 }
 
-/* The inline free's table: an entry per chunk of the mapping (its
- * number masked), the first region's, a bucket's, or (padding between
- * buckets, past the last) one with no unit. */
-static void build_fast(brisk_hybrid_t *h, const layout_t *l) {
-  h->chunk_shift = l->chunk_shift;
-  h->entry_shift = l->chunk_shift - (uint32_t)brisk_bit_scan_reverse(sizeof(fast_chunk_t));
-  size_t first = h->base >> l->chunk_shift; /* the mapping is aligned to a chunk */
-  for (size_t i = 0; i < FAST_CHUNKS; i++) {
-    fast_chunk_t *f = &h->chunks[i];
-    f->inverse = 1;
-    f->tags = &f->tag;
-  }
-  if (h->region_count != 0) {
-    brisk_buddy_geometry_t g;
-    _brisk_buddy_geometry(h->regions[0], &g);
-    for (size_t i = 0; i << l->chunk_shift < l->region_size; i++) {
-      fast_chunk_t *f = &h->chunks[(first + i) & (FAST_CHUNKS - 1)];
-      f->lo = g.base;
-      atomic_init(&f->limit, g.total >> g.min_shift);
-      f->tags = (const _Atomic uint8_t *)g.index;
-      f->shift = g.min_shift;
-      f->tag_mask = ~(uintptr_t)0;
-    }
-  }
-  for (size_t b = 0; b < h->bucket_count; b++) {
-    brisk_pool_geometry_t g;
-    _brisk_pool_geometry(h->buckets[b], &g);
-    size_t at = l->objects_at[b] >> l->chunk_shift;
-    size_t n = (l->objects_size[b] + ((size_t)1 << l->chunk_shift) - 1) >> l->chunk_shift;
-    h->bucket_carved[b] = g.carved;
-    h->bucket_first_chunk[b] = (uint8_t)((first + at) & (FAST_CHUNKS - 1));
-    h->bucket_chunks[b] = (uint8_t)n; /* FAST_CHUNKS at most: 128 */
-    for (size_t i = at; i < at + n; i++) {
-      fast_chunk_t *f = &h->chunks[(first + i) & (FAST_CHUNKS - 1)];
-      f->lo = g.objects;
-      f->inverse = g.inverse;
-      atomic_init(&f->limit, atomic_load_explicit(g.carved, memory_order_relaxed));
-      atomic_init(&f->tag, (uint8_t)(BUCKET_TAG + b));
-      f->shift = g.shift;
-      f->tag_mask = 0;
-    }
-  }
+/* The code table (layout_t), and the byte of the granule at p. */
+BRISK_INLINE _Atomic uint8_t *codes_of(const brisk_hybrid_t *h) {
+  return (_Atomic uint8_t *)((uintptr_t)h + CODES_AT);
+}
+BRISK_INLINE _Atomic uint8_t *code_at(const brisk_hybrid_t *h, const void *p) {
+  return &codes_of(h)[((uintptr_t)p - h->base) >> GRANULE_SHIFT];
 }
 
-/* Bucket b's chunks' limit raised to its pool's carved count, before the
+/* The first region's block p, of order k, leaves its buddy (code: its
+ * class's) or goes back (0, before the buddy takes it: its next taker's
+ * code must not be overwritten). Relaxed: the block's handover orders
+ * the code for the thread that frees it (the program's own ordering, or
+ * the buddy's release and acquire). */
+BRISK_INLINE void set_code(brisk_hybrid_t *h, const void *p, size_t code) {
+  atomic_store_explicit(code_at(h, p), (uint8_t)code, memory_order_relaxed);
+}
+
+/* The code of the first region's blocks of order k: their class's, or 0
+ * for an order without one (and without caches). */
+BRISK_INLINE size_t region_code(const brisk_hybrid_t *h, uint32_t k) {
+  return h->cached && h->region_class[0] != NO_CLASS && k < h->cached_orders
+             ? CLASS_CODE(h->region_class[0] + k)
+             : CLASS_CODE(NO_CLASS);
+}
+
+/* Bucket b's objects carved so far get its class's code, before the
  * calling thread hands out an object it took from the pool: a free of
- * that object, which comes after (the program orders it), then reads a
- * limit above the object's index. A compare-and-swap, so that the limit
- * only grows; relaxed, like the carved count it copies (pool_internal.h,
- * `carved`). */
-static void raise_limit(brisk_hybrid_t *h, size_t b) {
+ * that object, which comes after (the program orders it), then finds the
+ * code, or (another thread's marking not seen yet) a 0 that sends it out
+ * of line, where the pool's carved count takes it. Objects that are no
+ * multiple of GRANULE from the mapping's start (an 8-aligned bucket's
+ * every other one) have no granule of their own: their frees go out of
+ * line. Concurrent markings store the same bytes; `marked` only grows
+ * (compare-and-swap), relaxed like the carved count it copies
+ * (pool_internal.h, `carved`). */
+static void mark_objects(brisk_hybrid_t *h, size_t b) {
+  if (h->bucket_class[b] == NO_CLASS) return;
   size_t carved = atomic_load_explicit(h->bucket_carved[b], memory_order_relaxed);
-  for (size_t i = 0; i < h->bucket_chunks[b]; i++) {
-    fast_chunk_t *f = &h->chunks[(h->bucket_first_chunk[b] + i) & (FAST_CHUNKS - 1)];
-    size_t seen = atomic_load_explicit(&f->limit, memory_order_relaxed);
-    while (seen < carved && !atomic_compare_exchange_weak_explicit(
-                                &f->limit, &seen, carved, memory_order_relaxed,
-                                memory_order_relaxed)) {
-    }
+  size_t seen = atomic_load_explicit(&h->bucket_marked[b], memory_order_relaxed);
+  if (seen >= carved) return;
+  size_t code = CLASS_CODE(h->bucket_class[b]), size = h->bucket_sizes[b];
+  for (uintptr_t p = h->bucket_objects[b] + seen * size, end = h->bucket_objects[b] + carved * size;
+       p < end; p += size)
+    if ((p & (GRANULE - 1)) == 0) set_code(h, (const void *)p, code);
+  while (seen < carved && !atomic_compare_exchange_weak_explicit(&h->bucket_marked[b], &seen,
+                                                                 carved, memory_order_relaxed,
+                                                                 memory_order_relaxed)) {
   }
 }
 
@@ -803,17 +775,18 @@ brisk_hybrid_t *brisk_hybrid_create(const brisk_hybrid_config_t *config) {
                                           &reused, &calls);
   if (map == NULL) return NULL;
   brisk_hybrid_t *h = (brisk_hybrid_t *)(map + l.self_at);
-  size_t self_size = l.total - l.self_at;
   if (reused) {
     /* A kept mapping holds its last hybrid's bytes: this one starts
      * zero (every pointer NULL, every list empty, every count 0, every
      * table entry NO_CLASS), and so does the first region's meta part
-     * past its header, unless the last hybrid left it so at this place. */
+     * past its header, unless the last hybrid left it so at this place.
+     * The code table is zero: every destroy leaves it so. */
     bool meta_clean = h->clean_meta_at == l.meta_at;
-    memset(h, 0, self_size);
+    memset(h, 0, sizeof *h);
     if (!meta_clean) memset(map + l.meta_at, 0, l.meta_size);
   }
   h->base = (uintptr_t)map;
+  h->granules = l.span >> GRANULE_SHIFT;
   h->mapping_size = l.total;
   h->system_requests = calls;
   h->meta_at = l.meta_at;
@@ -839,6 +812,8 @@ brisk_hybrid_t *brisk_hybrid_create(const brisk_hybrid_config_t *config) {
     if (h->buckets[i] == NULL) goto fail;
     brisk_pool_geometry_t g;
     _brisk_pool_geometry(h->buckets[i], &g);
+    h->bucket_carved[i] = g.carved;
+    h->bucket_objects[i] = g.objects;
     uintptr_t lo, hi;
     _brisk_pool_range(h->buckets[i], &lo, &hi);
     section_range_t *range = add_range(h, lo, hi, true, i);
@@ -872,8 +847,16 @@ brisk_hybrid_t *brisk_hybrid_create(const brisk_hybrid_config_t *config) {
     range->u.buddy.unit_mask = ((uintptr_t)1 << g.min_shift) - 1;
   }
   order_ranges(h);
-  build_fast(h, &l);
   if (h->cached) build_classes(h);
+  /* PREFAULT / LOCK: the code table's part that frees read, as the
+   * sections do theirs. */
+  if (h->cached && (config->flags & (BRISK_REGION_PREFAULT | BRISK_REGION_LOCK)) != 0) {
+    size_t used = brisk_align_up(h->granules, _brisk_os_page_size());
+    if (!_brisk_os_prefault(codes_of(h), used, &h->system_requests) ||
+        ((config->flags & BRISK_REGION_LOCK) != 0 &&
+         !_brisk_os_lock(codes_of(h), used, &h->system_requests)))
+      goto fail;
+  }
   _brisk_region_register(&h->entry, BRISK_REGION_HYBRID, registry_stats);
   return h;
 
@@ -915,12 +898,15 @@ BRISK_INLINE void *pop(cache_class_t *k, void *p) {
   return p;
 }
 
-/* Block p goes back to section s. */
+/* Block p goes back to section s (a first-region block's code cleared
+ * first). */
 static void section_free(brisk_hybrid_t *h, size_t s, void *p) {
-  if (s < h->bucket_count)
+  if (s < h->bucket_count) {
     brisk_pool_free(h->buckets[s], p);
-  else
-    brisk_buddy_free(h->regions[s - h->bucket_count], p);
+    return;
+  }
+  if (s == h->bucket_count && h->cached) set_code(h, p, CLASS_CODE(NO_CLASS));
+  brisk_buddy_free(h->regions[s - h->bucket_count], p);
 }
 
 /* The blocks after the first `keep` of class c's list go back. */
@@ -963,23 +949,30 @@ static void *refill(brisk_hybrid_t *h, hybrid_slot_t *e, size_t c, size_t size) 
     uint32_t order = (uint32_t)brisk_bit_scan_reverse(h->class_block[c]) - h->min_shift;
     uint32_t j = (uint32_t)brisk_bit_scan_reverse(want);
     size_t got = _brisk_buddy_take_run(h->regions[s - h->bucket_count], order, j, run);
-    for (size_t i = got; i-- > 1;) push(h, k, run[i]);
-    if (got != 0) first = run[0];
+    for (size_t i = got; i-- > 1;) {
+      set_code(h, run[i], CLASS_CODE(c));
+      push(h, k, run[i]);
+    }
+    if (got != 0) {
+      first = run[0];
+      set_code(h, first, CLASS_CODE(c));
+    }
   }
   for (size_t got = first != NULL ? want : 0; got < want; got++) {
     void *p = s < h->bucket_count
                   ? brisk_pool_alloc(h->buckets[s])
                   : brisk_buddy_alloc(h->regions[s - h->bucket_count], h->class_block[c], 0);
     if (p == NULL) break;
+    if (s >= h->bucket_count) set_code(h, p, CLASS_CODE(c));
     if (first == NULL)
       first = p;
     else
       push(h, k, p);
   }
   if (first == NULL) return NULL;
-  if (s < h->bucket_count) raise_limit(h, s);
+  if (s < h->bucket_count) mark_objects(h, s);
   brisk_owner_add(&k->word, ONE_ALLOC);
-  brisk_owner_add(&e->requested, size);
+  brisk_owner_add(&k->requested, size);
   return first;
 }
 
@@ -990,7 +983,7 @@ static void *class_take(brisk_hybrid_t *h, hybrid_slot_t *e, size_t c, size_t si
   void *p = k->head;
   if (p != NULL) {
     pop(k, p);
-    brisk_owner_add(&e->requested, size);
+    brisk_owner_add(&k->requested, size);
     return p;
   }
   return refill(h, e, c, size);
@@ -1009,7 +1002,7 @@ static void flush_region(brisk_hybrid_t *h, hybrid_slot_t *e, size_t r) {
 /* A block from section s, not through a class. */
 BRISK_INLINE void *count_direct(brisk_hybrid_t *h, uint32_t slot, size_t s, void *p, size_t size) {
   count(&h->slow[slot].direct_allocs[s], 1, slot);
-  count(&slot_of(h, slot)->requested, size, slot);
+  count(&slot_of(h, slot)->classes[NO_CLASS].requested, size, slot);
   return p;
 }
 
@@ -1018,7 +1011,7 @@ static void *from_bucket(brisk_hybrid_t *h, uint32_t slot, size_t b, size_t size
     return class_take(h, ready_entry(h, slot), h->bucket_class[b], size);
   void *p = brisk_pool_alloc(h->buckets[b]);
   if (p == NULL) return NULL;
-  raise_limit(h, b);
+  mark_objects(h, b);
   return count_direct(h, slot, b, p, size);
 }
 
@@ -1034,7 +1027,11 @@ static void *from_region(brisk_hybrid_t *h, uint32_t slot, size_t r, size_t size
     return refill(h, e, c, size);
   }
   void *p = brisk_buddy_alloc(h->regions[r], size, need);
-  return p != NULL ? count_direct(h, slot, h->bucket_count + r, p, size) : NULL;
+  if (p == NULL) return NULL;
+  /* A block of a cached order, handed out without its class (no slot, an
+   * alignment): its free may cache it all the same. */
+  if (r == 0 && region_code(h, k) != CLASS_CODE(NO_CLASS)) set_code(h, p, region_code(h, k));
+  return count_direct(h, slot, h->bucket_count + r, p, size);
 }
 
 static void validate_own_entry(brisk_hybrid_t *h, uint32_t slot);
@@ -1072,7 +1069,7 @@ void *brisk_hybrid_alloc_slow_(brisk_hybrid_t *h, size_t size, size_t align) {
     void *p = align <= natural_align(size) ? brisk_malloc(size) : brisk_aligned_alloc(align, size);
     if (p == NULL) return NULL;
     atomic_fetch_add_explicit(&h->fallbacks, 1, memory_order_relaxed);
-    count(&slot_of(h, slot)->requested, size, slot);
+    count(&slot_of(h, slot)->classes[NO_CLASS].requested, size, slot);
     return p;
   }
   errno = ENOMEM;
@@ -1097,20 +1094,12 @@ static BRISK_NOINLINE void check_not_cached(const cache_class_t *k, const void *
     if (q == p) bad_free(p, "double free");
 }
 
-/* The section of a block whose tag (fast_chunk_t) is `tag`: a bucket's,
- * or the first region's. */
-BRISK_INLINE size_t section_of_tag(const brisk_hybrid_t *h, size_t tag) {
-  return tag >= BUCKET_TAG ? tag - BUCKET_TAG : h->bucket_count;
-}
-
-/* Block p, whose tag is `tag`, of the class whose code is `code`, which
- * the calling thread's list did not take inline: the key seen, no room
- * (the list full, the entry not ready, or no slot yet), or no class (then
- * to its section). */
-void brisk_hybrid_free_slow_(brisk_hybrid_t *h, void *p, size_t code, size_t tag) {
-  size_t c = code * 8 / sizeof(cache_class_t);
+/* Block p of class c (not class 0), which the calling thread's list did
+ * not take inline: the key seen, no room (the list full, the entry not
+ * ready, or no slot yet), or no slot to be had (then to its section). */
+static void free_to_class(brisk_hybrid_t *h, void *p, size_t c) {
   uint32_t slot = brisk_thread_slot();
-  if (slot != BRISK_NO_THREAD_SLOT && c != NO_CLASS) {
+  if (slot != BRISK_NO_THREAD_SLOT) {
     hybrid_slot_t *e = ready_entry(h, slot);
     cache_class_t *k = &e->classes[c];
     if (((void **)p)[1] == (void *)h->key) check_not_cached(k, p);
@@ -1118,18 +1107,30 @@ void brisk_hybrid_free_slow_(brisk_hybrid_t *h, void *p, size_t code, size_t tag
     push(h, k, p);
     return;
   }
-  section_free(h, section_of_tag(h, tag), p);
+  section_free(h, h->class_section[c], p);
 }
 
-/* Block p (tag `tag`) goes to the calling thread's list of the class
- * whose code is `code`, inline when the list has room and the block does
- * not carry the key. Class 0, the entry of line 0 and one not yet ready
- * have no room: they go out of line before the block is read (with the
- * caches off it may be poisoned). */
-BRISK_INLINE void cache_free(brisk_hybrid_t *h, void *p, size_t code, size_t tag) {
+/* Block p, whose granule's code is `code`, past the inline free: code 0
+ * (no block of a cached class starts at p) goes to the section by
+ * address, any other to its class. */
+void brisk_hybrid_free_slow_(brisk_hybrid_t *h, void *p, size_t code) {
+  size_t c = code * 8 / sizeof(cache_class_t);
+  if (c == NO_CLASS) {
+    brisk_hybrid_free_other_(h, p);
+    return;
+  }
+  free_to_class(h, p, c);
+}
+
+/* Bucket object p, checked, goes to the calling thread's list of the
+ * class whose code is `code` (not 0), inline when the list has room and
+ * the object does not carry the key. The entry of line 0 and one not yet
+ * ready have no room: they go out of line before the object is read (with
+ * the caches off it may be poisoned). */
+BRISK_INLINE void cache_free(brisk_hybrid_t *h, void *p, size_t code) {
   cache_class_t *k = class_at(slot_at(h, brisk_thread_slot_line_), code);
   if (BRISK_UNLIKELY(room_of(k) == 0 || ((void **)p)[1] == (void *)h->key))
-    return brisk_hybrid_free_slow_(h, p, code, tag);
+    return free_to_class(h, p, code * 8 / sizeof(cache_class_t));
   push(h, k, p);
 }
 
@@ -1139,10 +1140,11 @@ static BRISK_NOINLINE void free_outside(brisk_hybrid_t *h, void *p) {
   brisk_free(p);
 }
 
-/* A pointer that is no block start of the first region: the section by
- * address (the range table), checked (a bucket's object that was handed
- * out, a region block's start), then a bucket's class or, for a further
- * region, the region itself (its blocks are not cached). */
+/* A pointer whose granule has no code (or that has no granule): the
+ * section by address (the range table), checked (a bucket's object that
+ * was handed out, a region block's start), then a bucket's class, or the
+ * bucket or region itself (a bucket without a class, a first-region block
+ * of an order no class caches, a further region's block). */
 void brisk_hybrid_free_other_(brisk_hybrid_t *h, void *p) {
   uintptr_t address = (uintptr_t)p;
   const section_range_t *r = h->ranges;
@@ -1156,7 +1158,9 @@ void brisk_hybrid_free_other_(brisk_hybrid_t *h, void *p) {
     if (BRISK_UNLIKELY(rotated * r->u.pool.inverse >=
                        atomic_load_explicit(r->u.pool.carved, memory_order_relaxed)))
       bad_free(p, "not an object of this hybrid's bucket (or never handed out)");
-    return cache_free(h, p, r->code, BUCKET_TAG + r->index);
+    if (r->code != CLASS_CODE(NO_CLASS)) return cache_free(h, p, r->code);
+    brisk_pool_free(h->buckets[r->index], p);
+    return;
   }
   if ((offset & r->u.buddy.unit_mask) != 0) bad_free(p, "not the start of a block");
   brisk_buddy_free(h->regions[r->index], p);
@@ -1245,7 +1249,9 @@ void brisk_hybrid_totals(const brisk_hybrid_t *h, brisk_region_stats_t *out) {
       .allocations = atomic_load_explicit(&m->fallbacks, memory_order_relaxed),
   };
   for (uint32_t i = 0; i <= BRISK_THREAD_SLOTS; i++)
-    total.bytes_requested += atomic_load_explicit(&slot_of(m, i)->requested, memory_order_relaxed);
+    for (size_t c = 0; c < MAX_CLASSES; c++)
+      total.bytes_requested +=
+          atomic_load_explicit(&slot_of(m, i)->classes[c].requested, memory_order_relaxed);
   for (size_t s = 0; s < h->bucket_count + h->region_count; s++) {
     size_t in_use, allocations, failures;
     section_counts(h, s, &in_use, &allocations, &failures);
@@ -1269,6 +1275,43 @@ void brisk_hybrid_totals(const brisk_hybrid_t *h, brisk_region_stats_t *out) {
 
 /* ---- Destruction ---- */
 
+/* Destroy (caches on, the mapping going to the cache): the code table
+ * zero again for the next hybrid. The buckets' codes lie below their
+ * marked counts; the first region's are its cached blocks' when the
+ * program holds none of its blocks (`only_cached`), else anywhere in its
+ * part of the table. */
+static void clear_codes(brisk_hybrid_t *h, bool only_cached) {
+  uint8_t *codes = (uint8_t *)codes_of(h);
+  for (size_t b = 0; b < h->bucket_count; b++) {
+    size_t marked = atomic_load_explicit(&h->bucket_marked[b], memory_order_relaxed);
+    size_t from = (h->bucket_objects[b] - h->base) >> GRANULE_SHIFT;
+    memset(codes + from, 0, (marked * h->bucket_sizes[b] + GRANULE - 1) >> GRANULE_SHIFT);
+  }
+  if (h->region_count == 0 || h->region_class[0] == NO_CLASS) return;
+  if (!only_cached) {
+    /* Zero pages from the OS layer where whole pages are (a memset would
+     * fault in the ones no block ever marked), the edges by hand. */
+    brisk_buddy_geometry_t g;
+    _brisk_buddy_geometry(h->regions[0], &g);
+    uint8_t *from = codes + ((g.base - h->base) >> GRANULE_SHIFT);
+    uint8_t *to = from + (g.total >> GRANULE_SHIFT);
+    size_t page = _brisk_os_page_size();
+    uint8_t *lo = (uint8_t *)brisk_align_up((uintptr_t)from, page);
+    uint8_t *hi = (uint8_t *)((uintptr_t)to & ~(uintptr_t)(page - 1));
+    if (hi <= lo || !_brisk_os_decommit(lo, (size_t)(hi - lo), NULL)) lo = hi = to;
+    memset(from, 0, (size_t)(lo - from));
+    memset(hi, 0, (size_t)(to - hi));
+    return;
+  }
+  for (uint32_t i = 1; i <= BRISK_THREAD_SLOTS; i++) {
+    hybrid_slot_t *e = slot_of(h, i - 1);
+    if (atomic_load_explicit(&e->ready, memory_order_relaxed) == 0) continue;
+    for (size_t k = 0; k < h->cached_orders; k++)
+      for (void *p = e->classes[h->region_class[0] + k].head; p != NULL; p = ((void **)p)[0])
+        set_code(h, p, CLASS_CODE(NO_CLASS));
+  }
+}
+
 void brisk_hybrid_destroy(brisk_hybrid_t *h) {
   if (h == NULL) return;
   _brisk_region_unregister(&h->entry);
@@ -1279,8 +1322,10 @@ void brisk_hybrid_destroy(brisk_hybrid_t *h) {
     for (size_t r = 0; r < h->region_count; r++) {
       size_t in_use, allocations, failures;
       section_counts(h, h->bucket_count + r, &in_use, &allocations, &failures);
+      if (r == 0 && !h->locked) clear_codes(h, in_use == 0);
       if (in_use == 0) _brisk_buddy_forget_blocks(h->regions[r]);
     }
+    if (h->region_count == 0 && !h->locked) clear_codes(h, true);
   }
   bool meta_clean;
   size_t resident = destroy_sections(h, &meta_clean);
@@ -1312,9 +1357,12 @@ void brisk_hybrid_destroy(brisk_hybrid_t *h) {
  *             region's block aligned to the class's size whose index byte
  *             is the class's order + 1; it carries the key in its second
  *             word; and it is met once over every list of every entry
- *   chunks    each bucket's chunks' limit is at most its pool's carved
- *             count (the inline free trusts it), the first region's its
- *             unit count
+ *   codes     each bucket's marked count is at most its pool's carved
+ *             count, and every code in the table (the inline free trusts
+ *             it) is that of the class of a block that starts at its
+ *             granule: an object of a bucket below its marked count, or a
+ *             first-region block whose index byte is its order + 1, of a
+ *             cached order; a cached block's granule holds its class's
  *   counts    a section has handed out at least the blocks the caches hold
  *             (its in_use: the statistics' in_use is the difference) and
  *             served at least the blocks the slots counted as served
@@ -1384,6 +1432,8 @@ static void check_cached_block(hybrid_check_t *v, void *p, size_t c, const char 
            "a cached block's index byte is not its class's order + 1 (freed, or another order)",
            where, n);
   }
+  VCHECK(atomic_load_explicit(code_at(h, p), memory_order_relaxed) == CLASS_CODE(c), p,
+         "a cached block's granule does not hold its class's code", where, n);
   void **words = p;
   VCHECK((uintptr_t)words[1] != v->mark, p, "a block is cached twice", where, n);
   VCHECK((uintptr_t)words[1] == h->key, p,
@@ -1407,6 +1457,11 @@ static void check_entry(hybrid_check_t *v, hybrid_slot_t *e, bool may_hold, cons
                                  "entry not in use)", where, n);
       VCHECK(word == 0, e, "room or a count where no class caches (class 0, no such class, an "
                            "entry not in use)", where, n);
+      /* Class 0 counts the sizes of allocations served without a class. */
+      VCHECK(c == NO_CLASS ||
+                 atomic_load_explicit(&k->requested, memory_order_relaxed) == 0,
+             e, "requested bytes where no class caches (no such class, an entry not in use)",
+             where, n);
       continue;
     }
     size_t room = word & ROOM_MASK, cap = h->class_cap[c];
@@ -1456,6 +1511,55 @@ static void validate_bucket(const brisk_hybrid_t *h, size_t b) {
   _brisk_pool_validate(h->buckets[b], named, n);
 }
 
+/* The code at granule g (its address p) is nonzero: it must be the class's
+ * of a block that starts there. */
+static void check_code(const hybrid_check_t *v, size_t g, size_t code) {
+  const brisk_hybrid_t *h = v->h;
+  uintptr_t p = h->base + (g << GRANULE_SHIFT);
+  VCHECK(g < h->granules, (void *)p, "a code past the blocks", "granule", g);
+  if (h->region_count != 0 && p - v->region.base < v->region.total) {
+    uintptr_t offset = p - v->region.base;
+    size_t unit = offset >> v->region.min_shift;
+    uint8_t tag = (offset & (((uintptr_t)1 << v->region.min_shift) - 1)) != 0
+                      ? 0
+                      : atomic_load_explicit(&((const _Atomic uint8_t *)v->region.index)[unit],
+                                             memory_order_relaxed);
+    VCHECK(tag != 0 && code == region_code(h, (uint32_t)tag - 1), (void *)p,
+           "a code where no block of its class starts (first region)", "granule", g);
+    return;
+  }
+  for (size_t b = 0; b < h->bucket_count; b++) {
+    uintptr_t lo, hi;
+    _brisk_pool_range(h->buckets[b], &lo, &hi);
+    if (p - lo >= hi - lo) continue;
+    size_t marked = atomic_load_explicit(&h->bucket_marked[b], memory_order_relaxed);
+    VCHECK(h->bucket_class[b] != NO_CLASS && code == CLASS_CODE(h->bucket_class[b]) &&
+               brisk_pool_geometry_index(&v->pools[b], (const void *)p) < marked,
+           (void *)p, "a code marks no object of its bucket that was handed out", "bucket", b);
+    return;
+  }
+  validate_failed((void *)p, "a code outside every section", "granule", g);
+}
+
+/* The code table: every bucket's marked count, then every nonzero byte
+ * (read eight at a time: at a quiet point, plainly). */
+static void check_codes(const hybrid_check_t *v) {
+  const brisk_hybrid_t *h = v->h;
+  for (size_t b = 0; b < h->bucket_count; b++)
+    VCHECK(atomic_load_explicit(&h->bucket_marked[b], memory_order_relaxed) <=
+               atomic_load_explicit(h->bucket_carved[b], memory_order_relaxed),
+           h, "a bucket's marked count is past its pool's carved count", "bucket", b);
+  const uint8_t *codes = (const uint8_t *)codes_of(h);
+  size_t size = h->base + h->mapping_size - (uintptr_t)codes;
+  for (size_t at = 0; at < size; at += 8) {
+    uint64_t word;
+    memcpy(&word, codes + at, 8);
+    if (word == 0) continue;
+    for (size_t i = 0; i < 8; i++)
+      if (codes[at + i] != 0) check_code(v, at + i, codes[at + i]);
+  }
+}
+
 /* Entry i of slots[] in a message: line 0's, slot i - 1's, the shared one. */
 static const char *entry_name(uint32_t i) {
   return i == 0 ? "entry of no slot" : i == SLOT_SHARED ? "shared entry" : "entry of slot";
@@ -1474,7 +1578,7 @@ void _brisk_hybrid_validate(const brisk_hybrid_t *hybrid) {
     bool a_slot = i != SLOT_NONE && i != SLOT_SHARED;
     check_entry(&v, e, a_slot, entry_name(i), a_slot ? i - 1 : 0);
     if (i == SLOT_NONE)
-      VCHECK(atomic_load_explicit(&e->requested, memory_order_relaxed) == 0, e,
+      VCHECK(atomic_load_explicit(&e->classes[NO_CLASS].requested, memory_order_relaxed) == 0, e,
              "the entry of no slot counted an allocation", NULL, 0);
   }
   for (uint32_t i = 0; i <= SLOT_SHARED; i++) unmark_entry(&v, (hybrid_slot_t *)h->slots[i]);
@@ -1501,20 +1605,7 @@ void _brisk_hybrid_validate(const brisk_hybrid_t *hybrid) {
            "the slots counted more blocks served without a class than the section served",
            "section", s);
   }
-  for (size_t b = 0; b < h->bucket_count; b++) {
-    size_t carved = atomic_load_explicit(h->bucket_carved[b], memory_order_relaxed);
-    for (size_t i = 0; i < h->bucket_chunks[b]; i++) {
-      const fast_chunk_t *f = &h->chunks[(h->bucket_first_chunk[b] + i) & (FAST_CHUNKS - 1)];
-      VCHECK(atomic_load_explicit(&f->limit, memory_order_relaxed) <= carved, f,
-             "a bucket's chunk lets frees past its pool's carved count", "bucket", b);
-    }
-  }
-  if (h->region_count != 0) {
-    const fast_chunk_t *f = &h->chunks[(v.region.base >> h->chunk_shift) & (FAST_CHUNKS - 1)];
-    VCHECK(atomic_load_explicit(&f->limit, memory_order_relaxed) ==
-               v.region.total >> v.region.min_shift,
-           f, "the first region's chunk does not hold its unit count", NULL, 0);
-  }
+  check_codes(&v);
   for (size_t b = 0; b < h->bucket_count; b++) validate_bucket(h, b);
   for (size_t r = 0; r < h->region_count; r++)
     VCHECK(brisk_buddy_validate(h->regions[r], NULL) == 1, h->regions[r],
@@ -1540,6 +1631,8 @@ _Atomic size_t *_brisk_hybrid_class_word(brisk_hybrid_t *h, size_t size) {
   return &class_at(e, code)->word;
 }
 
-_Atomic size_t *_brisk_hybrid_chunk_limit(brisk_hybrid_t *h, const void *p) {
-  return &h->chunks[((uintptr_t)p >> h->chunk_shift) & (FAST_CHUNKS - 1)].limit;
+_Atomic uint8_t *_brisk_hybrid_code(brisk_hybrid_t *h, const void *p) {
+  uintptr_t offset = (uintptr_t)p - h->base;
+  if ((offset >> GRANULE_SHIFT) >= h->granules) return NULL;
+  return code_at(h, p);
 }

@@ -28,8 +28,9 @@ BRISK_HIDDEN void _brisk_hybrid_validate(const brisk_hybrid_t *hybrid);
  * the thread's entry not in use yet). */
 BRISK_HIDDEN _Atomic size_t *_brisk_hybrid_class_word(brisk_hybrid_t *hybrid, size_t size);
 
-/* For the tests: the limit of the inline free's table entry that address
- * p reads (its chunk's: units below it are freed inline). */
-BRISK_HIDDEN _Atomic size_t *_brisk_hybrid_chunk_limit(brisk_hybrid_t *hybrid, const void *p);
+/* For the tests: the code table's byte of the granule at p (the class of
+ * the block that starts there, freed inline; 0: out of line), or NULL
+ * when p lies past the blocks. */
+BRISK_HIDDEN _Atomic uint8_t *_brisk_hybrid_code(brisk_hybrid_t *hybrid, const void *p);
 
 #endif /* BRISK_REGIONS_HYBRID_H */
