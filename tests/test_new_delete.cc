@@ -106,6 +106,31 @@ TEST(BriskNewDelete, Aligned) {
   }
 }
 
+// An alignment up to 16 with a size of 8 bytes or less: the release
+// build's blocks of 1-8 bytes are only 8-aligned, which the aligned forms
+// must not hand out for 16. Many live at once, so that half of the 8-byte
+// class's blocks (those at an odd multiple of 8) would come up.
+TEST(BriskNewDelete, AlignedFormsHonourSixteenForTinySizes) {
+  for (size_t alignment : {size_t{8}, size_t{16}}) {
+    const std::align_val_t al{alignment};
+    for (size_t size : {size_t{0}, size_t{1}, size_t{8}, size_t{9}}) {
+      void *blocks[64];
+      for (void *&p : blocks) {
+        p = ::operator new(size, al);
+        expect_brisk_block(p, size);
+        EXPECT_TRUE(is_aligned(p, alignment)) << p << " size " << size;
+      }
+      for (void *p : blocks) ::operator delete(p, al);
+      for (void *&p : blocks) {
+        p = ::operator new[](size, al, std::nothrow);
+        expect_brisk_block(p, size);
+        EXPECT_TRUE(is_aligned(p, alignment)) << p << " size " << size;
+      }
+      for (void *p : blocks) ::operator delete[](p, al, std::nothrow);
+    }
+  }
+}
+
 TEST(BriskNewDelete, HugeThrowsBadAlloc) {
   EXPECT_THROW(
       {
@@ -182,7 +207,7 @@ TEST_F(BriskNewHandler, CalledByNothrowFormsBeforeReturningNull) {
   EXPECT_EQ(g_handler_calls, 3);
 }
 
-// An alignment that is not a power of two breaks operator new's
+// An alignment that is not a power of two (0 included) breaks operator new's
 // precondition: libstdc++'s aligned forms fail at once, without the
 // new-handler (bad_alloc, or nullptr from the nothrow forms), and so must
 // brisk's, rather than hand out a block aligned to something else.
@@ -192,6 +217,11 @@ TEST_F(BriskNewHandler, NonPowerOfTwoAlignmentFailsWithoutTheHandler) {
   EXPECT_THROW(escape(::operator new[](100, std::align_val_t{48})), std::bad_alloc);
   EXPECT_EQ(::operator new(100, std::align_val_t{24}, std::nothrow), nullptr);
   EXPECT_EQ(::operator new[](5000, std::align_val_t{4097}, std::nothrow), nullptr);
+  // 0 is no power of two either.
+  EXPECT_THROW(escape(::operator new(100, std::align_val_t{0})), std::bad_alloc);
+  EXPECT_THROW(escape(::operator new[](1, std::align_val_t{0})), std::bad_alloc);
+  EXPECT_EQ(::operator new(100, std::align_val_t{0}, std::nothrow), nullptr);
+  EXPECT_EQ(::operator new[](100, std::align_val_t{0}, std::nothrow), nullptr);
   EXPECT_EQ(g_handler_calls, 0);
 }
 

@@ -147,14 +147,15 @@ static void *realloc_move(void *p, size_t usable, size_t size) {
 /* The secure build's realloc: the block's checks (a freed block, an
  * overflow) through _brisk_block_usable_size, which gives the requested
  * size; a block of a size class always moves, so its canary follows the new
- * size. */
+ * size. The checks come first for a huge block too: resizing it in place
+ * writes its canary anew at the new size. */
 static void *secure_realloc(void *p, size_t size) {
   brisk_segment_t *segment = _brisk_checked_segment(p, "realloc");
+  size_t usable = _brisk_block_usable_size(segment, p, "realloc");
   if (segment->kind == BRISK_KIND_HUGE && size > BRISK_LARGE_MAX) {
     void *resized = _brisk_huge_realloc(segment, p, size);
     if (resized != NULL) return resized;
   }
-  size_t usable = _brisk_block_usable_size(segment, p, "realloc");
   void *q = brisk_malloc_inline(size);
   if (q == NULL) return NULL; /* p stays intact; errno is ENOMEM */
   memcpy(q, p, size < usable ? size : usable);

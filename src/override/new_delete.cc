@@ -51,18 +51,22 @@ bool call_new_handler(bool nothrow) {
   throw_bad_alloc();
 }
 
+/* alignment is 1 for the forms without one. A block of 8 bytes or less is
+ * only 8-aligned in the release build, so brisk_malloc serves an alignment
+ * of 16 only for a bigger size. */
 void *new_impl(size_t size, size_t alignment, bool nothrow) {
-  /* An alignment that is not a power of two breaks the standard's
-   * precondition; libstdc++'s aligned forms fail at once (bad_alloc, or
-   * nullptr from the nothrow forms), without the new-handler, and so do
-   * these, rather than hand out a block aligned to something else. */
-  if ((alignment & (alignment - 1)) != 0) {
+  /* An alignment that is not a power of two (0 included) breaks the
+   * standard's precondition; libstdc++'s aligned forms fail at once
+   * (bad_alloc, or nullptr from the nothrow forms), without the
+   * new-handler, and so do these, rather than hand out a block aligned to
+   * something else. */
+  if (alignment == 0 || (alignment & (alignment - 1)) != 0) {
     if (nothrow) return nullptr;
     throw_bad_alloc();
   }
+  bool malloc_aligns = alignment <= 8 || (alignment <= alignof(std::max_align_t) && size > 8);
   for (;;) {
-    void *p = alignment <= alignof(std::max_align_t) ? brisk_malloc(size)
-                                                       : _brisk_malloc_aligned(size, alignment, false);
+    void *p = malloc_aligns ? brisk_malloc(size) : _brisk_malloc_aligned(size, alignment, false);
     if (p != nullptr) return p;
     if (!call_new_handler(nothrow)) return nullptr;
   }
@@ -70,13 +74,13 @@ void *new_impl(size_t size, size_t alignment, bool nothrow) {
 
 }  // namespace
 
-BRISK_EXPORT void *operator new(size_t size) { return new_impl(size, 0, false); }
-BRISK_EXPORT void *operator new[](size_t size) { return new_impl(size, 0, false); }
+BRISK_EXPORT void *operator new(size_t size) { return new_impl(size, 1, false); }
+BRISK_EXPORT void *operator new[](size_t size) { return new_impl(size, 1, false); }
 BRISK_EXPORT void *operator new(size_t size, const std::nothrow_t &) noexcept {
-  return new_impl(size, 0, true);
+  return new_impl(size, 1, true);
 }
 BRISK_EXPORT void *operator new[](size_t size, const std::nothrow_t &) noexcept {
-  return new_impl(size, 0, true);
+  return new_impl(size, 1, true);
 }
 BRISK_EXPORT void *operator new(size_t size, std::align_val_t alignment) {
   return new_impl(size, static_cast<size_t>(alignment), false);

@@ -993,6 +993,25 @@ void probe_new_delete() {
   line("new(100,align 24)", outcome([a24] { return ::operator new(100, a24); }));
   line("new(100,align 24,nothrow)",
        outcome([a24] { return ::operator new(100, a24, std::nothrow); }));
+  std::align_val_t a0{0};
+  line("new(100,align 0)", outcome([a0] { return ::operator new(100, a0); }));
+  line("new(100,align 0,nothrow)", outcome([a0] { return ::operator new(100, a0, std::nothrow); }));
+
+  // An alignment of 16 for a size of 8 bytes or less, many blocks live at
+  // once (one block could be 16-aligned by chance).
+  for (size_t size : {size_t{0}, size_t{1}, size_t{8}}) {
+    std::align_val_t a16{16};
+    std::vector<void *> blocks;
+    bool aligned = true;
+    for (int i = 0; i < 64; i++) {
+      void *p = ::operator new(vs(size), a16);
+      aligned = aligned && reinterpret_cast<uintptr_t>(p) % 16 == 0;
+      blocks.push_back(p);
+    }
+    for (void *p : blocks) ::operator delete(p, a16);
+    line(("new(" + std::to_string(size) + ",align 16) x64").c_str(),
+         aligned ? "all aligned" : "SOME-MISALIGNED");
+  }
 
   // delete of nullptr, every form.
   ::operator delete(nullptr);

@@ -110,8 +110,11 @@ def parse(text, source):
 
 
 def run_probe(probe, preload):
-    env = dict(os.environ)
-    env.pop("LD_PRELOAD", None)
+    # Without the settings that change glibc's malloc (GLIBC_TUNABLES'
+    # glibc.malloc.mmap_threshold moves a 32 MiB block off mmap, MALLOC_*
+    # the same and more): the recording is of its defaults.
+    env = {name: value for name, value in os.environ.items()
+           if name not in ("LD_PRELOAD", "GLIBC_TUNABLES") and not name.startswith("MALLOC_")}
     if preload:
         env["LD_PRELOAD"] = os.path.abspath(preload)  # ld.so searches its paths for a bare name
     result = subprocess.run([probe], env=env, stdout=subprocess.PIPE, stderr=subprocess.PIPE,
