@@ -15,8 +15,12 @@
  * under 12.5% from 128 B to 64 KiB, under 25% above. Each large class has
  * 4 MiB pages of its own, so fewer large classes means fewer pages that a
  * program's few large blocks keep half empty, and fewer that empty and are
- * purged only to be faulted in again; a block's unused tail is address
- * space, not memory, since no page of it is touched unless written.
+ * purged only to be faulted in again. A fresh block's unused tail is
+ * address space only (carving writes a block's first bytes; the secure
+ * build also its last 8); once a larger request has written it, or under
+ * transparent huge pages, it is memory until its page is purged: `mixed`
+ * (1 request in 256 of 64-512 KiB) peaks at about 67 MB instead of 51,
+ * tcmalloc's level, with 18 K page faults instead of 45 K.
  */
 #ifndef BRISK_GENERAL_SIZE_CLASS_H
 #define BRISK_GENERAL_SIZE_CLASS_H
