@@ -191,6 +191,53 @@ TEST(Stats, ASleepingThreadsCallsAreCountedAsTheyStand) {
   EXPECT_EQ(after.classes[c].blocks_in_use, before.classes[c].blocks_in_use);
 }
 
+// A snapshot taken while the owner runs through malloc's heartbeats (every
+// 65536 blocks of one size its counts are folded and the count-down starts
+// again) counts every malloc made before it began, once, and none that was
+// not made when it ended: the fold's sequence count keeps a reader racing
+// it from counting a fold's blocks twice or not at all.
+TEST(Stats, SnapshotsRacingTheOwnersFoldsCountEachMallocOnce) {
+  const size_t kSize = 24;
+  // The worker goes on until both are done: however the two threads are
+  // scheduled, every snapshot races a worker that is still running.
+  const uint64_t kMallocs = static_cast<uint64_t>(brisk_test::scaled(100, 6)) * 65536;
+  const uint64_t kSnapshots = brisk_test::scaled(2000, 200);
+  const brisk_stats_t before = stats_snapshot();
+  const size_t c = ClassOf(before, kSize);
+  ASSERT_NE(c, 0u);
+  std::atomic<uint64_t> done{0};
+  std::atomic<bool> enough_snapshots{false};
+  std::thread worker([&] {
+    for (uint64_t i = 1; i <= kMallocs || !enough_snapshots.load(std::memory_order_relaxed); i++) {
+      void *p = brisk_malloc(kSize);
+      brisk_free(p);
+      // release: the snapshot that reads i sees malloc number i counted.
+      done.store(i, std::memory_order_release);
+    }
+  });
+  uint64_t wrong = 0, first_low = 0, first_counted = 0, first_high = 0;
+  for (uint64_t snapshot = 0; snapshot < kSnapshots; snapshot++) {
+    uint64_t low = done.load(std::memory_order_acquire);
+    brisk_stats_t now = stats_snapshot();
+    uint64_t high = done.load(std::memory_order_acquire);
+    uint64_t counted = now.classes[c].allocations - before.classes[c].allocations;
+    // The worker may have made one malloc more than it has said.
+    if (counted < low || counted > high + 1) {
+      if (wrong++ == 0) {
+        first_low = low;
+        first_counted = counted;
+        first_high = high;
+      }
+    }
+  }
+  enough_snapshots = true;
+  worker.join();
+  EXPECT_EQ(wrong, 0u) << "of " << kSnapshots << " snapshots; the first counted "
+                       << first_counted << " mallocs of " << first_low << ".." << first_high + 1;
+  const brisk_stats_t after = stats_snapshot();
+  EXPECT_EQ(after.classes[c].allocations - before.classes[c].allocations, done.load());
+}
+
 TEST(Stats, ThreadsThatExitedAreCountedExactly) {
   // More threads than cores, on purpose.
   const int kThreads = 8;
