@@ -354,6 +354,59 @@ TEST(BriskThreads, RemoteFreesGoHomeWhileTheOwnerLoopsOnItsOwnBlocks) {
       << "pages of the class before the loop: " << pages_before;
 }
 
+// The same for a loop of blocks above 1 KiB, which malloc takes from its
+// class's head page past the direct table (the heartbeat there: every 65536
+// blocks of one class); the heap must stay whole after the heartbeats drained
+// and retired pages under the loop.
+TEST(BriskThreads, RemoteFreesGoHomeWhileTheOwnerLoopsOnItsOwnLargerBlocks) {
+  constexpr size_t kBlocks = 1024, kSize = 4096, kLoopSize = 2000;
+  std::atomic<int> stage{0};
+  std::vector<void *> blocks(kBlocks);
+  size_t class_index = 0, pages_before = 0, pages_allocated = 0, pages_after = 0;
+  // A thread of its own: the loop's class page is its, from the start.
+  std::thread owner([&] {
+    const brisk_stats_t before = brisk_test::stats_snapshot();
+    for (void *&p : blocks) {
+      p = brisk_malloc(kSize);
+      std::memset(p, 0x5A, kSize);
+    }
+    brisk_free(brisk_malloc(kLoopSize));  // the loop's page, before the remote frees
+    const brisk_stats_t allocated = brisk_test::stats_snapshot();
+    size_t grown = 0;
+    for (size_t c = 1; c < BRISK_STATS_CLASSES; c++) {
+      if (allocated.classes[c].pages > before.classes[c].pages &&
+          allocated.classes[c].pages - before.classes[c].pages > grown) {
+        class_index = c;
+        grown = allocated.classes[c].pages - before.classes[c].pages;
+      }
+    }
+    pages_before = before.classes[class_index].pages;
+    pages_allocated = allocated.classes[class_index].pages;
+    stage = 1;
+    while (stage.load() != 2) std::this_thread::yield();
+    for (int i = 0; i < 3 * 65536; i++) {
+      void *p = brisk_malloc(kLoopSize);
+      escape(p);
+      brisk_free(p);
+    }
+    pages_after = brisk_test::stats_snapshot().classes[class_index].pages;
+    brisk_test_validate_own_heap();
+  });
+  while (stage.load() != 1) std::this_thread::yield();
+  std::thread([&] {
+    for (void *p : blocks) {
+      ASSERT_NE(p, nullptr);
+      brisk_free(p);
+    }
+    brisk_collect(false);  // its outbox posted
+  }).join();
+  stage = 2;
+  owner.join();
+  ASSERT_GE(pages_allocated - pages_before, kBlocks * kSize / (128 * 1024));
+  EXPECT_LE(pages_after, pages_before + 1) << "pages of the class with the blocks: "
+                                           << pages_allocated;
+}
+
 TEST(BriskThreads, FreeAfterTheExitHandlerTakesNoHeap) {
 #if defined(__SANITIZE_THREAD__)
   // ThreadSanitizer ends its own record of a thread in the last destructor
