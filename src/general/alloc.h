@@ -16,6 +16,8 @@
  *     segment owned by this thread (segment->owner_thread): push to
  *       page->free, the list malloc pops: the next malloc of the class
  *       on that page gets the block freed last, still in cache    (fast)
+ *       (secure build: to page->local_free, which malloc takes when
+ *       free runs dry)
  *       p not a block's start (one multiplication, internal.h's
  *         brisk_page_is_block_start): _brisk_free_local_not_block_start,
  *         an aligned block's start or "not the start of a block", abort
@@ -118,16 +120,23 @@ BRISK_INLINE void brisk_free_inline(void *p) {
       }
       brisk_secure_free_block("free", page, page->block_size, p);
     }
-    /* Straight onto malloc's list, last in first out: a block freed by
-     * its owner is reused while its lines are still in this core's cache,
-     * not after the blocks freed before it (local_free holds the blocks
-     * other threads freed, drained). A thread whose mallocs its own frees
-     * serve then seldom takes malloc's slow path, and so drains its remote
-     * frees and does its housekeeping only when it next needs a block the
-     * page has not got: like a thread that makes no calls, it keeps what it
-     * holds, no more (the purge limit and the outbox's batch size bound the
-     * rest). */
-    brisk_page_push(page, &page->free, block);
+    /* The release build: straight onto malloc's list, last in first out:
+     * a block freed by its owner is reused while its lines are still in
+     * this core's cache, not after the blocks freed before it (local_free
+     * holds the blocks other threads freed, drained). A thread whose
+     * mallocs its own frees serve then seldom takes malloc's slow path:
+     * malloc's heartbeat (types.h) drains its remote frees and does its
+     * housekeeping every 65536 blocks of one direct-table entry, so after
+     * at most n * 65536 mallocs for a thread that spreads them over n
+     * entries (n <= 129), however many blocks other threads have freed to
+     * it meanwhile.
+     * The secure build: onto local_free, which malloc takes only when its
+     * list runs dry, so the block just freed is not the next one handed
+     * out: free(p), malloc of p's size, free(p) finds p's free tag still
+     * set (on the list malloc pops, the malloc would take p and the second
+     * free would free the new owner's block), and a use after free cannot
+     * count on its block coming back at once. */
+    brisk_page_push(page, BRISK_SECURE ? &page->local_free : &page->free, block);
     /* A pointer inside a block (free(p + 32)) must not stay on the list,
      * where malloc would hand it out over live blocks. Tested after the
      * push, which leaves p's register free for the test; the checked path

@@ -21,7 +21,8 @@
  *     each time.
  *
  * A page's lists (free: carved blocks and the owner's frees, last in first
- * out; local_free: other threads' frees, drained) and its queue links belong to the
+ * out; local_free: other threads' frees, drained, and in the secure build
+ * the owner's too, alloc.h) and its queue links belong to the
  * owning heap's thread; nothing here takes a lock or an atomic except the
  * stores of the segment's page info when a page starts serving a class.
  */
