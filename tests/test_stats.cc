@@ -192,7 +192,7 @@ TEST(Stats, ASleepingThreadsCallsAreCountedAsTheyStand) {
 }
 
 // A snapshot taken while the owner runs through malloc's heartbeats (every
-// 65536 blocks of one size its counts are folded and the count-down starts
+// 16384 blocks of one size its counts are folded and the count-down starts
 // again) counts every malloc made before it began, once, and none that was
 // not made when it ended: the fold's sequence count keeps a reader racing
 // it from counting a fold's blocks twice or not at all.
@@ -200,7 +200,7 @@ TEST(Stats, SnapshotsRacingTheOwnersFoldsCountEachMallocOnce) {
   const size_t kSize = 24;
   // The worker goes on until both are done: however the two threads are
   // scheduled, every snapshot races a worker that is still running.
-  const uint64_t kMallocs = static_cast<uint64_t>(brisk_test::scaled(100, 6)) * 65536;
+  const uint64_t kMallocs = static_cast<uint64_t>(brisk_test::scaled(100, 6)) * 16384;
   const uint64_t kSnapshots = brisk_test::scaled(2000, 200);
   const brisk_stats_t before = stats_snapshot();
   const size_t c = ClassOf(before, kSize);

@@ -313,7 +313,7 @@ TEST(BriskThreads, SmallBlocksFreedByAnotherThreadGoHomeIntact) {
 }
 
 // The owner's frees refill the list malloc pops, so a thread busy on its
-// own blocks may never take malloc's slow path; the heartbeat (every 65536
+// own blocks may never take malloc's slow path; the heartbeat (every 16384
 // blocks of one size) still drains what other threads freed. Here another
 // thread frees 1024 blocks of 4 KiB (32 pages or more) while the owner only mallocs
 // and frees one 32-byte block: the pages must go back.
@@ -355,7 +355,7 @@ TEST(BriskThreads, RemoteFreesGoHomeWhileTheOwnerLoopsOnItsOwnBlocks) {
 }
 
 // The same for a loop of blocks above 1 KiB, which malloc takes from its
-// class's head page past the direct table (the heartbeat there: every 65536
+// class's head page past the direct table (the heartbeat there: every 16384
 // blocks of one class); the heap must stay whole after the heartbeats drained
 // and retired pages under the loop.
 TEST(BriskThreads, RemoteFreesGoHomeWhileTheOwnerLoopsOnItsOwnLargerBlocks) {

@@ -44,7 +44,7 @@ BRISK_INLINE void *brisk_malloc_raw(size_t size) {
     if (BRISK_LIKELY(block != NULL)) {
       page->free = brisk_page_pop(page, block);
       page->used++;
-      /* Statistics: plain counts in the heap's own lines; every 65536th
+      /* Statistics: plain counts in the heap's own lines; every 16384th
        * block of the entry, the heartbeat (types.h). */
       heap->bytes_requested_unfolded += size;
       if (BRISK_UNLIKELY(--heap->small_allocations_left[word] == 0)) {
@@ -126,8 +126,8 @@ BRISK_INLINE void brisk_free_inline(void *p) {
      * holds the blocks other threads freed, drained). A thread whose
      * mallocs its own frees serve then seldom takes malloc's slow path:
      * malloc's heartbeat (types.h) drains its remote frees and does its
-     * housekeeping every 65536 blocks of one direct-table entry, so after
-     * at most n * 65536 mallocs for a thread that spreads them over n
+     * housekeeping every 16384 blocks of one direct-table entry, so after
+     * at most n * 16384 mallocs for a thread that spreads them over n
      * entries (n <= 129), however many blocks other threads have freed to
      * it meanwhile.
      * The secure build: onto local_free, which malloc takes only when its

@@ -371,7 +371,7 @@ BRISK_HIDDEN size_t _brisk_heap_drain_remote(brisk_heap_t *heap);
 /* Periodic work of the slow path: remote frees, delayed purge, huge cache. */
 BRISK_HIDDEN void _brisk_heap_housekeeping(brisk_heap_t *heap);
 /* malloc's fast path counted BRISK_ALLOCATIONS_PER_FOLD blocks of one entry
- * of the direct table, or the generic path 65536 of a class: fold the
+ * of the direct table, or the generic path as many of a class: fold the
  * counts, drain remote frees, do the housekeeping; returns block, which
  * malloc just took. */
 BRISK_HIDDEN BRISK_NOINLINE void *_brisk_malloc_heartbeat(brisk_heap_t *heap, void *block);

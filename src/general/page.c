@@ -290,7 +290,8 @@ void *_brisk_malloc_generic(size_t size, brisk_heap_t *heap, bool zero) {
         page->used++;
         heap->bytes_requested_unfolded += size;
         if (zero) memset(block, 0, size);
-        if (BRISK_UNLIKELY((++heap->class_allocations_unfolded[page->class_index] & 0xFFFF) == 0)) {
+        if (BRISK_UNLIKELY((++heap->class_allocations_unfolded[page->class_index] &
+                            (BRISK_ALLOCATIONS_PER_FOLD - 1)) == 0)) {
           return _brisk_malloc_heartbeat(heap, block);
         }
         return block;
