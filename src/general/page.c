@@ -257,8 +257,9 @@ static bool remote_queue_maybe_nonempty(const brisk_heap_t *heap) {
 
 static BRISK_NOINLINE void *malloc_slow(brisk_heap_t *heap, size_t size, bool zero);
 
-/* Whether malloc may put the head page's drained remote frees (local_free)
- * on its malloc list without the slow path: find_page would take them without
+/* Whether malloc may put the head page's local_free (drained remote frees;
+ * in the secure build its own frees too) on its malloc list without the
+ * slow path: find_page would take them without
  * carving more, and none of the slow path's chores is due (no remote frees
  * waiting, and neither the statistics fold nor housekeeping has its turn
  * on the next slow call). */
@@ -272,8 +273,8 @@ BRISK_INLINE bool local_refill_allowed(const brisk_heap_t *heap, const brisk_pag
 void *_brisk_malloc_generic(size_t size, brisk_heap_t *heap, bool zero) {
   /* The head page of the size's class: a pop, as on the inline fast path
    * (sizes above the direct table's reach), or, when its malloc list ran
-   * dry, its drained remote frees taken over as the slow path would and a pop, counted
-   * as a slow call. (The empty heap's queues are empty, so a new thread
+   * dry, its local_free taken over as the slow path would and a pop,
+   * counted as a slow call. (The empty heap's queues are empty, so a new thread
    * falls through.) */
   if (BRISK_LIKELY(size <= BRISK_LARGE_MAX)) {
     brisk_page_t *page = heap->queues[brisk_size_to_class(size)].head;
@@ -350,7 +351,8 @@ void _brisk_page_free_slow(brisk_heap_t *heap, brisk_page_t *page) {
   if (BRISK_UNLIKELY(!page->in_use)) {
     /* Only free()'s fast path brings a page serving no class here: a block
      * freed again after its page was given back, or a pointer into the
-     * segment's header. It pushed the pointer on free. */
+     * segment's header. It pushed the pointer on free (the release build;
+     * the secure build's checks named it before any push). */
     brisk_fatal_pointer("free", page->free, "not an allocated block (double free?)");
   }
   size_t class_index = page->class_index;
