@@ -30,10 +30,10 @@ import statistics
 import subprocess
 import sys
 import tempfile
-import threading
-import time
 from dataclasses import dataclass, field
 from typing import Callable, Dict, List, Optional
+
+import child
 
 HERE = os.path.dirname(os.path.abspath(__file__))
 REAL_DIR = os.path.join(HERE, "real")
@@ -272,29 +272,11 @@ def spawn(argv, env, stdin_path, timeout):
         if timed:
             argv = [GNU_TIME, "-f", "%M", "-o", rss_file.name, "--"] + argv
         try:
-            start = time.monotonic()
-            proc = subprocess.Popen(argv, stdin=stdin, stdout=out, stderr=err, env=env,
-                                    start_new_session=True)
-            timed_out = []
-
-            def kill():
-                timed_out.append(True)
-                try:
-                    os.killpg(proc.pid, signal.SIGKILL)
-                except ProcessLookupError:
-                    pass
-
-            timer = threading.Timer(timeout, kill)
-            timer.start()
-            try:
-                _, status, usage = os.wait4(proc.pid, 0)
-            finally:
-                timer.cancel()
-            wall = time.monotonic() - start
+            code, wall, usage, timed_out = child.run_with_limit(argv, env, timeout, out, err,
+                                                                stdin=stdin, own_group=True)
         finally:
             if stdin_path:
                 stdin.close()
-        proc.returncode = os.waitstatus_to_exitcode(status)
         maxrss = usage.ru_maxrss
         if timed:
             # %M on the last line; before it, for a program killed by signal N (GNU
@@ -305,14 +287,14 @@ def spawn(argv, env, stdin_path, timeout):
                 maxrss = int(lines[-1])
             for line in lines:
                 if line.startswith("Command terminated by signal "):
-                    proc.returncode = -int(line.split()[-1])
+                    code = -int(line.split()[-1])
         out.seek(0)
         err.seek(0)
         stdout, stderr = out.read(), err.read().decode(errors="replace")
         if timed_out:
             stderr += f"\nkilled after the {timeout:.0f} s time limit"
         cpu = usage.ru_utime + usage.ru_stime
-        return proc.returncode, wall, cpu, maxrss, stdout, stderr
+        return code, wall, cpu, maxrss, stdout, stderr
 
 
 def run_once(w: RealWorkload, env: Dict[str, str], size: str, work: str):

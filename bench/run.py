@@ -46,11 +46,11 @@ import statistics
 import subprocess
 import sys
 import tempfile
-import threading
 import time
 from dataclasses import dataclass, field
 from typing import Dict, List, Optional, Tuple
 
+import child
 import real_programs
 
 HERE = os.path.dirname(os.path.abspath(__file__))
@@ -287,33 +287,14 @@ def run_program(argv: List[str], env: Dict[str, str], timeout: float):
     The child is reaped with os.wait4 to read its own ru_maxrss. A killed child
     gives a negative exit code (minus the signal number)."""
     with tempfile.TemporaryFile() as out, tempfile.TemporaryFile() as err:
-        start = time.monotonic()
-        proc = subprocess.Popen(argv, stdout=out, stderr=err, env=env)
-        timed_out = []
-
-        def kill():
-            timed_out.append(True)
-            try:
-                os.kill(proc.pid, signal.SIGKILL)
-            except ProcessLookupError:
-                pass
-
-        timer = threading.Timer(timeout, kill)
-        timer.start()
-        try:
-            _, status, usage = os.wait4(proc.pid, 0)
-        finally:
-            timer.cancel()
-        wall = time.monotonic() - start
-        # Reaped here, not by Popen: tell it, so it does not try again.
-        proc.returncode = os.waitstatus_to_exitcode(status)
+        code, wall, usage, timed_out = child.run_with_limit(argv, env, timeout, out, err)
         out.seek(0)
         err.seek(0)
         stdout = out.read().decode(errors="replace")
         stderr = err.read().decode(errors="replace")
         if timed_out:
             stderr += f"\nkilled after the {timeout:.0f} s time limit"
-        return proc.returncode, wall, usage.ru_maxrss, stdout, stderr
+        return code, wall, usage.ru_maxrss, stdout, stderr
 
 
 def describe_failure(exit_code: int, stderr: str, values: Dict[str, float]) -> str:
