@@ -95,18 +95,21 @@ static void fold_queue(brisk_heap_t *heap, brisk_page_t *page) {
   for (; page != NULL; page = page->next) _brisk_page_fold_stats(heap, page);
 }
 
-/* Move an owner's plain count into its `stats` counter; a snapshot reads
+/* Add an owner's plain count (`count`, read from `owner_word`) into its
+ * `stats` counter and set `owner_word` back to `restart`; a snapshot reads
  * both (heap_allocations). */
-#define FOLD_INTO(counter, unfolded)                                           \
+#define FOLD_COUNT(counter, count, owner_word, restart)                        \
   do {                                                                         \
-    uint64_t unfolded_count_ = (unfolded);                                     \
+    uint64_t unfolded_count_ = (count);                                        \
     if (unfolded_count_ != 0) {                                                \
       /* release: after the odd sequence count (_brisk_heap_fold_counts). */   \
       atomic_store_explicit((counter), atomic_load_explicit((counter), memory_order_relaxed) + \
                             unfolded_count_, memory_order_release);           \
-      __atomic_store_n(&(unfolded), 0, __ATOMIC_RELEASE);                      \
+      __atomic_store_n(&(owner_word), (restart), __ATOMIC_RELEASE);            \
     }                                                                          \
   } while (0)
+/* A count kept up from 0. */
+#define FOLD_INTO(counter, unfolded) FOLD_COUNT(counter, unfolded, unfolded, 0)
 
 /* The class whose blocks serve every size that reads this word of the direct
  * table (class sizes are multiples of 8). */
@@ -123,14 +126,10 @@ void _brisk_heap_fold_counts(brisk_heap_t *heap) {
   uint32_t sequence = atomic_load_explicit(&heap->stats.fold_sequence, memory_order_relaxed);
   atomic_store_explicit(&heap->stats.fold_sequence, sequence + 1, memory_order_relaxed);
   for (size_t word = 0; word < BRISK_DIRECT_COUNT; word++) {
-    uint64_t handed_out = BRISK_ALLOCATIONS_PER_FOLD - heap->small_allocations_left[word];
-    if (handed_out == 0) continue;
-    _Atomic(uint64_t) *counter = &heap->stats.allocations[direct_word_class(word)];
-    /* release: after the odd sequence count, as in FOLD_INTO. */
-    atomic_store_explicit(counter, atomic_load_explicit(counter, memory_order_relaxed) + handed_out,
-                          memory_order_release);
-    __atomic_store_n(&heap->small_allocations_left[word], BRISK_ALLOCATIONS_PER_FOLD,
-                     __ATOMIC_RELEASE);
+    /* A count down: the blocks handed out are what it has come down by. */
+    FOLD_COUNT(&heap->stats.allocations[direct_word_class(word)],
+               BRISK_ALLOCATIONS_PER_FOLD - heap->small_allocations_left[word],
+               heap->small_allocations_left[word], BRISK_ALLOCATIONS_PER_FOLD);
   }
   for (size_t class_index = 1; class_index < BRISK_CLASS_COUNT; class_index++) {
     FOLD_INTO(&heap->stats.allocations[class_index], heap->class_allocations_unfolded[class_index]);
@@ -142,6 +141,7 @@ void _brisk_heap_fold_counts(brisk_heap_t *heap) {
 }
 
 #undef FOLD_INTO
+#undef FOLD_COUNT
 
 void _brisk_heap_fold_stats(brisk_heap_t *heap) {
   if (heap->is_empty_heap) return;
