@@ -86,6 +86,8 @@ static brisk_remote_batch_t *batch_take(brisk_heap_t *heap) {
     }
   }
   heap->free_batches = batch->next_free;
+  /* Not exact: batches taken from returned_batches were never counted. */
+  if (heap->kept_batches > 0) heap->kept_batches--;
   return batch;
 }
 

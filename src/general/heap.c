@@ -176,16 +176,29 @@ static void free_remote_block(brisk_heap_t *heap, void *block) {
   _brisk_page_free_block(heap, page, (brisk_block_t *)block);
 }
 
-/* Return a batch's blocks to their pages, then the batch to its home. The
- * blocks' memory is read by nobody here: each gets one store (its free-list
- * link), and those stores do not wait on each other as a walk along the
- * blocks' own links would. */
+/* Return a batch's blocks to their pages, then keep the batch or give it
+ * back to its home. The blocks' memory is read by nobody here: each gets
+ * one store (its free-list link), and those stores do not wait on each
+ * other as a walk along the blocks' own links would. */
 static size_t drain_batch(brisk_heap_t *heap, brisk_remote_batch_t *batch) {
   size_t count = batch->count;
   enum { PREFETCH_AHEAD = 4 };
   for (size_t i = 0; i < count; i++) {
     if (i + PREFETCH_AHEAD < count) __builtin_prefetch(batch->blocks[i + PREFETCH_AHEAD], 1);
     free_remote_block(heap, batch->blocks[i]);
+  }
+  /* Threads that free each other's blocks (a pool of workers passing
+   * work) post about as many batches as they drain: each keeps the batches
+   * it empties, and no line of the home heap moves between cores. A heap
+   * that drains more than it posts (a producer whose consumers free its
+   * blocks) keeps BRISK_KEPT_BATCHES and sends the rest home. Heaps are
+   * never freed, so a batch may live on in any heap's list. */
+  if (heap->kept_batches < BRISK_KEPT_BATCHES) {
+    heap->kept_batches++;
+    batch->home = heap;
+    batch->next_free = heap->free_batches;
+    heap->free_batches = batch;
+    return count;
   }
   brisk_heap_t *home = batch->home;
   brisk_remote_batch_t *top = atomic_load_explicit(&home->returned_batches, memory_order_relaxed);
