@@ -28,7 +28,7 @@
  * atomic exchange (_brisk_heap_post_remote, heap.c), and every open batch is
  * when the outbox holds BRISK_OUTBOX_MAX_BYTES; a slot needed by another
  * owner posts its batch first. The owner returns the blocks to their pages
- * in its slow path and gives the batch back to its home heap. The freeing
+ * in its slow path and keeps the batch or gives it back (heap.c). The freeing
  * heap also posts its open batches in housekeeping, when a local free
  * empties a page, at exit and on brisk_collect (heap.c, page.c). A heap with
  * no batch free and none more to carve (types.h: BRISK_BATCH_CHUNKS) posts

@@ -215,7 +215,7 @@ typedef struct brisk_remote_node_s {
  * brisk_collect, so a thread that stops allocating strands at most that many
  * bytes until its next such call. The owner returns the blocks to their pages
  * from the array (no walk through the blocks themselves, whose lines are in
- * another core's cache) and gives the batch back to its home heap. */
+ * another core's cache) and keeps the batch or gives it back to its home. */
 #define BRISK_OUTBOX_SLOTS     16
 #define BRISK_OUTBOX_BATCH     64
 #define BRISK_OUTBOX_MAX_BYTES ((size_t)256 * 1024)
