@@ -5,9 +5,10 @@
  *     heap->available[kind] has a segment with a free page? take its first
  *     free page (bitmap + ctz); else reserve a new segment from the OS.
  *   _brisk_segment_page_free(heap, page)       a retired page goes back
- *     its memory stays backed and joins heap->purge_list (oldest first);
+ *     its memory stays backed and joins the heap's purge list of its kind
+ *     (oldest first);
  *     _brisk_heap_purge decommits pages that stayed free past a delay, or at
- *     once when the list holds too many bytes. A segment with no page in use
+ *     once when the lists hold too many bytes. A segment with no page in use
  *     is released to the OS unless it is the heap's one spare of its kind.
  *
  *   _brisk_heap_count_live_blocks(heap, live)  a statistics snapshot's count
@@ -134,19 +135,25 @@ static void available_remove(brisk_heap_t *heap, brisk_segment_t *segment) {
 }
 
 static void purge_list_remove(brisk_heap_t *heap, brisk_page_t *page) {
-  size_t size = brisk_page_size(brisk_segment_of((uintptr_t)page));
-  brisk_page_queue_remove(&heap->purge_list, page);
+  brisk_segment_t *segment = brisk_segment_of((uintptr_t)page);
+  size_t size = brisk_page_size(segment);
+  brisk_purge_list_t *list = &heap->purge_lists[segment->kind];
+  brisk_page_queue_remove(&list->pages, page);
   page->in_purge_list = 0;
+  list->bytes -= size;
   heap->purge_list_bytes -= size;
   brisk_global_stat_add(BRISK_STAT_FREE_PAGES_COMMITTED, -1);
   brisk_global_stat_add(BRISK_STAT_FREE_PAGE_BYTES_COMMITTED, -(int64_t)size);
 }
 
 static void purge_list_append(brisk_heap_t *heap, brisk_page_t *page, uint64_t now_ms) {
+  brisk_segment_t *segment = brisk_segment_of((uintptr_t)page);
+  brisk_purge_list_t *list = &heap->purge_lists[segment->kind];
   page->freed_at_ms = now_ms;
-  brisk_page_queue_push_back(&heap->purge_list, page);
+  brisk_page_queue_push_back(&list->pages, page);
   page->in_purge_list = 1;
-  size_t size = brisk_page_size(brisk_segment_of((uintptr_t)page));
+  size_t size = brisk_page_size(segment);
+  list->bytes += size;
   heap->purge_list_bytes += size;
   brisk_global_stat_add(BRISK_STAT_FREE_PAGES_COMMITTED, 1);
   brisk_global_stat_add(BRISK_STAT_FREE_PAGE_BYTES_COMMITTED, (int64_t)size);
@@ -235,21 +242,13 @@ static void segment_purge_all(brisk_heap_t *heap, brisk_segment_t *segment) {
   }
 }
 
-/* How far back from the newest end of the purge list page_alloc looks for a
- * free page that still holds its memory. */
-#define BACKED_PAGE_SEARCH 16
-
-/* The most recently freed page of this kind that still holds its memory,
- * among the newest few on the purge list; NULL if none. Taking it costs no
- * page faults, and it stops that memory from being held for the purge
- * delay while fresh pages are faulted in beside it (threads that hand
- * blocks to each other empty and refill pages all the time). */
+/* The most recently freed page of this kind that still holds its memory;
+ * NULL if none. Taking it costs no page faults, and it stops that memory
+ * from being held for the purge delay while fresh pages are faulted in
+ * beside it (threads that hand blocks to each other empty and refill pages
+ * all the time). */
 static brisk_page_t *backed_free_page(brisk_heap_t *heap, brisk_segment_kind_t kind) {
-  brisk_page_t *page = heap->purge_list.tail;
-  for (size_t i = 0; page != NULL && i < BACKED_PAGE_SEARCH; i++, page = page->prev) {
-    if (brisk_segment_of((uintptr_t)page)->kind == kind) return page;
-  }
-  return NULL;
+  return heap->purge_lists[kind].pages.tail;
 }
 
 static brisk_page_t *page_alloc(brisk_heap_t *heap, brisk_segment_kind_t kind) {
@@ -350,8 +349,18 @@ void _brisk_segment_page_free(brisk_heap_t *heap, brisk_page_t *page) {
   _brisk_heaps_tidy_stale(now_ms);
 }
 
+/* The oldest free page still backed, of any kind; NULL if none. */
+static brisk_page_t *oldest_backed_page(brisk_heap_t *heap) {
+  brisk_page_t *oldest = NULL;
+  for (int kind = 0; kind < BRISK_KIND_COUNT_PAGED; kind++) {
+    brisk_page_t *page = heap->purge_lists[kind].pages.head;
+    if (page != NULL && (oldest == NULL || page->freed_at_ms < oldest->freed_at_ms)) oldest = page;
+  }
+  return oldest;
+}
+
 static void purge_down_to(brisk_heap_t *heap, size_t max_bytes) {
-  while (heap->purge_list_bytes > max_bytes) purge_page(heap, heap->purge_list.head);
+  while (heap->purge_list_bytes > max_bytes) purge_page(heap, oldest_backed_page(heap));
 }
 
 void _brisk_heap_purge_down_to(brisk_heap_t *heap, size_t max_bytes) {
@@ -361,14 +370,16 @@ void _brisk_heap_purge_down_to(brisk_heap_t *heap, size_t max_bytes) {
 }
 
 static void purge_due(brisk_heap_t *heap, uint64_t now_ms, uint64_t delay_ms) {
-  brisk_page_t *page;
-  while ((page = heap->purge_list.head) != NULL) {
-    if (delay_ms == 0) {
-      segment_purge_all(heap, brisk_segment_of((uintptr_t)page)); /* whole runs at once */
-      continue;
+  for (int kind = 0; kind < BRISK_KIND_COUNT_PAGED; kind++) {
+    brisk_page_t *page;
+    while ((page = heap->purge_lists[kind].pages.head) != NULL) {
+      if (delay_ms == 0) {
+        segment_purge_all(heap, brisk_segment_of((uintptr_t)page)); /* whole runs at once */
+        continue;
+      }
+      if (now_ms - page->freed_at_ms < delay_ms) break; /* oldest first */
+      purge_page(heap, page);
     }
-    if (now_ms - page->freed_at_ms < delay_ms) break; /* oldest first */
-    purge_page(heap, page);
   }
 }
 
