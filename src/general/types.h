@@ -238,11 +238,16 @@ typedef struct brisk_remote_batch_s {
   void *blocks[BRISK_OUTBOX_BATCH];
 } brisk_remote_batch_t;
 
-/* A heap's free pages of one kind that still hold memory (segment.c). The
- * heap's owner, or whoever holds its memory_lock. */
+/* A heap's free pages of one kind that still hold memory, and how many of
+ * them it keeps past the base purge delay (segment.c). The heap's owner,
+ * or whoever holds its memory_lock. */
 typedef struct brisk_purge_list_s {
   brisk_page_queue_t pages;     /* oldest first */
   size_t bytes;                 /* their size */
+  size_t keep_bytes;            /* kept past BRISK_PURGE_DELAY_MS (the newest) */
+  uint64_t keep_set_ms;         /* when it was set: it halves every BRISK_PURGE_DELAY_MAX_MS since */
+  uint64_t last_purge_ms;       /* the last purge by delay */
+  size_t purged_bytes;          /* purged by delay until then, not faulted in again since */
 } brisk_purge_list_t;
 
 /* A cached huge mapping, kept committed so that reusing it costs no faults. */
