@@ -441,7 +441,7 @@ TEST(Lifecycle, KeptMemoryGoesBackAfterTheMaximumDelay) {
     std::this_thread::sleep_for(std::chrono::milliseconds(1000));  // past the maximum
     housekeeping_runs();
     const uint64_t purged = purge_stats().general.bytes_purged - purged_before;
-    std::printf("purged: %llu KiB after 250 ms, %llu KiB after 1250 ms\n",
+    std::printf("purged: %llu KiB 200 ms after the frees, %llu KiB 1200 ms after\n",
                 static_cast<unsigned long long>(purged_kept >> 10),
                 static_cast<unsigned long long>(purged >> 10));
     EXPECT_GE(purged, kCycleBytes * 3 / 4) << "free pages outlived the maximum delay";
