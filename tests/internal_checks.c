@@ -76,3 +76,9 @@ uint64_t brisk_test_set_purge_delay_ms(uint64_t delay_ms) {
   _brisk_options.purge_delay_ms = delay_ms;
   return old;
 }
+
+uint64_t brisk_test_set_purge_delay_max_ms(uint64_t max_ms) {
+  uint64_t old = _brisk_options.purge_delay_max_ms;
+  _brisk_options.purge_delay_max_ms = max_ms;
+  return old;
+}

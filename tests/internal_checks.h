@@ -39,6 +39,11 @@ uintptr_t brisk_test_thread_id(void);
 // abandoned heaps) for the rest of the process; returns the one before.
 uint64_t brisk_test_set_purge_delay_ms(uint64_t delay_ms);
 
+// Sets BRISK_PURGE_DELAY_MAX_MS, the longest a free page a heap keeps for
+// reuse stays backed (no page waits longer than the base delay when it is
+// at most that), for the rest of the process; returns the one before.
+uint64_t brisk_test_set_purge_delay_max_ms(uint64_t max_ms);
+
 #ifdef __cplusplus
 }
 #endif

@@ -1,9 +1,11 @@
 // A process's awkward moments, through the brisk_* names: many forks while
 // other threads are inside malloc and free, fork from a signal handler,
 // allocation in exit handlers and in the main thread's thread_local
-// destructors while other threads still allocate, and a thread whose first
-// call is free() of another thread's block. (Allocation in thread-exit
-// destructors and a fork with a busier child are in test_threads.cc.)
+// destructors while other threads still allocate, a thread whose first
+// call is free() of another thread's block, and a thread whose memory use
+// rises and falls more slowly than the purge delay. (Allocation in
+// thread-exit destructors and a fork with a busier child are in
+// test_threads.cc.)
 #include <brisk.h>
 #include <gtest/gtest.h>
 #include <pthread.h>
@@ -13,12 +15,14 @@
 
 #include <atomic>
 #include <cerrno>
+#include <chrono>
 #include <cstdint>
 #include <cstdlib>
 #include <cstring>
 #include <thread>
 #include <vector>
 
+#include "internal_checks.h"
 #include "test_util.h"
 
 using brisk_test::block_seed;
@@ -351,6 +355,113 @@ TEST(Lifecycle, ThreadWhoseFirstCallIsFreeOfAnotherThreadsBlock) {
     for (int i = 0; i < 100; i++) brisk_free(make_block(mixed_size(i)).p);
   }).join();
   EXPECT_EQ(corrupt, 0);
+}
+
+// ---------------------------------------------------------------------------
+// Purging (segment.c): free pages go back to the system after the base delay
+// (BRISK_PURGE_DELAY_MS, 50 ms), except those a heap has learnt it takes
+// back later, which it keeps for at most BRISK_PURGE_DELAY_MAX_MS (1 s).
+
+constexpr size_t kCycleBlocks = 2048;
+constexpr size_t kCycleBlockSize = 4000;  // 8 MiB of 64 KiB pages
+constexpr size_t kCycleBytes = kCycleBlocks * kCycleBlockSize;
+
+brisk_stats_t purge_stats() {
+  brisk_stats_t s;
+  s.size = sizeof s;
+  EXPECT_EQ(brisk_stats_get(&s), 0);
+  return s;
+}
+
+// 20,000 mallocs of one size: the heap's heartbeat runs its housekeeping,
+// which purges the free pages that are due.
+void housekeeping_runs() {
+  for (int i = 0; i < 20000; i++) brisk_free(brisk_malloc(64));
+}
+
+// Allocates 8 MiB, frees it, and waits longer than the base delay before it
+// takes it back, `cycles` times; returns the bytes purged meanwhile.
+uint64_t free_wait_and_take_back(int cycles, std::vector<void *> &blocks) {
+  const uint64_t purged_before = purge_stats().general.bytes_purged;
+  for (int cycle = 0; cycle < cycles; cycle++) {
+    for (void *&p : blocks) {
+      p = brisk_malloc(kCycleBlockSize);
+      std::memset(p, cycle, kCycleBlockSize);
+    }
+    for (void *p : blocks) brisk_free(p);
+    std::this_thread::sleep_for(std::chrono::milliseconds(150));
+  }
+  return purge_stats().general.bytes_purged - purged_before;
+}
+
+// A thread that frees 8 MiB and takes it back 150 ms later, again and
+// again: with the base delay alone each cycle purges pages it then faults
+// in again; the heap learns to keep them, so after the first cycles nothing
+// more is purged, and what it takes back was kept past the base delay.
+TEST(Lifecycle, MemoryTakenBackAfterTheBaseDelayIsKeptRatherThanPurgedEachTime) {
+  constexpr int kCycles = 6;
+  std::thread([] {
+    std::vector<void *> blocks(kCycleBlocks);
+    // With the maximum at the base, nothing is kept past it: the measure
+    // below sees purges when there are any.
+    const uint64_t old_max = brisk_test_set_purge_delay_max_ms(50);
+    const uint64_t purged_fixed = free_wait_and_take_back(kCycles, blocks);
+    brisk_test_set_purge_delay_max_ms(old_max);
+    EXPECT_GE(purged_fixed, kCycles / 2 * kCycleBytes / 4)
+        << "the base delay alone hardly purged: the check below proves nothing";
+
+    const brisk_stats_t before = purge_stats();
+    const uint64_t purged = free_wait_and_take_back(kCycles, blocks);
+    const brisk_stats_t after = purge_stats();
+    std::printf("purged in %d cycles: %llu KiB with the base delay alone, %llu KiB learning\n",
+                kCycles, static_cast<unsigned long long>(purged_fixed >> 10),
+                static_cast<unsigned long long>(purged >> 10));
+    EXPECT_LE(purged, 2 * kCycleBytes) << "the heap purged what it takes back, cycle after cycle";
+    EXPECT_LE(after.purge.bytes_refaulted - before.purge.bytes_refaulted, 2 * kCycleBytes);
+    EXPECT_GE(after.purge.bytes_reused_late - before.purge.bytes_reused_late,
+              (kCycles - 2) * kCycleBytes / 2)
+        << "pages were not taken back after the base delay";
+  }).join();
+}
+
+// What a heap keeps goes back after the maximum delay all the same, as
+// soon as the heap's housekeeping runs.
+TEST(Lifecycle, KeptMemoryGoesBackAfterTheMaximumDelay) {
+  std::thread([] {
+    std::vector<void *> blocks(kCycleBlocks);
+    free_wait_and_take_back(2, blocks);  // the heap learns to keep 8 MiB
+    for (void *&p : blocks) p = brisk_malloc(kCycleBlockSize);
+    for (void *p : blocks) brisk_free(p);
+    housekeeping_runs();
+    const uint64_t purged_before = purge_stats().general.bytes_purged;
+    std::this_thread::sleep_for(std::chrono::milliseconds(200));
+    housekeeping_runs();
+    const uint64_t purged_kept = purge_stats().general.bytes_purged - purged_before;
+    EXPECT_LT(purged_kept, kCycleBytes / 2) << "the heap did not keep its free pages";
+    std::this_thread::sleep_for(std::chrono::milliseconds(1000));  // past the maximum
+    housekeeping_runs();
+    const uint64_t purged = purge_stats().general.bytes_purged - purged_before;
+    std::printf("purged: %llu KiB 200 ms after the frees, %llu KiB 1200 ms after\n",
+                static_cast<unsigned long long>(purged_kept >> 10),
+                static_cast<unsigned long long>(purged >> 10));
+    EXPECT_GE(purged, kCycleBytes * 3 / 4) << "free pages outlived the maximum delay";
+  }).join();
+}
+
+// A base delay of 0 purges a page as soon as it is free, whatever the heap
+// learnt to keep.
+TEST(Lifecycle, PurgeDelayZeroPurgesAtOnceAfterTheHeapLearntToKeep) {
+  std::thread([] {
+    std::vector<void *> blocks(kCycleBlocks);
+    free_wait_and_take_back(2, blocks);
+    const uint64_t old_delay = brisk_test_set_purge_delay_ms(0);
+    for (void *&p : blocks) p = brisk_malloc(kCycleBlockSize);
+    const uint64_t purged_before = purge_stats().general.bytes_purged;
+    for (void *p : blocks) brisk_free(p);
+    const uint64_t purged = purge_stats().general.bytes_purged - purged_before;
+    brisk_test_set_purge_delay_ms(old_delay);
+    EXPECT_GE(purged, kCycleBytes * 3 / 4);
+  }).join();
 }
 
 }  // namespace

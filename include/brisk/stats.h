@@ -128,6 +128,22 @@ typedef struct brisk_region_cache_stats_s {
   uint64_t flushed, flushed_bytes;   /* released at once by brisk_collect(true), malloc_trim */
 } brisk_region_cache_stats_t;
 
+/*
+ * Purging (BRISK_PURGE_DELAY_MS, BRISK_PURGE_DELAY_MAX_MS): a heap gives a
+ * free page back to the system after the base delay, except the free pages
+ * it has learnt it takes back later (it keeps up to as many bytes as it
+ * faulted in again soon after purging them, for at most the maximum delay).
+ * The two counts run since the start (or brisk_stats_reset).
+ */
+typedef struct brisk_purge_stats_s {
+  uint64_t delay_ms;          /* the base delay (BRISK_PURGE_DELAY_MS; 0: at once) */
+  uint64_t max_delay_ms;      /* the longest a kept page waits (BRISK_PURGE_DELAY_MAX_MS) */
+  uint64_t bytes_refaulted;   /* pages faulted in again soon after their purge by delay:
+                                 what each heap learnt to keep */
+  uint64_t bytes_reused_late; /* free pages taken back after more than the base delay,
+                                 each a page the base delay alone would have purged */
+} brisk_purge_stats_t;
+
 typedef struct brisk_stats_s {
   uint32_t version;         /* BRISK_STATS_VERSION of the library that filled it */
   uint32_t size;            /* set by the caller to sizeof(brisk_stats_t) */
@@ -140,6 +156,7 @@ typedef struct brisk_stats_s {
    * which it has, and the `size` brisk_stats_get leaves says which the
    * library filled. */
   brisk_region_cache_stats_t region_cache;
+  brisk_purge_stats_t purge;
 } brisk_stats_t;
 
 /*

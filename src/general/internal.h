@@ -395,8 +395,11 @@ BRISK_HIDDEN void _brisk_segment_page_free(brisk_heap_t *heap, brisk_page_t *pag
 /* The heap changes hands: thread (a brisk_thread_id, or 0 when abandoned)
  * becomes its owner_thread and every one of its segments'. */
 BRISK_HIDDEN void _brisk_segments_set_owner_thread(brisk_heap_t *heap, uintptr_t thread);
-/* Decommit free pages freed at least delay_ms ago (all of them if 0). */
-BRISK_HIDDEN void _brisk_heap_purge(brisk_heap_t *heap, uint64_t now_ms, uint64_t delay_ms);
+/* Decommit the free pages due for a base delay of base_ms
+ * (BRISK_PURGE_DELAY_MS): those older than it but the newest the heap keeps
+ * for reuse, and any older than BRISK_PURGE_DELAY_MAX_MS (segment.c); every
+ * free page if 0. */
+BRISK_HIDDEN void _brisk_heap_purge(brisk_heap_t *heap, uint64_t now_ms, uint64_t base_ms);
 /* Decommit the oldest free pages until at most max_bytes of free pages
  * stay backed. */
 BRISK_HIDDEN void _brisk_heap_purge_down_to(brisk_heap_t *heap, size_t max_bytes);
@@ -504,6 +507,8 @@ typedef enum brisk_global_stat_e {
   BRISK_STAT_SEGMENTS,              /* paged segments held */
   BRISK_STAT_SEGMENT_BYTES,
   BRISK_STAT_BYTES_PURGED,
+  BRISK_STAT_BYTES_REFAULTED,       /* faulted in again soon after a purge by delay */
+  BRISK_STAT_BYTES_REUSED_LATE,     /* free pages taken back after the base delay */
   BRISK_STAT_HUGE_BLOCKS,           /* live huge blocks */
   BRISK_STAT_HUGE_BYTES,            /* their mappings' bytes */
   BRISK_STAT_HUGE_ALLOCATIONS,

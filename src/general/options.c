@@ -17,6 +17,7 @@ brisk_options_t _brisk_options = {
     .stats_file = NULL,
     .stats_interval_ms = 1000,
     .purge_delay_ms = 50,
+    .purge_delay_max_ms = 1000,
     .verbose = false,
     .huge_cache_bytes = (size_t)128 << 20,
     .huge_cache_ms = 1000,
@@ -44,6 +45,9 @@ static const option_t options[] = {
      "milliseconds between lines of BRISK_STATS_FILE"},
     {"BRISK_PURGE_DELAY_MS", OPTION_NUMBER, 0, 3600000, &_brisk_options.purge_delay_ms,
      "free pages go back to the system after this many ms (0: at once)"},
+    {"BRISK_PURGE_DELAY_MAX_MS", OPTION_NUMBER, 0, 3600000, &_brisk_options.purge_delay_max_ms,
+     "the longest a free page kept for reuse waits (a heap keeps as much as it faulted in "
+     "again soon after purging it)"},
     {"BRISK_VERBOSE", OPTION_BOOL, 0, 1, &_brisk_options.verbose,
      "print the options in effect at start"},
     {"BRISK_HUGE_CACHE_MB", OPTION_MIB, 0, 65536, &_brisk_options.huge_cache_bytes,

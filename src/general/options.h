@@ -14,6 +14,8 @@ typedef struct brisk_options_s {
   const char *stats_file;      /* BRISK_STATS_FILE: append JSON lines here (NULL: none) */
   uint64_t stats_interval_ms;  /* BRISK_STATS_INTERVAL_MS: one line per this many ms */
   uint64_t purge_delay_ms;     /* BRISK_PURGE_DELAY_MS: free pages go back after this; 0 = at once */
+  uint64_t purge_delay_max_ms; /* BRISK_PURGE_DELAY_MAX_MS: the longest a free page a heap keeps
+                                  past that delay for reuse stays backed (segment.c) */
   bool verbose;                /* BRISK_VERBOSE: print the options in effect at start */
   size_t huge_cache_bytes;     /* BRISK_HUGE_CACHE_MB: freed huge mappings kept per thread */
   uint64_t huge_cache_ms;      /* BRISK_HUGE_CACHE_MS: how long they are kept */

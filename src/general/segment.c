@@ -5,10 +5,12 @@
  *     heap->available[kind] has a segment with a free page? take its first
  *     free page (bitmap + ctz); else reserve a new segment from the OS.
  *   _brisk_segment_page_free(heap, page)       a retired page goes back
- *     its memory stays backed and joins heap->purge_list (oldest first);
- *     _brisk_heap_purge decommits pages that stayed free past a delay, or at
- *     once when the list holds too many bytes. A segment with no page in use
- *     is released to the OS unless it is the heap's one spare of its kind.
+ *     its memory stays backed and joins the heap's purge list of its kind
+ *     (oldest first);
+ *     _brisk_heap_purge decommits pages that stayed free past the purge
+ *     delay, but those the heap keeps for reuse (below), or at once when the
+ *     lists hold too many bytes. A segment with no page in use is released
+ *     to the OS unless it is the heap's one spare of its kind.
  *
  *   _brisk_heap_count_live_blocks(heap, live)  a statistics snapshot's count
  *     of the blocks live on every page of the heap's segments.
@@ -134,19 +136,25 @@ static void available_remove(brisk_heap_t *heap, brisk_segment_t *segment) {
 }
 
 static void purge_list_remove(brisk_heap_t *heap, brisk_page_t *page) {
-  size_t size = brisk_page_size(brisk_segment_of((uintptr_t)page));
-  brisk_page_queue_remove(&heap->purge_list, page);
+  brisk_segment_t *segment = brisk_segment_of((uintptr_t)page);
+  size_t size = brisk_page_size(segment);
+  brisk_purge_list_t *list = &heap->purge_lists[segment->kind];
+  brisk_page_queue_remove(&list->pages, page);
   page->in_purge_list = 0;
+  list->bytes -= size;
   heap->purge_list_bytes -= size;
   brisk_global_stat_add(BRISK_STAT_FREE_PAGES_COMMITTED, -1);
   brisk_global_stat_add(BRISK_STAT_FREE_PAGE_BYTES_COMMITTED, -(int64_t)size);
 }
 
 static void purge_list_append(brisk_heap_t *heap, brisk_page_t *page, uint64_t now_ms) {
+  brisk_segment_t *segment = brisk_segment_of((uintptr_t)page);
+  brisk_purge_list_t *list = &heap->purge_lists[segment->kind];
   page->freed_at_ms = now_ms;
-  brisk_page_queue_push_back(&heap->purge_list, page);
+  brisk_page_queue_push_back(&list->pages, page);
   page->in_purge_list = 1;
-  size_t size = brisk_page_size(brisk_segment_of((uintptr_t)page));
+  size_t size = brisk_page_size(segment);
+  list->bytes += size;
   heap->purge_list_bytes += size;
   brisk_global_stat_add(BRISK_STAT_FREE_PAGES_COMMITTED, 1);
   brisk_global_stat_add(BRISK_STAT_FREE_PAGE_BYTES_COMMITTED, (int64_t)size);
@@ -235,21 +243,84 @@ static void segment_purge_all(brisk_heap_t *heap, brisk_segment_t *segment) {
   }
 }
 
-/* How far back from the newest end of the purge list page_alloc looks for a
- * free page that still holds its memory. */
-#define BACKED_PAGE_SEARCH 16
+/*
+ * Purging. BRISK_PURGE_DELAY_MS is the base delay: a free page stays backed
+ * that long before it is decommitted. A program whose memory use rises and
+ * falls every few hundred milliseconds (a database running one statement
+ * after another) would fault its pages in again after each purge, so each
+ * heap learns, for each kind of page, how many bytes of free pages it wants
+ * back later than the base delay (keep_bytes), and keeps that many of its
+ * newest free pages of the kind past the base delay, for at most
+ * BRISK_PURGE_DELAY_MAX_MS. What it learns from:
+ *
+ *   - a page faulted in (a fresh one, or one purged before) less than
+ *     BRISK_PURGE_DELAY_MAX_MS after the heap purged pages of its kind by
+ *     delay adds its size to keep_bytes, as long as the bytes purged then
+ *     (and before, within that time) outnumber those faulted in since:
+ *     memory the heap gave back and then needed again;
+ *   - a page taken back from the list after waiting longer than the base
+ *     delay (kept for it) confirms keep_bytes as it is.
+ *
+ * Without either, keep_bytes halves every BRISK_PURGE_DELAY_MAX_MS. Pages
+ * beyond keep_bytes go at the base delay, oldest first (the newest count
+ * toward keep_bytes whatever their age, so pages that a peak did not take
+ * back go when the next trough frees newer ones), and every page goes after
+ * the maximum: memory that sits unused goes back within
+ * BRISK_PURGE_DELAY_MAX_MS. A program that takes back less than it freed
+ * keeps only what it takes back. A base of 0 (purge at once) keeps nothing
+ * past it, nor does an abandoned heap (nobody will want its pages soon).
+ * Purges past the byte limit, by brisk_collect and on trims are not purges
+ * by delay: nothing is learnt from what they give back.
+ */
+#define PURGE_DELAY_MAX_MS (_brisk_options.purge_delay_max_ms)
 
-/* The most recently freed page of this kind that still holds its memory,
- * among the newest few on the purge list; NULL if none. Taking it costs no
- * page faults, and it stops that memory from being held for the purge
- * delay while fresh pages are faulted in beside it (threads that hand
- * blocks to each other empty and refill pages all the time). */
-static brisk_page_t *backed_free_page(brisk_heap_t *heap, brisk_segment_kind_t kind) {
-  brisk_page_t *page = heap->purge_list.tail;
-  for (size_t i = 0; page != NULL && i < BACKED_PAGE_SEARCH; i++, page = page->prev) {
-    if (brisk_segment_of((uintptr_t)page)->kind == kind) return page;
+/* The bytes of the list's newest free pages kept past the base delay now. */
+static size_t purge_keep_bytes(const brisk_purge_list_t *list, uint64_t now_ms) {
+  uint64_t max = PURGE_DELAY_MAX_MS;
+  if (max == 0 || now_ms <= list->keep_set_ms) return list->keep_bytes;
+  uint64_t halvings = (now_ms - list->keep_set_ms) / max;
+  return halvings < 64 ? list->keep_bytes >> halvings : 0;
+}
+
+/* Set keep_bytes as of now (its halving starts over), at most the limit on
+ * free bytes kept backed. */
+static void purge_keep_set(brisk_purge_list_t *list, uint64_t now_ms, size_t bytes) {
+  size_t limit = PURGE_LIST_MAX_BYTES;
+  list->keep_bytes = bytes < limit ? bytes : limit;
+  list->keep_set_ms = now_ms;
+}
+
+/* page_alloc hands out page, of the list's kind, of size bytes: what that
+ * teaches the list's keep_bytes. */
+static void purge_keep_learn(brisk_purge_list_t *list, const brisk_page_t *page, size_t size) {
+  uint64_t base = BRISK_PURGE_DELAY_MS;
+  if (base == 0) return;
+  if (!page->is_committed) {
+    if (list->purged_bytes < size) return;
+    uint64_t now = _brisk_os_now_ms();
+    if (now < list->last_purge_ms || now - list->last_purge_ms >= PURGE_DELAY_MAX_MS) {
+      list->purged_bytes = 0; /* purged too long ago to have been kept for */
+      return;
+    }
+    list->purged_bytes -= size;
+    purge_keep_set(list, now, purge_keep_bytes(list, now) + size);
+    brisk_global_stat_add(BRISK_STAT_BYTES_REFAULTED, (int64_t)size);
+  } else if (page->in_purge_list) {
+    uint64_t now = _brisk_os_now_ms();
+    if (now >= page->freed_at_ms && now - page->freed_at_ms > base) {
+      purge_keep_set(list, now, purge_keep_bytes(list, now));
+      brisk_global_stat_add(BRISK_STAT_BYTES_REUSED_LATE, (int64_t)size);
+    }
   }
-  return NULL;
+}
+
+/* The most recently freed page of this kind that still holds its memory;
+ * NULL if none. Taking it costs no page faults, and it stops that memory
+ * from being held for the purge delay while fresh pages are faulted in
+ * beside it (threads that hand blocks to each other empty and refill pages
+ * all the time). */
+static brisk_page_t *backed_free_page(brisk_heap_t *heap, brisk_segment_kind_t kind) {
+  return heap->purge_lists[kind].pages.tail;
 }
 
 static brisk_page_t *page_alloc(brisk_heap_t *heap, brisk_segment_kind_t kind) {
@@ -276,6 +347,7 @@ static brisk_page_t *page_alloc(brisk_heap_t *heap, brisk_segment_kind_t kind) {
 
   brisk_page_t *page = &segment->pages[index];
   BRISK_ASSERT(index != 0 && !page->in_use && brisk_load_relaxed(&segment->page_info[index]) == 0);
+  purge_keep_learn(&heap->purge_lists[kind], page, brisk_page_size(segment));
   if (page->in_purge_list) purge_list_remove(heap, page);
   page->in_use = 1;
   brisk_global_stat_add(BRISK_STAT_PAGES_IN_USE, 1);
@@ -350,8 +422,18 @@ void _brisk_segment_page_free(brisk_heap_t *heap, brisk_page_t *page) {
   _brisk_heaps_tidy_stale(now_ms);
 }
 
+/* The oldest free page still backed, of any kind; NULL if none. */
+static brisk_page_t *oldest_backed_page(brisk_heap_t *heap) {
+  brisk_page_t *oldest = NULL;
+  for (int kind = 0; kind < BRISK_KIND_COUNT_PAGED; kind++) {
+    brisk_page_t *page = heap->purge_lists[kind].pages.head;
+    if (page != NULL && (oldest == NULL || page->freed_at_ms < oldest->freed_at_ms)) oldest = page;
+  }
+  return oldest;
+}
+
 static void purge_down_to(brisk_heap_t *heap, size_t max_bytes) {
-  while (heap->purge_list_bytes > max_bytes) purge_page(heap, heap->purge_list.head);
+  while (heap->purge_list_bytes > max_bytes) purge_page(heap, oldest_backed_page(heap));
 }
 
 void _brisk_heap_purge_down_to(brisk_heap_t *heap, size_t max_bytes) {
@@ -360,21 +442,40 @@ void _brisk_heap_purge_down_to(brisk_heap_t *heap, size_t max_bytes) {
   _brisk_heap_unlock_memory(heap);
 }
 
-static void purge_due(brisk_heap_t *heap, uint64_t now_ms, uint64_t delay_ms) {
-  brisk_page_t *page;
-  while ((page = heap->purge_list.head) != NULL) {
-    if (delay_ms == 0) {
-      segment_purge_all(heap, brisk_segment_of((uintptr_t)page)); /* whole runs at once */
+static void purge_due(brisk_heap_t *heap, uint64_t now_ms, uint64_t base_ms) {
+  bool keeps = base_ms != 0 && !brisk_load_relaxed(&heap->abandoned);
+  uint64_t max_ms = PURGE_DELAY_MAX_MS;
+  for (int kind = 0; kind < BRISK_KIND_COUNT_PAGED; kind++) {
+    brisk_purge_list_t *list = &heap->purge_lists[kind];
+    brisk_page_t *page;
+    if (base_ms == 0) {
+      while ((page = list->pages.head) != NULL) {
+        segment_purge_all(heap, brisk_segment_of((uintptr_t)page)); /* whole runs at once */
+      }
       continue;
     }
-    if (now_ms - page->freed_at_ms < delay_ms) break; /* oldest first */
-    purge_page(heap, page);
+    size_t keep_bytes = SIZE_MAX; /* worked out once a page is due */
+    while ((page = list->pages.head) != NULL) {
+      /* Oldest first. A time later than now_ms was read after now_ms was. */
+      if (page->freed_at_ms > now_ms || now_ms - page->freed_at_ms < base_ms) break;
+      if (now_ms - page->freed_at_ms < max_ms) {
+        if (keep_bytes == SIZE_MAX) keep_bytes = keeps ? purge_keep_bytes(list, now_ms) : 0;
+        if (list->bytes <= keep_bytes) break;
+        if (keeps) {
+          /* Learnt from if it is faulted in again within the maximum. */
+          if (now_ms - list->last_purge_ms >= max_ms) list->purged_bytes = 0;
+          list->purged_bytes += brisk_page_size(brisk_segment_of((uintptr_t)page));
+          list->last_purge_ms = now_ms;
+        }
+      }
+      purge_page(heap, page);
+    }
   }
 }
 
-void _brisk_heap_purge(brisk_heap_t *heap, uint64_t now_ms, uint64_t delay_ms) {
+void _brisk_heap_purge(brisk_heap_t *heap, uint64_t now_ms, uint64_t base_ms) {
   _brisk_heap_lock_memory(heap);
-  purge_due(heap, now_ms, delay_ms);
+  purge_due(heap, now_ms, base_ms);
   _brisk_heap_unlock_memory(heap);
 }
 

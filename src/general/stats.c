@@ -287,6 +287,10 @@ static void raw_snapshot(brisk_stats_t *out) {
                         general->segments * ((size_t)1 << BRISK_SMALL_PAGE_SHIFT) +
                         general->huge_bytes + general->huge_cached_bytes;
   general->bytes_purged = (uint64_t)global_stat(BRISK_STAT_BYTES_PURGED);
+  out->purge.delay_ms = _brisk_options.purge_delay_ms;
+  out->purge.max_delay_ms = _brisk_options.purge_delay_max_ms;
+  out->purge.bytes_refaulted = (uint64_t)global_stat(BRISK_STAT_BYTES_REFAULTED);
+  out->purge.bytes_reused_late = (uint64_t)global_stat(BRISK_STAT_BYTES_REUSED_LATE);
   /* The published total lags each heap by up to BRISK_STATS_PUBLISH_BYTES;
    * the peak is at least what this snapshot counted. */
   size_t peak = gauge(BRISK_STAT_IN_USE_PEAK) + general->huge_bytes;
@@ -352,6 +356,8 @@ static void subtract_baseline(brisk_stats_t *out) {
   SUBTRACT(region_cache.evicted_bytes);
   SUBTRACT(region_cache.flushed);
   SUBTRACT(region_cache.flushed_bytes);
+  SUBTRACT(purge.bytes_refaulted);
+  SUBTRACT(purge.bytes_reused_late);
 }
 
 #undef SUBTRACT
@@ -468,6 +474,11 @@ static void format_json(text_t *t, const brisk_stats_t *s, bool with_classes) {
            m->hit_bytes, m->misses, m->kept, m->kept_bytes, m->declined, m->declined_bytes,
            m->expired, m->expired_bytes, m->evicted, m->evicted_bytes, m->flushed,
            m->flushed_bytes);
+  const brisk_purge_stats_t *u = &s->purge;
+  text_add(t,
+           ",\"purge\":{\"delay_ms\":%" PRIu64 ",\"max_delay_ms\":%" PRIu64
+           ",\"bytes_refaulted\":%" PRIu64 ",\"bytes_reused_late\":%" PRIu64 "}",
+           u->delay_ms, u->max_delay_ms, u->bytes_refaulted, u->bytes_reused_late);
   if (with_classes) {
     text_add(t, ",\"classes\":[");
     first = true;
@@ -516,6 +527,11 @@ static void format_table(text_t *t, const brisk_stats_t *s) {
            g->allocations, g->frees, g->remote_frees, g->slow_mallocs, g->slow_frees);
   text_add(t, "  pages      %12zu in use, %zu free and backed; %zu segments\n", g->pages_in_use,
            g->pages_committed, g->segments);
+  text_add(t, "  purging    %9" PRIu64 " ms delay, kept pages up to %" PRIu64
+           " ms: faulted in again soon after a purge %s, reused past the delay %s\n",
+           s->purge.delay_ms, s->purge.max_delay_ms,
+           bytes_text(a, sizeof a, s->purge.bytes_refaulted),
+           bytes_text(b, sizeof b, s->purge.bytes_reused_late));
   text_add(t, "  huge       %12zu blocks (%s), %" PRIu64 " allocated (ever), cache %s\n",
            g->huge_blocks, bytes_text(a, sizeof a, g->huge_bytes), g->huge_allocations,
            bytes_text(b, sizeof b, g->huge_cached_bytes));

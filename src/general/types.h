@@ -242,6 +242,18 @@ typedef struct brisk_remote_batch_s {
   void *blocks[BRISK_OUTBOX_BATCH];
 } brisk_remote_batch_t;
 
+/* A heap's free pages of one kind that still hold memory, and how many of
+ * them it keeps past the base purge delay (segment.c). The heap's owner,
+ * or whoever holds its memory_lock. */
+typedef struct brisk_purge_list_s {
+  brisk_page_queue_t pages;     /* oldest first */
+  size_t bytes;                 /* their size */
+  size_t keep_bytes;            /* kept past BRISK_PURGE_DELAY_MS (the newest) */
+  uint64_t keep_set_ms;         /* when it was set: it halves every BRISK_PURGE_DELAY_MAX_MS since */
+  uint64_t last_purge_ms;       /* the last purge by delay */
+  size_t purged_bytes;          /* purged by delay until then, not faulted in again since */
+} brisk_purge_list_t;
+
 /* A cached huge mapping, kept committed so that reusing it costs no faults. */
 typedef struct brisk_huge_cache_entry_s {
   brisk_segment_t *segment;
@@ -304,8 +316,8 @@ typedef struct brisk_heap_s {
   /* Housekeeping's record of empty heads (see _brisk_heap_retire_empty_heads). */
   uintptr_t idle_head_snapshot[BRISK_CLASS_COUNT];
   brisk_page_queue_t full_pages;
-  brisk_page_queue_t purge_list;   /* free pages still holding memory, oldest first */
-  size_t purge_list_bytes;
+  brisk_purge_list_t purge_lists[BRISK_KIND_COUNT_PAGED]; /* free pages still backed */
+  size_t purge_list_bytes;         /* on all three */
   brisk_segment_t *available[BRISK_KIND_COUNT_PAGED]; /* segments with a free page */
   brisk_segment_t *segments;       /* all of them (heap_next), under memory_lock */
   uint32_t empty_segments[BRISK_KIND_COUNT_PAGED];

@@ -15,8 +15,9 @@
  *       yet returned count as live)
  *     each segment of the heap: owned by it; its free-page bitmap against
  *       its pages' in_use flags and used_pages; every page in use is on
- *       exactly one of the heap's lists; the purge list's pages free and
- *       their bytes summing to purge_list_bytes
+ *       exactly one of the heap's lists; the purge lists' pages free, of
+ *       their list's kind, oldest first, their bytes summing to
+ *       purge_list_bytes
  *   _brisk_heaps_validate_idle()    (heap.c) every heap no thread owns,
  *                                   for tests at quiet points
  *
@@ -174,11 +175,23 @@ void _brisk_heap_validate(brisk_heap_t *heap) {
     pages_in_use += check_segment(heap, segment, &purge_bytes, &purge_pages);
   }
   size_t purge_list_pages = 0;
-  for (const brisk_page_t *page = heap->purge_list.head; page != NULL; page = page->next) {
-    CHECK(page->in_purge_list && !page->in_use, page, "a page on the purge list is in use");
-    CHECK(brisk_segment_of((uintptr_t)page)->heap == heap, page,
-          "a page on the purge list belongs to another heap");
-    purge_list_pages++;
+  for (int kind = 0; kind < BRISK_KIND_COUNT_PAGED; kind++) {
+    const brisk_purge_list_t *list = &heap->purge_lists[kind];
+    check_queue_links(&list->pages, "a purge list's links disagree");
+    uint64_t freed_before = 0;
+    size_t list_bytes = 0;
+    for (const brisk_page_t *page = list->pages.head; page != NULL; page = page->next) {
+      CHECK(page->in_purge_list && !page->in_use, page, "a page on the purge list is in use");
+      CHECK(brisk_segment_of((uintptr_t)page)->heap == heap, page,
+            "a page on the purge list belongs to another heap");
+      CHECK(brisk_segment_of((uintptr_t)page)->kind == kind, page,
+            "a page is on the purge list of another kind");
+      CHECK(page->freed_at_ms >= freed_before, page, "a purge list is not oldest first");
+      freed_before = page->freed_at_ms;
+      list_bytes += brisk_page_size(brisk_segment_of((uintptr_t)page));
+      purge_list_pages++;
+    }
+    CHECK(list_bytes == list->bytes, NULL, "a purge list's byte total is wrong");
   }
   CHECK(purge_list_pages == purge_pages, NULL, "the purge list misses a page marked as on it");
   CHECK(purge_bytes == heap->purge_list_bytes, NULL, "the purge list's byte total is wrong");
