@@ -599,10 +599,6 @@ void brisk_buddy_free(brisk_buddy_t *b, void *p) {
  * brisk_buddy_free one by one.
  */
 #define FREE_BATCH 64u
-typedef struct batch_node_s {
-  size_t tree, node; /* node: heap index in the tree, at one depth for the whole batch */
-  uint32_t units;
-} batch_node_t;
 
 void _brisk_buddy_free_batch(brisk_buddy_t *b, void *const *blocks, size_t n) {
   if (n == 0) return;
@@ -621,10 +617,14 @@ void _brisk_buddy_free_batch(brisk_buddy_t *b, void *const *blocks, size_t n) {
     for (size_t i = 0; i < n; i++) brisk_buddy_free(b, blocks[i]);
     return;
   }
+  /* A node's place in b->nodes: its tree's nodes_per_tree (a power of
+   * two) times the tree, plus its heap index; its parent keeps the tree
+   * part and halves the index. */
+  const size_t index_mask = b->nodes_per_tree - 1;
   for (size_t done = 0; done < n; done += FREE_BATCH) {
     size_t m = n - done < FREE_BATCH ? n - done : FREE_BATCH;
-    batch_node_t nodes[FREE_BATCH];
-    const uint32_t s = (uint32_t)1 << k;
+    size_t at[FREE_BATCH];
+    uint32_t units[FREE_BATCH];
     for (size_t i = 0; i < m; i++) {
       void *p = blocks[done + i];
       size_t unit = address_unit(b, p);
@@ -632,39 +632,33 @@ void _brisk_buddy_free_batch(brisk_buddy_t *b, void *const *blocks, size_t n) {
       uint8_t tag = atomic_exchange_explicit(&b->index[unit], 0, memory_order_relaxed);
       if (BRISK_UNLIKELY(tag != k + 1)) fatal(p, "double free, or not the start of a block");
       brisk_annotate_free(p, b->min_block << k);
-      batch_node_t e = {unit >> b->depth,
-                        ((size_t)1 << (b->depth - k)) +
-                            ((unit & (((size_t)1 << b->depth) - 1)) >> k),
-                        s};
-      /* Insertion sort by (tree, node): batches are short. */
+      size_t node = (unit >> b->depth) * b->nodes_per_tree + ((size_t)1 << (b->depth - k)) +
+                    ((unit & (((size_t)1 << b->depth) - 1)) >> k);
+      /* Insertion sort: batches are short. */
       size_t j = i;
-      while (j > 0 && (nodes[j - 1].tree > e.tree ||
-                       (nodes[j - 1].tree == e.tree && nodes[j - 1].node > e.node))) {
-        nodes[j] = nodes[j - 1];
-        j--;
-      }
-      nodes[j] = e;
+      for (; j > 0 && at[j - 1] > node; j--) at[j] = at[j - 1];
+      at[j] = node;
+      units[i] = (uint32_t)1 << k;
     }
     /* The blocks' own nodes (release: what this thread wrote in them
      * happens before their next taker's acquire), then the ancestors. */
     for (size_t i = 0; i < m; i++)
-      atomic_store_explicit(&tree_nodes(b, nodes[i].tree)[nodes[i].node], 0,
-                            memory_order_release);
-    while (nodes[0].node > 1) {
+      atomic_store_explicit(&b->nodes[at[i]], 0, memory_order_release);
+    while ((at[0] & index_mask) > 1) {
       size_t w = 0;
       for (size_t i = 0; i < m; i++) {
-        size_t parent = nodes[i].node >> 1;
-        if (w > 0 && nodes[w - 1].tree == nodes[i].tree && nodes[w - 1].node == parent) {
-          nodes[w - 1].units += nodes[i].units;
+        size_t parent = (at[i] & ~index_mask) | ((at[i] & index_mask) >> 1);
+        if (w > 0 && at[w - 1] == parent) {
+          units[w - 1] += units[i];
         } else {
-          nodes[w] = (batch_node_t){nodes[i].tree, parent, nodes[i].units};
+          at[w] = parent;
+          units[w] = units[i];
           w++;
         }
       }
       m = w;
       for (size_t i = 0; i < m; i++)
-        atomic_fetch_sub_explicit(&tree_nodes(b, nodes[i].tree)[nodes[i].node], nodes[i].units,
-                                  memory_order_release);
+        atomic_fetch_sub_explicit(&b->nodes[at[i]], units[i], memory_order_release);
     }
   }
   uint32_t id = brisk_thread_slot();
