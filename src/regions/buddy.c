@@ -90,6 +90,12 @@
  *   brisk_buddy_free         range and unit checks, exchange the index byte,
  *                            counters; push on the thread cache, or
  *     release_block            tree_release: store 0, fetch_sub ancestors
+ *   _brisk_buddy_take_run    a cache in front refills: one block split in place
+ *   _brisk_buddy_free_batch  ... and gives back: the checks of free, then the
+ *                            blocks' nodes 0 and one fetch_sub per distinct
+ *                            ancestor, level by level
+ *   _brisk_buddy_forget_blocks  (quiescent) what such a cache held, gone with
+ *                            it: the nodes in use walked back to 0
  *   brisk_buddy_trim         (quiescent) every slot's cache back to the trees
  *   brisk_buddy_validate     (quiescent) recompute the trees, compare with
  *                            the index
