@@ -36,7 +36,9 @@ typedef struct brisk_stack_frame_s {
   size_t unused; /* a record is 32 bytes */
 } brisk_stack_frame_t;
 typedef struct brisk_stack_hot_s {
-  /* Cache line 0: every word the inline paths touch. */
+  /* Cache line 0: every word the inline paths touch. The two that alloc
+   * changes (pos, asked) are not neighbours, so that GCC does not merge
+   * their updates into one vector load and store. */
   unsigned char *pos;   /* next free byte of the current block */
   struct brisk_stack_block_s *blk; /* current block */
   unsigned char *end;   /* end of the usable part of the current block */
@@ -48,9 +50,10 @@ typedef struct brisk_stack_hot_s {
    * moment the seed's mean decays. */
   size_t asked;
   brisk_stack_frame_t *top;   /* the next free frame record: frames[depth] */
-  /* `asked` when the bytes in use were 0: the bytes in use are asked -
-   * released, modulo 2^BRISK_STACK_ASKED_BITS_ (a frame record keeps that
-   * difference; pop sets released back from it). */
+  /* What the bytes in use are counted from: they are asked - released,
+   * modulo 2^BRISK_STACK_ASKED_BITS_ (a frame record keeps that
+   * difference and pop sets released back from it; the slow paths'
+   * allocations lower it). */
   size_t released;
   brisk_stack_frame_t *limit; /* past the last record */
   /* frames' address, or (annotated) the highest one: pop goes inline only
