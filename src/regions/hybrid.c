@@ -1417,7 +1417,7 @@ void brisk_hybrid_destroy(brisk_hybrid_t *h) {
   bool meta_clean;
   size_t resident = destroy_sections(h, &meta_clean);
   h->clean_meta_at = meta_clean ? h->meta_at : SIZE_MAX;
-  /* The entries and slow counts that were written back to zero, so that
+  /* The entries and slow counts that threads wrote, back to zero, so that
    * the next create from the mapping cache clears only the rest of the
    * hybrid (its 130 KiB of entries stay as they are). */
   for (uint32_t i = next_touched(h, 0); i != TOUCHED_END; i = next_touched(h, i + 1)) {
