@@ -35,6 +35,8 @@
  * the hybrid's destruction.
  *
  * Usage: region_hybrid [--quick] [--reps N] [--rounds R] [--user | --seed]
+ *        region_hybrid trials hybrid|malloc|floor THREADS N [ROUNDS] (user_trials)
+ *        region_hybrid callgrind KIND N (region_user.h)
  * Output: Markdown tables, then key=value lines (table= threads= and one
  * <allocator>_ms= per allocator) that run.py turns into a chart, status=ok.
  */
@@ -378,6 +380,63 @@ static double user_trial(void *arg, int kind)
     return failed == 0 ? created + run + (bench_now() - start) : -1;
 }
 
+/*
+ * `region_hybrid trials KIND THREADS N [ROUNDS]`: N trials of one kind of
+ * the user pattern (hybrid, malloc or floor: the harness alone), each as
+ * user_trial runs it but never run again, and their medians: wall ns per
+ * allocation (the hybrid's creation and destruction in), CPU ns per
+ * allocation (the threads' CPU time, plus the hybrid's creation and
+ * destruction), and the hybrid's creation and destruction in us. On a
+ * machine shared with other work the CPU time moves far less than the
+ * wall time; interleave runs of two builds to compare them.
+ */
+static int user_trials(int argc, char **argv)
+{
+    if (argc < 5 || argc > 6)
+        return 2;
+    int kind = strcmp(argv[2], "hybrid") == 0   ? 0
+               : strcmp(argv[2], "malloc") == 0 ? 1
+               : strcmp(argv[2], "floor") == 0  ? 2
+                                                : -1;
+    int threads = (int)bench_parse_uint("region_hybrid", "THREADS", argv[3]);
+    int trials = (int)bench_parse_uint("region_hybrid", "N", argv[4]);
+    int rounds = argc == 6 ? (int)bench_parse_uint("region_hybrid", "ROUNDS", argv[5]) : 5;
+    if (kind < 0 || threads < 1 || threads > MAX_THREADS || trials < 1 || trials > MAX_REPS ||
+        rounds < 1)
+        return 2;
+    static sequence seqs[MAX_THREADS];
+    for (int t = 0; t < MAX_THREADS; t++)
+        make_sequence_of(&seqs[t], 9000 + (uint64_t)t, SIZES_USER, USER_LIVE);
+    double allocs = (double)threads * ALLOCS_PER_ROUND * rounds;
+    double wall[MAX_REPS], cpu[MAX_REPS], create_us[MAX_REPS], destroy_us[MAX_REPS];
+    for (int r = 0; r < trials; r++) {
+        size_t failed = 0;
+        double created = 0, destroyed = 0, start = bench_now();
+        if (kind == 0 && (g_user_hybrid = brisk_hybrid_create(NULL)) == NULL)
+            return 1;
+        created = bench_now() - start;
+        double run = run_threads(&user_allocators[kind], seqs, threads, rounds, true, &failed);
+        if (kind == 0) {
+            start = bench_now();
+            brisk_hybrid_destroy(g_user_hybrid);
+            g_user_hybrid = NULL;
+            destroyed = bench_now() - start;
+        }
+        if (failed != 0)
+            return 1;
+        wall[r] = (created + run + destroyed) * 1e9 / allocs;
+        cpu[r] = (created + g_run_cpu + destroyed) * 1e9 / allocs;
+        create_us[r] = created * 1e6;
+        destroy_us[r] = destroyed * 1e6;
+    }
+    printf("kind=%s threads=%d trials=%d rounds=%d wall_ns=%.3f cpu_ns=%.3f create_us=%.1f "
+           "destroy_us=%.1f\n",
+           argv[2], threads, trials, rounds, bench_median(wall, (size_t)trials),
+           bench_median(cpu, (size_t)trials), bench_median(create_us, (size_t)trials),
+           bench_median(destroy_us, (size_t)trials));
+    return 0;
+}
+
 /* callgrind units (region_user.h): n rounds of thread 0's sequence, one
  * hybrid for all of them, writes as in the benchmark. */
 static int user_units(const char *kind, size_t n)
@@ -583,6 +642,12 @@ int main(int argc, char **argv)
     int status;
     if (user_callgrind_mode(argc, argv, "region_hybrid", user_units, &status))
         return status;
+    if (argc >= 2 && strcmp(argv[1], "trials") == 0) {
+        status = user_trials(argc, argv);
+        if (status == 2)
+            fprintf(stderr, "usage: region_hybrid trials hybrid|malloc|floor THREADS N [ROUNDS]\n");
+        return status;
+    }
     for (int i = 1; i < argc; i++) {
         if (strcmp(argv[i], "--quick") == 0) {
             quick = true;

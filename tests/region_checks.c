@@ -12,6 +12,14 @@ void brisk_test_pool_validate_locals(const brisk_pool_t *pool,
   _brisk_pool_validate(pool, locals, count);
 }
 
+size_t brisk_test_pool_take_batch(brisk_pool_t *pool, size_t want, void **out) {
+  return _brisk_pool_take_batch(pool, want, out);
+}
+
+void brisk_test_pool_give_batch(brisk_pool_t *pool, void *const *objects, size_t n) {
+  _brisk_pool_give_batch(pool, objects, n);
+}
+
 void brisk_test_fifo_validate(const brisk_fifo_t *fifo) { _brisk_fifo_validate(fifo); }
 
 void brisk_test_hybrid_validate(const brisk_hybrid_t *hybrid) { _brisk_hybrid_validate(hybrid); }

@@ -22,6 +22,11 @@ void brisk_test_pool_validate(const brisk_pool_t *pool);
 void brisk_test_pool_validate_locals(const brisk_pool_t *pool,
                                      const brisk_pool_local_t *const *locals, size_t count);
 
+// A pool's batches for a cache in front of it (the hybrid's lists):
+// _brisk_pool_take_batch and _brisk_pool_give_batch (src/regions/pool.h).
+size_t brisk_test_pool_take_batch(brisk_pool_t *pool, size_t want, void **out);
+void brisk_test_pool_give_batch(brisk_pool_t *pool, void *const *objects, size_t n);
+
 // The fifo's validator (src/regions/fifo.c), by the fifo's thread:
 // "brisk: brisk_fifo_validate(0x...): ..." and abort.
 void brisk_test_fifo_validate(const brisk_fifo_t *fifo);

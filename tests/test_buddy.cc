@@ -379,6 +379,86 @@ TEST(Buddy, RunsSplitOneBlockIntoBlocksFreedAlone) {
   brisk_buddy_destroy(b);
 }
 
+// _brisk_buddy_free_batch (a cache in front gives back half a list): a
+// batch of blocks of one order from runs and single allocations in several
+// trees, in a shuffled order, is freed as if one by one: the counters
+// validate after each batch, the bytes in use follow, and once every block
+// is back each tree is one free root (a block the size of the region's
+// trees fits in every one of them). A batch of mixed orders takes the
+// one-by-one path, with the same result.
+TEST(Buddy, BatchFreeIsManyFreesInOne) {
+  const size_t region = 256 * kKiB, min = 128, max = 16 * kKiB;  // 16 trees
+  brisk_buddy_t *b = brisk_buddy_create_ex(region, min, max, 0);
+  ASSERT_NE(b, nullptr);
+  std::vector<void *> blocks;  // order 1 (256 B)
+  for (int r = 0; r < 12; r++) {
+    void *run[8];
+    ASSERT_EQ(_brisk_buddy_take_run(b, 1, 3, run), 8u);
+    blocks.insert(blocks.end(), run, run + 8);
+    void *one = brisk_buddy_alloc(b, 200, 0);
+    ASSERT_NE(one, nullptr);
+    blocks.push_back(one);
+    void *big = brisk_buddy_alloc(b, max, 0);  // keeps runs in several trees
+    ASSERT_NE(big, nullptr);
+    brisk_buddy_free(b, big);
+  }
+  std::vector<void *> mixed = {brisk_buddy_alloc(b, 128, 0), brisk_buddy_alloc(b, 1024, 0),
+                               brisk_buddy_alloc(b, 256, 0)};
+  for (void *p : mixed) ASSERT_NE(p, nullptr);
+  Rng rng(7);
+  for (size_t i = blocks.size(); i > 1; i--) std::swap(blocks[i - 1], blocks[rng.next() % i]);
+  size_t in_use = counters_of(b).in_use;
+  ASSERT_EQ(in_use, blocks.size() * 256 + 128 + 1024 + 256);
+  for (size_t done = 0; done < blocks.size(); done += 37) {
+    size_t n = std::min<size_t>(37, blocks.size() - done);
+    _brisk_buddy_free_batch(b, blocks.data() + done, n);
+    in_use -= n * 256;
+    EXPECT_EQ(counters_of(b).in_use, in_use);
+    expect_consistent(b, false);
+  }
+  _brisk_buddy_free_batch(b, mixed.data(), mixed.size());
+  EXPECT_EQ(counters_of(b).in_use, 0u);
+  expect_consistent(b, true);
+  std::vector<void *> trees;
+  for (void *p; (p = brisk_buddy_alloc(b, max, 0)) != nullptr;) trees.push_back(p);
+  EXPECT_EQ(trees.size(), region / max);
+  _brisk_buddy_free_batch(b, trees.data(), trees.size());
+  expect_consistent(b, true);
+  brisk_buddy_destroy(b);
+}
+
+// _brisk_buddy_forget_blocks (a cache in front thrown away with the
+// buddy): every block still handed out is shown to the visitor once, and
+// afterwards every tree is one free root with no index byte set, though
+// only the nodes in use were visited.
+TEST(Buddy, ForgetBlocksVisitsEachBlockAndLeavesTreesWhole) {
+  const size_t region = 256 * kKiB, min = 128, max = 16 * kKiB;
+  brisk_buddy_t *b = brisk_buddy_create_ex(region, min, max, 0);
+  ASSERT_NE(b, nullptr);
+  std::vector<void *> held;
+  void *run[16];
+  ASSERT_EQ(_brisk_buddy_take_run(b, 0, 4, run), 16u);
+  held.insert(held.end(), run, run + 16);
+  for (size_t size : {128u, 300u, 1000u, 4096u, 16384u}) held.push_back(brisk_buddy_alloc(b, size, 0));
+  for (void *p : held) ASSERT_NE(p, nullptr);
+  brisk_buddy_free(b, held[3]);  // a hole in the run
+  held.erase(held.begin() + 3);
+  std::vector<void *> seen;
+  _brisk_buddy_forget_blocks(
+      b, [](void *ctx, void *p) { static_cast<std::vector<void *> *>(ctx)->push_back(p); },
+      &seen);
+  std::sort(seen.begin(), seen.end());
+  std::sort(held.begin(), held.end());
+  EXPECT_EQ(seen, held);
+  EXPECT_EQ(counters_of(b).in_use, 0u);
+  expect_consistent(b, true);
+  std::vector<void *> trees;
+  for (void *p; (p = brisk_buddy_alloc(b, max, 0)) != nullptr;) trees.push_back(p);
+  EXPECT_EQ(trees.size(), region / max);
+  for (void *p : trees) brisk_buddy_free(b, p);
+  brisk_buddy_destroy(b);
+}
+
 // A cached block stays allocated in the tree: another thread cannot have
 // it until trim; the freeing thread gets it back, and flushes its cache
 // when the tree alone cannot serve a request.

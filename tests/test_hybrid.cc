@@ -386,7 +386,10 @@ TEST(Hybrid, ExportedFunctionsShareTheCachesWithTheInlineOnes) {
 // (only cached blocks hold codes), one with every block still held. A code
 // left over would name a block that is not there: the validator, run
 // before the next hybrid hands anything out, finds none, and the next
-// hybrid frees its own blocks at those addresses as it should.
+// hybrid frees its own blocks at those addresses as it should. So does
+// every thread entry and count (destroy zeroes those its threads used, and
+// the next create leaves them): a second thread caches blocks in every
+// round, and each new hybrid starts with no list and every count at 0.
 TEST(Hybrid, DestroyLeavesTheCodeTableZero) {
   auto cache_hits = [] {
     brisk_stats_t s{};
@@ -400,6 +403,17 @@ TEST(Hybrid, DestroyLeavesTheCodeTableZero) {
     brisk_hybrid_t *h = brisk_hybrid_create(nullptr);
     ASSERT_NE(h, nullptr);
     brisk_test_hybrid_validate(h);
+    brisk_region_stats_t fresh;
+    brisk_hybrid_totals(h, &fresh);
+    EXPECT_EQ(fresh.allocations, 0u);
+    EXPECT_EQ(fresh.bytes_requested, 0u);
+    EXPECT_EQ(fresh.bytes_in_use, 0u);
+    std::thread other([h] {
+      std::vector<void *> mine;
+      for (size_t size = 16; size <= 4000; size *= 2) mine.push_back(brisk_hybrid_alloc(h, size, 0));
+      for (void *p : mine) brisk_hybrid_free(h, p);
+    });
+    other.join();
     std::vector<void *> blocks;
     for (size_t size = 16; size <= 40000; size = size * 5 / 4 + 1)
       for (int i = 0; i < 40; i++) {

@@ -16,6 +16,7 @@
 #include <algorithm>
 #include <atomic>
 #include <cstdint>
+#include <cstring>
 #include <set>
 #include <string>
 #include <thread>
@@ -165,6 +166,45 @@ TEST(Pool, BoundedPoolHonoursItsCapacityExactly) {
       brisk_pool_destroy(pool);
     }
   }
+}
+
+// The batches of a cache in front (the hybrid's lists): a take hands out
+// up to `want` distinct objects in one step (freshly carved, or one
+// shard's chain), counted as allocations; a give puts them back as one
+// chain, counted as frees; the bound holds (a take past it gets what is
+// left, then 0 with ENOMEM), and the pool validates throughout.
+TEST(Pool, BatchesTakeAndGiveManyObjectsAtOnce) {
+  const size_t capacity = 20;
+  brisk_pool_t *pool = brisk_pool_create_ex(48, 16, capacity, 0);
+  ASSERT_NE(pool, nullptr);
+  void *first[8], *second[16], *third[16], *none[4];
+  ASSERT_EQ(brisk_test_pool_take_batch(pool, 8, first), 8u);
+  for (void *p : first) std::memset(p, 0x3C, 48);
+  EXPECT_EQ(stats_of(pool).allocations, 8u);
+  EXPECT_EQ(stats_of(pool).bytes_in_use, 8 * 48u);
+  brisk_test_pool_validate(pool);
+  brisk_test_pool_give_batch(pool, first, 8);
+  EXPECT_EQ(stats_of(pool).bytes_in_use, 0u);
+  brisk_test_pool_validate(pool);
+  // The 8 come back as one chain; then the 12 never carved; then none.
+  size_t a = brisk_test_pool_take_batch(pool, 16, second);
+  size_t b = brisk_test_pool_take_batch(pool, 16, third);
+  EXPECT_EQ(a, 8u);
+  EXPECT_EQ(b, capacity - 8);
+  std::set<void *> distinct(second, second + a);
+  distinct.insert(third, third + b);
+  EXPECT_EQ(distinct.size(), capacity);
+  errno = 0;
+  EXPECT_EQ(brisk_test_pool_take_batch(pool, 4, none), 0u);
+  EXPECT_EQ(errno, ENOMEM);
+  EXPECT_EQ(stats_of(pool).bytes_in_use, capacity * 48);
+  brisk_test_pool_validate(pool);
+  brisk_test_pool_give_batch(pool, third, b);
+  for (size_t i = 0; i < a; i++) brisk_pool_free(pool, second[i]);
+  EXPECT_EQ(stats_of(pool).bytes_in_use, 0u);
+  EXPECT_EQ(stats_of(pool).allocations, 8 + capacity);
+  brisk_test_pool_validate(pool);
+  brisk_pool_destroy(pool);
 }
 
 TEST(Pool, PinnedBoundedPoolHoldsEverythingFromTheStart) {

@@ -30,26 +30,46 @@
  */
 struct brisk_stack_block_s;
 typedef struct brisk_stack_frame_s {
-  struct brisk_stack_block_s *blk;
   unsigned char *pos;
+  struct brisk_stack_block_s *blk;
   size_t in_use;
-  size_t unused; /* a record is 32 bytes: frames[depth] is a shift away */
+  size_t unused; /* a record is 32 bytes */
 } brisk_stack_frame_t;
 typedef struct brisk_stack_hot_s {
+  /* Cache line 0: every word the inline paths touch. The two that alloc
+   * changes (pos, asked) are not neighbours, so that GCC does not merge
+   * their updates into one vector load and store. */
   unsigned char *pos;   /* next free byte of the current block */
-  unsigned char *end;   /* end of the usable part of the current block */
-  size_t requested;     /* bytes asked in total */
-  size_t average_sum;   /* the seed's running mean of request sizes */
-  size_t average_nb;
-  size_t average_mark;
   struct brisk_stack_block_s *blk; /* current block */
-  brisk_stack_frame_t *frames;     /* frames[depth - 1] is the top frame */
-  size_t depth;
-  size_t capacity;
-  size_t released;      /* bytes given back by pop */
+  unsigned char *end;   /* end of the usable part of the current block */
+  /* Two counts in one word, so that the inline alloc updates both with
+   * one add: the low BRISK_STACK_ASKED_BITS_ bits, bytes asked by the
+   * inline path since the library last folded them into its total; the
+   * high bits, the seed's count of requests plus 1, which carries out of
+   * the word (the add overflows) when the count reaches 65,535, the
+   * moment the seed's mean decays. */
+  size_t asked;
+  brisk_stack_frame_t *top;   /* the next free frame record: frames[depth] */
+  /* What the bytes in use are counted from: they are asked - released,
+   * modulo 2^BRISK_STACK_ASKED_BITS_ (a frame record keeps that
+   * difference and pop sets released back from it; the slow paths'
+   * allocations lower it). */
+  size_t released;
+  brisk_stack_frame_t *limit; /* past the last record */
+  /* frames' address, or (annotated) the highest one: pop goes inline only
+   * above it. */
+  uintptr_t pop_floor;
+  /* Line 1: the slow paths'. */
+  brisk_stack_frame_t *frames;    /* frames[0] is the bottom frame */
+  size_t average_sum;   /* the seed's running mean of request sizes */
+  size_t average_mark;
   size_t annotated;     /* ASan build or under Valgrind: pop always goes out of line */
 } brisk_stack_hot_t;
 #define BRISK_STACK_AVERAGE_MAX_NB_ 65535u
+#define BRISK_STACK_ASKED_BITS_     48u
+/* The inline alloc takes sizes below this: 65,535 of them between two
+ * folds stay below 2^BRISK_STACK_ASKED_BITS_. */
+#define BRISK_STACK_INLINE_MAX_     ((size_t)1 << 32)
 
 /*
  * What brisk_fifo_alloc and brisk_fifo_free (brisk/fifo.h) use inline: the

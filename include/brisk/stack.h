@@ -44,6 +44,7 @@ BRISK_API void brisk_stack_stats(const brisk_stack_t *stack, brisk_region_stats_
 
 /* The library's out-of-line paths of the inline functions below (not API). */
 BRISK_API void *brisk_stack_alloc_slow_(brisk_stack_t *stack, size_t size, size_t align);
+BRISK_API void brisk_stack_decay_slow_(brisk_stack_t *stack);
 BRISK_API void brisk_stack_push_slow_(brisk_stack_t *stack);
 BRISK_API void brisk_stack_pop_slow_(brisk_stack_t *stack);
 
@@ -51,20 +52,27 @@ BRISK_API void brisk_stack_pop_slow_(brisk_stack_t *stack);
  * `size` bytes aligned to `align` (power of two; 0 means 16) in the top
  * frame (or the stack's base frame if none is pushed), not zeroed. NULL/EINVAL for a bad
  * alignment, NULL/ENOMEM when memory can't be had. Inline: a bump of the
- * current block's position; anything else goes to the library.
+ * current block's position and one add that counts the request and its
+ * size (the count's carry, every 65,535th request, calls the library to
+ * decay the seed's mean); anything else goes to the library. The bumped
+ * position is never NULL, which the compiler is told, so that a caller's
+ * NULL test costs nothing on this path.
  */
 static inline void *brisk_stack_alloc(brisk_stack_t *stack, size_t size, size_t align) {
   brisk_stack_hot_t *hot = (brisk_stack_hot_t *)stack;
   size_t a = align != 0 ? align : 16;
   uintptr_t at = ((uintptr_t)hot->pos + a - 1) & ~(uintptr_t)(a - 1);
-  /* size - 1 wraps for 0, which (like sizes above PTRDIFF_MAX) goes out of line. */
-  if (__builtin_expect((a & (a - 1)) == 0 && size - 1 < (size_t)PTRDIFF_MAX &&
-                           at + size <= (uintptr_t)hot->end &&
-                           hot->average_nb < BRISK_STACK_AVERAGE_MAX_NB_,
+  /* size - 1 wraps for 0, which (like sizes of 4 GiB and more) goes out of line. */
+  if (__builtin_expect((a & (a - 1)) == 0 && size - 1 < BRISK_STACK_INLINE_MAX_ - 1 &&
+                           at + size <= (uintptr_t)hot->end,
                        1)) {
+    if (at == 0) __builtin_unreachable();
     hot->pos = (unsigned char *)(at + size);
-    hot->requested += size;
-    hot->average_nb += 1;
+    if (__builtin_expect(__builtin_add_overflow(
+                             hot->asked, size + ((size_t)1 << BRISK_STACK_ASKED_BITS_),
+                             &hot->asked),
+                         0))
+      brisk_stack_decay_slow_(stack);
     return (void *)at;
   }
   return brisk_stack_alloc_slow_(stack, size, align);
@@ -73,29 +81,28 @@ static inline void *brisk_stack_alloc(brisk_stack_t *stack, size_t size, size_t 
 /* Push a frame: records where the stack stands. Inline. */
 static inline void brisk_stack_push(brisk_stack_t *stack) {
   brisk_stack_hot_t *hot = (brisk_stack_hot_t *)stack;
-  if (__builtin_expect(hot->depth == hot->capacity, 0)) {
+  brisk_stack_frame_t *frame = hot->top;
+  if (__builtin_expect(frame == hot->limit, 0)) {
     brisk_stack_push_slow_(stack);
     return;
   }
-  brisk_stack_frame_t *frame = &hot->frames[hot->depth++];
-  frame->blk = hot->blk;
   frame->pos = hot->pos;
-  frame->in_use = hot->requested - hot->released;
+  hot->top = frame + 1;
+  frame->blk = hot->blk;
+  frame->in_use = hot->asked - hot->released;
 }
 
 /* Pops the top frame; popping with no frame pushed aborts with a message.
- * Inline when the frame did not leave its block. */
+ * Inline when the frame did not leave its block (and the stack is not
+ * annotated: its pop_floor is then above every record). */
 static inline void brisk_stack_pop(brisk_stack_t *stack) {
   brisk_stack_hot_t *hot = (brisk_stack_hot_t *)stack;
-  size_t depth = hot->depth;
-  if (__builtin_expect(depth != 0 && !hot->annotated, 1)) {
-    const brisk_stack_frame_t *frame = &hot->frames[depth - 1];
-    if (__builtin_expect(frame->blk == hot->blk, 1)) {
-      hot->depth = depth - 1;
-      hot->pos = frame->pos;
-      hot->released = hot->requested - frame->in_use;
-      return;
-    }
+  brisk_stack_frame_t *top = hot->top;
+  if (__builtin_expect((uintptr_t)top > hot->pop_floor && top[-1].blk == hot->blk, 1)) {
+    hot->top = top - 1;
+    hot->pos = top[-1].pos;
+    hot->released = hot->asked - top[-1].in_use;
+    return;
   }
   brisk_stack_pop_slow_(stack);
 }

@@ -90,6 +90,12 @@
  *   brisk_buddy_free         range and unit checks, exchange the index byte,
  *                            counters; push on the thread cache, or
  *     release_block            tree_release: store 0, fetch_sub ancestors
+ *   _brisk_buddy_take_run    a cache in front refills: one block split in place
+ *   _brisk_buddy_free_batch  ... and gives back: the checks of free, then the
+ *                            blocks' nodes 0 and one fetch_sub per distinct
+ *                            ancestor, level by level
+ *   _brisk_buddy_forget_blocks  (quiescent) what such a cache held, gone with
+ *                            it: the nodes in use walked back to 0
  *   brisk_buddy_trim         (quiescent) every slot's cache back to the trees
  *   brisk_buddy_validate     (quiescent) recompute the trees, compare with
  *                            the index
@@ -585,8 +591,88 @@ void brisk_buddy_free(brisk_buddy_t *b, void *p) {
   release_block(b, unit, k);
 }
 
+/*
+ * Blocks of one order handed out by this buddy, given back together (a
+ * cache in front gives back half a list: the hybrid's): each checked and
+ * its index byte exchanged to 0 as brisk_buddy_free does, then the trees
+ * released level by level: the blocks' nodes stored 0, then at each level
+ * above one fetch_sub per distinct ancestor with the units of all its
+ * blocks, sorted so that equal ancestors are neighbours. Every ancestor
+ * still goes down after every node of the batch below it (bottom-up, as
+ * tree_release), only later than a free of its own would take it: in
+ * between the trees count the blocks as used, a state the blocks had.
+ * Blocks of mixed orders, or a buddy with its own cache, take
+ * brisk_buddy_free one by one.
+ */
+#define FREE_BATCH 64u
+
+void _brisk_buddy_free_batch(brisk_buddy_t *b, void *const *blocks, size_t n) {
+  if (n == 0) return;
+  uint32_t k = 0;
+  bool one_order = b->cache_orders == 0;
+  for (size_t i = 0; i < n && one_order; i++) {
+    uintptr_t offset = (uintptr_t)blocks[i] - (uintptr_t)b->base;
+    uint8_t tag = offset < b->total && (offset & (b->min_block - 1)) == 0
+                      ? atomic_load_explicit(&b->index[offset >> b->min_shift],
+                                             memory_order_relaxed)
+                      : 0;
+    if (i == 0) k = (uint32_t)tag - 1;
+    one_order = tag != 0 && (uint32_t)tag - 1 == k;
+  }
+  if (!one_order) {
+    for (size_t i = 0; i < n; i++) brisk_buddy_free(b, blocks[i]);
+    return;
+  }
+  /* A node's place in b->nodes: its tree's nodes_per_tree (a power of
+   * two) times the tree, plus its heap index; its parent keeps the tree
+   * part and halves the index. */
+  const size_t index_mask = b->nodes_per_tree - 1;
+  for (size_t done = 0; done < n; done += FREE_BATCH) {
+    size_t m = n - done < FREE_BATCH ? n - done : FREE_BATCH;
+    size_t at[FREE_BATCH];
+    uint32_t units[FREE_BATCH];
+    for (size_t i = 0; i < m; i++) {
+      void *p = blocks[done + i];
+      size_t unit = address_unit(b, p);
+      /* The tag was k + 1 above; a racing free of the same block finds 0. */
+      uint8_t tag = atomic_exchange_explicit(&b->index[unit], 0, memory_order_relaxed);
+      if (BRISK_UNLIKELY(tag != k + 1)) fatal(p, "double free, or not the start of a block");
+      brisk_annotate_free(p, b->min_block << k);
+      size_t node = (unit >> b->depth) * b->nodes_per_tree + ((size_t)1 << (b->depth - k)) +
+                    ((unit & (((size_t)1 << b->depth) - 1)) >> k);
+      /* Insertion sort: batches are short. */
+      size_t j = i;
+      for (; j > 0 && at[j - 1] > node; j--) at[j] = at[j - 1];
+      at[j] = node;
+      units[i] = (uint32_t)1 << k;
+    }
+    /* The blocks' own nodes (release: what this thread wrote in them
+     * happens before their next taker's acquire), then the ancestors. */
+    for (size_t i = 0; i < m; i++)
+      atomic_store_explicit(&b->nodes[at[i]], 0, memory_order_release);
+    while ((at[0] & index_mask) > 1) {
+      size_t w = 0;
+      for (size_t i = 0; i < m; i++) {
+        size_t parent = (at[i] & ~index_mask) | ((at[i] & index_mask) >> 1);
+        if (w > 0 && at[w - 1] == parent) {
+          units[w - 1] += units[i];
+        } else {
+          at[w] = parent;
+          units[w] = units[i];
+          w++;
+        }
+      }
+      m = w;
+      for (size_t i = 0; i < m; i++)
+        atomic_fetch_sub_explicit(&b->nodes[at[i]], units[i], memory_order_release);
+    }
+  }
+  uint32_t id = brisk_thread_slot();
+  account_bytes(b, &b->slots[id], id == BRISK_NO_THREAD_SLOT, (size_t)0 - n * (b->min_block << k));
+}
+
 void brisk_buddy_trim(brisk_buddy_t *b) {
-  if (b == NULL) return;
+  if (b == NULL || b->cache_orders == 0) return;
   for (uint32_t i = 0; i < BRISK_THREAD_SLOTS; i++) flush_slot(b, &b->slots[i]);
 }
 
@@ -762,9 +848,14 @@ brisk_buddy_t *_brisk_buddy_create_in(void *region, void *meta, size_t total, si
     errno = shape_error;
     return NULL;
   }
-  /* Zero past the header (the creator's promise): the header is cleared. */
-  memset(meta, 0, g.header);
-  brisk_buddy_t *b = init_buddy(meta, region, &g, flags, 0);
+  /* Zero past the header (the creator's promise): the header is cleared,
+   * but for the slots' caches (90 KiB), which are read only below their
+   * counts, cleared with the rest of each slot's first line. */
+  brisk_buddy_t *b = (brisk_buddy_t *)meta;
+  memset(meta, 0, offsetof(brisk_buddy_t, slots));
+  for (uint32_t i = 0; i <= BRISK_THREAD_SLOTS; i++)
+    memset(&b->slots[i], 0, offsetof(slot_t, cache));
+  b = init_buddy(meta, region, &g, flags, 0);
   b->external = true;
   if ((flags & (BRISK_REGION_PREFAULT | BRISK_REGION_LOCK)) != 0) {
     errno = 0;
@@ -901,15 +992,52 @@ void _brisk_buddy_geometry(const brisk_buddy_t *b, brisk_buddy_geometry_t *out) 
   out->index = (const void *)b->index;
 }
 
-void _brisk_buddy_forget_blocks(brisk_buddy_t *b) {
-  brisk_buddy_trim(b);
-  size_t units_per_tree = (size_t)1 << b->depth;
-  for (size_t t = 0; t < b->ntrees; t++) {
-    _Atomic uint32_t *n = tree_nodes(b, t);
-    if (atomic_load_explicit(&n[1], memory_order_relaxed) == 0) continue;
-    memset((void *)n, 0, b->nodes_per_tree * sizeof *n);
-    memset((void *)&b->index[t * units_per_tree], 0, units_per_tree);
+/* Quiescent: node i (order k) of tree n and everything below it back to
+ * 0, with the index bytes of the blocks found there (each shown to
+ * visit). A node whose count is 0 has all its descendants at 0 (a count
+ * is the units used below it), so only the nodes in use are visited. A
+ * block is a node whose count is full while both children count 0 (taken
+ * whole; a node split by _brisk_buddy_take_run has full children) or a
+ * leaf. */
+typedef struct forget_s {
+  brisk_buddy_t *b;
+  void (*visit)(void *ctx, void *block);
+  void *ctx;
+} forget_t;
+
+static void forget_subtree(const forget_t *f, size_t tree, size_t i, uint32_t k) {
+  brisk_buddy_t *b = f->b;
+  _Atomic uint32_t *n = tree_nodes(b, tree);
+  uint32_t used = atomic_load_explicit(&n[i], memory_order_relaxed);
+  if (used == 0) return;
+  atomic_store_explicit(&n[i], 0, memory_order_relaxed);
+  if (k == 0 || (used == (uint32_t)1 << k &&
+                 atomic_load_explicit(&n[2 * i], memory_order_relaxed) == 0 &&
+                 atomic_load_explicit(&n[2 * i + 1], memory_order_relaxed) == 0)) {
+    size_t unit = node_unit(b, tree, i, k);
+    atomic_store_explicit(&b->index[unit], 0, memory_order_relaxed);
+    if (f->visit != NULL) f->visit(f->ctx, unit_address(b, unit));
+    return;
   }
+  forget_subtree(f, tree, 2 * i, k - 1);
+  forget_subtree(f, tree, 2 * i + 1, k - 1);
+}
+
+void _brisk_buddy_forget_blocks(brisk_buddy_t *b, void (*visit)(void *ctx, void *block),
+                                void *ctx) {
+  brisk_buddy_trim(b);
+  forget_t f = {b, visit, ctx};
+  for (size_t t = 0; t < b->ntrees; t++) forget_subtree(&f, t, 1, b->depth);
+#if BRISK_DEBUG
+  /* Debug builds: every counter and index byte is 0 again (what the next
+   * _brisk_buddy_create_in over this memory relies on). */
+  for (size_t i = 0; i < b->ntrees * b->nodes_per_tree; i++)
+    if (atomic_load_explicit(&b->nodes[i], memory_order_relaxed) != 0)
+      fatal(b->base, "forget_blocks left a tree counter set");
+  for (size_t u = 0; u < (b->total >> b->min_shift); u++)
+    if (atomic_load_explicit(&b->index[u], memory_order_relaxed) != 0)
+      fatal(unit_address(b, u), "forget_blocks left an index byte set");
+#endif
   /* The blocks' bytes went with them. */
   for (uint32_t i = 0; i <= BRISK_THREAD_SLOTS; i++)
     atomic_store_explicit(&b->slots[i].pending, 0, memory_order_relaxed);

@@ -82,9 +82,12 @@ __attribute__((visibility("hidden"))) void _brisk_buddy_geometry(const brisk_bud
                                                                  brisk_buddy_geometry_t *out);
 /* Every block is free, or held by a cache in front that is being thrown
  * away with the buddy (the caller knows): make every tree one free root
- * again, clearing the counters and index bytes of the trees in use, so
- * that destroy can keep the metadata for reuse. Quiescent. */
-__attribute__((visibility("hidden"))) void _brisk_buddy_forget_blocks(brisk_buddy_t *b);
+ * again, clearing the counters and index bytes in use (only those: the
+ * nodes of the blocks' paths), so that destroy can keep the metadata for
+ * reuse; visit(ctx, block), when not NULL, is shown each block forgotten.
+ * Quiescent. */
+__attribute__((visibility("hidden"))) void _brisk_buddy_forget_blocks(
+    brisk_buddy_t *b, void (*visit)(void *ctx, void *block), void *ctx);
 
 /* 2^j blocks of order k (min_block << k bytes each, adjacent) into out[],
  * from one free block of order k + j split where it stands: one search of
@@ -94,6 +97,12 @@ __attribute__((visibility("hidden"))) void _brisk_buddy_forget_blocks(brisk_budd
 __attribute__((visibility("hidden"))) size_t _brisk_buddy_take_run(brisk_buddy_t *b, uint32_t k,
                                                                    uint32_t j, void **out);
 
+/* n blocks handed out by this buddy (a cache in front gives back half a
+ * list), each checked as brisk_buddy_free checks it: the same as freeing
+ * them one by one, with one atomic per distinct tree node above them
+ * rather than one per block and level when they are all of one order. */
+__attribute__((visibility("hidden"))) void _brisk_buddy_free_batch(brisk_buddy_t *b,
+                                                                   void *const *blocks, size_t n);
 /* The smallest and largest block sizes, after rounding (powers of two). */
 __attribute__((visibility("hidden"))) size_t _brisk_buddy_min_block(const brisk_buddy_t *b);
 __attribute__((visibility("hidden"))) size_t _brisk_buddy_max_block(const brisk_buddy_t *b);

@@ -35,7 +35,8 @@
  *          room and the count: no atomic, no call; an empty list is
  *          refilled with half a list: a region's in one search of its trees
  *          (a block split where it stands, _brisk_buddy_take_run), a
- *          bucket's one object at a time;
+ *          bucket's in one take from its pool's shards or carve
+ *          (_brisk_pool_take_batch);
  *   free   (inline for the buckets' objects and the first region's blocks
  *          alike, with no branch on which) the pointer's granule (its
  *          distance from the mapping's start, rotated right by 4 bits, so
@@ -46,7 +47,9 @@
  *          section by address (the range table: the buckets, largest
  *          first, then the regions), checked, then a bucket's class, or
  *          the section's own free. A full list gives its older half back
- *          to the section first.
+ *          to the section first, in one batch (_brisk_pool_give_batch: one
+ *          chain; _brisk_buddy_free_batch: one atomic per tree node above
+ *          the blocks).
  * Frees check what they can without a shared write: a granule holds a
  * code only while a block of a cached class starts there, handed out or
  * cached (a bucket's object below its marked count, which alloc raises
@@ -113,17 +116,23 @@
  *                         else a message and abort)
  *   brisk_hybrid_stats / brisk_hybrid_totals  the per-slot counts summed
  *   brisk_hybrid_destroy  unregister; the code table zeroed (clear_codes:
- *                         the buckets' marked objects, the cached blocks,
- *                         or the region's whole part while the program
- *                         holds blocks); a region whose blocks were all
- *                         freed forgets what the caches hold (so that its
- *                         metadata can be reused); destroy every section
- *                         (no concurrent calls); the mapping to the OS
- *                         layer's cache (released if locked), marked with
- *                         whether the region's meta part is clean
+ *                         the buckets' marked objects, and the region's
+ *                         whole part while the program holds blocks); a
+ *                         region whose blocks were all freed forgets what
+ *                         the caches hold (so that its metadata can be
+ *                         reused; its tree walk clears the first region's
+ *                         cached blocks' codes: forget_code); destroy every
+ *                         section (no concurrent calls); the touched
+ *                         entries and slow counts zeroed; the mapping to
+ *                         the OS layer's cache (released if locked), marked
+ *                         with whether the region's meta part and the
+ *                         entries are clean
  *
  * Threads: every field of brisk_hybrid_t but `fallbacks`, `slow`, `slots`,
- * `entry`, `clean_meta_at` (destroy's, quiescent) and `bucket_marked` is
+ * `touched` (mark_touched: set with a relaxed fetch_or by a slot's first
+ * slow path, before it writes its entry or counts; read by statistics and
+ * destroy), `entry`, `clean_meta_at` and `clean_slots_at` (destroy's,
+ * quiescent) and `bucket_marked` is
  * written by create and only read afterwards (the seed's "read-only
  * acceleration structure"); the hybrid is published to other threads by
  * whatever the program uses to share the pointer. A bucket's marked count
@@ -303,6 +312,8 @@ typedef struct hybrid_slow_s {
  * only). */
 #define SLOT_NONE 0u
 #define SLOT_SHARED (BRISK_THREAD_SLOTS + 1)
+/* Words of the touched bitmap: a bit per thread slot and the shared entry. */
+#define TOUCHED_WORDS ((BRISK_THREAD_SLOTS + 1 + 63) / 64)
 _Static_assert(BRISK_NO_THREAD_SLOT + 1 == SLOT_SHARED, "slot_of(NO_THREAD_SLOT) is the shared entry");
 
 #define SAME_FIELD(a, b, field)                                                          \
@@ -377,11 +388,20 @@ struct brisk_hybrid_s {
   bool locked;             /* BRISK_REGION_LOCK: never to the mapping cache */
   /* Set by destroy, read by the next create that takes the mapping from
    * the cache: meta_at when the first region's meta part is zero past its
-   * header again, else SIZE_MAX. */
+   * header again, else SIZE_MAX; and the hybrid's own address when its
+   * slots' entries and slow counts are zero again (destroy cleared the
+   * touched ones), else 0. */
   size_t clean_meta_at;
+  uintptr_t clean_slots_at;
   brisk_region_entry_t entry;
   /* Written on the fallback path only. */
   _Atomic size_t fallbacks;
+  /* Bit i: thread slot i (BRISK_NO_THREAD_SLOT: the shared entry) wrote
+   * its entry or its slow counts (mark_touched, in its first slow path;
+   * relaxed, only ever set). Statistics and destroy visit those entries
+   * only. */
+  _Atomic uint64_t touched[TOUCHED_WORDS];
+  /* Last: create leaves it as destroy left it (see clean_slots_at). */
   hybrid_slow_t slow[BRISK_THREAD_SLOTS + 1]; /* by slot; the last: threads without one */
 };
 _Static_assert(SAME_FIELD(brisk_hybrid_t, brisk_hybrid_hot_t, key) &&
@@ -545,11 +565,36 @@ static size_t list_length(const brisk_hybrid_t *h, hybrid_slot_t *e, size_t c) {
   return h->class_cap[c] - room_of(&e->classes[c]);
 }
 
+/* Slot `slot` (a thread slot, or BRISK_NO_THREAD_SLOT) is about to write
+ * its entry or slow counts: its touched bit, set once (relaxed: read by
+ * statistics, which may be a moment behind, and by destroy, quiescent). */
+BRISK_INLINE void mark_touched(brisk_hybrid_t *h, uint32_t slot) {
+  _Atomic uint64_t *word = &h->touched[slot / 64];
+  uint64_t bit = (uint64_t)1 << (slot % 64);
+  if (BRISK_UNLIKELY((atomic_load_explicit(word, memory_order_relaxed) & bit) == 0))
+    atomic_fetch_or_explicit(word, bit, memory_order_relaxed);
+}
+
+/* The first touched slot at or after `from` (BRISK_NO_THREAD_SLOT, the
+ * shared entry, comes last), or TOUCHED_END: visit them with
+ *   for (i = next_touched(h, 0); i != TOUCHED_END; i = next_touched(h, i + 1)) */
+#define TOUCHED_END (BRISK_NO_THREAD_SLOT + 1)
+static uint32_t next_touched(const brisk_hybrid_t *h, uint32_t from) {
+  brisk_hybrid_t *m = (brisk_hybrid_t *)h;
+  for (uint32_t w = from / 64; w < TOUCHED_WORDS && from < TOUCHED_END; w++) {
+    uint64_t bits = atomic_load_explicit(&m->touched[w], memory_order_relaxed);
+    if (w == from / 64) bits &= ~(uint64_t)0 << (from % 64);
+    if (bits != 0) return w * 64 + (uint32_t)brisk_count_trailing_zeros(bits);
+  }
+  return TOUCHED_END;
+}
+
 /* The calling thread's entry (it holds `slot`), its rooms set on its first
  * use in this hybrid: every list empty, with room for its class's cap. */
 static hybrid_slot_t *ready_entry(brisk_hybrid_t *h, uint32_t slot) {
   hybrid_slot_t *e = slot_of(h, slot);
   if (BRISK_UNLIKELY(atomic_load_explicit(&e->ready, memory_order_relaxed) == 0)) {
+    mark_touched(h, slot);
     for (size_t c = 1; c < h->class_count; c++)
       atomic_store_explicit(&e->classes[c].word, h->class_cap[c], memory_order_relaxed);
     /* Release: a statistics reader that sees ready sees the rooms. */
@@ -779,11 +824,26 @@ brisk_hybrid_t *brisk_hybrid_create(const brisk_hybrid_config_t *config) {
     /* A kept mapping holds its last hybrid's bytes: this one starts
      * zero (every pointer NULL, every list empty, every count 0, every
      * table entry NO_CLASS), and so does the first region's meta part
-     * past its header, unless the last hybrid left it so at this place.
-     * The code table is zero: every destroy leaves it so. */
+     * past its header, unless the last hybrid left it so at this place;
+     * the entries and slow counts too, unless the last hybrid at this
+     * address left them zero. The code table is zero: every destroy
+     * leaves it so. */
     bool meta_clean = h->clean_meta_at == l.meta_at;
-    memset(h, 0, sizeof *h);
+    if (h->clean_slots_at == (uintptr_t)h && meta_clean) {
+      memset(h, 0, offsetof(brisk_hybrid_t, slots));
+      size_t rest = offsetof(brisk_hybrid_t, slots) + sizeof h->slots;
+      memset((unsigned char *)h + rest, 0, offsetof(brisk_hybrid_t, slow) - rest);
+    } else {
+      memset(h, 0, sizeof *h);
+    }
     if (!meta_clean) memset(map + l.meta_at, 0, l.meta_size);
+#if BRISK_DEBUG
+    /* Debug builds: what the last destroy promised (entries and slow
+     * counts zero) holds. */
+    for (size_t at = offsetof(brisk_hybrid_t, slots); at < sizeof *h; at++)
+      if (((const unsigned char *)h)[at] != 0)
+        _brisk_os_fatal_pointer("brisk_hybrid_create", h, "a kept hybrid's slots are not zero");
+#endif
   }
   h->base = (uintptr_t)map;
   h->granules = l.span >> GRANULE_SHIFT;
@@ -909,7 +969,23 @@ static void section_free(brisk_hybrid_t *h, size_t s, void *p) {
   brisk_buddy_free(h->regions[s - h->bucket_count], p);
 }
 
-/* The blocks after the first `keep` of class c's list go back. */
+/* Blocks of class c go back to its section together: a bucket's as one
+ * chain onto its pool (one CAS), a first-region block's code cleared
+ * first and the region's tree counters updated once per node for all of
+ * them (_brisk_buddy_free_batch). */
+static void section_free_batch(brisk_hybrid_t *h, size_t c, void *const *blocks, size_t n) {
+  size_t s = h->class_section[c];
+  if (s < h->bucket_count) {
+    _brisk_pool_give_batch(h->buckets[s], blocks, n);
+    return;
+  }
+  if (s == h->bucket_count && h->cached)
+    for (size_t i = 0; i < n; i++) set_code(h, blocks[i], CLASS_CODE(NO_CLASS));
+  _brisk_buddy_free_batch(h->regions[s - h->bucket_count], blocks, n);
+}
+
+/* The blocks after the first `keep` of class c's list go back, in one
+ * batch (a list holds at most CLASS_MAX). */
 static void trim_list(brisk_hybrid_t *h, cache_class_t *k, size_t c, size_t keep) {
   size_t n = h->class_cap[c] - room_of(k);
   if (keep >= n) return;
@@ -925,12 +1001,15 @@ static void trim_list(brisk_hybrid_t *h, cache_class_t *k, size_t c, size_t keep
   size_t word = atomic_load_explicit(&k->word, memory_order_relaxed);
   atomic_store_explicit(&k->word, (word & ~ROOM_MASK) | (h->class_cap[c] - keep),
                         memory_order_relaxed);
+  void *batch[CLASS_MAX];
+  size_t count = 0;
   while (p != NULL) {
     void *next = ((void **)p)[0];
     ((void **)p)[1] = NULL;
-    section_free(h, h->class_section[c], p);
+    batch[count++] = p;
     p = next;
   }
+  section_free_batch(h, c, batch, count);
 }
 
 /*
@@ -943,12 +1022,21 @@ static void *refill(brisk_hybrid_t *h, hybrid_slot_t *e, size_t c, size_t size) 
   size_t s = h->class_section[c];
   size_t want = h->class_cap[c] / 2;
   void *first = NULL;
-  if (s >= h->bucket_count) {
+  if (s < h->bucket_count) {
+    /* A bucket: the half list in one take from its pool. */
+    void *batch[CLASS_MAX / 2];
+    size_t got = _brisk_pool_take_batch(h->buckets[s], want, batch);
+    if (got == 0) return NULL;
+    for (size_t i = got; i-- > 1;) push(h, k, batch[i]);
+    first = batch[0];
+    mark_objects(h, s);
+  } else {
     /* A region: the half list in one search, as one split block. */
+    brisk_buddy_t *region = h->regions[s - h->bucket_count];
     void *run[CLASS_MAX / 2];
     uint32_t order = (uint32_t)brisk_bit_scan_reverse(h->class_block[c]) - h->min_shift;
     uint32_t j = (uint32_t)brisk_bit_scan_reverse(want);
-    size_t got = _brisk_buddy_take_run(h->regions[s - h->bucket_count], order, j, run);
+    size_t got = _brisk_buddy_take_run(region, order, j, run);
     for (size_t i = got; i-- > 1;) {
       set_code(h, run[i], CLASS_CODE(c));
       push(h, k, run[i]);
@@ -957,20 +1045,18 @@ static void *refill(brisk_hybrid_t *h, hybrid_slot_t *e, size_t c, size_t size) 
       first = run[0];
       set_code(h, first, CLASS_CODE(c));
     }
+    /* No free block of the run's size: blocks one at a time. */
+    for (got = first != NULL ? want : 0; got < want; got++) {
+      void *p = brisk_buddy_alloc(region, h->class_block[c], 0);
+      if (p == NULL) break;
+      set_code(h, p, CLASS_CODE(c));
+      if (first == NULL)
+        first = p;
+      else
+        push(h, k, p);
+    }
+    if (first == NULL) return NULL;
   }
-  for (size_t got = first != NULL ? want : 0; got < want; got++) {
-    void *p = s < h->bucket_count
-                  ? brisk_pool_alloc(h->buckets[s])
-                  : brisk_buddy_alloc(h->regions[s - h->bucket_count], h->class_block[c], 0);
-    if (p == NULL) break;
-    if (s >= h->bucket_count) set_code(h, p, CLASS_CODE(c));
-    if (first == NULL)
-      first = p;
-    else
-      push(h, k, p);
-  }
-  if (first == NULL) return NULL;
-  if (s < h->bucket_count) mark_objects(h, s);
   brisk_owner_add(&k->word, ONE_ALLOC);
   brisk_owner_add(&k->requested, size);
   return first;
@@ -1042,6 +1128,7 @@ void *brisk_hybrid_alloc_slow_(brisk_hybrid_t *h, size_t size, size_t align) {
     return NULL;
   }
   uint32_t slot = brisk_thread_slot();
+  mark_touched(h, slot);
   /* Debug builds: this thread's lists checked every 64th time (the other
    * threads' and the sections need a quiet point). */
   if (BRISK_DEBUG && slot != BRISK_NO_THREAD_SLOT && (++slot_of(h, slot)->slow_allocs & 63) == 0)
@@ -1188,7 +1275,8 @@ static void section_counts(const brisk_hybrid_t *h, size_t s, size_t *in_use,
     held = c.in_use;
   }
   size_t cached = 0, served = 0, failed = 0;
-  for (uint32_t i = 0; i <= BRISK_THREAD_SLOTS; i++) {
+  /* The slots that wrote anything (the others' words are all 0). */
+  for (uint32_t i = next_touched(h, 0); i != TOUCHED_END; i = next_touched(h, i + 1)) {
     hybrid_slot_t *e = slot_of(m, i);
     served += atomic_load_explicit(&m->slow[i].direct_allocs[s], memory_order_relaxed);
     failed += atomic_load_explicit(&m->slow[i].failures[s], memory_order_relaxed);
@@ -1248,7 +1336,7 @@ void brisk_hybrid_totals(const brisk_hybrid_t *h, brisk_region_stats_t *out) {
       .system_requests = h->system_requests,
       .allocations = atomic_load_explicit(&m->fallbacks, memory_order_relaxed),
   };
-  for (uint32_t i = 0; i <= BRISK_THREAD_SLOTS; i++)
+  for (uint32_t i = next_touched(h, 0); i != TOUCHED_END; i = next_touched(h, i + 1))
     for (size_t c = 0; c < MAX_CLASSES; c++)
       total.bytes_requested +=
           atomic_load_explicit(&slot_of(m, i)->classes[c].requested, memory_order_relaxed);
@@ -1278,38 +1366,35 @@ void brisk_hybrid_totals(const brisk_hybrid_t *h, brisk_region_stats_t *out) {
 /* Destroy (caches on, the mapping going to the cache): the code table
  * zero again for the next hybrid. The buckets' codes lie below their
  * marked counts; the first region's are its cached blocks' when the
- * program holds none of its blocks (`only_cached`), else anywhere in its
- * part of the table. */
-static void clear_codes(brisk_hybrid_t *h, bool only_cached) {
+ * program holds none of its blocks (cleared by forget_code as its buddy
+ * forgets them), else anywhere in its part of the table
+ * (`region_too`). */
+static void clear_codes(brisk_hybrid_t *h, bool region_too) {
   uint8_t *codes = (uint8_t *)codes_of(h);
   for (size_t b = 0; b < h->bucket_count; b++) {
     size_t marked = atomic_load_explicit(&h->bucket_marked[b], memory_order_relaxed);
     size_t from = (h->bucket_objects[b] - h->base) >> GRANULE_SHIFT;
     memset(codes + from, 0, (marked * h->bucket_sizes[b] + GRANULE - 1) >> GRANULE_SHIFT);
   }
-  if (h->region_count == 0 || h->region_class[0] == NO_CLASS) return;
-  if (!only_cached) {
-    /* Zero pages from the OS layer where whole pages are (a memset would
-     * fault in the ones no block ever marked), the edges by hand. */
-    brisk_buddy_geometry_t g;
-    _brisk_buddy_geometry(h->regions[0], &g);
-    uint8_t *from = codes + ((g.base - h->base) >> GRANULE_SHIFT);
-    uint8_t *to = from + (g.total >> GRANULE_SHIFT);
-    size_t page = _brisk_os_page_size();
-    uint8_t *lo = (uint8_t *)brisk_align_up((uintptr_t)from, page);
-    uint8_t *hi = (uint8_t *)((uintptr_t)to & ~(uintptr_t)(page - 1));
-    if (hi <= lo || !_brisk_os_decommit(lo, (size_t)(hi - lo), NULL)) lo = hi = to;
-    memset(from, 0, (size_t)(lo - from));
-    memset(hi, 0, (size_t)(to - hi));
-    return;
-  }
-  for (uint32_t i = 1; i <= BRISK_THREAD_SLOTS; i++) {
-    hybrid_slot_t *e = slot_of(h, i - 1);
-    if (atomic_load_explicit(&e->ready, memory_order_relaxed) == 0) continue;
-    for (size_t k = 0; k < h->cached_orders; k++)
-      for (void *p = e->classes[h->region_class[0] + k].head; p != NULL; p = ((void **)p)[0])
-        set_code(h, p, CLASS_CODE(NO_CLASS));
-  }
+  if (!region_too || h->region_count == 0 || h->region_class[0] == NO_CLASS) return;
+  /* Zero pages from the OS layer where whole pages are (a memset would
+   * fault in the ones no block ever marked), the edges by hand. */
+  brisk_buddy_geometry_t g;
+  _brisk_buddy_geometry(h->regions[0], &g);
+  uint8_t *from = codes + ((g.base - h->base) >> GRANULE_SHIFT);
+  uint8_t *to = from + (g.total >> GRANULE_SHIFT);
+  size_t page = _brisk_os_page_size();
+  uint8_t *lo = (uint8_t *)brisk_align_up((uintptr_t)from, page);
+  uint8_t *hi = (uint8_t *)((uintptr_t)to & ~(uintptr_t)(page - 1));
+  if (hi <= lo || !_brisk_os_decommit(lo, (size_t)(hi - lo), NULL)) lo = hi = to;
+  memset(from, 0, (size_t)(lo - from));
+  memset(hi, 0, (size_t)(to - hi));
+}
+
+/* _brisk_buddy_forget_blocks' visit of each block the first region
+ * forgets (the thread caches' blocks): its code cleared. */
+static void forget_code(void *hybrid, void *p) {
+  set_code(hybrid, p, CLASS_CODE(NO_CLASS));
 }
 
 void brisk_hybrid_destroy(brisk_hybrid_t *h) {
@@ -1322,14 +1407,24 @@ void brisk_hybrid_destroy(brisk_hybrid_t *h) {
     for (size_t r = 0; r < h->region_count; r++) {
       size_t in_use, allocations, failures;
       section_counts(h, h->bucket_count + r, &in_use, &allocations, &failures);
-      if (r == 0 && !h->locked) clear_codes(h, in_use == 0);
-      if (in_use == 0) _brisk_buddy_forget_blocks(h->regions[r]);
+      bool codes = r == 0 && !h->locked;
+      if (codes) clear_codes(h, in_use != 0);
+      if (in_use == 0)
+        _brisk_buddy_forget_blocks(h->regions[r], codes ? forget_code : NULL, h);
     }
-    if (h->region_count == 0 && !h->locked) clear_codes(h, true);
+    if (h->region_count == 0 && !h->locked) clear_codes(h, false);
   }
   bool meta_clean;
   size_t resident = destroy_sections(h, &meta_clean);
   h->clean_meta_at = meta_clean ? h->meta_at : SIZE_MAX;
+  /* The entries and slow counts that threads wrote, back to zero, so that
+   * the next create from the mapping cache clears only the rest of the
+   * hybrid (its 130 KiB of entries stay as they are). */
+  for (uint32_t i = next_touched(h, 0); i != TOUCHED_END; i = next_touched(h, i + 1)) {
+    memset(slot_of(h, i), 0, sizeof(hybrid_slot_t));
+    memset(&h->slow[i], 0, sizeof h->slow[i]);
+  }
+  h->clean_slots_at = (uintptr_t)h;
   void *map = (void *)h->base;
   size_t size = h->mapping_size;
   /* To the OS layer's cache, for the next hybrid of this size; not

@@ -48,6 +48,10 @@
  *     shards                push onto the home shard (CAS), mark nonempty
  *     THREAD_CACHE          push onto the magazine; full: cache_flush
  *                           (pool_cache.c)
+ *   _brisk_pool_take_batch  a cache in front (the hybrid's lists) refills:
+ *                           take_shared a batch (one CAS), else carve one
+ *   _brisk_pool_give_batch  ... and gives back: each object checked as by
+ *                           free, one chain onto the home shard (one CAS)
  *   carve                   commit up to the claim, then CAS(carved);
  *     ensure_committed      (cold) commit a slab, CAS-max `committed`
  *   brisk_pool_stats / _brisk_pool_counters: sum the per-slot counters
@@ -405,6 +409,65 @@ void brisk_pool_free(brisk_pool_t *pool, void *ptr) {
     return;
   }
   free_to_shared(pool, line, p, index);
+}
+
+/* ---- Batches for a cache in front (the hybrid's thread lists) ---- */
+
+/* Add n to a counter of slot `slot`'s entry (brisk_pool_count's n). */
+BRISK_INLINE void count_n(_Atomic size_t *counter, uint32_t slot, size_t n) {
+  if (BRISK_LIKELY(slot != BRISK_NO_THREAD_SLOT))
+    brisk_owner_add(counter, n);
+  else
+    atomic_fetch_add_explicit(counter, n, memory_order_relaxed);
+}
+
+size_t _brisk_pool_take_batch(brisk_pool_t *pool, size_t want, void **out) {
+  uint32_t slot = brisk_thread_slot();
+  brisk_pool_slot_t *entry = &pool->slots[slot];
+  uint32_t w = want < UINT32_MAX ? (uint32_t)want : UINT32_MAX;
+  uint32_t first1 = 0, last1 = 0;
+  uint32_t n = _brisk_pool_take_shared(pool, brisk_pool_home_shard(slot), w, &first1, &last1);
+  bool carved = false;
+  if (n == 0) {
+    n = _brisk_pool_carve(pool, w, &first1);
+    if (n == 0) {
+      (void)_brisk_pool_fail(entry, slot);
+      return 0;
+    }
+    carved = true;
+  }
+  /* Each object's link is read before it is handed out (a tool may mark
+   * it undefined then); freshly carved objects are consecutive. */
+  uint32_t index1 = first1;
+  for (uint32_t i = 0; i < n; i++) {
+    uint8_t *p = brisk_pool_object_at(pool, index1);
+    if (i + 1 < n) index1 = carved ? index1 + 1 : brisk_pool_link_load(p);
+    out[i] = brisk_pool_hand_out(pool, p);
+  }
+  count_n(&entry->allocs, slot, n);
+  return n;
+}
+
+void _brisk_pool_give_batch(brisk_pool_t *pool, void *const *objects, size_t n) {
+  if (n == 0) return;
+  uint32_t slot = brisk_thread_slot();
+  size_t carved = atomic_load_explicit(&pool->carved, memory_order_relaxed);
+  uint32_t first1 = 0;
+  uint8_t *prev = NULL;
+  for (size_t i = 0; i < n; i++) {
+    uint8_t *p = objects[i];
+    size_t index = brisk_pool_index_of(pool, p);
+    if (BRISK_UNLIKELY(index >= carved)) _brisk_pool_bad_free(p);
+    debug_mark_free(pool, index, p);
+    announce_free(pool, p);
+    if (prev != NULL)
+      brisk_pool_link_store(prev, (uint32_t)index + 1);
+    else
+      first1 = (uint32_t)index + 1;
+    prev = p;
+  }
+  count_n(&pool->slots[slot].frees, slot, n);
+  brisk_pool_push_chain(pool, brisk_pool_home_shard(slot), first1, prev);
 }
 
 /* The multiplicative inverse of an odd number mod 2^64 (Newton's method:

@@ -79,6 +79,17 @@ BRISK_INLINE size_t brisk_pool_geometry_index(const brisk_pool_geometry_t *g, co
   return (size_t)(rotated * g->inverse);
 }
 
+/* For a cache in front of the pool (the hybrid's thread lists), its
+ * refills and give-backs in batches. take: up to `want` (at least 1)
+ * objects into out[] in one step, from one shard (one CAS) or freshly
+ * carved, each handed out as brisk_pool_alloc would and counted as the
+ * calling thread's allocations; how many (0: the pool has none, counted
+ * as a failure, errno ENOMEM). give: n objects the pool handed out, each
+ * checked as brisk_pool_free checks it, back onto the calling thread's
+ * home shard as one chain (one CAS), counted as its frees. */
+BRISK_HIDDEN size_t _brisk_pool_take_batch(brisk_pool_t *pool, size_t want, void **out);
+BRISK_HIDDEN void _brisk_pool_give_batch(brisk_pool_t *pool, void *const *objects, size_t n);
+
 /* pool_validate.c: check the pool's free objects (shards, magazines) and
  * the local caches named against its geometry and counters; "brisk:
  * brisk_pool_validate(0x...): ..." and abort at the first broken invariant.

@@ -9,8 +9,9 @@
  * functions here call inline helpers, never each other, so nothing goes
  * through the PLT.
  *
- *   brisk_stack_alloc ── stack_alloc: bump pos in the current block
- *                          └─(no room, bad argument, size 0)── alloc_slow
+ *   brisk_stack_alloc ── stack_alloc: bump pos in the current block, count
+ *                          │   (the count's carry: average_decay, the seed's mean)
+ *                          └─(no room, bad argument, size 0 or >= 4 GiB)── alloc_slow
  *                               ├─ next_block: reuse a free block, destroying too-small
  *                               │    ones on the way (bounded), or block_create
  *                               ├─ adopt_block: make it current; empty frames move to it
@@ -86,8 +87,10 @@
  * stack's page, frame records beyond it); system_requests every OS call
  * made for the stack (its page, blocks and frame records mapped and
  * released; each call of a reservation's). The fast path's own counts
- * serve: `requested` (whose sum the mean also follows) and average_nb,
- * whose decay hands what it takes to allocations_decayed, so every
+ * serve: `asked` (bytes and requests in one word, folded into
+ * `requested` when the mean decays; the mean's sum follows the bytes) and
+ * `released` (what pop gives back, in asked's terms), whose decay hands
+ * what it takes from the count to allocations_decayed, so every
  * allocation is counted once without another add on the fast path; realloc
  * adds what its in-place paths leave out (realloc_calls, realloc_asked).
  * brisk_stack_stats may run in another thread (a process-wide snapshot):
@@ -146,15 +149,20 @@ typedef struct brisk_stack_block_s {
 
 /* One pushed frame (the layout is brisk/internal.h's: push and pop are inline). */
 typedef brisk_stack_frame_t frame_t;
+_Static_assert(offsetof(brisk_stack_hot_t, frames) == BRISK_CACHE_LINE,
+               "the inline alloc's, push's and pop's words fill cache line 0");
 
 
 struct brisk_stack_s {
-  /* Cache line 0 and the start of line 1: what the inline alloc, push and
-   * pop of brisk/stack.h touch (pos, end, requested, the seed's running
-   * mean as average_sum / average_nb with average_mark, blk, frames, depth,
-   * capacity, released; see brisk_stack_hot_t). average_sum is folded
-   * lazily: see average_sum(). */
+  /* What the inline alloc, push and pop of brisk/stack.h touch, on cache
+   * line 0 (pos, blk, end, asked, the frame records' top, released, the
+   * records' limit, pop_floor), then what the slow paths add (the records,
+   * the seed's running mean as average_sum with average_mark; see
+   * brisk_stack_hot_t). average_sum is folded lazily: see average_sum(). */
   brisk_stack_hot_t hot;
+  /* Bytes asked, but for the inline path's since the last fold (the low
+   * bits of hot.asked): requested_total(). */
+  size_t requested;
 
   /* Slow paths. */
   block_t head;       /* list sentinel: head.next is the first block */
@@ -182,45 +190,103 @@ BRISK_INLINE uintptr_t align_ptr(const uint8_t *p, size_t align) {
   return ((uintptr_t)p + align - 1) & ~(uintptr_t)(align - 1);
 }
 
-/*
- * The seed's average_t, with the sum kept lazily: the fast path counts
- * requests (average_nb) and adds to `requested`, which the sum follows, so
- * the seed's sum is average_sum + (requested - average_mark) at any time.
- * When nb reaches UINT16_MAX, sum and nb are divided by 4 exactly as in the
- * seed, at the same request.
- */
-BRISK_INLINE size_t average_sum(const brisk_stack_t *stack) {
-  return stack->hot.average_sum + (stack->hot.requested - stack->hot.average_mark);
+/* hot.asked (brisk/internal.h): the inline path's bytes in the low bits,
+ * the seed's request count plus 1 above them. */
+#define ASKED_BITS  BRISK_STACK_ASKED_BITS_
+#define ASKED_MASK  (((size_t)1 << ASKED_BITS) - 1)
+#define ONE_REQUEST ((size_t)1 << ASKED_BITS)
+_Static_assert((STACK_AVERAGE_MAX_NB + (size_t)1) << ASKED_BITS == 0,
+               "the count's carry out of `asked` is the mean's decay");
+_Static_assert((size_t)STACK_AVERAGE_MAX_NB * (BRISK_STACK_INLINE_MAX_ - 1) < ONE_REQUEST,
+               "the inline path's bytes between two folds fit their bits");
+
+/* Bytes asked by every allocation so far (realloc's in-place growth in). */
+BRISK_INLINE size_t requested_total(const brisk_stack_t *stack) {
+  return stack->requested + (stack->hot.asked & ASKED_MASK);
+}
+
+/* Bytes asked in live frames: asked - released in the low bits (less than
+ * 2^48: they are in blocks). */
+BRISK_INLINE size_t in_use_of(size_t asked, size_t released) {
+  return (asked - released) & ASKED_MASK;
 }
 
 /*
- * The count of allocations is allocations_decayed + average_nb, so the
- * decay hands over what it takes from average_nb. A snapshot in another
- * thread (brisk_stack_stats) reads the two words between two reads of
- * decay_seq, which is odd while they change, so it never sums an old word
- * and a new one (a sequence lock without fences: the two words are stored
- * with release after the odd count, and read with acquire before the
- * count is read again).
+ * The seed's average_t, with the sum kept lazily: requests are counted,
+ * and the bytes they ask added, by the add of `asked` (or for the slow
+ * paths' allocations, `requested`), which the sum follows, so the seed's
+ * sum is average_sum + (requested_total() - average_mark) at any time.
+ * When nb reaches UINT16_MAX (the count's carry), sum and nb are divided
+ * by 4 as in the seed, right after the request that took nb there rather
+ * than at the start of the next one: the same state when that next
+ * request is counted.
  */
-static BRISK_NOINLINE void average_decay_slow(brisk_stack_t *stack) {
-  size_t seq = stack->decay_seq, nb = stack->hot.average_nb;
+BRISK_INLINE size_t average_sum(const brisk_stack_t *stack) {
+  return stack->hot.average_sum + (requested_total(stack) - stack->hot.average_mark);
+}
+
+/* The seed's nb: asked's count less 1 (65,535 once it carried out to 0). */
+BRISK_INLINE size_t nb_of(size_t asked) {
+  return ((asked >> ASKED_BITS) - 1) & STACK_AVERAGE_MAX_NB;
+}
+BRISK_INLINE size_t average_nb(const brisk_stack_t *stack) { return nb_of(stack->hot.asked); }
+
+/*
+ * The count of allocations is allocations_decayed + the seed's nb, so the
+ * decay hands over what it takes from the count; it also folds the inline
+ * path's bytes into `requested` (and `released` follows, so that the
+ * bytes in use stay). Called when the count carries out of `asked`: by
+ * brisk/stack.h's inline alloc (brisk_stack_decay_slow_) and by
+ * account(). A snapshot in another
+ * thread (brisk_stack_stats) reads the words it changes between two reads
+ * of decay_seq, which is odd while they change, so it never sums an old
+ * word and a new one (a sequence lock without fences: the words are
+ * stored with release after the odd count, and read with acquire before
+ * the count is read again).
+ */
+static BRISK_NOINLINE void average_decay(brisk_stack_t *stack) {
+  size_t seq = stack->decay_seq, nb = average_nb(stack);
+  size_t bytes = stack->hot.asked & ASKED_MASK;
   __atomic_store_n(&stack->decay_seq, seq + 1, __ATOMIC_RELAXED);
   __atomic_store_n(&stack->allocations_decayed, stack->allocations_decayed + nb - nb / 4,
                    __ATOMIC_RELEASE);
   stack->hot.average_sum = average_sum(stack) / 4;
-  stack->hot.average_mark = stack->hot.requested;
-  __atomic_store_n(&stack->hot.average_nb, nb / 4, __ATOMIC_RELEASE);
+  stack->hot.average_mark = requested_total(stack);
+  __atomic_store_n(&stack->requested, stack->requested + bytes, __ATOMIC_RELEASE);
+  __atomic_store_n(&stack->hot.released, stack->hot.released - bytes, __ATOMIC_RELEASE);
+  __atomic_store_n(&stack->hot.asked, (nb / 4 + 1) << ASKED_BITS, __ATOMIC_RELEASE);
   __atomic_store_n(&stack->decay_seq, seq + 2, __ATOMIC_RELEASE);
 }
 
-BRISK_INLINE void average_update(brisk_stack_t *stack, size_t request) {
-  if (BRISK_UNLIKELY(stack->hot.average_nb >= STACK_AVERAGE_MAX_NB)) average_decay_slow(stack);
-  stack->hot.requested += request;
-  stack->hot.average_nb += 1;
+void brisk_stack_decay_slow_(brisk_stack_t *stack) { average_decay(stack); }
+
+/* A slow path's allocation of `size` bytes: asked, in use (released goes
+ * down, asked's bytes are the inline path's alone), counted. */
+BRISK_INLINE void account(brisk_stack_t *stack, size_t size) {
+  stack->requested += size;
+  stack->hot.released -= size;
+  if (BRISK_UNLIKELY(__builtin_add_overflow(stack->hot.asked, ONE_REQUEST, &stack->hot.asked)))
+    average_decay(stack);
 }
 
 BRISK_INLINE size_t average_get(const brisk_stack_t *stack) {
-  return stack->hot.average_nb != 0 ? average_sum(stack) / stack->hot.average_nb : 0;
+  size_t nb = average_nb(stack);
+  return nb != 0 ? average_sum(stack) / nb : 0;
+}
+
+/* Frames pushed, and the records there is room for. */
+BRISK_INLINE size_t stack_depth(const brisk_stack_t *stack) {
+  return (size_t)(stack->hot.top - stack->hot.frames);
+}
+BRISK_INLINE size_t stack_capacity(const brisk_stack_t *stack) {
+  return (size_t)(stack->hot.limit - stack->hot.frames);
+}
+
+/* Where the inline pop's records must lie above: the records' start, or
+ * for an annotated stack the highest address, so that every pop goes out
+ * of line (and closes what it gives back). */
+BRISK_INLINE void set_pop_floor(brisk_stack_t *stack) {
+  stack->hot.pop_floor = stack->hot.annotated ? UINTPTR_MAX : (uintptr_t)stack->hot.frames;
 }
 
 static BRISK_COLD BRISK_NORETURN void stack_fatal(const char *caller, const char *why) {
@@ -324,8 +390,7 @@ static void adopt_block(brisk_stack_t *stack, block_t *blk) {
 
   size_t room = (size_t)(cur->end - stack->hot.pos);
   if (room < (cur->size >> 3)) {
-    for (size_t i = stack->hot.depth; i > 0; i--) {
-      frame_t *frame = &stack->hot.frames[i - 1];
+    for (frame_t *frame = stack->hot.top; frame-- > stack->hot.frames;) {
       if (frame->blk != cur || frame->pos != stack->hot.pos) break;
       frame->blk = blk;
       frame->pos = block_area(blk);
@@ -372,7 +437,6 @@ BRISK_INLINE bool fits_fast(const brisk_stack_t *stack, uintptr_t at, size_t siz
   return (align & (align - 1)) == 0 && size - 1 < PTRDIFF_MAX && at + size <= (uintptr_t)stack->hot.end;
 }
 
-BRISK_INLINE void account(brisk_stack_t *stack, size_t size) { average_update(stack, size); }
 
 /* The request needs another block: a free one, or a new one. */
 static BRISK_NOINLINE void *alloc_block_slow(brisk_stack_t *stack, size_t size, size_t take,
@@ -437,8 +501,8 @@ static bool is_last(const brisk_stack_t *stack, const uint8_t *p, size_t old_siz
   if (p < block_area((block_t *)blk) || p >= blk->end || took > (size_t)(blk->end - p) ||
       p + took != stack->hot.pos)
     return false;
-  if (stack->hot.depth == 0) return true;
-  const frame_t *top = &stack->hot.frames[stack->hot.depth - 1];
+  if (stack->hot.top == stack->hot.frames) return true;
+  const frame_t *top = stack->hot.top - 1;
   return top->blk != blk || p >= top->pos;
 }
 
@@ -462,7 +526,8 @@ void *brisk_stack_realloc(brisk_stack_t *stack, void *p, size_t old_size, size_t
     stack->hot.pos = old + take;
     stack->realloc_calls++;
     if (new_size >= old_size) {
-      stack->hot.requested += new_size - old_size;
+      stack->requested += new_size - old_size;
+      stack->hot.released -= new_size - old_size;
       stack->realloc_asked += old_size;
     } else {
       stack->hot.released += old_size - new_size;
@@ -487,15 +552,16 @@ void *brisk_stack_realloc(brisk_stack_t *stack, void *p, size_t old_size, size_t
 /* ---- Frames ----------------------------------------------------------- */
 
 BRISK_INLINE void save_frame(brisk_stack_t *stack) {
-  frame_t *frame = &stack->hot.frames[stack->hot.depth++];
+  frame_t *frame = stack->hot.top++;
   frame->blk = stack->hot.blk;
   frame->pos = stack->hot.pos;
-  frame->in_use = stack->hot.requested - stack->hot.released;
+  frame->in_use = stack->hot.asked - stack->hot.released;
 }
 
 /* The frame records are full: double them (a new mapping, copied). */
 static BRISK_NOINLINE void push_slow(brisk_stack_t *stack) {
-  size_t used = stack->hot.capacity * sizeof(frame_t);
+  size_t depth = stack_depth(stack);
+  size_t used = stack_capacity(stack) * sizeof(frame_t);
   size_t bytes = brisk_align_up(2 * used, _brisk_os_page_size());
   bool reused;
   frame_t *bigger = _brisk_os_reserve_cached(BRISK_OS_CACHE_STACK, bytes, _brisk_os_page_size(),
@@ -507,12 +573,14 @@ static BRISK_NOINLINE void push_slow(brisk_stack_t *stack) {
                              &stack->system_requests);
   stack->hot.frames = bigger;
   stack->frames_bytes = bytes;
-  stack->hot.capacity = bytes / sizeof(frame_t);
+  stack->hot.top = bigger + depth;
+  stack->hot.limit = bigger + bytes / sizeof(frame_t);
+  set_pop_floor(stack);
   save_frame(stack);
 }
 
 BRISK_INLINE void stack_push(brisk_stack_t *stack) {
-  if (BRISK_UNLIKELY(stack->hot.depth == stack->hot.capacity)) {
+  if (BRISK_UNLIKELY(stack->hot.top == stack->hot.limit)) {
     push_slow(stack);
     return;
   }
@@ -545,21 +613,21 @@ static BRISK_NOINLINE void pop_slow(brisk_stack_t *stack, const frame_t *frame) 
   stack->hot.blk = frame->blk;
   stack->hot.pos = frame->pos;
   stack->hot.end = stack->hot.annotated ? frame->pos : frame->blk->end;
-  stack->hot.released = stack->hot.requested - frame->in_use;
+  stack->hot.released = stack->hot.asked - frame->in_use;
   trim_free_blocks(stack);
 }
 
 BRISK_INLINE void stack_pop(brisk_stack_t *stack) {
-  if (BRISK_UNLIKELY(stack->hot.depth == 0))
+  if (BRISK_UNLIKELY(stack->hot.top == stack->hot.frames))
     stack_fatal("brisk_stack_pop", "no frame to pop (more pops than pushes)");
-  const frame_t *frame = &stack->hot.frames[--stack->hot.depth];
+  const frame_t *frame = --stack->hot.top;
   if (BRISK_UNLIKELY(frame->blk != stack->hot.blk)) {
     pop_slow(stack, frame);
     return;
   }
   if (stack->hot.annotated && stack->hot.end != frame->pos) close_from(stack, frame->pos);
   stack->hot.pos = frame->pos;
-  stack->hot.released = stack->hot.requested - frame->in_use;
+  stack->hot.released = stack->hot.asked - frame->in_use;
 }
 
 void brisk_stack_pop_slow_(brisk_stack_t *stack) { stack_pop(stack); }
@@ -588,7 +656,9 @@ brisk_stack_t *brisk_stack_create(size_t first_block) {
   stack->head.prev = stack->head.next = &stack->head;
   stack->min_block = brisk_align_up(first_block, page);
   stack->hot.frames = stack->inline_frames;
-  stack->hot.capacity = (page - sizeof *stack) / sizeof(frame_t);
+  stack->hot.top = stack->inline_frames;
+  stack->hot.limit = stack->inline_frames + (page - sizeof *stack) / sizeof(frame_t);
+  stack->hot.asked = ONE_REQUEST; /* no request counted, no byte asked */
 
   block_t *blk = block_create(stack, stack->min_block - sizeof(block_t), STACK_DEFAULT_ALIGN);
   if (blk == NULL) {
@@ -602,6 +672,7 @@ brisk_stack_t *brisk_stack_create(size_t first_block) {
   stack->hot.pos = block_area(blk);
   stack->hot.annotated = brisk_tools_watch_blocks();
   stack->hot.end = stack->hot.annotated ? stack->hot.pos : blk->end;
+  set_pop_floor(stack);
   _brisk_region_register(&stack->entry, BRISK_REGION_STACK, registry_stats);
   return stack;
 }
@@ -628,28 +699,28 @@ void brisk_stack_destroy(brisk_stack_t *stack) {
  * bytes_held, say); the stack itself is never written.
  */
 BRISK_NO_TSAN void brisk_stack_stats(const brisk_stack_t *stack, brisk_region_stats_t *out) {
-  /* released before requested: requested only grows and released never
-   * passes it, so the difference read this way does not wrap. */
-  size_t released = OWNER_WORD(stack->hot.released);
-  size_t requested = OWNER_WORD(stack->hot.requested);
-  out->bytes_requested = requested + OWNER_WORD(stack->realloc_asked);
-  out->bytes_in_use = requested >= released ? requested - released : 0;
   /* The blocks, the stack's own page, and its frame records if mapped. */
   const frame_t *frames = OWNER_WORD(stack->hot.frames);
   size_t frames_held = frames != stack->inline_frames ? OWNER_WORD(stack->frames_bytes) : 0;
   out->bytes_held = OWNER_WORD(stack->held) + _brisk_os_page_size() + frames_held;
   out->system_requests = OWNER_WORD(stack->system_requests);
-  /* The two words a decay moves, read under its sequence count (see
-   * average_decay_slow); the owner never waits. */
-  size_t seq, counted;
+  /* The words a decay moves, read under its sequence count (see
+   * brisk_stack_decay_slow_); the owner never waits. */
+  size_t seq, decayed, requested, asked, released;
   for (;;) {
     seq = __atomic_load_n(&stack->decay_seq, __ATOMIC_ACQUIRE);
-    counted = __atomic_load_n(&stack->allocations_decayed, __ATOMIC_ACQUIRE) +
-              __atomic_load_n(&stack->hot.average_nb, __ATOMIC_ACQUIRE);
+    decayed = __atomic_load_n(&stack->allocations_decayed, __ATOMIC_ACQUIRE);
+    requested = __atomic_load_n(&stack->requested, __ATOMIC_ACQUIRE);
+    /* released before asked: a pop sets released from an asked no newer
+     * than the one read after it, so the bytes in use do not wrap. */
+    released = __atomic_load_n(&stack->hot.released, __ATOMIC_ACQUIRE);
+    asked = __atomic_load_n(&stack->hot.asked, __ATOMIC_ACQUIRE);
     if ((seq & 1) == 0 && __atomic_load_n(&stack->decay_seq, __ATOMIC_RELAXED) == seq) break;
     brisk_cpu_relax();
   }
-  out->allocations = counted + OWNER_WORD(stack->realloc_calls);
+  out->bytes_requested = requested + (asked & ASKED_MASK) + OWNER_WORD(stack->realloc_asked);
+  out->bytes_in_use = in_use_of(asked, released);
+  out->allocations = decayed + nb_of(asked) + OWNER_WORD(stack->realloc_calls);
 }
 
 size_t _brisk_stack_mapped_total(const brisk_stack_t *stack) { return stack->mapped_total; }
