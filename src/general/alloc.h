@@ -71,16 +71,10 @@ BRISK_INLINE void *brisk_secure_malloc_inline(size_t size) {
        * across the checks, so no register needs saving. */
       page->used++;
       heap->bytes_requested_unfolded += padded;
-      brisk_word_t *words = (brisk_word_t *)block;
       /* The secret first: the stores below through brisk_word_t may alias
        * the keys, which would make the compiler read them again. */
       uint64_t secret = brisk_block_secret(block);
-      brisk_block_t *next = brisk_link_decode(page, block->next);
-      if (BRISK_UNLIKELY(!brisk_link_is_valid(page, next) || words[1] != secret)) {
-        _brisk_secure_fatal_pop(page, block);
-      }
-      words[1] = 0;
-      page->free = next;
+      page->free = brisk_secure_pop(page, block, secret);
       brisk_secure_stamp((uint8_t *)block, page->block_size, secret, (uint8_t *)block, size);
       if (BRISK_UNLIKELY(--heap->small_allocations_left[word] == 0)) {
         return _brisk_malloc_heartbeat(heap, block);
@@ -118,7 +112,15 @@ BRISK_INLINE void brisk_free_inline(void *p) {
         _brisk_free_not_local(p, segment);
         return;
       }
-      brisk_secure_free_block("free", page, page->block_size, p);
+      /* Onto local_free, which malloc takes only when its list runs dry,
+       * so the block just freed is not the next one handed out: free(p),
+       * malloc of p's size, free(p) finds p's free tag still set (on the
+       * list malloc pops, the malloc would take p and the second free
+       * would free the new owner's block), and a use after free cannot
+       * count on its block coming back at once. */
+      uint64_t secret = brisk_secure_free_block("free", page, page->block_size, p);
+      block->next = brisk_link_encode_with(secret, page->local_free);
+      page->local_free = block;
     }
     /* The release build: straight onto malloc's list, last in first out:
      * a block freed by its owner is reused while its lines are still in
@@ -129,14 +131,8 @@ BRISK_INLINE void brisk_free_inline(void *p) {
      * housekeeping every 16384 blocks of one direct-table entry, so after
      * at most n * 16384 mallocs for a thread that spreads them over n
      * entries (n <= 129), however many blocks other threads have freed to
-     * it meanwhile.
-     * The secure build: onto local_free, which malloc takes only when its
-     * list runs dry, so the block just freed is not the next one handed
-     * out: free(p), malloc of p's size, free(p) finds p's free tag still
-     * set (on the list malloc pops, the malloc would take p and the second
-     * free would free the new owner's block), and a use after free cannot
-     * count on its block coming back at once. */
-    brisk_page_push(page, BRISK_SECURE ? &page->local_free : &page->free, block);
+     * it meanwhile. (The secure build pushed the block above.) */
+    if (!BRISK_SECURE) brisk_page_push(page, &page->free, block);
     /* A pointer inside a block (free(p + 32)) must not stay on the list,
      * where malloc would hand it out over live blocks. Tested after the
      * push, which leaves p's register free for the test; the checked path

@@ -165,7 +165,7 @@ static void page_extend(brisk_page_t *page) {
   if (count > remaining) count = remaining;
   size_t block_size = brisk_page_block_size(page);
   uint8_t *first = brisk_page_start(page) + (size_t)page->capacity * block_size;
-  page->capacity = (uint16_t)(page->capacity + count); /* brisk_link_is_valid reads it */
+  page->capacity = (uint16_t)(page->capacity + count);
   if (BRISK_SECURE) {
     secure_extend(page, first, count, block_size);
     return;

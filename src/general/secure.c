@@ -12,8 +12,17 @@
 #include <errno.h>
 #include <string.h>
 
-uint64_t _brisk_secure_keys[2];
+uint64_t _brisk_secure_keys[4] __attribute__((aligned(32)));
 uint32_t _brisk_secure_class_size[BRISK_CLASS_COUNT];
+
+/* The inverse of an odd number modulo 2^64: Newton's iteration x * (2 - a * x)
+ * doubles the bits that are right, and x = a is right in 3 (a * a is 1
+ * modulo 8 for every odd a): 3, 6, 12, 24, 48, 96. */
+static uint64_t odd_inverse(uint64_t a) {
+  uint64_t x = a;
+  for (int i = 0; i < 5; i++) x *= 2 - a * x;
+  return x;
+}
 
 void _brisk_secure_init(void) {
   /* Called under heaps_lock before the first heap exists, so before any
@@ -22,13 +31,17 @@ void _brisk_secure_init(void) {
   for (size_t c = 1; c < BRISK_CLASS_COUNT; c++) {
     _brisk_secure_class_size[c] = (uint32_t)brisk_class_to_size(c);
   }
-  uint64_t keys[2];
-  do {
-    _brisk_os_random(keys, sizeof keys);
-  } while (keys[0] == 0);
-  /* Odd: brisk_block_secret multiplies by it, which must lose no bit. */
+  uint64_t keys[3];
+  _brisk_os_random(keys, sizeof keys);
+  /* Odd: brisk_block_secret and brisk_link_encode_with multiply by 1 and
+   * 2, which must lose no bit (and the link's multiplication is undone by
+   * the inverse); a block's address (even) xored with an odd keys[0] makes
+   * every secret odd (brisk_secure_canary). keys[0] last: it says the keys
+   * are set. */
   _brisk_secure_keys[1] = keys[1] | 1;
-  _brisk_secure_keys[0] = keys[0];
+  _brisk_secure_keys[2] = keys[2] | 1;
+  _brisk_secure_keys[3] = odd_inverse(_brisk_secure_keys[2]);
+  _brisk_secure_keys[0] = keys[0] | 1;
 }
 
 void *_brisk_secure_malloc(size_t size, bool zero) {
@@ -76,8 +89,9 @@ static size_t checked_requested_end(const char *caller, const brisk_page_t *page
                                     const uint8_t *block, const uint8_t *p) {
   uint64_t secret = brisk_block_secret(block);
   size_t block_size = brisk_page_block_size(page);
-  uint64_t end = *(const brisk_word_t *)(block + block_size - 8) ^ ~secret;
-  if (BRISK_UNLIKELY(end > block_size - BRISK_SECURE_OVERHEAD || end < (uint64_t)(p - block))) {
+  uint64_t needed = brisk_secure_needed(block, block_size, brisk_secure_canary(secret));
+  uint64_t end = needed - BRISK_SECURE_OVERHEAD; /* wraps below 16: out of range */
+  if (BRISK_UNLIKELY(needed > block_size || end < (uint64_t)(p - block))) {
     _brisk_fatal_block(caller, p, page, "heap overflow: the block's end was overwritten");
   }
   uint64_t canary;

@@ -116,6 +116,13 @@ TABLE = {
                                  {"release": UNCAUGHT, "secure": CAUGHT_LATER}),
     "write_after_free_tail":    (rf"malloc\({ADDR}\): .*(after free|free list)",
                                  {"release": NEVER_OVERLAPPING, "secure": CAUGHT_LATER}),
+    # One byte of a free block's link changed, and a link copied from
+    # another free block of the page: the secure build decodes each link
+    # with its own block's secret and checks it before it follows it.
+    "write_after_free_link_byte": (rf"malloc\({ADDR}\): .*(after free|free list)",
+                                 {"release": UNCAUGHT, "secure": CAUGHT_LATER}),
+    "write_after_free_link_copy": (rf"malloc\({ADDR}\): .*(after free|free list)",
+                                 {"release": NEVER_OVERLAPPING, "secure": CAUGHT_LATER}),
     # A block posted alone to its owner's queue (its freeing thread had
     # exited), its link written after the free: the secure build checks the
     # link when the owner drains the queue.
