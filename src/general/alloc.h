@@ -58,7 +58,9 @@ BRISK_INLINE void *brisk_malloc_raw(size_t size) {
 
 /* The secure build's malloc: brisk_malloc_raw's fast path for the padded
  * size, with the pop's checks (brisk_page_pop) and the stamp sharing one
- * secret word, and the block size from the page's class by one load. */
+ * secret word, and the block size from the page's class by one load. When
+ * the page's malloc list runs dry, its own frees (local_free) take its
+ * place here, without the slow path (brisk_secure_take_local_free). */
 BRISK_INLINE void *brisk_secure_malloc_inline(size_t size) {
   brisk_heap_t *heap = _brisk_tls_heap;
   if (BRISK_LIKELY(size <= BRISK_DIRECT_MAX - BRISK_SECURE_OVERHEAD)) {
@@ -66,6 +68,7 @@ BRISK_INLINE void *brisk_secure_malloc_inline(size_t size) {
     size_t word = (padded + 7) >> 3;
     brisk_page_t *page = heap->direct[word];
     brisk_block_t *block = page->free;
+    if (BRISK_UNLIKELY(block == NULL) && brisk_secure_take_local_free(page)) block = page->free;
     if (BRISK_LIKELY(block != NULL)) {
       /* The counts first (a failed check aborts anyway): fewer values live
        * across the checks, so no register needs saving. */

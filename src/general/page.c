@@ -112,15 +112,6 @@ void _brisk_heap_pin_all(brisk_heap_t *heap) {
   }
 }
 
-/* Whether the free blocks a page has (capacity - used: on its lists, or in
- * another thread's outbox on their way back) are fewer than half an
- * extension, so that malloc should carve more of the page: otherwise a
- * working set that just fills the carved part (64 live blocks of 64 B) gets
- * one block per visit to the slow path, and every malloc comes back. */
-BRISK_INLINE bool page_is_short(const brisk_page_t *page) {
-  return (uint32_t)page->capacity - page->used < page->extend_threshold;
-}
-
 static size_t page_extend_count(const brisk_page_t *page) {
   size_t count = PAGE_EXTEND_BYTES / brisk_page_block_size(page);
   return count < PAGE_EXTEND_MIN_BLOCKS ? PAGE_EXTEND_MIN_BLOCKS : count;
@@ -216,9 +207,9 @@ BRISK_INLINE brisk_page_t *find_page(brisk_heap_t *heap, size_t class_index) {
       page->local_free = NULL;
     }
     /* Carve more of the page when what came back is short
-     * (page_is_short). */
+     * (brisk_page_is_short, internal.h). */
     if (page->capacity < page->reserved &&
-        (page->free == NULL || page_is_short(page))) {
+        (page->free == NULL || brisk_page_is_short(page))) {
       page_extend(page);
     }
     if (page->free != NULL) break;
@@ -265,7 +256,7 @@ static BRISK_NOINLINE void *malloc_slow(brisk_heap_t *heap, size_t size, bool ze
  * on the next slow call). */
 BRISK_INLINE bool local_refill_allowed(const brisk_heap_t *heap, const brisk_page_t *page) {
   return page->local_free != NULL &&
-         !(page->capacity < page->reserved && page_is_short(page)) &&
+         !(page->capacity < page->reserved && brisk_page_is_short(page)) &&
          ((heap->slow_mallocs_unfolded + 1) & 4095) != 0 &&
          ((heap->generic_calls + 1) & 63) != 0 && !remote_queue_maybe_nonempty(heap);
 }
