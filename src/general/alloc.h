@@ -7,7 +7,7 @@
  *     else _brisk_malloc_generic                                  (page.c)
  *   (secure build: brisk_malloc_inline is brisk_secure_malloc_inline, the
  *    same fast path for the size plus BRISK_SECURE_OVERHEAD, which checks
- *    the popped block and writes its canary and trailer, else
+ *    the popped block and writes its canary and header, else
  *    _brisk_secure_malloc, secure.c; free checks the block first,
  *    brisk_secure_free_block, internal.h)
  *   brisk_free_inline(p)
@@ -58,11 +58,14 @@ BRISK_INLINE void *brisk_malloc_raw(size_t size) {
 
 /* The secure build's malloc: brisk_malloc_raw's fast path for the padded
  * size, with the pop's checks (brisk_page_pop) and the stamp sharing one
- * secret word, and the block size from the page's class by one load. When
+ * secret word. When
  * the page's malloc list runs dry, its own frees (local_free) take its
  * place here, without the slow path (brisk_secure_take_local_free). */
 BRISK_INLINE void *brisk_secure_malloc_inline(size_t size) {
   brisk_heap_t *heap = _brisk_tls_heap;
+  /* Size 0 finds the empty page in direct[2]: the secure build has no
+   * 16-byte blocks (internal.h), so no page of their class ever takes that
+   * entry, and the slow path serves it as 1. */
   if (BRISK_LIKELY(size <= BRISK_DIRECT_MAX - BRISK_SECURE_OVERHEAD)) {
     size_t padded = size + BRISK_SECURE_OVERHEAD;
     size_t word = (padded + 7) >> 3;
@@ -78,7 +81,7 @@ BRISK_INLINE void *brisk_secure_malloc_inline(size_t size) {
        * the keys, which would make the compiler read them again. */
       uint64_t secret = brisk_block_secret(block);
       page->free = brisk_secure_pop(page, block, secret);
-      brisk_secure_stamp((uint8_t *)block, page->block_size, secret, (uint8_t *)block, size);
+      brisk_secure_stamp((uint8_t *)block, secret, (uint8_t *)block, size);
       if (BRISK_UNLIKELY(--heap->small_allocations_left[word] == 0)) {
         return _brisk_malloc_heartbeat(heap, block);
       }

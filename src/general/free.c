@@ -247,7 +247,12 @@ void _brisk_free_not_local(void *p, brisk_segment_t *segment) {
   if (info == 0) brisk_fatal_pointer("free", p, "not an allocated block (double free?)");
   size_t class_index = info & BRISK_PAGE_INFO_CLASS;
   size_t block_size = brisk_class_to_size(class_index);
-  uintptr_t page_start = (uintptr_t)segment + (index << segment->page_shift);
+  uintptr_t page_start =
+      (uintptr_t)segment + (index << segment->page_shift) + BRISK_SECURE_PAGE_LEAD;
+  /* The secure build's page lead holds no block. */
+  if (BRISK_SECURE_PAGE_LEAD != 0 && address < page_start) {
+    _brisk_fatal_not_block_start("free", p, &segment->pages[index]);
+  }
   uint32_t offset = (uint32_t)(address - page_start);
   size_t block_index = (size_t)(((unsigned __int128)offset * class_magic_of(class_index)) >> 64);
   brisk_block_t *block = (brisk_block_t *)(page_start + block_index * block_size);

@@ -129,12 +129,19 @@ BRISK_INLINE bool brisk_page_is_short(const brisk_page_t *page) {
  *           it a write after free, and no block is handed out twice: the
  *           first pop clears the tag the second would need.
  * A live block is asked for 16 bytes more than the caller's size: 8 bytes
- * of canary right after the requested size and, in the block's last 8
- * bytes, the offset of the requested end from the block start (plus 16)
- * xored with the canary; free and realloc check both. The canary comes from the same
- * secret word (brisk_secure_canary: plus 2), so a live block's
- * word 1 (user data, canary, or the trailer of a 16-byte block asked for 0
- * bytes) never reads as its tag unless the program wrote it there.
+ * of canary right after the requested size, and 8 bytes of header just
+ * before the block (in the last 8 bytes of the block before, or of the
+ * page's lead for the first block: BRISK_SECURE_PAGE_LEAD), which
+ * hold the offset of the requested end from the block start plus 16, xored
+ * with the canary; free and realloc check both. Free reads the header next
+ * to the block's first bytes and the canary next to its last requested
+ * ones, lines the program mostly touched, never the block's own end (for a
+ * block of a large class, a page the program may never have touched). The
+ * canary comes from the same secret word (brisk_secure_canary: plus 2), so
+ * a live block's word 1 (user data, or the canary of a request under 16
+ * bytes) never reads as its tag unless the program wrote it there. A free
+ * block's words 0 and 1 stay off the next block's header: the secure build
+ * has no 16-byte blocks (malloc(0) is served as malloc(1)).
  *
  * The keys are process-wide; a block's address enters every check, so a
  * page's links, tags and canaries are its own (and each block's), with no
@@ -146,23 +153,26 @@ BRISK_INLINE bool brisk_page_is_short(const brisk_page_t *page) {
  * the block's secret; [2] (odd) multiplies a link, [3] is its inverse. In
  * one cache line. */
 extern BRISK_HIDDEN uint64_t _brisk_secure_keys[4];
-/* Block size by size class, set with the keys: the secure paths find a
- * block's trailer with one load instead of brisk_class_to_size's arithmetic. */
-extern BRISK_HIDDEN uint32_t _brisk_secure_class_size[BRISK_CLASS_COUNT];
 BRISK_HIDDEN void _brisk_secure_init(void);
 
-/* Bytes the secure build adds to each request of a size class. */
+/* Bytes the secure build adds to each request of a size class: the canary,
+ * and the header of the block after. */
 #define BRISK_SECURE_OVERHEAD ((size_t)16)
-/* Only in a block of at most this many bytes may the canary overlap word 1,
- * the free tag (a request under 16 bytes; aligned blocks start further in,
- * api.c): another thread's free checks those whole at once, the others'
- * tags only (brisk_secure_free_remote_block). One cache line at most. */
+/* Bytes before the first block of a page of a size class: the first block's
+ * header, after 8 bytes that keep blocks 16-byte aligned. 0 in the release
+ * build. */
+#define BRISK_SECURE_PAGE_LEAD (BRISK_SECURE ? (size_t)16 : (size_t)0)
+/* Only in a block of at most this many bytes (the smallest the secure build
+ * has) may the canary overlap word 1, the free tag (a request under 16
+ * bytes; aligned blocks start further in, api.c): another thread's free
+ * checks those whole at once, the others' tags only
+ * (brisk_secure_free_remote_block). One cache line at most. */
 #define BRISK_SECURE_SMALL_BLOCK ((size_t)32)
 
 typedef uint64_t brisk_word_t __attribute__((may_alias));
 
-/* The block's secret word: its free tag; the trailer key is its complement,
- * the canary that with its lowest bit set (brisk_secure_canary). */
+/* The block's secret word: its free tag, and the canary and header key
+ * plus 2 (brisk_secure_canary). */
 BRISK_INLINE uint64_t brisk_block_secret(const void *block) {
   return ((uintptr_t)block ^ _brisk_secure_keys[0]) * _brisk_secure_keys[1];
 }
@@ -200,7 +210,7 @@ BRISK_INLINE bool brisk_link_is_valid(const void *holder, const brisk_block_t *n
          (((uintptr_t)next ^ (uintptr_t)holder) >> BRISK_SEGMENT_SHIFT) == 0;
 }
 
-/* The canary after a block's requested size, and the trailer's key: the
+/* The canary after a block's requested size, and the header's key: the
  * secret plus 2 (one instruction that leaves the secret in its register).
  * Never the tag; and odd, as every secret is (keys[0] is odd and a block's
  * address even), so the first byte (the lowest address) is never 0 and the
@@ -261,8 +271,8 @@ BRISK_INLINE void brisk_page_push(const brisk_page_t *page, brisk_block_t **head
 }
 
 /* Secure build: a block being freed failed brisk_secure_free_block's test:
- * names what is wrong (freed already, the end overwritten, the canary) and
- * aborts. */
+ * names what is wrong (freed already, the header overwritten, the canary)
+ * and aborts. */
 BRISK_HIDDEN BRISK_NORETURN BRISK_COLD void _brisk_secure_fatal_free(const char *caller,
                                                                     const brisk_page_t *page,
                                                                     const uint8_t *block);
@@ -271,21 +281,20 @@ BRISK_HIDDEN BRISK_NORETURN BRISK_COLD void _brisk_secure_fatal_free(const char 
 BRISK_HIDDEN BRISK_NORETURN BRISK_COLD void _brisk_secure_fatal_end(const brisk_page_t *page,
                                                                    const uint8_t *block);
 
-/* Secure build: the bytes a live block of block_size bytes needs, as its
- * trailer says (the requested end plus BRISK_SECURE_OVERHEAD; more than
- * block_size when the trailer was overwritten). */
-BRISK_INLINE uint64_t brisk_secure_needed(const uint8_t *block, size_t block_size,
-                                          uint64_t canary) {
-  return *(const brisk_word_t *)(block + block_size - 8) ^ canary;
+/* Secure build: the bytes a live block needs, as its header says (the
+ * requested end plus BRISK_SECURE_OVERHEAD; more than its block size when
+ * the header was overwritten). */
+BRISK_INLINE uint64_t brisk_secure_needed(const uint8_t *block, uint64_t canary) {
+  return ((const brisk_word_t *)block)[-1] ^ canary;
 }
 
-/* Secure build: whether a block's trailer is in range and the canary it
+/* Secure build: whether a block's header is in range and the canary it
  * points at intact; tag is the block's secret (brisk_block_secret). */
 BRISK_INLINE bool brisk_secure_end_is_intact(const uint8_t *block, size_t block_size,
                                              uint64_t tag) {
   uint64_t expected = brisk_secure_canary(tag);
-  uint64_t needed = brisk_secure_needed(block, block_size, expected);
-  uint64_t canary = tag; /* never the canary: fails when the trailer is out of range */
+  uint64_t needed = brisk_secure_needed(block, expected);
+  uint64_t canary = tag; /* never the canary: fails when the header is out of range */
   if (BRISK_LIKELY(needed <= block_size)) {
     __builtin_memcpy(&canary, block + needed - BRISK_SECURE_OVERHEAD, sizeof canary);
   }
@@ -294,7 +303,7 @@ BRISK_INLINE bool brisk_secure_end_is_intact(const uint8_t *block, size_t block_
 
 /* Secure build: the checks of a block start of a size-class page that is
  * being freed (caller: "free", "realloc", ...), then its free tag set: a set
- * tag is a double free, a trailer out of range or a bad canary an overflow;
+ * tag is a double free, a header out of range or a bad canary an overflow;
  * each aborts. The block size comes from the caller (page is read only to
  * name a failure). Returns the block's secret word, for its link. */
 BRISK_INLINE uint64_t brisk_secure_free_block(const char *caller, const brisk_page_t *page,
@@ -310,13 +319,13 @@ BRISK_INLINE uint64_t brisk_secure_free_block(const char *caller, const brisk_pa
 
 /* Secure build: another thread's free of a block start. The free tag is
  * tested and set here, so a double free is caught at once in any thread.
- * The trailer and canary of a block bigger than BRISK_SECURE_SMALL_BLOCK
+ * The header and canary of a block bigger than BRISK_SECURE_SMALL_BLOCK
  * are checked by the owner when the block comes back to its page
  * (brisk_secure_check_end, heap.c's drain), before it can be handed out
- * again: they mostly lie on another line than the tag, one the owner wrote
- * at malloc and mostly still holds; read here, it would move to this
- * thread's cache for every block. A smaller block is checked whole here:
- * its canary may lie under the tag, and it is one line anyway. */
+ * again: the canary mostly lies on another line than the tag, one the
+ * owner wrote at malloc and mostly still holds; read here, it would move to
+ * this thread's cache for every block. A smaller block is checked whole
+ * here: its canary may lie under the tag, and it is one line anyway. */
 BRISK_INLINE void brisk_secure_free_remote_block(const brisk_page_t *page, size_t block_size,
                                                  uint8_t *block) {
   if (block_size <= BRISK_SECURE_SMALL_BLOCK) {
@@ -347,16 +356,15 @@ BRISK_HIDDEN size_t _brisk_secure_requested_size(const char *caller, const brisk
                                                  const uint8_t *block, const uint8_t *p);
 /* Secure build: malloc(size) past brisk_secure_malloc_inline's fast path. */
 BRISK_HIDDEN void *_brisk_secure_malloc(size_t size, bool zero);
-/* Secure build: write the canary and trailer of a block of block_size bytes
- * whose secret word is secret, handed out at p (inside it) for size bytes.
- * The trailer holds the requested end plus BRISK_SECURE_OVERHEAD, xored with
- * the canary: free compares it with the block size as it is. */
-BRISK_INLINE void brisk_secure_stamp(uint8_t *block, size_t block_size, uint64_t secret, uint8_t *p,
-                                     size_t size) {
+/* Secure build: write the canary and header of a block whose secret word is
+ * secret, handed out at p (inside it) for size bytes. The header holds the
+ * requested end plus BRISK_SECURE_OVERHEAD, xored with the canary: free
+ * compares it with the block size as it is. */
+BRISK_INLINE void brisk_secure_stamp(uint8_t *block, uint64_t secret, uint8_t *p, size_t size) {
   uint64_t end = (uint64_t)(p - block) + size;
   uint64_t canary = brisk_secure_canary(secret);
   __builtin_memcpy(block + end, &canary, sizeof canary);
-  *(brisk_word_t *)(block + block_size - 8) = (end + BRISK_SECURE_OVERHEAD) ^ canary;
+  ((brisk_word_t *)block)[-1] = (end + BRISK_SECURE_OVERHEAD) ^ canary;
 }
 
 /* ---- page queues: a class's pages, the full pages, the purge list ---- */

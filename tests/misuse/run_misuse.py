@@ -106,6 +106,11 @@ TABLE = {
                                  {"release": UNCAUGHT}),
     "overflow_32":              (rf"\({ADDR}\): .*overflow",
                                  {"release": UNCAUGHT}),
+    # One byte before a block: the secure build keeps the block's header
+    # (its requested size, encoded) there; in the release build it is the
+    # last byte of the block before.
+    "underflow_1":              (rf"free\({ADDR}\): .*header was overwritten",
+                                 {"release": UNCAUGHT}),
     # The block freed by another thread: the secure build checks its canary
     # when it comes back to its owner, before it can be handed out again.
     "overflow_1_small_other_thread": (rf"free\({ADDR}\): .*overflow",
