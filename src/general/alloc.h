@@ -118,15 +118,10 @@ BRISK_INLINE void brisk_free_inline(void *p) {
         _brisk_free_not_local(p, segment);
         return;
       }
-      /* Onto local_free, which malloc takes only when its list runs dry,
-       * so the block just freed is not the next one handed out: free(p),
-       * malloc of p's size, free(p) finds p's free tag still set (on the
-       * list malloc pops, the malloc would take p and the second free
-       * would free the new owner's block), and a use after free cannot
-       * count on its block coming back at once. */
+      /* Held back until the page's next free (brisk_secure_hold): the
+       * block just freed is not the next one handed out. */
       uint64_t secret = brisk_secure_free_block("free", page, page->block_size, p);
-      block->next = brisk_link_encode_with(secret, page->local_free);
-      page->local_free = block;
+      brisk_secure_hold(page, block, secret);
     }
     /* The release build: straight onto malloc's list, last in first out:
      * a block freed by its owner is reused while its lines are still in

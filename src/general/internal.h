@@ -262,6 +262,27 @@ BRISK_INLINE brisk_block_t *brisk_page_pop(brisk_page_t *page, brisk_block_t *bl
   return brisk_secure_pop(page, block, brisk_block_secret(block));
 }
 
+/* Secure build: the owner's free of block, checked and its free tag set
+ * (secret): it waits alone in page->local_free until the page's next free,
+ * which puts it on malloc's list (last in first out, so that blocks are
+ * reused while their lines are in cache), so the block just freed is never
+ * the next one handed out: free(p), malloc of p's size, free(p) finds p's
+ * tag still set, and a use after free cannot count on its block coming
+ * back at once. The block moved to malloc's list is encoded with the secret
+ * its tag holds: if the tag was written since, the pop that hands it out
+ * finds both its link and its tag wrong. page->local_free holds one block
+ * at most in the secure build: every free of a page's block comes here
+ * (_brisk_page_free_block for remote frees and the checked path). */
+BRISK_INLINE void brisk_secure_hold(brisk_page_t *page, brisk_block_t *block, uint64_t secret) {
+  brisk_block_t *held = page->local_free;
+  block->next = brisk_link_encode_with(secret, NULL);
+  page->local_free = block;
+  if (held != NULL) {
+    held->next = brisk_link_encode_with(((const brisk_word_t *)held)[1], page->free);
+    page->free = held;
+  }
+}
+
 /* Push block on a list of page whose head is *head. */
 BRISK_INLINE void brisk_page_push(const brisk_page_t *page, brisk_block_t **head,
                                   brisk_block_t *block) {

@@ -373,7 +373,9 @@ void _brisk_page_free_slow(brisk_heap_t *heap, brisk_page_t *page) {
 }
 
 void _brisk_page_free_block(brisk_heap_t *heap, brisk_page_t *page, brisk_block_t *block) {
-  brisk_page_push(page, &page->local_free, block);
+  /* The secure build holds each freed block back (internal.h). */
+  if (BRISK_SECURE) brisk_secure_hold(page, block, brisk_free_tag(block));
+  else brisk_page_push(page, &page->local_free, block);
   if ((int32_t)--page->used <= 0) _brisk_page_free_slow(heap, page);
 }
 
