@@ -16,8 +16,8 @@
  *     segment owned by this thread (segment->owner_thread): push to
  *       page->free, the list malloc pops: the next malloc of the class
  *       on that page gets the block freed last, still in cache    (fast)
- *       (secure build: to page->local_free, which malloc takes when
- *       free runs dry)
+ *       (secure build: held back in page->local_free until the page's
+ *       next free, brisk_secure_hold)
  *       p not a block's start (one multiplication, internal.h's
  *         brisk_page_is_block_start): _brisk_free_local_not_block_start,
  *         an aligned block's start or "not the start of a block", abort
@@ -58,9 +58,7 @@ BRISK_INLINE void *brisk_malloc_raw(size_t size) {
 
 /* The secure build's malloc: brisk_malloc_raw's fast path for the padded
  * size, with the pop's checks (brisk_page_pop) and the stamp sharing one
- * secret word. When
- * the page's malloc list runs dry, its own frees (local_free) take its
- * place here, without the slow path (brisk_secure_take_local_free). */
+ * secret word. */
 BRISK_INLINE void *brisk_secure_malloc_inline(size_t size) {
   brisk_heap_t *heap = _brisk_tls_heap;
   /* Size 0 finds the empty page in direct[2]: the secure build has no
@@ -71,7 +69,6 @@ BRISK_INLINE void *brisk_secure_malloc_inline(size_t size) {
     size_t word = (padded + 7) >> 3;
     brisk_page_t *page = heap->direct[word];
     brisk_block_t *block = page->free;
-    if (BRISK_UNLIKELY(block == NULL) && brisk_secure_take_local_free(page)) block = page->free;
     if (BRISK_LIKELY(block != NULL)) {
       /* The counts first (a failed check aborts anyway): fewer values live
        * across the checks, so no register needs saving. */

@@ -97,15 +97,6 @@ BRISK_INLINE bool brisk_page_is_block_start(const brisk_page_t *page, uintptr_t 
   return ((uint64_t)offset * page->block_magic) >> 32 == 0;
 }
 
-/* Whether the free blocks a page has (capacity - used: on its lists, or in
- * another thread's outbox on their way back) are fewer than half an
- * extension, so that malloc should carve more of the page: otherwise a
- * working set that just fills the carved part (64 live blocks of 64 B) gets
- * one block per visit to the slow path, and every malloc comes back. */
-BRISK_INLINE bool brisk_page_is_short(const brisk_page_t *page) {
-  return (uint32_t)page->capacity - page->used < page->extend_threshold;
-}
-
 /* ---- the secure build (BRISK_SECURE, base.h) ----
  *
  * Every block of a size class has a secret word (brisk_block_secret: its
@@ -234,25 +225,6 @@ BRISK_INLINE brisk_block_t *brisk_secure_pop(const brisk_page_t *page, brisk_blo
   }
   words[1] = 0;
   return next;
-}
-
-/* The secure build's malloc found page's malloc list empty: the blocks its
- * owner freed since (local_free, brisk_free_inline, with other threads'
- * drained frees) become the list; false when there are none, or when the
- * page should carve more first (brisk_page_is_short): the slow path does
- * that. The slow path's chores (remote frees, statistics, housekeeping)
- * wait for malloc's heartbeat, as they do for the release build, whose own
- * frees never leave malloc's list. */
-BRISK_INLINE bool brisk_secure_take_local_free(brisk_page_t *page) {
-  brisk_block_t *block = page->local_free;
-  if (block == NULL || (page->capacity < page->reserved && brisk_page_is_short(page))) return false;
-  page->free = block;
-  page->local_free = NULL;
-  /* Values read here are read again after: otherwise GCC keeps page->used
-   * in a register for both ways in, and the pop's count takes a load, an
-   * add and a store on the fast way instead of one add to memory. */
-  __asm__ volatile("" ::: "memory");
-  return true;
 }
 
 /* The block malloc pops from page: returns the next free block. The secure

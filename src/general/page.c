@@ -21,10 +21,11 @@
  *     each time.
  *
  * A page's lists (free: carved blocks and the owner's frees, last in first
- * out; local_free: other threads' frees, drained, and in the secure build
- * the owner's too, alloc.h) and its queue links belong to the
- * owning heap's thread; nothing here takes a lock or an atomic except the
- * stores of the segment's page info when a page starts serving a class.
+ * out; local_free: other threads' frees, drained, or in the secure build
+ * the one block freed last, held back, internal.h) and its queue links
+ * belong to the owning heap's thread; nothing here takes a lock or an
+ * atomic except the stores of the segment's page info when a page starts
+ * serving a class.
  */
 #include "general/alloc.h"
 #include "general/size_class.h"
@@ -110,6 +111,15 @@ void _brisk_heap_pin_all(brisk_heap_t *heap) {
       heap->pinned[class_index] = head;
     }
   }
+}
+
+/* Whether the free blocks a page has (capacity - used: on its lists, or in
+ * another thread's outbox on their way back) are fewer than half an
+ * extension, so that malloc should carve more of the page: otherwise a
+ * working set that just fills the carved part (64 live blocks of 64 B) gets
+ * one block per visit to the slow path, and every malloc comes back. */
+BRISK_INLINE bool page_is_short(const brisk_page_t *page) {
+  return (uint32_t)page->capacity - page->used < page->extend_threshold;
 }
 
 static size_t page_extend_count(const brisk_page_t *page) {
@@ -208,9 +218,9 @@ BRISK_INLINE brisk_page_t *find_page(brisk_heap_t *heap, size_t class_index) {
       page->local_free = NULL;
     }
     /* Carve more of the page when what came back is short
-     * (brisk_page_is_short, internal.h). */
+     * (page_is_short). */
     if (page->capacity < page->reserved &&
-        (page->free == NULL || brisk_page_is_short(page))) {
+        (page->free == NULL || page_is_short(page))) {
       page_extend(page);
     }
     if (page->free != NULL) break;
@@ -250,14 +260,14 @@ static bool remote_queue_maybe_nonempty(const brisk_heap_t *heap) {
 static BRISK_NOINLINE void *malloc_slow(brisk_heap_t *heap, size_t size, bool zero);
 
 /* Whether malloc may put the head page's local_free (drained remote frees;
- * in the secure build its own frees too) on its malloc list without the
+ * in the secure build the block freed last) on its malloc list without the
  * slow path: find_page would take them without
  * carving more, and none of the slow path's chores is due (no remote frees
  * waiting, and neither the statistics fold nor housekeeping has its turn
  * on the next slow call). */
 BRISK_INLINE bool local_refill_allowed(const brisk_heap_t *heap, const brisk_page_t *page) {
   return page->local_free != NULL &&
-         !(page->capacity < page->reserved && brisk_page_is_short(page)) &&
+         !(page->capacity < page->reserved && page_is_short(page)) &&
          ((heap->slow_mallocs_unfolded + 1) & 4095) != 0 &&
          ((heap->generic_calls + 1) & 63) != 0 && !remote_queue_maybe_nonempty(heap);
 }
