@@ -100,9 +100,10 @@ BRISK_INLINE bool brisk_page_is_block_start(const brisk_page_t *page, uintptr_t 
 /* ---- the secure build (BRISK_SECURE, base.h) ----
  *
  * Every block of a size class has a secret word (brisk_block_secret: its
- * address xored with one random key and multiplied by another, odd one).
+ * address xored with a random key: one instruction, and different for
+ * every block).
  * A free block holds, in the secure build:
- *   word 0  the free-list link, encoded with the block's secret and a third
+ *   word 0  the free-list link, encoded with the block's secret and another
  *           random key (brisk_link_encode): the next block's address
  *           multiplied by the odd key K, xored with the secret. Decoding
  *           xors the secret back and multiplies by K's inverse, so a change
@@ -136,13 +137,16 @@ BRISK_INLINE bool brisk_page_is_block_start(const brisk_page_t *page, uintptr_t 
  *
  * The keys are process-wide; a block's address enters every check, so a
  * page's links, tags and canaries are its own (and each block's), with no
- * key in the 64-byte page descriptor. In the release build every helper
- * here is the identity or nothing. */
+ * key in the 64-byte page descriptor. They are there against heap bugs: a
+ * word written by mistake passes for a tag or a canary with a chance of
+ * 2^-64, for a link 2^-39; a program that reads its freed blocks can learn
+ * them. In the release build every helper here is the identity or
+ * nothing. */
 
 /* Random, set once before the first page exists (_brisk_secure_init): [0]
- * (odd) is xored into a block's address and [1] (odd) multiplies it, for
- * the block's secret; [2] (odd) multiplies a link, [3] is its inverse. In
- * one cache line. */
+ * (odd) is xored into a block's address for the block's secret; [1] seeds
+ * the free-list shuffle of fresh pages (page.c); [2] (odd) multiplies a
+ * link, [3] is its inverse. In one cache line. */
 extern BRISK_HIDDEN uint64_t _brisk_secure_keys[4];
 BRISK_HIDDEN void _brisk_secure_init(void);
 
@@ -165,7 +169,7 @@ typedef uint64_t brisk_word_t __attribute__((may_alias));
 /* The block's secret word: its free tag, and the canary and header key
  * plus 2 (brisk_secure_canary). */
 BRISK_INLINE uint64_t brisk_block_secret(const void *block) {
-  return ((uintptr_t)block ^ _brisk_secure_keys[0]) * _brisk_secure_keys[1];
+  return (uintptr_t)block ^ _brisk_secure_keys[0];
 }
 
 BRISK_INLINE uint64_t brisk_free_tag(const void *block) { return brisk_block_secret(block); }

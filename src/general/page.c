@@ -133,7 +133,7 @@ static BRISK_TLS uint64_t random_state;
 
 static uint64_t random_next(void) {
   uint64_t x = random_state;
-  if (x == 0) x = _brisk_secure_keys[0] ^ (uintptr_t)&random_state ^ 0x9E3779B97F4A7C15ull;
+  if (x == 0) x = _brisk_secure_keys[1] ^ (uintptr_t)&random_state ^ 0x9E3779B97F4A7C15ull;
   x ^= x >> 12;
   x ^= x << 25;
   x ^= x >> 27;

@@ -28,12 +28,13 @@ void _brisk_secure_init(void) {
   if (_brisk_secure_keys[0] != 0) return;
   uint64_t keys[3];
   _brisk_os_random(keys, sizeof keys);
-  /* Odd: brisk_block_secret and brisk_link_encode_with multiply by 1 and
-   * 2, which must lose no bit (and the link's multiplication is undone by
-   * the inverse); a block's address (even) xored with an odd keys[0] makes
-   * every secret odd (brisk_secure_canary). keys[0] last: it says the keys
+  /* Odd: brisk_link_encode_with multiplies by keys[2], which must lose no
+   * bit (its inverse undoes it); a block's address (even) xored with an
+   * odd keys[0] makes every secret odd (brisk_secure_canary). keys[1]
+   * seeds the free-list shuffle (page.c), apart from the secrets, which a
+   * program can read in its freed blocks. keys[0] last: it says the keys
    * are set. */
-  _brisk_secure_keys[1] = keys[1] | 1;
+  _brisk_secure_keys[1] = keys[1];
   _brisk_secure_keys[2] = keys[2] | 1;
   _brisk_secure_keys[3] = odd_inverse(_brisk_secure_keys[2]);
   _brisk_secure_keys[0] = keys[0] | 1;
