@@ -16,6 +16,7 @@
  *       interior pointer:      the block's start on a page of aligned
  *                              blocks, else "not the start of a block", abort
  *       owner is this heap:    _brisk_page_free_block          (page.c)
+ *                              (secure build: brisk_secure_hold)
  *       another heap's block:  outbox_push, below
  *     Another heap's block is found from the segment's page info alone: the
  *     descriptor's line stays in its owner's cache (types.h).
@@ -263,7 +264,11 @@ void _brisk_free_not_local(void *p, brisk_segment_t *segment) {
   }
   if (segment->heap == heap) {
     if (BRISK_SECURE) {
-      brisk_secure_free_block("free", &segment->pages[index], block_size, (uint8_t *)block);
+      /* Held back as on free()'s fast path (brisk_secure_hold). */
+      brisk_page_t *page = &segment->pages[index];
+      brisk_secure_hold(page, block, brisk_secure_free_block("free", page, block_size, (uint8_t *)block));
+      if ((int32_t)--page->used <= 0) _brisk_page_free_slow(heap, page);
+      return;
     }
     _brisk_page_free_block(heap, &segment->pages[index], block);
     return;

@@ -247,8 +247,9 @@ BRISK_INLINE brisk_block_t *brisk_page_pop(brisk_page_t *page, brisk_block_t *bl
  * back at once. The block moved to malloc's list is encoded with the secret
  * its tag holds: if the tag was written since, the pop that hands it out
  * finds both its link and its tag wrong. page->local_free holds one block
- * at most in the secure build: every free of a page's block comes here
- * (_brisk_page_free_block for remote frees and the checked path). */
+ * at most in the secure build: the owner's frees come here (free()'s fast
+ * path and _brisk_free_not_local), other threads' go on malloc's list
+ * when drained (_brisk_page_free_block: the freeing thread tagged them). */
 BRISK_INLINE void brisk_secure_hold(brisk_page_t *page, brisk_block_t *block, uint64_t secret) {
   brisk_block_t *held = page->local_free;
   block->next = brisk_link_encode_with(secret, NULL);
@@ -487,7 +488,8 @@ BRISK_HIDDEN brisk_segment_t *_brisk_segment_resize(brisk_segment_t *segment, si
 BRISK_HIDDEN void *_brisk_malloc_generic(size_t size, brisk_heap_t *heap, bool zero);
 /* After a local free made page->used <= 0: the page was full or is empty. */
 BRISK_HIDDEN void _brisk_page_free_slow(brisk_heap_t *heap, brisk_page_t *page);
-/* Return a block to its page on behalf of the page's heap (remote drains). */
+/* Return a block to its page on behalf of the page's heap (remote drains;
+ * the secure build puts it on malloc's list). */
 BRISK_HIDDEN void _brisk_page_free_block(brisk_heap_t *heap, brisk_page_t *page, brisk_block_t *block);
 /* Retire every empty page of the heap (pinned heads excepted). */
 BRISK_HIDDEN void _brisk_heap_collect_all(brisk_heap_t *heap);

@@ -383,9 +383,11 @@ void _brisk_page_free_slow(brisk_heap_t *heap, brisk_page_t *page) {
 }
 
 void _brisk_page_free_block(brisk_heap_t *heap, brisk_page_t *page, brisk_block_t *block) {
-  /* The secure build holds each freed block back (internal.h). */
-  if (BRISK_SECURE) brisk_secure_hold(page, block, brisk_free_tag(block));
-  else brisk_page_push(page, &page->local_free, block);
+  /* The secure build: a block another thread freed goes on malloc's list
+   * at once (its freeing thread tagged it; the owner's own frees are held
+   * back instead, brisk_secure_hold), and local_free keeps one block at
+   * most. */
+  brisk_page_push(page, BRISK_SECURE ? &page->free : &page->local_free, block);
   if ((int32_t)--page->used <= 0) _brisk_page_free_slow(heap, page);
 }
 
