@@ -241,15 +241,17 @@ BRISK_INLINE brisk_block_t *brisk_page_pop(brisk_page_t *page, brisk_block_t *bl
 /* Secure build: the owner's free of block, checked and its free tag set
  * (secret): it waits alone in page->local_free until the page's next free,
  * which puts it on malloc's list (last in first out, so that blocks are
- * reused while their lines are in cache), so the block just freed is never
- * the next one handed out: free(p), malloc of p's size, free(p) finds p's
- * tag still set, and a use after free cannot count on its block coming
- * back at once. The block moved to malloc's list is encoded with the secret
- * its tag holds: if the tag was written since, the pop that hands it out
- * finds both its link and its tag wrong. page->local_free holds one block
- * at most in the secure build: the owner's frees come here (free()'s fast
- * path and _brisk_free_not_local), other threads' go on malloc's list
- * when drained (_brisk_page_free_block: the freeing thread tagged them). */
+ * reused while their lines are in cache), so the block just freed is not
+ * the next one handed out (unless its page has no other free block, when
+ * the slow path takes local_free): free(p), malloc of p's size, free(p)
+ * finds p's tag still set, and a use after free cannot count on its block
+ * coming back at once. The block moved to malloc's list is encoded with
+ * the secret its tag holds: if the tag was written since, the pop that
+ * hands it out finds both its link and its tag wrong. page->local_free
+ * holds one block at most in the secure build: the owner's frees come here
+ * (free()'s fast path and _brisk_free_not_local), other threads' go on
+ * malloc's list when drained (_brisk_page_free_block: the freeing thread
+ * tagged them). */
 BRISK_INLINE void brisk_secure_hold(brisk_page_t *page, brisk_block_t *block, uint64_t secret) {
   brisk_block_t *held = page->local_free;
   block->next = brisk_link_encode_with(secret, NULL);
