@@ -9,6 +9,7 @@
 #include <cstdint>
 #include <cstdlib>
 #include <cstring>
+#include <vector>
 
 #include "test_util.h"
 
@@ -53,6 +54,21 @@ TEST(BriskOverride, MallocZeroIsUniqueAndFreeable) {
   EXPECT_NE(a, b);
   free(a);
   free(b);
+}
+
+// Neighbouring blocks of the smallest sizes freed in turn, by malloc and
+// calloc, the first of each pair first: in the secure build a free block's
+// link and free tag must stay off the header of the block after it (its
+// last 8 bytes), which a free of that block checks.
+TEST(BriskOverride, SmallestBlocksFreeBesideLiveNeighbours) {
+  for (size_t size : {0, 1, 8, 16}) {
+    SCOPED_TRACE(size);
+    std::vector<void *> blocks;
+    for (int i = 0; i < 64; i++) blocks.push_back(i % 2 ? calloc(1, size) : malloc(size));
+    for (void *p : blocks) ASSERT_NE(p, nullptr);
+    for (size_t i = 0; i < blocks.size(); i += 2) free(blocks[i]);
+    for (size_t i = 1; i < blocks.size(); i += 2) free(blocks[i]);
+  }
 }
 
 TEST(BriskOverride, UnservableSizesFailWithEnomem) {

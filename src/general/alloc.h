@@ -7,7 +7,7 @@
  *     else _brisk_malloc_generic                                  (page.c)
  *   (secure build: brisk_malloc_inline is brisk_secure_malloc_inline, the
  *    same fast path for the size plus BRISK_SECURE_OVERHEAD, which checks
- *    the popped block and writes its canary and trailer, else
+ *    the popped block and writes its canary and header, else
  *    _brisk_secure_malloc, secure.c; free checks the block first,
  *    brisk_secure_free_block, internal.h)
  *   brisk_free_inline(p)
@@ -16,8 +16,8 @@
  *     segment owned by this thread (segment->owner_thread): push to
  *       page->free, the list malloc pops: the next malloc of the class
  *       on that page gets the block freed last, still in cache    (fast)
- *       (secure build: to page->local_free, which malloc takes when
- *       free runs dry)
+ *       (secure build: held back in page->local_free until the page's
+ *       next free, brisk_secure_hold)
  *       p not a block's start (one multiplication, internal.h's
  *         brisk_page_is_block_start): _brisk_free_local_not_block_start,
  *         an aligned block's start or "not the start of a block", abort
@@ -58,9 +58,12 @@ BRISK_INLINE void *brisk_malloc_raw(size_t size) {
 
 /* The secure build's malloc: brisk_malloc_raw's fast path for the padded
  * size, with the pop's checks (brisk_page_pop) and the stamp sharing one
- * secret word, and the block size from the page's class by one load. */
+ * secret word. */
 BRISK_INLINE void *brisk_secure_malloc_inline(size_t size) {
   brisk_heap_t *heap = _brisk_tls_heap;
+  /* Size 0 finds the empty page in direct[2]: the secure build has no
+   * 16-byte blocks (internal.h), so no page of their class ever takes that
+   * entry, and the slow path serves it as 1. */
   if (BRISK_LIKELY(size <= BRISK_DIRECT_MAX - BRISK_SECURE_OVERHEAD)) {
     size_t padded = size + BRISK_SECURE_OVERHEAD;
     size_t word = (padded + 7) >> 3;
@@ -71,17 +74,11 @@ BRISK_INLINE void *brisk_secure_malloc_inline(size_t size) {
        * across the checks, so no register needs saving. */
       page->used++;
       heap->bytes_requested_unfolded += padded;
-      brisk_word_t *words = (brisk_word_t *)block;
       /* The secret first: the stores below through brisk_word_t may alias
        * the keys, which would make the compiler read them again. */
       uint64_t secret = brisk_block_secret(block);
-      brisk_block_t *next = brisk_link_decode(page, block->next);
-      if (BRISK_UNLIKELY(!brisk_link_is_valid(page, next) || words[1] != secret)) {
-        _brisk_secure_fatal_pop(page, block);
-      }
-      words[1] = 0;
-      page->free = next;
-      brisk_secure_stamp((uint8_t *)block, page->block_size, secret, (uint8_t *)block, size);
+      page->free = brisk_secure_pop(page, block, secret);
+      brisk_secure_stamp((uint8_t *)block, secret, (uint8_t *)block, size);
       if (BRISK_UNLIKELY(--heap->small_allocations_left[word] == 0)) {
         return _brisk_malloc_heartbeat(heap, block);
       }
@@ -118,7 +115,10 @@ BRISK_INLINE void brisk_free_inline(void *p) {
         _brisk_free_not_local(p, segment);
         return;
       }
-      brisk_secure_free_block("free", page, page->block_size, p);
+      /* Held back until the page's next free (brisk_secure_hold): the
+       * block just freed is not the next one handed out. */
+      uint64_t secret = brisk_secure_free_block("free", page, page->block_size, p);
+      brisk_secure_hold(page, block, secret);
     }
     /* The release build: straight onto malloc's list, last in first out:
      * a block freed by its owner is reused while its lines are still in
@@ -129,14 +129,8 @@ BRISK_INLINE void brisk_free_inline(void *p) {
      * housekeeping every 16384 blocks of one direct-table entry, so after
      * at most n * 16384 mallocs for a thread that spreads them over n
      * entries (n <= 129), however many blocks other threads have freed to
-     * it meanwhile.
-     * The secure build: onto local_free, which malloc takes only when its
-     * list runs dry, so the block just freed is not the next one handed
-     * out: free(p), malloc of p's size, free(p) finds p's free tag still
-     * set (on the list malloc pops, the malloc would take p and the second
-     * free would free the new owner's block), and a use after free cannot
-     * count on its block coming back at once. */
-    brisk_page_push(page, BRISK_SECURE ? &page->local_free : &page->free, block);
+     * it meanwhile. (The secure build pushed the block above.) */
+    if (!BRISK_SECURE) brisk_page_push(page, &page->free, block);
     /* A pointer inside a block (free(p + 32)) must not stay on the list,
      * where malloc would hand it out over live blocks. Tested after the
      * push, which leaves p's register free for the test; the checked path

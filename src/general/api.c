@@ -21,9 +21,9 @@ static void page_mark_aligned(uint8_t *block) {
 
 /* The secure build's aligned blocks of a size class: always over-allocated
  * (an interior address when the block start is not aligned), with room for
- * the canary and trailer after the requested size. A request under 16
- * bytes starts 16 bytes in at least, so that its canary stays off the
- * block's free tag (BRISK_SECURE_SMALL_BLOCK, internal.h). */
+ * the canary after the requested size and the next block's header. A
+ * request under 16 bytes starts 16 bytes in at least, so that its canary
+ * stays off the block's free tag (BRISK_SECURE_SMALL_BLOCK, internal.h). */
 static void *secure_malloc_aligned(brisk_heap_t *heap, size_t size, size_t alignment, bool zero) {
   size_t lead = size < 16 ? 16 : 0;
   size_t padded = lead + size + alignment - 1 + BRISK_SECURE_OVERHEAD;
@@ -32,8 +32,7 @@ static void *secure_malloc_aligned(brisk_heap_t *heap, size_t size, size_t align
   if (block == NULL) return NULL;
   uint8_t *aligned = (uint8_t *)brisk_align_up((uintptr_t)block + lead, alignment);
   if (aligned != block) page_mark_aligned(block);
-  brisk_secure_stamp(block, brisk_class_to_size(brisk_size_to_class(padded)),
-                     brisk_block_secret(block), aligned, size);
+  brisk_secure_stamp(block, brisk_block_secret(block), aligned, size);
   if (zero) memset(aligned, 0, size);
   return aligned;
 }

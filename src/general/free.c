@@ -16,6 +16,7 @@
  *       interior pointer:      the block's start on a page of aligned
  *                              blocks, else "not the start of a block", abort
  *       owner is this heap:    _brisk_page_free_block          (page.c)
+ *                              (secure build: brisk_secure_hold)
  *       another heap's block:  outbox_push, below
  *     Another heap's block is found from the segment's page info alone: the
  *     descriptor's line stays in its owner's cache (types.h).
@@ -249,7 +250,12 @@ void _brisk_free_not_local(void *p, brisk_segment_t *segment) {
   if (info == 0) brisk_fatal_pointer("free", p, "not an allocated block (double free?)");
   size_t class_index = info & BRISK_PAGE_INFO_CLASS;
   size_t block_size = brisk_class_to_size(class_index);
-  uintptr_t page_start = (uintptr_t)segment + (index << segment->page_shift);
+  uintptr_t page_start =
+      (uintptr_t)segment + (index << segment->page_shift) + BRISK_SECURE_PAGE_LEAD;
+  /* The secure build's page lead holds no block. */
+  if (BRISK_SECURE_PAGE_LEAD != 0 && address < page_start) {
+    _brisk_fatal_not_block_start("free", p, &segment->pages[index]);
+  }
   uint32_t offset = (uint32_t)(address - page_start);
   size_t block_index = (size_t)(((unsigned __int128)offset * class_magic_of(class_index)) >> 64);
   brisk_block_t *block = (brisk_block_t *)(page_start + block_index * block_size);
@@ -260,7 +266,11 @@ void _brisk_free_not_local(void *p, brisk_segment_t *segment) {
   }
   if (segment->heap == heap) {
     if (BRISK_SECURE) {
-      brisk_secure_free_block("free", &segment->pages[index], block_size, (uint8_t *)block);
+      /* Held back as on free()'s fast path (brisk_secure_hold). */
+      brisk_page_t *page = &segment->pages[index];
+      brisk_secure_hold(page, block, brisk_secure_free_block("free", page, block_size, (uint8_t *)block));
+      if ((int32_t)--page->used <= 0) _brisk_page_free_slow(heap, page);
+      return;
     }
     _brisk_page_free_block(heap, &segment->pages[index], block);
     return;

@@ -99,121 +99,180 @@ BRISK_INLINE bool brisk_page_is_block_start(const brisk_page_t *page, uintptr_t 
 
 /* ---- the secure build (BRISK_SECURE, base.h) ----
  *
- * A free block of a size class holds, in the secure build:
- *   word 0  the free-list link, encoded with a key of its page
- *           (brisk_link_encode): a write after free or an overflow into
- *           the block decodes to an address that is not a carved block of
- *           the page (or NULL), and is caught when malloc pops the block;
- *   word 1  its free tag (brisk_free_tag), a secret function of its
- *           address: set by every free, checked by every pop and cleared,
- *           so a free that finds it set is a double free (any thread, any
- *           order), and a pop that misses it a write after free.
+ * Every block of a size class has a secret word (brisk_block_secret: its
+ * address xored with a random key: one instruction, and different for
+ * every block).
+ * A free block holds, in the secure build:
+ *   word 0  the free-list link, encoded with the block's secret and another
+ *           random key (brisk_link_encode): the next block's address
+ *           multiplied by the odd key K, xored with the secret. Decoding
+ *           xors the secret back and multiplies by K's inverse, so a change
+ *           of the stored word, even of one bit, changes the decoded
+ *           address in every bit above the lowest bit changed, and the
+ *           decoded address leaves the block's segment (32 MiB) but for a
+ *           chance of 2^-39; a link copied from another free block decodes
+ *           with the wrong secret, to such an address too. malloc checks it
+ *           when it pops the block (NULL or in the block's segment), and
+ *           the block it leads to is checked in turn by the pop that hands
+ *           that one out (its free tag);
+ *   word 1  its free tag (brisk_free_tag): the secret word. Set by every
+ *           free, checked by every pop and cleared, so a free that finds it
+ *           set is a double free (any thread, any order), a pop that misses
+ *           it a write after free, and no block is handed out twice: the
+ *           first pop clears the tag the second would need.
  * A live block is asked for 16 bytes more than the caller's size: 8 bytes
- * of canary right after the requested size and, in the block's last 8
- * bytes, the offset of the requested end from the block start, encoded;
- * free and realloc check both. The free tag, the canary and the trailer's
- * key all come from one secret word of the block (brisk_block_secret: one
- * xor and one multiplication): the tag is the word, the trailer key its
- * complement and the canary that with its first byte odd
- * (brisk_secure_canary), so a live block's word 1 (user data, canary or
- * trailer) never reads as its tag unless the program wrote it there.
+ * of canary right after the requested size, and 8 bytes of header just
+ * before the block (in the last 8 bytes of the block before, or of the
+ * page's lead for the first block: BRISK_SECURE_PAGE_LEAD), which
+ * hold the offset of the requested end from the block start plus 16, xored
+ * with the canary; free and realloc check both. Free reads the header next
+ * to the block's first bytes and the canary next to its last requested
+ * ones, lines the program mostly touched, never the block's own end (for a
+ * block of a large class, a page the program may never have touched). The
+ * canary comes from the same secret word (brisk_secure_canary: plus 2), so
+ * a live block's word 1 (user data, or the canary of a request under 16
+ * bytes) never reads as its tag unless the program wrote it there. A free
+ * block's words 0 and 1 stay off the next block's header: the secure build
+ * has no 16-byte blocks (malloc(0) is served as malloc(1)).
  *
- * The page descriptor is 64 bytes with no room for a key, so a page's key
- * is two process-wide random words mixed with the descriptor's address.
- * In the release build every helper here is the identity or nothing. */
+ * The keys are process-wide; a block's address enters every check, so a
+ * page's links, tags and canaries are its own (and each block's), with no
+ * key in the 64-byte page descriptor. They are there against heap bugs: a
+ * word written by mistake passes for a tag or a canary with a chance of
+ * 2^-64, for a link 2^-39; a program that reads its freed blocks can learn
+ * them. In the release build every helper here is the identity or
+ * nothing. */
 
-BRISK_INLINE uint64_t brisk_rotate_left(uint64_t x, unsigned r) {
-  r &= 63;
-  return (x << r) | (x >> ((64 - r) & 63));
-}
-
-/* Random, set once before the first page exists (_brisk_secure_init). */
-extern BRISK_HIDDEN uint64_t _brisk_secure_keys[2];
-/* Block size by size class, set with the keys: the secure paths find a
- * block's trailer with one load instead of brisk_class_to_size's arithmetic. */
-extern BRISK_HIDDEN uint32_t _brisk_secure_class_size[BRISK_CLASS_COUNT];
+/* Random, set once before the first page exists (_brisk_secure_init): [0]
+ * (odd) is xored into a block's address for the block's secret; [1] seeds
+ * the free-list shuffle of fresh pages (page.c); [2] (odd) multiplies a
+ * link, [3] is its inverse. In one cache line. */
+extern BRISK_HIDDEN uint64_t _brisk_secure_keys[4];
 BRISK_HIDDEN void _brisk_secure_init(void);
 
-/* Bytes the secure build adds to each request of a size class. */
+/* Bytes the secure build adds to each request of a size class: the canary,
+ * and the header of the block after. */
 #define BRISK_SECURE_OVERHEAD ((size_t)16)
-/* Only in a block of at most this many bytes may the canary overlap word 1,
- * the free tag (a request under 16 bytes; aligned blocks start further in,
- * api.c): another thread's free checks those whole at once, the others'
- * tags only (brisk_secure_free_remote_block). One cache line at most. */
+/* Bytes before the first block of a page of a size class: the first block's
+ * header, after 8 bytes that keep blocks 16-byte aligned. 0 in the release
+ * build. */
+#define BRISK_SECURE_PAGE_LEAD (BRISK_SECURE ? (size_t)16 : (size_t)0)
+/* Only in a block of at most this many bytes (the smallest the secure build
+ * has) may the canary overlap word 1, the free tag (a request under 16
+ * bytes; aligned blocks start further in, api.c): another thread's free
+ * checks those whole at once, the others' tags only
+ * (brisk_secure_free_remote_block). One cache line at most. */
 #define BRISK_SECURE_SMALL_BLOCK ((size_t)32)
 
 typedef uint64_t brisk_word_t __attribute__((may_alias));
 
-BRISK_INLINE brisk_block_t *brisk_link_encode(const brisk_page_t *page, brisk_block_t *next) {
-  if (!BRISK_SECURE) return next;
-  uint64_t x = (uintptr_t)next ^ (uintptr_t)page ^ _brisk_secure_keys[0];
-  return (brisk_block_t *)(uintptr_t)(brisk_rotate_left(x, (unsigned)_brisk_secure_keys[1]) +
-                                      _brisk_secure_keys[1]);
-}
-
-BRISK_INLINE brisk_block_t *brisk_link_decode(const brisk_page_t *page, brisk_block_t *stored) {
-  if (!BRISK_SECURE) return stored;
-  uint64_t x = brisk_rotate_left((uintptr_t)stored - _brisk_secure_keys[1],
-                                 64 - ((unsigned)_brisk_secure_keys[1] & 63));
-  return (brisk_block_t *)(uintptr_t)(x ^ (uintptr_t)page ^ _brisk_secure_keys[0]);
-}
-
-/* Whether next is NULL or the start of a block the page has carved: in the
- * page's segment (the descriptor lies in its header), so its offset from the
- * page start fits in 32 bits (wrapped when below the start); with
- * c = ceil(2^64 / d), offset * c's low 64 bits below 2^32 for multiples of
- * the block size d only (brisk_page_is_block_start), and its high 64 bits,
- * the block index, below capacity (which also rejects a wrapped offset). */
-BRISK_INLINE bool brisk_link_is_valid(const brisk_page_t *page, const brisk_block_t *next) {
-  if (next == NULL) return true;
-  uint32_t offset = (uint32_t)(uintptr_t)next - page->start_low;
-  unsigned __int128 product = (unsigned __int128)offset * page->block_magic;
-  return (((uintptr_t)next ^ (uintptr_t)page) >> BRISK_SEGMENT_SHIFT) == 0 &&
-         ((uint64_t)product >> 32) == 0 && (uint64_t)(product >> 64) < page->capacity;
-}
-
-/* The block's secret word: its free tag; the trailer key is its complement,
- * the canary that with its lowest bit set (brisk_secure_canary). */
+/* The block's secret word: its free tag, and the canary and header key
+ * plus 2 (brisk_secure_canary). */
 BRISK_INLINE uint64_t brisk_block_secret(const void *block) {
-  return ((uintptr_t)block ^ _brisk_secure_keys[0]) * _brisk_secure_keys[1]; /* keys[1] is odd */
+  return (uintptr_t)block ^ _brisk_secure_keys[0];
 }
 
 BRISK_INLINE uint64_t brisk_free_tag(const void *block) { return brisk_block_secret(block); }
 
-/* The canary after a block's requested size: the complement of its secret,
- * with the first byte (the lowest address) odd, so that the most common
- * one-byte overflow, a string's terminating NUL, always changes it. Never
- * the tag: the other 63 bits differ. */
-BRISK_INLINE uint64_t brisk_secure_canary(uint64_t secret) { return ~secret | 1; }
+/* The link to next, as stored in a free block whose secret word is secret. */
+BRISK_INLINE brisk_block_t *brisk_link_encode_with(uint64_t secret, const brisk_block_t *next) {
+  return (brisk_block_t *)(uintptr_t)(((uintptr_t)next * _brisk_secure_keys[2]) ^ secret);
+}
+
+/* The address a stored link stands for (brisk_link_encode_with undone). */
+BRISK_INLINE brisk_block_t *brisk_link_decode_with(uint64_t secret, const brisk_block_t *stored) {
+  return (brisk_block_t *)(uintptr_t)(((uintptr_t)stored ^ secret) * _brisk_secure_keys[3]);
+}
+
+/* The link to next as the free block holder stores it. */
+BRISK_INLINE brisk_block_t *brisk_link_encode(const void *holder, brisk_block_t *next) {
+  if (!BRISK_SECURE) return next;
+  return brisk_link_encode_with(brisk_block_secret(holder), next);
+}
+
+BRISK_INLINE brisk_block_t *brisk_link_decode(const void *holder, brisk_block_t *stored) {
+  if (!BRISK_SECURE) return stored;
+  return brisk_link_decode_with(brisk_block_secret(holder), stored);
+}
+
+/* Whether a link decoded from holder may be followed: the end of the list,
+ * or an address in holder's segment, where reading the block it names
+ * (its free tag, when it is popped) cannot fault but in the header page.
+ * A stored word written over or copied from another block decodes outside
+ * the segment but for a chance of 2^-39 (see above). */
+BRISK_INLINE bool brisk_link_is_valid(const void *holder, const brisk_block_t *next) {
+  return next == NULL ||
+         (((uintptr_t)next ^ (uintptr_t)holder) >> BRISK_SEGMENT_SHIFT) == 0;
+}
+
+/* The canary after a block's requested size, and the header's key: the
+ * secret plus 2 (one instruction that leaves the secret in its register).
+ * Never the tag; and odd, as every secret is (keys[0] is odd and a block's
+ * address even), so the first byte (the lowest address) is never 0 and the
+ * most common one-byte overflow, a string's terminating NUL, always
+ * changes it. */
+BRISK_INLINE uint64_t brisk_secure_canary(uint64_t secret) { return secret + 2; }
 
 /* A popped block's checks failed: name it ("write after free"), abort. */
 BRISK_HIDDEN BRISK_NORETURN BRISK_COLD void _brisk_secure_fatal_pop(const brisk_page_t *page,
                                                                    const brisk_block_t *block);
 
+/* The secure build's pop of block, the head of one of page's lists, whose
+ * secret word the caller has: the link decoded and checked, the free tag
+ * checked and cleared; returns the next free block. */
+BRISK_INLINE brisk_block_t *brisk_secure_pop(const brisk_page_t *page, brisk_block_t *block,
+                                             uint64_t secret) {
+  brisk_word_t *words = (brisk_word_t *)block;
+  brisk_block_t *next = brisk_link_decode_with(secret, (const brisk_block_t *)words[0]);
+  if (BRISK_UNLIKELY(!brisk_link_is_valid(block, next) || words[1] != secret)) {
+    _brisk_secure_fatal_pop(page, block);
+  }
+  words[1] = 0;
+  return next;
+}
+
 /* The block malloc pops from page: returns the next free block. The secure
  * build checks the link and the free tag and clears the tag. */
 BRISK_INLINE brisk_block_t *brisk_page_pop(brisk_page_t *page, brisk_block_t *block) {
-  brisk_block_t *next = brisk_link_decode(page, block->next);
-  if (BRISK_SECURE) {
-    brisk_word_t *words = (brisk_word_t *)block;
-    if (BRISK_UNLIKELY(!brisk_link_is_valid(page, next) || words[1] != brisk_free_tag(block))) {
-      _brisk_secure_fatal_pop(page, block);
-    }
-    words[1] = 0;
+  if (!BRISK_SECURE) return block->next;
+  return brisk_secure_pop(page, block, brisk_block_secret(block));
+}
+
+/* Secure build: the owner's free of block, checked and its free tag set
+ * (secret): it waits alone in page->local_free until the page's next free,
+ * which puts it on malloc's list (last in first out, so that blocks are
+ * reused while their lines are in cache), so the block just freed is not
+ * the next one handed out (unless its page has no other free block, when
+ * the slow path takes local_free): free(p), malloc of p's size, free(p)
+ * finds p's tag still set, and a use after free cannot count on its block
+ * coming back at once. The block moved to malloc's list is encoded with
+ * the secret its tag holds: if the tag was written since, the pop that
+ * hands it out finds both its link and its tag wrong. page->local_free
+ * holds one block at most in the secure build: the owner's frees come here
+ * (free()'s fast path and _brisk_free_not_local), other threads' go on
+ * malloc's list when drained (_brisk_page_free_block: the freeing thread
+ * tagged them). */
+BRISK_INLINE void brisk_secure_hold(brisk_page_t *page, brisk_block_t *block, uint64_t secret) {
+  brisk_block_t *held = page->local_free;
+  block->next = brisk_link_encode_with(secret, NULL);
+  page->local_free = block;
+  if (held != NULL) {
+    held->next = brisk_link_encode_with(((const brisk_word_t *)held)[1], page->free);
+    page->free = held;
   }
-  return next;
 }
 
 /* Push block on a list of page whose head is *head. */
 BRISK_INLINE void brisk_page_push(const brisk_page_t *page, brisk_block_t **head,
                                   brisk_block_t *block) {
-  block->next = brisk_link_encode(page, *head);
+  (void)page;
+  block->next = brisk_link_encode(block, *head);
   *head = block;
 }
 
 /* Secure build: a block being freed failed brisk_secure_free_block's test:
- * names what is wrong (freed already, the end overwritten, the canary) and
- * aborts. */
+ * names what is wrong (freed already, the header overwritten, the canary)
+ * and aborts. */
 BRISK_HIDDEN BRISK_NORETURN BRISK_COLD void _brisk_secure_fatal_free(const char *caller,
                                                                     const brisk_page_t *page,
                                                                     const uint8_t *block);
@@ -222,43 +281,51 @@ BRISK_HIDDEN BRISK_NORETURN BRISK_COLD void _brisk_secure_fatal_free(const char 
 BRISK_HIDDEN BRISK_NORETURN BRISK_COLD void _brisk_secure_fatal_end(const brisk_page_t *page,
                                                                    const uint8_t *block);
 
-/* Secure build: whether a block's trailer is in range and the canary it
+/* Secure build: the bytes a live block needs, as its header says (the
+ * requested end plus BRISK_SECURE_OVERHEAD; more than its block size when
+ * the header was overwritten). */
+BRISK_INLINE uint64_t brisk_secure_needed(const uint8_t *block, uint64_t canary) {
+  return ((const brisk_word_t *)block)[-1] ^ canary;
+}
+
+/* Secure build: whether a block's header is in range and the canary it
  * points at intact; tag is the block's secret (brisk_block_secret). */
 BRISK_INLINE bool brisk_secure_end_is_intact(const uint8_t *block, size_t block_size,
                                              uint64_t tag) {
-  uint64_t end = *(const brisk_word_t *)(block + block_size - 8) ^ ~tag;
-  uint64_t canary = tag; /* never the canary: fails when the trailer is out of range */
-  if (BRISK_LIKELY(end <= block_size - BRISK_SECURE_OVERHEAD)) {
-    __builtin_memcpy(&canary, block + end, sizeof canary);
+  uint64_t expected = brisk_secure_canary(tag);
+  uint64_t needed = brisk_secure_needed(block, expected);
+  uint64_t canary = tag; /* never the canary: fails when the header is out of range */
+  if (BRISK_LIKELY(needed <= block_size)) {
+    __builtin_memcpy(&canary, block + needed - BRISK_SECURE_OVERHEAD, sizeof canary);
   }
-  return canary == brisk_secure_canary(tag);
+  return canary == expected;
 }
 
 /* Secure build: the checks of a block start of a size-class page that is
  * being freed (caller: "free", "realloc", ...), then its free tag set: a set
- * tag is a double free, a trailer out of range or a bad canary an overflow;
+ * tag is a double free, a header out of range or a bad canary an overflow;
  * each aborts. The block size comes from the caller (page is read only to
- * name a failure). Keys are read once (the stores through brisk_word_t may
- * alias them). */
-BRISK_INLINE void brisk_secure_free_block(const char *caller, const brisk_page_t *page,
-                                          size_t block_size, uint8_t *block) {
+ * name a failure). Returns the block's secret word, for its link. */
+BRISK_INLINE uint64_t brisk_secure_free_block(const char *caller, const brisk_page_t *page,
+                                              size_t block_size, uint8_t *block) {
   uint64_t tag = brisk_block_secret(block);
   if (BRISK_UNLIKELY(((const brisk_word_t *)block)[1] == tag ||
                      !brisk_secure_end_is_intact(block, block_size, tag))) {
     _brisk_secure_fatal_free(caller, page, block);
   }
   ((brisk_word_t *)block)[1] = tag;
+  return tag;
 }
 
 /* Secure build: another thread's free of a block start. The free tag is
  * tested and set here, so a double free is caught at once in any thread.
- * The trailer and canary of a block bigger than BRISK_SECURE_SMALL_BLOCK
+ * The header and canary of a block bigger than BRISK_SECURE_SMALL_BLOCK
  * are checked by the owner when the block comes back to its page
  * (brisk_secure_check_end, heap.c's drain), before it can be handed out
- * again: they mostly lie on another line than the tag, one the owner wrote
- * at malloc and mostly still holds; read here, it would move to this
- * thread's cache for every block. A smaller block is checked whole here:
- * its canary may lie under the tag, and it is one line anyway. */
+ * again: the canary mostly lies on another line than the tag, one the
+ * owner wrote at malloc and mostly still holds; read here, it would move to
+ * this thread's cache for every block. A smaller block is checked whole
+ * here: its canary may lie under the tag, and it is one line anyway. */
 BRISK_INLINE void brisk_secure_free_remote_block(const brisk_page_t *page, size_t block_size,
                                                  uint8_t *block) {
   if (block_size <= BRISK_SECURE_SMALL_BLOCK) {
@@ -289,14 +356,15 @@ BRISK_HIDDEN size_t _brisk_secure_requested_size(const char *caller, const brisk
                                                  const uint8_t *block, const uint8_t *p);
 /* Secure build: malloc(size) past brisk_secure_malloc_inline's fast path. */
 BRISK_HIDDEN void *_brisk_secure_malloc(size_t size, bool zero);
-/* Secure build: write the canary and trailer of a block of block_size bytes
- * whose secret word is secret, handed out at p (inside it) for size bytes. */
-BRISK_INLINE void brisk_secure_stamp(uint8_t *block, size_t block_size, uint64_t secret, uint8_t *p,
-                                     size_t size) {
+/* Secure build: write the canary and header of a block whose secret word is
+ * secret, handed out at p (inside it) for size bytes. The header holds the
+ * requested end plus BRISK_SECURE_OVERHEAD, xored with the canary: free
+ * compares it with the block size as it is. */
+BRISK_INLINE void brisk_secure_stamp(uint8_t *block, uint64_t secret, uint8_t *p, size_t size) {
   uint64_t end = (uint64_t)(p - block) + size;
   uint64_t canary = brisk_secure_canary(secret);
   __builtin_memcpy(block + end, &canary, sizeof canary);
-  *(brisk_word_t *)(block + block_size - 8) = end ^ ~secret;
+  ((brisk_word_t *)block)[-1] = (end + BRISK_SECURE_OVERHEAD) ^ canary;
 }
 
 /* ---- page queues: a class's pages, the full pages, the purge list ---- */
@@ -425,7 +493,8 @@ BRISK_HIDDEN brisk_segment_t *_brisk_segment_resize(brisk_segment_t *segment, si
 BRISK_HIDDEN void *_brisk_malloc_generic(size_t size, brisk_heap_t *heap, bool zero);
 /* After a local free made page->used <= 0: the page was full or is empty. */
 BRISK_HIDDEN void _brisk_page_free_slow(brisk_heap_t *heap, brisk_page_t *page);
-/* Return a block to its page on behalf of the page's heap (remote drains). */
+/* Return a block to its page on behalf of the page's heap (remote drains;
+ * the secure build puts it on malloc's list). */
 BRISK_HIDDEN void _brisk_page_free_block(brisk_heap_t *heap, brisk_page_t *page, brisk_block_t *block);
 /* Retire every empty page of the heap (pinned heads excepted). */
 BRISK_HIDDEN void _brisk_heap_collect_all(brisk_heap_t *heap);

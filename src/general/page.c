@@ -21,10 +21,11 @@
  *     each time.
  *
  * A page's lists (free: carved blocks and the owner's frees, last in first
- * out; local_free: other threads' frees, drained, and in the secure build
- * the owner's too, alloc.h) and its queue links belong to the
- * owning heap's thread; nothing here takes a lock or an atomic except the
- * stores of the segment's page info when a page starts serving a class.
+ * out; local_free: other threads' frees, drained, or in the secure build
+ * the one block freed last, held back, internal.h) and its queue links
+ * belong to the owning heap's thread; nothing here takes a lock or an
+ * atomic except the stores of the segment's page info when a page starts
+ * serving a class.
  */
 #include "general/alloc.h"
 #include "general/size_class.h"
@@ -132,7 +133,7 @@ static BRISK_TLS uint64_t random_state;
 
 static uint64_t random_next(void) {
   uint64_t x = random_state;
-  if (x == 0) x = _brisk_secure_keys[0] ^ (uintptr_t)&random_state ^ 0x9E3779B97F4A7C15ull;
+  if (x == 0) x = _brisk_secure_keys[1] ^ (uintptr_t)&random_state ^ 0x9E3779B97F4A7C15ull;
   x ^= x >> 12;
   x ^= x << 25;
   x ^= x >> 27;
@@ -165,7 +166,7 @@ static void page_extend(brisk_page_t *page) {
   if (count > remaining) count = remaining;
   size_t block_size = brisk_page_block_size(page);
   uint8_t *first = brisk_page_start(page) + (size_t)page->capacity * block_size;
-  page->capacity = (uint16_t)(page->capacity + count); /* brisk_link_is_valid reads it */
+  page->capacity = (uint16_t)(page->capacity + count);
   if (BRISK_SECURE) {
     secure_extend(page, first, count, block_size);
     return;
@@ -184,11 +185,12 @@ static void page_init(brisk_page_t *page, size_t class_index) {
   size_t index = (size_t)(page - segment->pages);
   size_t block_size = brisk_class_to_size(class_index);
   size_t usable = brisk_page_size(segment);
-  brisk_page_set_start(page, (uint8_t *)segment + index * usable);
+  /* The secure build's blocks start after a lead (internal.h). */
+  brisk_page_set_start(page, (uint8_t *)segment + index * usable + BRISK_SECURE_PAGE_LEAD);
   page->block_magic = brisk_block_magic(block_size);
   page->class_index = (uint8_t)class_index;
   page->block_size = (uint32_t)block_size;
-  page->reserved = (uint16_t)(usable / block_size);
+  page->reserved = (uint16_t)((usable - BRISK_SECURE_PAGE_LEAD) / block_size);
   page->capacity = 0;
   page->used = 0;
   page->free = NULL;
@@ -258,7 +260,7 @@ static bool remote_queue_maybe_nonempty(const brisk_heap_t *heap) {
 static BRISK_NOINLINE void *malloc_slow(brisk_heap_t *heap, size_t size, bool zero);
 
 /* Whether malloc may put the head page's local_free (drained remote frees;
- * in the secure build its own frees too) on its malloc list without the
+ * in the secure build the block freed last) on its malloc list without the
  * slow path: find_page would take them without
  * carving more, and none of the slow path's chores is due (no remote frees
  * waiting, and neither the statistics fold nor housekeeping has its turn
@@ -381,7 +383,11 @@ void _brisk_page_free_slow(brisk_heap_t *heap, brisk_page_t *page) {
 }
 
 void _brisk_page_free_block(brisk_heap_t *heap, brisk_page_t *page, brisk_block_t *block) {
-  brisk_page_push(page, &page->local_free, block);
+  /* The secure build: a block another thread freed goes on malloc's list
+   * at once (its freeing thread tagged it; the owner's own frees are held
+   * back instead, brisk_secure_hold), and local_free keeps one block at
+   * most. */
+  brisk_page_push(page, BRISK_SECURE ? &page->free : &page->local_free, block);
   if ((int32_t)--page->used <= 0) _brisk_page_free_slow(heap, page);
 }
 

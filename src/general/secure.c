@@ -6,29 +6,38 @@
  * Compiled into both builds; the release build never calls it.
  */
 #include "general/alloc.h"
-#include "general/size_class.h"
 #include "os/os.h"
 
 #include <errno.h>
 #include <string.h>
 
-uint64_t _brisk_secure_keys[2];
-uint32_t _brisk_secure_class_size[BRISK_CLASS_COUNT];
+uint64_t _brisk_secure_keys[4] __attribute__((aligned(32)));
+
+/* The inverse of an odd number modulo 2^64: Newton's iteration x * (2 - a * x)
+ * doubles the bits that are right, and x = a is right in 3 (a * a is 1
+ * modulo 8 for every odd a): 3, 6, 12, 24, 48, 96. */
+static uint64_t odd_inverse(uint64_t a) {
+  uint64_t x = a;
+  for (int i = 0; i < 5; i++) x *= 2 - a * x;
+  return x;
+}
 
 void _brisk_secure_init(void) {
   /* Called under heaps_lock before the first heap exists, so before any
-   * block is encoded; the keys and sizes never change after. */
+   * block is encoded; the keys never change after. */
   if (_brisk_secure_keys[0] != 0) return;
-  for (size_t c = 1; c < BRISK_CLASS_COUNT; c++) {
-    _brisk_secure_class_size[c] = (uint32_t)brisk_class_to_size(c);
-  }
-  uint64_t keys[2];
-  do {
-    _brisk_os_random(keys, sizeof keys);
-  } while (keys[0] == 0);
-  /* Odd: brisk_block_secret multiplies by it, which must lose no bit. */
-  _brisk_secure_keys[1] = keys[1] | 1;
-  _brisk_secure_keys[0] = keys[0];
+  uint64_t keys[3];
+  _brisk_os_random(keys, sizeof keys);
+  /* Odd: brisk_link_encode_with multiplies by keys[2], which must lose no
+   * bit (its inverse undoes it); a block's address (even) xored with an
+   * odd keys[0] makes every secret odd (brisk_secure_canary). keys[1]
+   * seeds the free-list shuffle (page.c), apart from the secrets, which a
+   * program can read in its freed blocks. keys[0] last: it says the keys
+   * are set. */
+  _brisk_secure_keys[1] = keys[1];
+  _brisk_secure_keys[2] = keys[2] | 1;
+  _brisk_secure_keys[3] = odd_inverse(_brisk_secure_keys[2]);
+  _brisk_secure_keys[0] = keys[0] | 1;
 }
 
 void *_brisk_secure_malloc(size_t size, bool zero) {
@@ -40,7 +49,9 @@ void *_brisk_secure_malloc(size_t size, bool zero) {
    * page, or a size past the direct table), or calloc. A block too big for
    * a size class once padded is huge: its own mapping, whose canary huge.c
    * puts right after size, so it is asked for unpadded. */
-  size_t padded = size + BRISK_SECURE_OVERHEAD;
+  /* Size 0 is served as 1: the secure build has no 16-byte blocks
+   * (internal.h). */
+  size_t padded = size + BRISK_SECURE_OVERHEAD + (size == 0);
   brisk_heap_t *heap = _brisk_tls_heap;
   if (padded > BRISK_LARGE_MAX) {
     /* The keys the canary is made from come with the first heap. A thread
@@ -58,8 +69,7 @@ void *_brisk_secure_malloc(size_t size, bool zero) {
   }
   uint8_t *p = _brisk_malloc_generic(padded, heap, false);
   if (BRISK_LIKELY(p != NULL)) {
-    brisk_secure_stamp(p, _brisk_secure_class_size[brisk_size_to_class(padded)],
-                       brisk_block_secret(p), p, size);
+    brisk_secure_stamp(p, brisk_block_secret(p), p, size);
     if (zero) memset(p, 0, size);
   }
   return p;
@@ -71,14 +81,17 @@ void _brisk_secure_fatal_pop(const brisk_page_t *page, const brisk_block_t *bloc
                      "overflow from the block before)");
 }
 
-/* _brisk_secure_requested_size's checks of the trailer and the canary. */
+/* _brisk_secure_requested_size's checks of the header and the canary. */
 static size_t checked_requested_end(const char *caller, const brisk_page_t *page,
                                     const uint8_t *block, const uint8_t *p) {
   uint64_t secret = brisk_block_secret(block);
   size_t block_size = brisk_page_block_size(page);
-  uint64_t end = *(const brisk_word_t *)(block + block_size - 8) ^ ~secret;
-  if (BRISK_UNLIKELY(end > block_size - BRISK_SECURE_OVERHEAD || end < (uint64_t)(p - block))) {
-    _brisk_fatal_block(caller, p, page, "heap overflow: the block's end was overwritten");
+  uint64_t needed = brisk_secure_needed(block, brisk_secure_canary(secret));
+  uint64_t end = needed - BRISK_SECURE_OVERHEAD; /* wraps below 16: out of range */
+  if (BRISK_UNLIKELY(needed > block_size || end < (uint64_t)(p - block))) {
+    _brisk_fatal_block(caller, p, page,
+                       "heap corruption: the block's header was overwritten (an overflow from "
+                       "the block before, or an underflow)");
   }
   uint64_t canary;
   __builtin_memcpy(&canary, block + end, sizeof canary);
@@ -97,7 +110,8 @@ size_t _brisk_secure_requested_size(const char *caller, const brisk_page_t *page
 }
 
 void _brisk_secure_fatal_end(const brisk_page_t *page, const uint8_t *block) {
-  /* The free tag is set (another thread freed the block): the end only. */
+  /* The free tag is set (another thread freed the block): header and canary
+   * only. */
   checked_requested_end("free", page, block, block);
   _brisk_fatal_block("free", block, page, "heap corruption");
 }

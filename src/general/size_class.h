@@ -17,8 +17,9 @@
  * program's few large blocks keep half empty, and fewer that empty and are
  * purged only to be faulted in again. A fresh block's unused tail is
  * address space only (carving writes a block's first bytes; the secure
- * build also its last 8); once a larger request has written it, or under
- * transparent huge pages, it is memory until its page is purged: `mixed`
+ * build's malloc also the 8 bytes just before them, its header); once a
+ * larger request has written it, or under transparent huge pages, it is
+ * memory until its page is purged: `mixed`
  * (1 request in 256 of 64-512 KiB) peaks at about 67 MB instead of 51,
  * tcmalloc's level, with 18 K page faults instead of 45 K.
  */

@@ -61,7 +61,7 @@ static size_t check_block_list(const brisk_page_t *page, const brisk_block_t *bl
   uintptr_t start = (uintptr_t)brisk_page_start(page);
   uintptr_t end = start + (uintptr_t)page->capacity * brisk_page_block_size(page);
   size_t length = 0;
-  for (; block != NULL; block = brisk_link_decode(page, block->next)) {
+  for (; block != NULL; block = brisk_link_decode(block, block->next)) {
     uintptr_t address = (uintptr_t)block;
     CHECK(address >= start && address < end, page, "a free list leaves its page's carved blocks");
     CHECK(brisk_page_is_block_start(page, address), page, "a free list holds a pointer inside a block");

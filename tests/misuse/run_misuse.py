@@ -106,6 +106,11 @@ TABLE = {
                                  {"release": UNCAUGHT}),
     "overflow_32":              (rf"\({ADDR}\): .*overflow",
                                  {"release": UNCAUGHT}),
+    # One byte before a block: the secure build keeps the block's header
+    # (its requested size, encoded) there; in the release build it is the
+    # last byte of the block before.
+    "underflow_1":              (rf"free\({ADDR}\): .*header was overwritten",
+                                 {"release": UNCAUGHT}),
     # The block freed by another thread: the secure build checks its canary
     # when it comes back to its owner, before it can be handed out again.
     "overflow_1_small_other_thread": (rf"free\({ADDR}\): .*overflow",
@@ -115,6 +120,13 @@ TABLE = {
     "write_after_free":         (rf"malloc\({ADDR}\): .*(after free|free list)",
                                  {"release": UNCAUGHT, "secure": CAUGHT_LATER}),
     "write_after_free_tail":    (rf"malloc\({ADDR}\): .*(after free|free list)",
+                                 {"release": NEVER_OVERLAPPING, "secure": CAUGHT_LATER}),
+    # One byte of a free block's link changed, and a link copied from
+    # another free block of the page: the secure build decodes each link
+    # with its own block's secret and checks it before it follows it.
+    "write_after_free_link_byte": (rf"malloc\({ADDR}\): .*(after free|free list)",
+                                 {"release": UNCAUGHT, "secure": CAUGHT_LATER}),
+    "write_after_free_link_copy": (rf"malloc\({ADDR}\): .*(after free|free list)",
                                  {"release": NEVER_OVERLAPPING, "secure": CAUGHT_LATER}),
     # A block posted alone to its owner's queue (its freeing thread had
     # exited), its link written after the free: the secure build checks the
