@@ -3,6 +3,7 @@
 #ifndef BRISK_TEST_INTERNAL_CHECKS_H
 #define BRISK_TEST_INTERNAL_CHECKS_H
 
+#include <stddef.h>
 #include <stdint.h>
 
 #ifdef __cplusplus
@@ -43,6 +44,12 @@ uint64_t brisk_test_set_purge_delay_ms(uint64_t delay_ms);
 // reuse stays backed (no page waits longer than the base delay when it is
 // at most that), for the rest of the process; returns the one before.
 uint64_t brisk_test_set_purge_delay_max_ms(uint64_t max_ms);
+
+// How many batches the calling thread's heap can still fill with other
+// heaps' blocks before it must post each block alone: its free ones, those
+// given back to it, and those it may still carve (types.h:
+// BRISK_HEAP_BATCHES, BRISK_BATCH_CHUNKS). At a quiet point.
+size_t brisk_test_own_batches_left(void);
 
 #ifdef __cplusplus
 }

@@ -190,12 +190,15 @@ static size_t drain_batch(brisk_heap_t *heap, brisk_remote_batch_t *batch) {
   /* Threads that free each other's blocks (a pool of workers passing
    * work) post about as many batches as they drain: each keeps the batches
    * it empties, and no line of the home heap moves between cores. A heap
-   * that drains more than it posts (a producer whose consumers free its
-   * blocks) keeps BRISK_KEPT_BATCHES and sends the rest home. Heaps are
-   * never freed, so a batch may live on in any heap's list. */
-  if (heap->kept_batches < BRISK_KEPT_BATCHES) {
-    heap->kept_batches++;
-    batch->home = heap;
+   * keeps one batch for each it posted (keep_credit, at most
+   * BRISK_KEPT_BATCHES ahead), so one that drains more than it posts (a
+   * producer whose consumers free its blocks) sends the rest home: kept
+   * without end, they would leave a consumer of many producers with none
+   * to fill. A kept batch keeps its home, so whoever cannot keep it in turn
+   * (a pipeline's last stage) sends it back where it came from. Heaps are
+   * never freed, so a batch may wait in any heap's list. */
+  if (heap->keep_credit > 0) {
+    heap->keep_credit--;
     batch->next_free = heap->free_batches;
     heap->free_batches = batch;
     return count;
