@@ -99,3 +99,7 @@ size_t brisk_test_own_batches_left(void) {
   left += (BRISK_BATCH_CHUNKS - heap->batch_chunks) * per_chunk;
   return left;
 }
+
+uint64_t brisk_test_clock_hold(uint64_t advance_ms) { return _brisk_os_clock_hold(advance_ms); }
+
+void brisk_test_clock_release(void) { _brisk_os_clock_release(); }

@@ -45,6 +45,15 @@ uint64_t brisk_test_set_purge_delay_ms(uint64_t delay_ms);
 // at most that), for the rest of the process; returns the one before.
 uint64_t brisk_test_set_purge_delay_max_ms(uint64_t max_ms);
 
+// brisk's clock, held by a test (os.h: _brisk_os_clock_hold): the first
+// call holds it at its time now plus advance_ms, and each later one moves
+// it on by advance_ms; it reads that time (returned) until released, and
+// then runs on from it, never backwards. A test of what happens after a
+// delay holds the clock instead of sleeping: it runs the same however slow
+// the machine is.
+uint64_t brisk_test_clock_hold(uint64_t advance_ms);
+void brisk_test_clock_release(void);
+
 // How many batches the calling thread's heap can still fill with other
 // heaps' blocks before it must post each block alone: its free ones, those
 // given back to it, and those it may still carve (types.h:
