@@ -521,6 +521,64 @@ TEST(BriskThreads, AConsumerAtTheEndOfAPipelineGetsItsBatchesBack) {
   }
 }
 
+// Producers that posted batches of their own (to a sink) and then exited:
+// nobody will post from their heaps until a thread adopts them, so the
+// consumer's batches, emptied on their behalf as it frees their blocks,
+// must go back to it.
+TEST(BriskThreads, AConsumerOfExitedProducersGetsItsBatchesBack) {
+  constexpr int kProducers = 256;
+  constexpr size_t kBlocksEach = 4 * 64, kSize = 32;
+  std::vector<std::vector<void *>> blocks(kProducers, std::vector<void *>(kBlocksEach));
+  std::vector<std::vector<void *>> sink_blocks(kProducers, std::vector<void *>(kBlocksEach));
+  std::mutex mutex;
+  std::condition_variable changed;
+  int sink_ready = 0, allocated = 0, sink_done = 0;
+  auto wait_for = [&](const std::function<bool()> &done) {
+    std::unique_lock<std::mutex> lock(mutex);
+    changed.wait(lock, done);
+  };
+  auto count = [&](int &counter) {
+    std::lock_guard<std::mutex> lock(mutex);
+    counter++;
+    changed.notify_all();
+  };
+  std::thread sink([&] {
+    for (auto &of_one : sink_blocks) {
+      for (void *&p : of_one) p = brisk_malloc(kSize);
+    }
+    count(sink_ready);
+    wait_for([&] { return sink_done == 1; });
+    brisk_collect(false);  // its queue drained
+  });
+  wait_for([&] { return sink_ready == 1; });
+  std::vector<std::thread> producers;
+  for (int i = 0; i < kProducers; i++) {
+    producers.emplace_back([&, i] {
+      for (void *&p : blocks[i]) p = brisk_malloc(kSize);
+      for (void *p : sink_blocks[i]) brisk_free(p);
+      brisk_collect(false);  // its batches posted to the sink
+      count(allocated);
+      wait_for([&] { return allocated == kProducers; });  // all alive at once: 256 heaps
+    });
+  }
+  for (auto &t : producers) t.join();
+  size_t before = 0, after = 0;
+  std::thread([&] {
+    brisk_free(brisk_malloc(1));  // a heap of its own (perhaps a producer's, adopted)
+    before = brisk_test_own_batches_left();
+    for (auto &of_one : blocks) {
+      for (void *p : of_one) brisk_free(p);
+    }
+    brisk_collect(false);  // its outbox posted, and emptied by the exited producers' queues
+    after = brisk_test_own_batches_left();
+  }).join();
+  count(sink_done);
+  sink.join();
+  std::printf("the consumer's batches: %zu before, %zu after\n", before, after);
+  ASSERT_GE(before, size_t(kProducers * 4)) << "too few batches to hand out";
+  EXPECT_GE(after + 16, before) << "the exited producers' heaps kept its batches";
+}
+
 TEST(BriskThreads, FreeAfterTheExitHandlerTakesNoHeap) {
 #if defined(__SANITIZE_THREAD__)
   // ThreadSanitizer ends its own record of a thread in the last destructor

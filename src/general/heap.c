@@ -195,8 +195,11 @@ static size_t drain_batch(brisk_heap_t *heap, brisk_remote_batch_t *batch) {
    * producer whose consumers free its blocks) sends the rest home: kept
    * without end, they would leave a consumer of many producers with none
    * to fill. A kept batch keeps its home, so whoever cannot keep it in turn
-   * (a pipeline's last stage) sends it back where it came from. Heaps are
-   * never freed, so a batch may wait in any heap's list. */
+   * (a pipeline's last stage) sends it back where it came from. An
+   * abandoned heap, drained on its behalf, keeps none: its thread's credit
+   * went with it (thread_exit), and nobody posts from it until a thread
+   * adopts it. Heaps are never freed, so a batch may wait in any heap's
+   * list. */
   if (heap->keep_credit > 0) {
     heap->keep_credit--;
     batch->next_free = heap->free_batches;
@@ -531,6 +534,10 @@ static void thread_exit(void *value) {
   if (_brisk_tls_heap == heap) _brisk_tls_heap = &_brisk_heap_empty;
   while (!drain_lock_try(heap)) sched_yield();
   atomic_store_explicit(&heap->abandoned, true, memory_order_seq_cst);
+  /* The batches it may keep were for this thread's posts (drain_batch):
+   * kept while abandoned, or by an adopter that has posted nothing yet,
+   * they would wait unused. */
+  heap->keep_credit = 0;
   _brisk_heap_drain_remote(heap);
   _brisk_heap_fold_stats(heap);
   brisk_global_stat_add(BRISK_STAT_HEAPS_ABANDONED, 1);
