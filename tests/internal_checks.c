@@ -82,3 +82,24 @@ uint64_t brisk_test_set_purge_delay_max_ms(uint64_t max_ms) {
   _brisk_options.purge_delay_max_ms = max_ms;
   return old;
 }
+
+size_t brisk_test_own_batches_left(void) {
+  brisk_heap_t *heap = _brisk_tls_heap;
+  if (heap->is_empty_heap) return 0;
+  size_t left = 0;
+  for (brisk_remote_batch_t *b = heap->free_batches; b != NULL; b = b->next_free) left++;
+  /* acquire: pairs with the release CAS of whoever gave a batch back. */
+  for (brisk_remote_batch_t *b = atomic_load_explicit(&heap->returned_batches, memory_order_acquire);
+       b != NULL; b = b->next_free) {
+    left++;
+  }
+  size_t per_chunk = BRISK_BATCH_CHUNK_SIZE / sizeof(brisk_remote_batch_t);
+  left += BRISK_HEAP_BATCHES - heap->batches_carved;
+  left += (size_t)(heap->chunk_end - heap->chunk_next);
+  left += (BRISK_BATCH_CHUNKS - heap->batch_chunks) * per_chunk;
+  return left;
+}
+
+uint64_t brisk_test_clock_hold(uint64_t advance_ms) { return _brisk_os_clock_hold(advance_ms); }
+
+void brisk_test_clock_release(void) { _brisk_os_clock_release(); }

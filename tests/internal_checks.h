@@ -3,6 +3,7 @@
 #ifndef BRISK_TEST_INTERNAL_CHECKS_H
 #define BRISK_TEST_INTERNAL_CHECKS_H
 
+#include <stddef.h>
 #include <stdint.h>
 
 #ifdef __cplusplus
@@ -43,6 +44,21 @@ uint64_t brisk_test_set_purge_delay_ms(uint64_t delay_ms);
 // reuse stays backed (no page waits longer than the base delay when it is
 // at most that), for the rest of the process; returns the one before.
 uint64_t brisk_test_set_purge_delay_max_ms(uint64_t max_ms);
+
+// brisk's clock, held by a test (os.h: _brisk_os_clock_hold): the first
+// call holds it at its time now plus advance_ms, and each later one moves
+// it on by advance_ms; it reads that time (returned) until released, and
+// then runs on from it, never backwards. A test of what happens after a
+// delay holds the clock instead of sleeping: it runs the same however slow
+// the machine is.
+uint64_t brisk_test_clock_hold(uint64_t advance_ms);
+void brisk_test_clock_release(void);
+
+// How many batches the calling thread's heap can still fill with other
+// heaps' blocks before it must post each block alone: its free ones, those
+// given back to it, and those it may still carve (types.h:
+// BRISK_HEAP_BATCHES, BRISK_BATCH_CHUNKS). At a quiet point.
+size_t brisk_test_own_batches_left(void);
 
 #ifdef __cplusplus
 }

@@ -15,7 +15,6 @@
 
 #include <atomic>
 #include <cerrno>
-#include <chrono>
 #include <cstdint>
 #include <cstdlib>
 #include <cstring>
@@ -379,9 +378,22 @@ void housekeeping_runs() {
   for (int i = 0; i < 20000; i++) brisk_free(brisk_malloc(64));
 }
 
-// Allocates 8 MiB, frees it, and waits longer than the base delay before it
-// takes it back, `cycles` times; returns the bytes purged meanwhile.
-uint64_t free_wait_and_take_back(int cycles, std::vector<void *> &blocks) {
+// brisk's clock, held by a test for as long as it lives: time passes when
+// the test says so, however slow the machine is (a sleep of 150 ms may last
+// a second on a loaded one, past BRISK_PURGE_DELAY_MAX_MS).
+class HeldClock {
+ public:
+  HeldClock() { brisk_test_clock_hold(0); }
+  ~HeldClock() { brisk_test_clock_release(); }
+  HeldClock(const HeldClock &) = delete;
+  HeldClock &operator=(const HeldClock &) = delete;
+  void advance(uint64_t ms) { brisk_test_clock_hold(ms); }
+};
+
+// Allocates 8 MiB, frees it, and lets 150 ms (more than the base delay)
+// pass before it takes it back, `cycles` times; returns the bytes purged
+// meanwhile.
+uint64_t free_wait_and_take_back(HeldClock &clock, int cycles, std::vector<void *> &blocks) {
   const uint64_t purged_before = purge_stats().general.bytes_purged;
   for (int cycle = 0; cycle < cycles; cycle++) {
     for (void *&p : blocks) {
@@ -389,7 +401,7 @@ uint64_t free_wait_and_take_back(int cycles, std::vector<void *> &blocks) {
       std::memset(p, cycle, kCycleBlockSize);
     }
     for (void *p : blocks) brisk_free(p);
-    std::this_thread::sleep_for(std::chrono::milliseconds(150));
+    clock.advance(150);
   }
   return purge_stats().general.bytes_purged - purged_before;
 }
@@ -401,17 +413,18 @@ uint64_t free_wait_and_take_back(int cycles, std::vector<void *> &blocks) {
 TEST(Lifecycle, MemoryTakenBackAfterTheBaseDelayIsKeptRatherThanPurgedEachTime) {
   constexpr int kCycles = 6;
   std::thread([] {
+    HeldClock clock;
     std::vector<void *> blocks(kCycleBlocks);
     // With the maximum at the base, nothing is kept past it: the measure
     // below sees purges when there are any.
     const uint64_t old_max = brisk_test_set_purge_delay_max_ms(50);
-    const uint64_t purged_fixed = free_wait_and_take_back(kCycles, blocks);
+    const uint64_t purged_fixed = free_wait_and_take_back(clock, kCycles, blocks);
     brisk_test_set_purge_delay_max_ms(old_max);
     EXPECT_GE(purged_fixed, kCycles / 2 * kCycleBytes / 4)
         << "the base delay alone hardly purged: the check below proves nothing";
 
     const brisk_stats_t before = purge_stats();
-    const uint64_t purged = free_wait_and_take_back(kCycles, blocks);
+    const uint64_t purged = free_wait_and_take_back(clock, kCycles, blocks);
     const brisk_stats_t after = purge_stats();
     std::printf("purged in %d cycles: %llu KiB with the base delay alone, %llu KiB learning\n",
                 kCycles, static_cast<unsigned long long>(purged_fixed >> 10),
@@ -428,17 +441,18 @@ TEST(Lifecycle, MemoryTakenBackAfterTheBaseDelayIsKeptRatherThanPurgedEachTime) 
 // soon as the heap's housekeeping runs.
 TEST(Lifecycle, KeptMemoryGoesBackAfterTheMaximumDelay) {
   std::thread([] {
+    HeldClock clock;
     std::vector<void *> blocks(kCycleBlocks);
-    free_wait_and_take_back(2, blocks);  // the heap learns to keep 8 MiB
+    free_wait_and_take_back(clock, 2, blocks);  // the heap learns to keep 8 MiB
     for (void *&p : blocks) p = brisk_malloc(kCycleBlockSize);
     for (void *p : blocks) brisk_free(p);
     housekeeping_runs();
     const uint64_t purged_before = purge_stats().general.bytes_purged;
-    std::this_thread::sleep_for(std::chrono::milliseconds(200));
+    clock.advance(200);
     housekeeping_runs();
     const uint64_t purged_kept = purge_stats().general.bytes_purged - purged_before;
     EXPECT_LT(purged_kept, kCycleBytes / 2) << "the heap did not keep its free pages";
-    std::this_thread::sleep_for(std::chrono::milliseconds(1000));  // past the maximum
+    clock.advance(1000);  // past the maximum
     housekeeping_runs();
     const uint64_t purged = purge_stats().general.bytes_purged - purged_before;
     std::printf("purged: %llu KiB 200 ms after the frees, %llu KiB 1200 ms after\n",
@@ -448,12 +462,47 @@ TEST(Lifecycle, KeptMemoryGoesBackAfterTheMaximumDelay) {
   }).join();
 }
 
+// A thread that learnt to keep its free pages and then sits idle, alive,
+// keeps them until it runs again; brisk_collect(true) from another thread
+// (what malloc_trim does) gives them back at once, whatever was learnt.
+TEST(Lifecycle, CollectGivesBackWhatAnIdleHeapKeeps) {
+  std::atomic<int> stage{0};
+  std::thread idle([&] {
+    std::vector<void *> blocks(kCycleBlocks);
+    {
+      HeldClock clock;
+      free_wait_and_take_back(clock, 2, blocks);  // the heap learns to keep 8 MiB
+      for (void *&p : blocks) p = brisk_malloc(kCycleBlockSize);
+      for (void *p : blocks) brisk_free(p);
+      clock.advance(200);  // past the base delay, kept
+      housekeeping_runs();
+    }
+    stage = 1;
+    while (stage.load() != 2) std::this_thread::yield();
+  });
+  while (stage.load() != 1) std::this_thread::yield();
+  const brisk_stats_t before = purge_stats();
+  // (Half of the 8 MiB freed, in 64 KiB pages.)
+  EXPECT_GE(before.general.pages_committed, kCycleBytes / 2 / (64 << 10))
+      << "the idle heap kept nothing: the check below proves nothing";
+  EXPECT_TRUE(brisk_collect(true));
+  const brisk_stats_t after = purge_stats();
+  stage = 2;
+  idle.join();
+  std::printf("free pages backed: %zu before brisk_collect(true), %zu after\n",
+              before.general.pages_committed, after.general.pages_committed);
+  EXPECT_EQ(after.general.pages_committed, 0u);
+}
+
 // A base delay of 0 purges a page as soon as it is free, whatever the heap
 // learnt to keep.
 TEST(Lifecycle, PurgeDelayZeroPurgesAtOnceAfterTheHeapLearntToKeep) {
   std::thread([] {
     std::vector<void *> blocks(kCycleBlocks);
-    free_wait_and_take_back(2, blocks);
+    {
+      HeldClock clock;
+      free_wait_and_take_back(clock, 2, blocks);
+    }
     const uint64_t old_delay = brisk_test_set_purge_delay_ms(0);
     for (void *&p : blocks) p = brisk_malloc(kCycleBlockSize);
     const uint64_t purged_before = purge_stats().general.bytes_purged;

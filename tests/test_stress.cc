@@ -7,6 +7,8 @@
 #include <pthread.h>
 
 #include <algorithm>
+#include <chrono>
+#include <cstring>
 #include <atomic>
 #include <cstdio>
 #include <cstdint>
@@ -186,6 +188,68 @@ TEST(BriskStress, CrossThreadFreesKeepEveryBlockIntactAndRssFalls) {
   EXPECT_LT(grown_after, grown_at_peak / 2)
       << "baseline " << rss_baseline / kMiB << " MiB, peak " << rss_peak / kMiB << " MiB, after "
       << rss_after / kMiB << " MiB";
+}
+
+// Purging that learns (segment.c) with delays short enough that every path
+// runs many times (a base of 1 ms, a maximum of 30 ms): waves of threads
+// grow and shrink their memory in pages of every kind, some sleeping
+// between rounds, and exit (their heaps abandoned, adopted by the next
+// wave), while another thread purges every heap at once over and over
+// (brisk_collect(true), from outside under each heap's memory lock) and
+// takes snapshots. Each heap stays whole at quiet points.
+TEST(BriskStress, PurgesWhileHeapsLearnAndAnotherThreadCollects) {
+  const uint64_t old_delay = brisk_test_set_purge_delay_ms(1);
+  const uint64_t old_max = brisk_test_set_purge_delay_max_ms(30);
+  std::atomic<bool> done{false};
+  std::thread collector([&] {
+    while (!done.load()) {
+      brisk_collect(true);
+      brisk_test::stats_snapshot();
+      std::this_thread::yield();
+    }
+  });
+  std::atomic<long> failures{0};
+  const int kWaves = static_cast<int>(scaled(6, 3));
+  for (int wave = 0; wave < kWaves; wave++) {
+    std::vector<std::thread> workers;
+    for (int t = 0; t < 6; t++) {
+      workers.emplace_back([&, t, wave] {
+        Rng rng(0xabc000 + wave * 16 + t);
+        const size_t sizes[] = {100, 4000, 40000, 300000};  // every kind of page
+        std::vector<void *> live;
+        for (int round = 0; round < 200; round++) {
+          const size_t count = 1 + rng.below(200), size = sizes[rng.below(4)];
+          for (size_t i = 0; i < count; i++) {
+            void *p = brisk_malloc(size);
+            if (p == nullptr) {
+              failures++;
+              continue;
+            }
+            std::memset(p, 1, std::min<size_t>(size, 4096));
+            live.push_back(p);
+          }
+          const size_t keep = rng.below(live.size() + 1);
+          for (size_t i = keep; i < live.size(); i++) brisk_free(live[i]);
+          live.resize(keep);
+          if (rng.below(8) == 0) std::this_thread::sleep_for(std::chrono::milliseconds(rng.below(5)));
+          if (round % 50 == 0) brisk_test_validate_own_heap();
+        }
+        for (void *p : live) brisk_free(p);
+        brisk_test_validate_own_heap();
+      });
+    }
+    for (auto &w : workers) w.join();
+  }
+  done = true;
+  collector.join();
+  brisk_test_validate_idle_heaps();
+  brisk_test_set_purge_delay_ms(old_delay);
+  brisk_test_set_purge_delay_max_ms(old_max);
+  const brisk_stats_t after = brisk_test::stats_snapshot();
+  std::printf("%llu MiB faulted in again soon after a purge\n",
+              static_cast<unsigned long long>(after.purge.bytes_refaulted >> 20));
+  EXPECT_GT(after.purge.bytes_refaulted, 0u) << "no heap learnt anything: the run proves little";
+  EXPECT_EQ(failures.load(), 0);
 }
 
 }  // namespace

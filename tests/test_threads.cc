@@ -10,6 +10,7 @@
 #include <unistd.h>
 
 #include <array>
+#include <condition_variable>
 #include <atomic>
 #include <functional>
 #include <cerrno>
@@ -405,6 +406,177 @@ TEST(BriskThreads, RemoteFreesGoHomeWhileTheOwnerLoopsOnItsOwnLargerBlocks) {
   ASSERT_GE(pages_allocated - pages_before, kBlocks * kSize / (128 * 1024));
   EXPECT_LE(pages_after, pages_before + 1) << "pages of the class with the blocks: "
                                            << pages_allocated;
+}
+
+// A thread that only frees other threads' blocks (a consumer, a logger)
+// posts them in batches of its own, which the owners empty. An owner that
+// never posts batches of its own has no use for them, and one that does
+// must not make them its own for good: they must come back to the
+// consumer, or a consumer of more producers than its batches cover
+// (types.h: BRISK_HEAP_BATCHES and BRISK_BATCH_CHUNKS, about 1900) runs out
+// and posts every remote free alone, for good.
+//
+// Each round, 256 live producers each hand the consumer 4 batches' worth of
+// blocks and drain them. In a pipeline, each producer also frees 4 batches'
+// worth of a sink thread's blocks first, which the sink drains last.
+// Returns what the consumer can still take after each round; before the
+// first, *before.
+std::vector<size_t> consumer_batches_per_round(bool pipeline, int rounds, size_t *before) {
+  constexpr int kProducers = 256;
+  constexpr size_t kBlocksEach = 4 * 64, kSize = 32;
+  std::vector<std::vector<void *>> blocks(kProducers, std::vector<void *>(kBlocksEach));
+  std::vector<std::vector<void *>> sink_blocks(kProducers, std::vector<void *>(kBlocksEach));
+  std::mutex mutex;
+  std::condition_variable changed;
+  int allocated = 0, sunk = 0, drained = 0, round_started = 0, round_freed = 0, round_drained = 0;
+  auto wait_for = [&](const std::function<bool()> &done) {
+    std::unique_lock<std::mutex> lock(mutex);
+    changed.wait(lock, done);
+  };
+  auto set = [&](int &variable, int value) {
+    std::lock_guard<std::mutex> lock(mutex);
+    variable = value;
+    changed.notify_all();
+  };
+  auto count = [&](int &counter) {
+    std::lock_guard<std::mutex> lock(mutex);
+    counter++;
+    changed.notify_all();
+  };
+  std::thread sink([&] {
+    for (int round = 1; round <= rounds; round++) {
+      if (pipeline) {
+        for (auto &of_one : sink_blocks) {
+          for (void *&p : of_one) p = brisk_malloc(kSize);
+        }
+      }
+      set(round_started, round);
+      wait_for([&] { return drained == round * kProducers; });
+      brisk_collect(false);  // its queue drained: it posts nothing, so keeps nothing
+      set(round_drained, round);
+    }
+  });
+  std::vector<std::thread> producers;
+  for (int i = 0; i < kProducers; i++) {
+    producers.emplace_back([&, i] {
+      for (int round = 1; round <= rounds; round++) {
+        wait_for([&] { return round_started == round; });
+        for (void *&p : blocks[i]) p = brisk_malloc(kSize);
+        if (pipeline) {
+          for (void *p : sink_blocks[i]) brisk_free(p);
+          brisk_collect(false);  // nothing left open in its outbox
+        }
+        count(allocated);
+        wait_for([&] { return round_freed == round; });
+        brisk_collect(false);  // its queue drained: each batch kept or sent home
+        count(drained);
+        wait_for([&] { return round_drained == round; });
+      }
+    });
+  }
+  std::vector<size_t> left;
+  std::thread consumer([&] {
+    brisk_free(brisk_malloc(1));  // a heap of its own
+    *before = brisk_test_own_batches_left();
+    for (int round = 1; round <= rounds; round++) {
+      wait_for([&] { return allocated == round * kProducers; });
+      for (auto &of_one : blocks) {
+        for (void *p : of_one) brisk_free(p);
+      }
+      brisk_collect(false);  // nothing left open in its outbox
+      set(round_freed, round);
+      wait_for([&] { return round_drained == round; });
+      left.push_back(brisk_test_own_batches_left());
+    }
+  });
+  consumer.join();
+  for (auto &t : producers) t.join();
+  sink.join();
+  return left;
+}
+
+TEST(BriskThreads, AConsumerOfManyProducersGetsItsBatchesBack) {
+  size_t before = 0;
+  std::vector<size_t> left = consumer_batches_per_round(false, 2, &before);
+  ASSERT_EQ(left.size(), 2u);
+  std::printf("the consumer's batches: %zu before, %zu and %zu after each round\n", before,
+              left[0], left[1]);
+  ASSERT_GE(before, size_t(256 * 4)) << "too few batches to hand out";
+  // (16: batches its own outbox held open at the start.)
+  for (size_t after : left) EXPECT_GE(after + 16, before) << "the producers kept its batches";
+}
+
+// In a pipeline the producers post too, and may keep the consumer's
+// batches for their next posts: those come back from the sink.
+TEST(BriskThreads, AConsumerAtTheEndOfAPipelineGetsItsBatchesBack) {
+  size_t before = 0;
+  std::vector<size_t> left = consumer_batches_per_round(true, 3, &before);
+  ASSERT_EQ(left.size(), 3u);
+  std::printf("the consumer's batches: %zu before, %zu, %zu and %zu after each round\n", before,
+              left[0], left[1], left[2]);
+  ASSERT_GE(before, size_t(256 * 4)) << "too few batches to hand out";
+  // At most the last round's, kept by the producers for their next posts.
+  for (size_t after : left) {
+    EXPECT_GE(after + 16 + 256 * 4, before) << "the producers made its batches their own";
+  }
+}
+
+// Producers that posted batches of their own (to a sink) and then exited:
+// nobody will post from their heaps until a thread adopts them, so the
+// consumer's batches, emptied on their behalf as it frees their blocks,
+// must go back to it.
+TEST(BriskThreads, AConsumerOfExitedProducersGetsItsBatchesBack) {
+  constexpr int kProducers = 256;
+  constexpr size_t kBlocksEach = 4 * 64, kSize = 32;
+  std::vector<std::vector<void *>> blocks(kProducers, std::vector<void *>(kBlocksEach));
+  std::vector<std::vector<void *>> sink_blocks(kProducers, std::vector<void *>(kBlocksEach));
+  std::mutex mutex;
+  std::condition_variable changed;
+  int sink_ready = 0, allocated = 0, sink_done = 0;
+  auto wait_for = [&](const std::function<bool()> &done) {
+    std::unique_lock<std::mutex> lock(mutex);
+    changed.wait(lock, done);
+  };
+  auto count = [&](int &counter) {
+    std::lock_guard<std::mutex> lock(mutex);
+    counter++;
+    changed.notify_all();
+  };
+  std::thread sink([&] {
+    for (auto &of_one : sink_blocks) {
+      for (void *&p : of_one) p = brisk_malloc(kSize);
+    }
+    count(sink_ready);
+    wait_for([&] { return sink_done == 1; });
+    brisk_collect(false);  // its queue drained
+  });
+  wait_for([&] { return sink_ready == 1; });
+  std::vector<std::thread> producers;
+  for (int i = 0; i < kProducers; i++) {
+    producers.emplace_back([&, i] {
+      for (void *&p : blocks[i]) p = brisk_malloc(kSize);
+      for (void *p : sink_blocks[i]) brisk_free(p);
+      brisk_collect(false);  // its batches posted to the sink
+      count(allocated);
+      wait_for([&] { return allocated == kProducers; });  // all alive at once: 256 heaps
+    });
+  }
+  for (auto &t : producers) t.join();
+  size_t before = 0, after = 0;
+  std::thread([&] {
+    brisk_free(brisk_malloc(1));  // a heap of its own (perhaps a producer's, adopted)
+    before = brisk_test_own_batches_left();
+    for (auto &of_one : blocks) {
+      for (void *p : of_one) brisk_free(p);
+    }
+    brisk_collect(false);  // its outbox posted, and emptied by the exited producers' queues
+    after = brisk_test_own_batches_left();
+  }).join();
+  count(sink_done);
+  sink.join();
+  std::printf("the consumer's batches: %zu before, %zu after\n", before, after);
+  ASSERT_GE(before, size_t(kProducers * 4)) << "too few batches to hand out";
+  EXPECT_GE(after + 16, before) << "the exited producers' heaps kept its batches";
 }
 
 TEST(BriskThreads, FreeAfterTheExitHandlerTakesNoHeap) {

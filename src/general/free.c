@@ -87,8 +87,6 @@ static brisk_remote_batch_t *batch_take(brisk_heap_t *heap) {
     }
   }
   heap->free_batches = batch->next_free;
-  /* Not exact: batches taken from returned_batches were never counted. */
-  if (heap->kept_batches > 0) heap->kept_batches--;
   return batch;
 }
 
@@ -96,6 +94,7 @@ static void outbox_post(brisk_heap_t *heap, brisk_remote_batch_t **slot) {
   brisk_remote_batch_t *batch = *slot;
   *slot = NULL;
   heap->outbox_bytes -= batch->bytes;
+  if (heap->keep_credit < BRISK_KEPT_BATCHES) heap->keep_credit++;
   _brisk_heap_post_remote(batch->owner, &batch->node, BRISK_REMOTE_BATCH_TAG);
   _brisk_heaps_tidy_stale(0);
   /* A thread that only frees never takes malloc's slow path: its own queue

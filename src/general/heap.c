@@ -190,12 +190,18 @@ static size_t drain_batch(brisk_heap_t *heap, brisk_remote_batch_t *batch) {
   /* Threads that free each other's blocks (a pool of workers passing
    * work) post about as many batches as they drain: each keeps the batches
    * it empties, and no line of the home heap moves between cores. A heap
-   * that drains more than it posts (a producer whose consumers free its
-   * blocks) keeps BRISK_KEPT_BATCHES and sends the rest home. Heaps are
-   * never freed, so a batch may live on in any heap's list. */
-  if (heap->kept_batches < BRISK_KEPT_BATCHES) {
-    heap->kept_batches++;
-    batch->home = heap;
+   * keeps one batch for each it posted (keep_credit, at most
+   * BRISK_KEPT_BATCHES ahead), so one that drains more than it posts (a
+   * producer whose consumers free its blocks) sends the rest home: kept
+   * without end, they would leave a consumer of many producers with none
+   * to fill. A kept batch keeps its home, so whoever cannot keep it in turn
+   * (a pipeline's last stage) sends it back where it came from. An
+   * abandoned heap, drained on its behalf, keeps none: its thread's credit
+   * went with it (thread_exit), and nobody posts from it until a thread
+   * adopts it. Heaps are never freed, so a batch may wait in any heap's
+   * list. */
+  if (heap->keep_credit > 0) {
+    heap->keep_credit--;
     batch->next_free = heap->free_batches;
     heap->free_batches = batch;
     return count;
@@ -528,6 +534,10 @@ static void thread_exit(void *value) {
   if (_brisk_tls_heap == heap) _brisk_tls_heap = &_brisk_heap_empty;
   while (!drain_lock_try(heap)) sched_yield();
   atomic_store_explicit(&heap->abandoned, true, memory_order_seq_cst);
+  /* The batches it may keep were for this thread's posts (drain_batch):
+   * kept while abandoned, or by an adopter that has posted nothing yet,
+   * they would wait unused. */
+  heap->keep_credit = 0;
   _brisk_heap_drain_remote(heap);
   _brisk_heap_fold_stats(heap);
   brisk_global_stat_add(BRISK_STAT_HEAPS_ABANDONED, 1);

@@ -226,9 +226,9 @@ typedef struct brisk_remote_node_s {
  * owners that have not run yet (more threads than cores) needs many. With
  * none to be had, a remote free is posted alone, as a one-block node. */
 #define BRISK_HEAP_BATCHES     48
-/* A heap that empties a batch keeps it for its own outbox while it holds
- * fewer than this many free batches it kept so (heap.c: drain_batch), and
- * gives the rest back to their homes, which post more than they drain. */
+/* A heap that empties a batch keeps it for its own outbox, one for each
+ * batch it posted, at most this many ahead (heap.c: drain_batch), and gives
+ * the rest back to their homes. */
 #define BRISK_KEPT_BATCHES     8
 #define BRISK_BATCH_CHUNK_SIZE ((size_t)64 * 1024)
 #define BRISK_BATCH_CHUNKS     16
@@ -237,7 +237,7 @@ typedef struct brisk_remote_batch_s {
   brisk_remote_node_t node;                 /* queue link while posted */
   struct brisk_heap_s *owner;               /* the heap the blocks go back to */
   struct brisk_heap_s *home;                /* the heap whose pool it belongs to */
-  struct brisk_remote_batch_s *next_free;   /* home's free or returned stack */
+  struct brisk_remote_batch_s *next_free;   /* a heap's free or returned stack */
   uint32_t count;
   uint32_t bytes;
   void *blocks[BRISK_OUTBOX_BATCH];
@@ -355,7 +355,7 @@ typedef struct brisk_heap_s {
   brisk_remote_batch_t *outbox[BRISK_OUTBOX_SLOTS];
   size_t outbox_bytes;
   brisk_remote_batch_t *free_batches;
-  uint32_t kept_batches;           /* on free_batches, kept by drain_batch */
+  uint32_t keep_credit;            /* batches drain_batch may keep: one per post */
   uint32_t batches_carved;         /* of `batches` */
   uint32_t batch_chunks;           /* taken from the OS */
   brisk_remote_batch_t *chunk_next; /* the current chunk's batches not yet used */

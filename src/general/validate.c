@@ -15,9 +15,10 @@
  *       yet returned count as live)
  *     each segment of the heap: owned by it; its free-page bitmap against
  *       its pages' in_use flags and used_pages; every page in use is on
- *       exactly one of the heap's lists; the purge lists' pages free, of
- *       their list's kind, oldest first, their bytes summing to
- *       purge_list_bytes
+ *       exactly one of the heap's lists; a free page holds memory if and
+ *       only if it is on a purge list; the purge lists' pages free, of
+ *       their list's kind, oldest first, their bytes summing to each
+ *       list's and the heap's totals
  *   _brisk_heaps_validate_idle()    (heap.c) every heap no thread owns,
  *                                   for tests at quiet points
  *
@@ -120,6 +121,10 @@ static size_t check_segment(const brisk_heap_t *heap, const brisk_segment_t *seg
       in_use++;
     } else {
       CHECK(brisk_load_relaxed(&segment->page_info[i]) == 0, page, "a free page has a class");
+      /* Purging learns from this: a free page taken with no memory was
+       * faulted in again (segment.c). */
+      CHECK(page->in_purge_list == page->is_committed, page,
+            "a free page is on the purge list without memory, or holds memory off it");
       if (page->in_purge_list) {
         (*purge_pages)++;
         *purge_bytes += brisk_page_size(segment);
@@ -174,7 +179,7 @@ void _brisk_heap_validate(brisk_heap_t *heap) {
           "a heap's segment list links disagree");
     pages_in_use += check_segment(heap, segment, &purge_bytes, &purge_pages);
   }
-  size_t purge_list_pages = 0;
+  size_t purge_list_pages = 0, lists_bytes = 0;
   for (int kind = 0; kind < BRISK_KIND_COUNT_PAGED; kind++) {
     const brisk_purge_list_t *list = &heap->purge_lists[kind];
     check_queue_links(&list->pages, "a purge list's links disagree");
@@ -192,7 +197,10 @@ void _brisk_heap_validate(brisk_heap_t *heap) {
       purge_list_pages++;
     }
     CHECK(list_bytes == list->bytes, NULL, "a purge list's byte total is wrong");
+    lists_bytes += list->bytes;
   }
+  CHECK(lists_bytes == heap->purge_list_bytes, NULL,
+        "the purge lists' byte totals do not add up to the heap's");
   CHECK(purge_list_pages == purge_pages, NULL, "the purge list misses a page marked as on it");
   CHECK(purge_bytes == heap->purge_list_bytes, NULL, "the purge list's byte total is wrong");
   _brisk_heap_unlock_memory(heap);

@@ -240,6 +240,13 @@ BRISK_HIDDEN uint64_t _brisk_os_injected_failures(void);
 
 /* A monotonic clock in milliseconds, cheap enough for slow paths (vDSO). */
 BRISK_HIDDEN uint64_t _brisk_os_now_ms(void);
+/* A test hook: hold the clock at its time now plus advance_ms (returned),
+ * and let it go again, after which it runs on from the time it was held at
+ * (never backwards: a heap's purge lists are oldest first). So a test of
+ * what happens after a delay runs the same however slow the machine is.
+ * Always compiled in: while never held it costs each reading one load. */
+BRISK_HIDDEN uint64_t _brisk_os_clock_hold(uint64_t advance_ms);
+BRISK_HIDDEN void _brisk_os_clock_release(void);
 
 /* A descriptor of this process's /proc/self/stat, for
  * _brisk_os_only_thread_left (opened once: a thread that opened it at every

@@ -373,10 +373,38 @@ bool _brisk_os_move(void *p, size_t old_size, void *new_base, size_t new_size, s
   return ok;
 }
 
-uint64_t _brisk_os_now_ms(void) {
+/* ---- the clock, and the one tests hold (os.h) ----
+ * test_clock is 0 until a test first holds the clock; then, while held,
+ * CLOCK_HELD and the time the clock reads; once let go, how far ahead of
+ * the real clock it reads. Relaxed: each reading is one value, and a test
+ * moves the clock while the threads that read it wait for it. */
+#define CLOCK_HELD ((uint64_t)1 << 63)
+static _Atomic(uint64_t) test_clock;
+
+static uint64_t real_now_ms(void) {
   struct timespec ts;
   clock_gettime(CLOCK_MONOTONIC_COARSE, &ts);
   return (uint64_t)ts.tv_sec * 1000u + (uint64_t)ts.tv_nsec / 1000000u;
+}
+
+uint64_t _brisk_os_now_ms(void) {
+  uint64_t test = atomic_load_explicit(&test_clock, memory_order_relaxed);
+  if (BRISK_LIKELY(test == 0)) return real_now_ms();
+  if (test & CLOCK_HELD) return test & ~CLOCK_HELD;
+  return real_now_ms() + test;
+}
+
+uint64_t _brisk_os_clock_hold(uint64_t advance_ms) {
+  uint64_t now = _brisk_os_now_ms() + advance_ms;
+  atomic_store_explicit(&test_clock, now | CLOCK_HELD, memory_order_relaxed);
+  return now;
+}
+
+void _brisk_os_clock_release(void) {
+  uint64_t test = atomic_load_explicit(&test_clock, memory_order_relaxed);
+  if (!(test & CLOCK_HELD)) return;
+  uint64_t held = test & ~CLOCK_HELD, real = real_now_ms();
+  atomic_store_explicit(&test_clock, held > real ? held - real : 0, memory_order_relaxed);
 }
 
 void _brisk_os_random(void *buffer, size_t size) {
