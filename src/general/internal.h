@@ -407,6 +407,18 @@ extern BRISK_HIDDEN BRISK_TLS brisk_heap_t *_brisk_tls_heap;
 extern BRISK_HIDDEN brisk_heap_t _brisk_heap_empty;
 extern BRISK_HIDDEN brisk_page_t _brisk_page_empty;
 
+/* After an allocation whose malloc path counted `counted` bytes requested
+ * (a padded or rounded size: the secure build's canary and header, an
+ * aligned request's slack; 0 for a huge block made directly) for a caller
+ * that asked for `size`: the calling thread's heap counts size instead.
+ * Modulo 2^64, as the folds add (stats.c). Nothing on the empty heap (a
+ * thread past its exit handler, whose heap for the call was handed back):
+ * that block stays counted as its path counted it. */
+BRISK_INLINE void brisk_count_requested(size_t counted, size_t size) {
+  brisk_heap_t *heap = _brisk_tls_heap;
+  if (!heap->is_empty_heap) heap->bytes_requested_unfolded += (uint64_t)size - counted;
+}
+
 /* Give the calling thread a heap (adopting an abandoned one if any; with
  * cold, only one already tidied, for a thread that may never allocate and so
  * never run the housekeeping a warm heap needs). NULL with errno ENOMEM if
