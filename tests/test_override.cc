@@ -9,6 +9,7 @@
 #include <cstdint>
 #include <cstdlib>
 #include <cstring>
+#include <thread>
 #include <vector>
 
 #include "test_util.h"
@@ -355,6 +356,49 @@ TEST(BriskOverride, MallocTrimEmptiesTheRegionCache) {
   EXPECT_EQ(after.region_cache.flushed_bytes - before.region_cache.flushed_bytes,
             before.region_cache.bytes);
   EXPECT_GE(before.os.bytes_mapped - after.os.bytes_mapped, before.region_cache.bytes);
+}
+
+// bytes_requested counts the sizes asked for, not what brisk pads them to:
+// the secure build's 16 bytes of canary and header (and malloc(0) served as
+// 1), an aligned request's slack or rounding, in every kind of block (the
+// direct table, the generic path, huge blocks, aligned ones, and a request
+// just under the largest class that the secure build's padding makes huge).
+TEST(BriskOverride, BytesRequestedCountsTheSizesAskedFor) {
+  struct Case {
+    const char *what;
+    size_t size;
+    int how;  // 0 malloc, 1 calloc, 2 posix_memalign(64), 3 aligned_alloc(4096), 4 realloc(NULL)
+  };
+  const Case cases[] = {
+      {"malloc(40)", 40, 0},           {"malloc(2000)", 2000, 0},
+      {"malloc(0)", 0, 0},             {"calloc(1, 40)", 40, 1},
+      {"posix_memalign(64, 100)", 100, 2}, {"aligned_alloc(4096, 100)", 100, 3},
+      {"posix_memalign(64, 600000)", 600000, 2}, {"malloc(512 KiB - 4)", (512 << 10) - 4, 0},
+      {"realloc(NULL, 300)", 300, 4},
+  };
+  for (const Case &c : cases) {
+    // A fresh thread: its heap starts with nothing pending.
+    std::thread([&c] {
+      free(malloc(8));  // the thread's heap
+      const int kCount = 20;
+      std::vector<void *> blocks(kCount);
+      brisk_stats_t before = brisk_test::stats_snapshot();
+      for (void *&p : blocks) {
+        switch (c.how) {
+          case 0: p = malloc(c.size); break;
+          case 1: p = calloc(1, c.size); break;
+          case 2: ASSERT_EQ(posix_memalign(&p, 64, c.size), 0); break;
+          case 3: p = aligned_alloc(4096, c.size); break;
+          default: p = realloc(nullptr, c.size); break;
+        }
+        ASSERT_NE(p, nullptr);
+      }
+      brisk_stats_t after = brisk_test::stats_snapshot();
+      EXPECT_EQ(after.general.bytes_requested - before.general.bytes_requested, kCount * c.size)
+          << c.what;
+      for (void *p : blocks) free(p);
+    }).join();
+  }
 }
 
 }  // namespace

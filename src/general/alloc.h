@@ -73,7 +73,7 @@ BRISK_INLINE void *brisk_secure_malloc_inline(size_t size) {
       /* The counts first (a failed check aborts anyway): fewer values live
        * across the checks, so no register needs saving. */
       page->used++;
-      heap->bytes_requested_unfolded += padded;
+      heap->bytes_requested_unfolded += size;
       /* The secret first: the stores below through brisk_word_t may alias
        * the keys, which would make the compiler read them again. */
       uint64_t secret = brisk_block_secret(block);

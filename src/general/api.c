@@ -19,6 +19,14 @@ static void page_mark_aligned(uint8_t *block) {
   brisk_store_relaxed(info, (uint8_t)(brisk_load_relaxed(info) | BRISK_PAGE_INFO_ALIGNED));
 }
 
+/* An aligned block too big for a size class once padded: its own mapping,
+ * counted as malloc's slow path counts a huge block. */
+static void *huge_aligned(brisk_heap_t *heap, size_t size, size_t alignment, bool zero) {
+  void *p = _brisk_huge_alloc(heap, size, alignment, zero);
+  if (p != NULL) brisk_count_requested(0, size);
+  return p;
+}
+
 /* The secure build's aligned blocks of a size class: always over-allocated
  * (an interior address when the block start is not aligned), with room for
  * the canary after the requested size and the next block's header. A
@@ -27,9 +35,10 @@ static void page_mark_aligned(uint8_t *block) {
 static void *secure_malloc_aligned(brisk_heap_t *heap, size_t size, size_t alignment, bool zero) {
   size_t lead = size < 16 ? 16 : 0;
   size_t padded = lead + size + alignment - 1 + BRISK_SECURE_OVERHEAD;
-  if (padded > BRISK_LARGE_MAX) return _brisk_huge_alloc(heap, size, alignment, zero);
+  if (padded > BRISK_LARGE_MAX) return huge_aligned(heap, size, alignment, zero);
   uint8_t *block = brisk_malloc_raw(padded);
   if (block == NULL) return NULL;
+  brisk_count_requested(padded, size);
   uint8_t *aligned = (uint8_t *)brisk_align_up((uintptr_t)block + lead, alignment);
   if (aligned != block) page_mark_aligned(block);
   brisk_secure_stamp(block, brisk_block_secret(block), aligned, size);
@@ -49,7 +58,10 @@ void *_brisk_malloc_aligned(size_t size, size_t alignment, bool zero) {
   if (!BRISK_SECURE && rounded <= BRISK_LARGE_MAX && alignment <= 4096 &&
       brisk_class_to_size(brisk_size_to_class(rounded)) % alignment == 0) {
     void *p = brisk_malloc_inline(rounded);
-    if (p != NULL && zero) memset(p, 0, size);
+    if (p != NULL) {
+      brisk_count_requested(rounded, size);
+      if (zero) memset(p, 0, size);
+    }
     return p;
   }
   /* A thread's first call makes its heap. After its exit handler ran, the
@@ -65,12 +77,13 @@ void *_brisk_malloc_aligned(size_t size, size_t alignment, bool zero) {
   }
   if (BRISK_SECURE) return secure_malloc_aligned(heap, size, alignment, zero);
   size_t padded = size + alignment - 1;
-  if (padded > BRISK_LARGE_MAX) return _brisk_huge_alloc(heap, size, alignment, zero);
+  if (padded > BRISK_LARGE_MAX) return huge_aligned(heap, size, alignment, zero);
 
   /* Over-allocate inside a class and hand out an interior address; the page
    * is flagged so that free() finds the block start again. */
   uint8_t *block = _brisk_malloc_generic(padded, heap, false);
   if (block == NULL) return NULL;
+  brisk_count_requested(padded, size);
   uint8_t *aligned = (uint8_t *)brisk_align_up((uintptr_t)block, alignment);
   if (aligned != block) page_mark_aligned(block);
   if (zero) memset(aligned, 0, size);

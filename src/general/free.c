@@ -333,6 +333,12 @@ size_t _brisk_block_usable_size(const brisk_segment_t *segment, const void *p, c
     return (size_t)(_brisk_huge_end(segment) - (const uint8_t *)p);
   }
   const brisk_page_t *page = brisk_page_of(segment, (uintptr_t)p);
+  /* The secure build's page lead holds no block: the block "holding" an
+   * address there would be found from an offset that wrapped, gigabytes
+   * away. */
+  if (BRISK_SECURE_PAGE_LEAD != 0 && (const uint8_t *)p < brisk_page_start(page)) {
+    _brisk_fatal_not_block_start(caller, p, page);
+  }
   const uint8_t *start = _brisk_page_block_start(page, p);
   uint8_t info = brisk_load_relaxed(&segment->page_info[brisk_page_index(segment, (uintptr_t)p)]);
   if (start != (const uint8_t *)p && !(info & BRISK_PAGE_INFO_ALIGNED)) {

@@ -88,13 +88,18 @@ BRISK_INLINE size_t brisk_page_block_index(const brisk_page_t *page, uintptr_t a
  * offset n < 2^32 is a multiple of d exactly when n * c mod 2^64 < c.
  * Here n < 2^22 (a large page) and d <= 2^19, so for a multiple the product
  * is (n / d) * (c * d - 2^64) < n < 2^22, and for any other offset it is at
- * least c > 2^45: the product's high 32 bits are zero for block starts only.
- * One subtraction, one multiplication and one test, no division. */
+ * least c > 2^45: the product is below 2^22 for block starts only. Below
+ * 2^22, not 2^32: an address in the secure build's page lead, before the
+ * first block, gives an offset that wrapped to 2^32 - 16 .. 2^32 - 1, and
+ * 2^32 - 16 is a multiple of 48, 80 and 240, whose products lie in
+ * [2^22, 2^32) (of the classes the secure build has, only 8 and 16 bytes,
+ * which it never uses, would pass). One subtraction, one multiplication and
+ * one test, no division. */
 _Static_assert(BRISK_LARGE_PAGE_SHIFT <= 22 && BRISK_LARGE_MAX <= ((size_t)1 << 19),
                "brisk_page_is_block_start's bounds: offsets below 2^22, blocks up to 2^19");
 BRISK_INLINE bool brisk_page_is_block_start(const brisk_page_t *page, uintptr_t address) {
   uint32_t offset = (uint32_t)address - page->start_low;
-  return ((uint64_t)offset * page->block_magic) >> 32 == 0;
+  return ((uint64_t)offset * page->block_magic) >> 22 == 0;
 }
 
 /* ---- the secure build (BRISK_SECURE, base.h) ----
@@ -401,6 +406,18 @@ BRISK_INLINE void brisk_page_queue_remove(brisk_page_queue_t *queue, brisk_page_
 extern BRISK_HIDDEN BRISK_TLS brisk_heap_t *_brisk_tls_heap;
 extern BRISK_HIDDEN brisk_heap_t _brisk_heap_empty;
 extern BRISK_HIDDEN brisk_page_t _brisk_page_empty;
+
+/* After an allocation whose malloc path counted `counted` bytes requested
+ * (a padded or rounded size: the secure build's canary and header, an
+ * aligned request's slack; 0 for a huge block made directly) for a caller
+ * that asked for `size`: the calling thread's heap counts size instead.
+ * Modulo 2^64, as the folds add (stats.c). Nothing on the empty heap (a
+ * thread past its exit handler, whose heap for the call was handed back):
+ * that block stays counted as its path counted it. */
+BRISK_INLINE void brisk_count_requested(size_t counted, size_t size) {
+  brisk_heap_t *heap = _brisk_tls_heap;
+  if (!heap->is_empty_heap) heap->bytes_requested_unfolded += (uint64_t)size - counted;
+}
 
 /* Give the calling thread a heap (adopting an abandoned one if any; with
  * cold, only one already tidied, for a thread that may never allocate and so

@@ -65,10 +65,13 @@ void *_brisk_secure_malloc(size_t size, bool zero) {
       }
     }
     if (size > BRISK_LARGE_MAX) return _brisk_malloc_generic(size, heap, zero);
-    return _brisk_huge_alloc(heap, size, 0, zero);
+    void *huge = _brisk_huge_alloc(heap, size, 0, zero);
+    if (huge != NULL) brisk_count_requested(0, size); /* malloc_slow's count */
+    return huge;
   }
   uint8_t *p = _brisk_malloc_generic(padded, heap, false);
   if (BRISK_LIKELY(p != NULL)) {
+    brisk_count_requested(padded, size);
     brisk_secure_stamp(p, brisk_block_secret(p), p, size);
     if (zero) memset(p, 0, size);
   }

@@ -94,6 +94,13 @@ TABLE = {
                                  {"release": CAUGHT}),
     "free_interior_huge":       (rf"free\({ADDR}\): .*not the start of a block",
                                  {"release": CAUGHT}),
+    # A page's first address (the secure build's page lead, before its
+    # first block; the release build's first block, which the program
+    # holds), and an address in the lead of a page of aligned blocks.
+    "free_page_lead":           (rf"free\({ADDR}\): .*not the start of a block, size class 6\b",
+                                 {"release": NEVER_OVERLAPPING}),
+    "usable_size_lead_aligned": (rf"malloc_usable_size\({ADDR}\): .*not the start of a block",
+                                 {"release": CAUGHT}),
     # C23's free_sized with a size larger than the block.
     "free_sized_wrong":         (rf"free_sized\({ADDR}\): .*size larger than the block",
                                  {"release": CAUGHT}),
