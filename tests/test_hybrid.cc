@@ -275,6 +275,37 @@ TEST(Hybrid, ThreadCacheHoldsAtMostItsCapFromOtherThreads) {
   brisk_test_hybrid_validate(h.get());
 }
 
+// One thread meets the bound exactly for blocks no class holds too: with
+// every block freed, the region's largest block (1 MiB, past the cached
+// orders) is had even though the thread's lists still hold blocks of the
+// cached orders, split out of that very block; they go back to the region
+// first. (With the caches off, an ASan build, there is nothing to take
+// back.)
+TEST(Hybrid, OneThreadGetsABlockNoClassHoldsPastItsOwnCachedBlocks) {
+  brisk_hybrid_config_t c;
+  brisk_hybrid_default_config(&c);
+  c.region_sizes[0] = 1 << 20;  // one tree: one block of 1 MiB
+  HybridPtr h(brisk_hybrid_create(&c));
+  ASSERT_NE(h, nullptr);
+  void *whole = brisk_hybrid_alloc(h.get(), 1 << 20, 0);
+  ASSERT_NE(whole, nullptr);
+  brisk_hybrid_free(h.get(), whole);
+  for (size_t size : {200u, 3000u, 40000u}) {
+    std::vector<void *> blocks;
+    for (int i = 0; i < 5; i++) blocks.push_back(brisk_hybrid_alloc(h.get(), size, 0));
+    for (void *p : blocks) {
+      ASSERT_NE(p, nullptr);
+      brisk_hybrid_free(h.get(), p);
+    }
+    for (const auto &s : stats_of(h.get())) EXPECT_EQ(s.in_use, 0u) << s.block_size;
+    whole = brisk_hybrid_alloc(h.get(), 1 << 20, 0);
+    EXPECT_NE(whole, nullptr) << "after blocks of " << size << " B: the thread's own cached "
+                              << "blocks kept the region from serving 1 MiB";
+    brisk_hybrid_free(h.get(), whole);
+    brisk_test_hybrid_validate(h.get());
+  }
+}
+
 // Each section's allocations and in_use stay exact while the thread caches
 // turn over: rounds of allocations past every list's cap (refills) and
 // frees past it (flushes) in every cached class of the default config, in

@@ -100,8 +100,10 @@
  *                         objects from the pool get their codes first),
  *                         each region in turn (its order's class: pop,
  *                         refill, take this thread's region caches back and
- *                         refill; or the buddy; a first-region block gets
- *                         its order's code), brisk_malloc if the config
+ *                         refill; or the buddy, and when it has no block,
+ *                         this thread's region caches back and the buddy
+ *                         again; a first-region block gets its order's
+ *                         code), brisk_malloc if the config
  *                         allows it, else NULL/ENOMEM
  *   brisk_hybrid_free     granule -> code -> class -> push (inline path
  *                         above), or
@@ -1113,6 +1115,16 @@ static void *from_region(brisk_hybrid_t *h, uint32_t slot, size_t r, size_t size
     return refill(h, e, c, size);
   }
   void *p = brisk_buddy_alloc(h->regions[r], size, need);
+  if (p == NULL && slot != BRISK_NO_THREAD_SLOT && h->region_class[r] != NO_CLASS) {
+    /* A block no class holds (an order past the cached ones): this
+     * thread's own cached blocks may be what keeps the region from having
+     * one, as for a class's refill above. An entry not ready holds none. */
+    hybrid_slot_t *e = slot_of(h, slot);
+    if (atomic_load_explicit(&e->ready, memory_order_relaxed) != 0) {
+      flush_region(h, e, r);
+      p = brisk_buddy_alloc(h->regions[r], size, need);
+    }
+  }
   if (p == NULL) return NULL;
   /* A block of a cached order, handed out without its class (no slot, an
    * alignment): its free may cache it all the same. */
