@@ -901,6 +901,36 @@ TEST_F(HybridDeathTest, CodesMarkWhatWasHandedOut) {
   brisk_test_hybrid_validate(h.get());
 }
 
+// A bucket whose objects lie further apart than their size (136 B,
+// 16-aligned: 144 B apart) marks its objects' own granules, none inside
+// them: every object's frees stay inline, the validator finds each cached
+// object's code, and a pointer 128 B into the second object (where the
+// objects would start 136 B apart) is no object: its free aborts.
+TEST_F(HybridDeathTest, CodesOfABucketMarkItsObjectsWhereTheyLie) {
+  brisk_hybrid_config_t c = small_config(100, 1 << 16, BRISK_REGION_THREAD_CACHE);
+  c.bucket_sizes[0] = 136;
+  c.region_min_block = 0;
+  HybridPtr h(brisk_hybrid_create(&c));
+  ASSERT_NE(h, nullptr);
+  std::vector<char *> objects;
+  for (int i = 0; i < 20; i++) objects.push_back(static_cast<char *>(brisk_hybrid_alloc(h.get(), 130, 0)));
+  for (char *p : objects) ASSERT_NE(p, nullptr);
+  std::sort(objects.begin(), objects.end());
+  ASSERT_EQ(objects[1] - objects[0], 144);  // a fresh bucket hands out its first objects
+#if !defined(__SANITIZE_ADDRESS__)
+  int code = brisk_test_hybrid_code(h.get(), objects[0]);
+  EXPECT_GT(code, 0);
+  for (char *p : objects) {
+    EXPECT_EQ(brisk_test_hybrid_code(h.get(), p), code) << p - objects[0];
+    for (size_t in = 16; in < 144; in += 16)
+      EXPECT_EQ(brisk_test_hybrid_code(h.get(), p + in), 0) << p - objects[0] << " + " << in;
+  }
+#endif
+  EXPECT_DEATH(brisk_hybrid_free(h.get(), objects[1] + 128), "not an object of this hybrid");
+  for (char *p : objects) brisk_hybrid_free(h.get(), p);
+  brisk_test_hybrid_validate(h.get());
+}
+
 TEST_F(HybridDeathTest, PointerOfAnotherHybridAborts) {
   HybridPtr a(brisk_hybrid_create(nullptr));
   HybridPtr b(brisk_hybrid_create(nullptr));

@@ -366,6 +366,10 @@ struct brisk_hybrid_s {
   size_t bucket_align[BRISK_HYBRID_MAX_BUCKETS]; /* alignment every object has */
   brisk_pool_t *buckets[BRISK_HYBRID_MAX_BUCKETS];
   size_t bucket_sizes[BRISK_HYBRID_MAX_BUCKETS];
+  /* Bytes from one object to the next: the size rounded up to the
+   * bucket's alignment (16 for a size of 128 or more: 136 B objects lie
+   * 144 B apart). */
+  size_t bucket_stride[BRISK_HYBRID_MAX_BUCKETS];
   uint8_t bucket_class[BRISK_HYBRID_MAX_BUCKETS]; /* NO_CLASS: not cached */
   const _Atomic size_t *bucket_carved[BRISK_HYBRID_MAX_BUCKETS]; /* its pool's */
   uintptr_t bucket_objects[BRISK_HYBRID_MAX_BUCKETS];            /* its first object */
@@ -788,9 +792,10 @@ static void mark_objects(brisk_hybrid_t *h, size_t b) {
   size_t carved = atomic_load_explicit(h->bucket_carved[b], memory_order_relaxed);
   size_t seen = atomic_load_explicit(&h->bucket_marked[b], memory_order_relaxed);
   if (seen >= carved) return;
-  size_t code = CLASS_CODE(h->bucket_class[b]), size = h->bucket_sizes[b];
-  for (uintptr_t p = h->bucket_objects[b] + seen * size, end = h->bucket_objects[b] + carved * size;
-       p < end; p += size)
+  size_t code = CLASS_CODE(h->bucket_class[b]), stride = h->bucket_stride[b];
+  for (uintptr_t p = h->bucket_objects[b] + seen * stride,
+                 end = h->bucket_objects[b] + carved * stride;
+       p < end; p += stride)
     if ((p & (GRANULE - 1)) == 0) set_code(h, (const void *)p, code);
   while (seen < carved && !atomic_compare_exchange_weak_explicit(&h->bucket_marked[b], &seen,
                                                                  carved, memory_order_relaxed,
@@ -872,6 +877,7 @@ brisk_hybrid_t *brisk_hybrid_create(const brisk_hybrid_config_t *config) {
     h->buckets[i] = _brisk_pool_create_in(map + l.header_at[i], map + l.objects_at[i], size,
                                           h->bucket_align[i], config->bucket_counts[i], flags);
     if (h->buckets[i] == NULL) goto fail;
+    h->bucket_stride[i] = _brisk_pool_object_size(h->buckets[i]);
     brisk_pool_geometry_t g;
     _brisk_pool_geometry(h->buckets[i], &g);
     h->bucket_carved[i] = g.carved;
@@ -1386,7 +1392,7 @@ static void clear_codes(brisk_hybrid_t *h, bool region_too) {
   for (size_t b = 0; b < h->bucket_count; b++) {
     size_t marked = atomic_load_explicit(&h->bucket_marked[b], memory_order_relaxed);
     size_t from = (h->bucket_objects[b] - h->base) >> GRANULE_SHIFT;
-    memset(codes + from, 0, (marked * h->bucket_sizes[b] + GRANULE - 1) >> GRANULE_SHIFT);
+    memset(codes + from, 0, (marked * h->bucket_stride[b] + GRANULE - 1) >> GRANULE_SHIFT);
   }
   if (!region_too || h->region_count == 0 || h->region_class[0] == NO_CLASS) return;
   /* Zero pages from the OS layer where whole pages are (a memset would
