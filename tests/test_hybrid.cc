@@ -931,6 +931,30 @@ TEST_F(HybridDeathTest, CodesOfABucketMarkItsObjectsWhereTheyLie) {
   brisk_test_hybrid_validate(h.get());
 }
 
+// A bucket of 8-aligned objects (24 B) has every other object off the
+// granules, with no code of its own (its frees find the bucket by
+// address): the validator takes such objects in the thread's lists, and in
+// the other threads', as they are, and every object comes back.
+TEST(Hybrid, BucketObjectsOffTheGranulesValidateCached) {
+  brisk_hybrid_config_t c = small_config(200, 1 << 16, BRISK_REGION_THREAD_CACHE);
+  c.bucket_sizes[0] = 24;
+  HybridPtr h(brisk_hybrid_create(&c));
+  ASSERT_NE(h, nullptr);
+  std::vector<void *> objects;
+  for (int i = 0; i < 150; i++) objects.push_back(brisk_hybrid_alloc(h.get(), 20, 0));
+  for (void *p : objects) ASSERT_NE(p, nullptr);
+  size_t off_granule = 0;
+  for (void *p : objects) off_granule += reinterpret_cast<uintptr_t>(p) % 16 != 0;
+  EXPECT_GT(off_granule, 0u);
+  brisk_test_hybrid_validate(h.get());  // the refill's objects wait in this thread's list
+  std::thread([&] {
+    for (size_t i = 0; i < objects.size(); i += 2) brisk_hybrid_free(h.get(), objects[i]);
+  }).join();
+  for (size_t i = 1; i < objects.size(); i += 2) brisk_hybrid_free(h.get(), objects[i]);
+  brisk_test_hybrid_validate(h.get());
+  for (const auto &s : stats_of(h.get())) EXPECT_EQ(s.in_use, 0u) << s.block_size;
+}
+
 TEST_F(HybridDeathTest, PointerOfAnotherHybridAborts) {
   HybridPtr a(brisk_hybrid_create(nullptr));
   HybridPtr b(brisk_hybrid_create(nullptr));

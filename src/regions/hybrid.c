@@ -1475,7 +1475,8 @@ void brisk_hybrid_destroy(brisk_hybrid_t *h) {
  *             it) is that of the class of a block that starts at its
  *             granule: an object of a bucket below its marked count, or a
  *             first-region block whose index byte is its order + 1, of a
- *             cached order; a cached block's granule holds its class's
+ *             cached order; a cached block that starts on a granule
+ *             finds its class's code there
  *   counts    a section has handed out at least the blocks the caches hold
  *             (its in_use: the statistics' in_use is the difference) and
  *             served at least the blocks the slots counted as served
@@ -1545,8 +1546,11 @@ static void check_cached_block(hybrid_check_t *v, void *p, size_t c, const char 
            "a cached block's index byte is not its class's order + 1 (freed, or another order)",
            where, n);
   }
-  VCHECK(atomic_load_explicit(code_at(h, p), memory_order_relaxed) == CLASS_CODE(c), p,
-         "a cached block's granule does not hold its class's code", where, n);
+  /* A block off the granules (every other object of an 8-aligned bucket)
+   * has no code: its free finds its section by address. */
+  if ((((uintptr_t)p - h->base) & (GRANULE - 1)) == 0)
+    VCHECK(atomic_load_explicit(code_at(h, p), memory_order_relaxed) == CLASS_CODE(c), p,
+           "a cached block's granule does not hold its class's code", where, n);
   void **words = p;
   VCHECK((uintptr_t)words[1] != v->mark, p, "a block is cached twice", where, n);
   VCHECK((uintptr_t)words[1] == h->key, p,
