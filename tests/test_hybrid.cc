@@ -275,6 +275,37 @@ TEST(Hybrid, ThreadCacheHoldsAtMostItsCapFromOtherThreads) {
   brisk_test_hybrid_validate(h.get());
 }
 
+// One thread meets the bound exactly for blocks no class holds too: with
+// every block freed, the region's largest block (1 MiB, past the cached
+// orders) is had even though the thread's lists still hold blocks of the
+// cached orders, split out of that very block; they go back to the region
+// first. (With the caches off, an ASan build, there is nothing to take
+// back.)
+TEST(Hybrid, OneThreadGetsABlockNoClassHoldsPastItsOwnCachedBlocks) {
+  brisk_hybrid_config_t c;
+  brisk_hybrid_default_config(&c);
+  c.region_sizes[0] = 1 << 20;  // one tree: one block of 1 MiB
+  HybridPtr h(brisk_hybrid_create(&c));
+  ASSERT_NE(h, nullptr);
+  void *whole = brisk_hybrid_alloc(h.get(), 1 << 20, 0);
+  ASSERT_NE(whole, nullptr);
+  brisk_hybrid_free(h.get(), whole);
+  for (size_t size : {200u, 3000u, 40000u}) {
+    std::vector<void *> blocks;
+    for (int i = 0; i < 5; i++) blocks.push_back(brisk_hybrid_alloc(h.get(), size, 0));
+    for (void *p : blocks) {
+      ASSERT_NE(p, nullptr);
+      brisk_hybrid_free(h.get(), p);
+    }
+    for (const auto &s : stats_of(h.get())) EXPECT_EQ(s.in_use, 0u) << s.block_size;
+    whole = brisk_hybrid_alloc(h.get(), 1 << 20, 0);
+    EXPECT_NE(whole, nullptr) << "after blocks of " << size << " B: the thread's own cached "
+                              << "blocks kept the region from serving 1 MiB";
+    brisk_hybrid_free(h.get(), whole);
+    brisk_test_hybrid_validate(h.get());
+  }
+}
+
 // Each section's allocations and in_use stay exact while the thread caches
 // turn over: rounds of allocations past every list's cap (refills) and
 // frees past it (flushes) in every cached class of the default config, in
@@ -868,6 +899,60 @@ TEST_F(HybridDeathTest, CodesMarkWhatWasHandedOut) {
       "\\(first region\\)");
   brisk_hybrid_free(h.get(), block);
   brisk_test_hybrid_validate(h.get());
+}
+
+// A bucket whose objects lie further apart than their size (136 B,
+// 16-aligned: 144 B apart) marks its objects' own granules, none inside
+// them: every object's frees stay inline, the validator finds each cached
+// object's code, and a pointer 128 B into the second object (where the
+// objects would start 136 B apart) is no object: its free aborts.
+TEST_F(HybridDeathTest, CodesOfABucketMarkItsObjectsWhereTheyLie) {
+  brisk_hybrid_config_t c = small_config(100, 1 << 16, BRISK_REGION_THREAD_CACHE);
+  c.bucket_sizes[0] = 136;
+  c.region_min_block = 0;
+  HybridPtr h(brisk_hybrid_create(&c));
+  ASSERT_NE(h, nullptr);
+  std::vector<char *> objects;
+  for (int i = 0; i < 20; i++) objects.push_back(static_cast<char *>(brisk_hybrid_alloc(h.get(), 130, 0)));
+  for (char *p : objects) ASSERT_NE(p, nullptr);
+  std::sort(objects.begin(), objects.end());
+  ASSERT_EQ(objects[1] - objects[0], 144);  // a fresh bucket hands out its first objects
+#if !defined(__SANITIZE_ADDRESS__)
+  int code = brisk_test_hybrid_code(h.get(), objects[0]);
+  EXPECT_GT(code, 0);
+  for (char *p : objects) {
+    EXPECT_EQ(brisk_test_hybrid_code(h.get(), p), code) << p - objects[0];
+    for (size_t in = 16; in < 144; in += 16)
+      EXPECT_EQ(brisk_test_hybrid_code(h.get(), p + in), 0) << p - objects[0] << " + " << in;
+  }
+#endif
+  EXPECT_DEATH(brisk_hybrid_free(h.get(), objects[1] + 128), "not an object of this hybrid");
+  for (char *p : objects) brisk_hybrid_free(h.get(), p);
+  brisk_test_hybrid_validate(h.get());
+}
+
+// A bucket of 8-aligned objects (24 B) has every other object off the
+// granules, with no code of its own (its frees find the bucket by
+// address): the validator takes such objects in the thread's lists, and in
+// the other threads', as they are, and every object comes back.
+TEST(Hybrid, BucketObjectsOffTheGranulesValidateCached) {
+  brisk_hybrid_config_t c = small_config(200, 1 << 16, BRISK_REGION_THREAD_CACHE);
+  c.bucket_sizes[0] = 24;
+  HybridPtr h(brisk_hybrid_create(&c));
+  ASSERT_NE(h, nullptr);
+  std::vector<void *> objects;
+  for (int i = 0; i < 150; i++) objects.push_back(brisk_hybrid_alloc(h.get(), 20, 0));
+  for (void *p : objects) ASSERT_NE(p, nullptr);
+  size_t off_granule = 0;
+  for (void *p : objects) off_granule += reinterpret_cast<uintptr_t>(p) % 16 != 0;
+  EXPECT_GT(off_granule, 0u);
+  brisk_test_hybrid_validate(h.get());  // the refill's objects wait in this thread's list
+  std::thread([&] {
+    for (size_t i = 0; i < objects.size(); i += 2) brisk_hybrid_free(h.get(), objects[i]);
+  }).join();
+  for (size_t i = 1; i < objects.size(); i += 2) brisk_hybrid_free(h.get(), objects[i]);
+  brisk_test_hybrid_validate(h.get());
+  for (const auto &s : stats_of(h.get())) EXPECT_EQ(s.in_use, 0u) << s.block_size;
 }
 
 TEST_F(HybridDeathTest, PointerOfAnotherHybridAborts) {

@@ -100,8 +100,10 @@
  *                         objects from the pool get their codes first),
  *                         each region in turn (its order's class: pop,
  *                         refill, take this thread's region caches back and
- *                         refill; or the buddy; a first-region block gets
- *                         its order's code), brisk_malloc if the config
+ *                         refill; or the buddy, and when it has no block,
+ *                         this thread's region caches back and the buddy
+ *                         again; a first-region block gets its order's
+ *                         code), brisk_malloc if the config
  *                         allows it, else NULL/ENOMEM
  *   brisk_hybrid_free     granule -> code -> class -> push (inline path
  *                         above), or
@@ -364,6 +366,10 @@ struct brisk_hybrid_s {
   size_t bucket_align[BRISK_HYBRID_MAX_BUCKETS]; /* alignment every object has */
   brisk_pool_t *buckets[BRISK_HYBRID_MAX_BUCKETS];
   size_t bucket_sizes[BRISK_HYBRID_MAX_BUCKETS];
+  /* Bytes from one object to the next: the size rounded up to the
+   * bucket's alignment (16 for a size of 128 or more: 136 B objects lie
+   * 144 B apart). */
+  size_t bucket_stride[BRISK_HYBRID_MAX_BUCKETS];
   uint8_t bucket_class[BRISK_HYBRID_MAX_BUCKETS]; /* NO_CLASS: not cached */
   const _Atomic size_t *bucket_carved[BRISK_HYBRID_MAX_BUCKETS]; /* its pool's */
   uintptr_t bucket_objects[BRISK_HYBRID_MAX_BUCKETS];            /* its first object */
@@ -786,9 +792,10 @@ static void mark_objects(brisk_hybrid_t *h, size_t b) {
   size_t carved = atomic_load_explicit(h->bucket_carved[b], memory_order_relaxed);
   size_t seen = atomic_load_explicit(&h->bucket_marked[b], memory_order_relaxed);
   if (seen >= carved) return;
-  size_t code = CLASS_CODE(h->bucket_class[b]), size = h->bucket_sizes[b];
-  for (uintptr_t p = h->bucket_objects[b] + seen * size, end = h->bucket_objects[b] + carved * size;
-       p < end; p += size)
+  size_t code = CLASS_CODE(h->bucket_class[b]), stride = h->bucket_stride[b];
+  for (uintptr_t p = h->bucket_objects[b] + seen * stride,
+                 end = h->bucket_objects[b] + carved * stride;
+       p < end; p += stride)
     if ((p & (GRANULE - 1)) == 0) set_code(h, (const void *)p, code);
   while (seen < carved && !atomic_compare_exchange_weak_explicit(&h->bucket_marked[b], &seen,
                                                                  carved, memory_order_relaxed,
@@ -870,6 +877,7 @@ brisk_hybrid_t *brisk_hybrid_create(const brisk_hybrid_config_t *config) {
     h->buckets[i] = _brisk_pool_create_in(map + l.header_at[i], map + l.objects_at[i], size,
                                           h->bucket_align[i], config->bucket_counts[i], flags);
     if (h->buckets[i] == NULL) goto fail;
+    h->bucket_stride[i] = _brisk_pool_object_size(h->buckets[i]);
     brisk_pool_geometry_t g;
     _brisk_pool_geometry(h->buckets[i], &g);
     h->bucket_carved[i] = g.carved;
@@ -1113,6 +1121,16 @@ static void *from_region(brisk_hybrid_t *h, uint32_t slot, size_t r, size_t size
     return refill(h, e, c, size);
   }
   void *p = brisk_buddy_alloc(h->regions[r], size, need);
+  if (p == NULL && slot != BRISK_NO_THREAD_SLOT && h->region_class[r] != NO_CLASS) {
+    /* A block no class holds (an order past the cached ones): this
+     * thread's own cached blocks may be what keeps the region from having
+     * one, as for a class's refill above. An entry not ready holds none. */
+    hybrid_slot_t *e = slot_of(h, slot);
+    if (atomic_load_explicit(&e->ready, memory_order_relaxed) != 0) {
+      flush_region(h, e, r);
+      p = brisk_buddy_alloc(h->regions[r], size, need);
+    }
+  }
   if (p == NULL) return NULL;
   /* A block of a cached order, handed out without its class (no slot, an
    * alignment): its free may cache it all the same. */
@@ -1374,7 +1392,7 @@ static void clear_codes(brisk_hybrid_t *h, bool region_too) {
   for (size_t b = 0; b < h->bucket_count; b++) {
     size_t marked = atomic_load_explicit(&h->bucket_marked[b], memory_order_relaxed);
     size_t from = (h->bucket_objects[b] - h->base) >> GRANULE_SHIFT;
-    memset(codes + from, 0, (marked * h->bucket_sizes[b] + GRANULE - 1) >> GRANULE_SHIFT);
+    memset(codes + from, 0, (marked * h->bucket_stride[b] + GRANULE - 1) >> GRANULE_SHIFT);
   }
   if (!region_too || h->region_count == 0 || h->region_class[0] == NO_CLASS) return;
   /* Zero pages from the OS layer where whole pages are (a memset would
@@ -1457,7 +1475,8 @@ void brisk_hybrid_destroy(brisk_hybrid_t *h) {
  *             it) is that of the class of a block that starts at its
  *             granule: an object of a bucket below its marked count, or a
  *             first-region block whose index byte is its order + 1, of a
- *             cached order; a cached block's granule holds its class's
+ *             cached order; a cached block that starts on a granule
+ *             finds its class's code there
  *   counts    a section has handed out at least the blocks the caches hold
  *             (its in_use: the statistics' in_use is the difference) and
  *             served at least the blocks the slots counted as served
@@ -1527,8 +1546,11 @@ static void check_cached_block(hybrid_check_t *v, void *p, size_t c, const char 
            "a cached block's index byte is not its class's order + 1 (freed, or another order)",
            where, n);
   }
-  VCHECK(atomic_load_explicit(code_at(h, p), memory_order_relaxed) == CLASS_CODE(c), p,
-         "a cached block's granule does not hold its class's code", where, n);
+  /* A block off the granules (every other object of an 8-aligned bucket)
+   * has no code: its free finds its section by address. */
+  if ((((uintptr_t)p - h->base) & (GRANULE - 1)) == 0)
+    VCHECK(atomic_load_explicit(code_at(h, p), memory_order_relaxed) == CLASS_CODE(c), p,
+           "a cached block's granule does not hold its class's code", where, n);
   void **words = p;
   VCHECK((uintptr_t)words[1] != v->mark, p, "a block is cached twice", where, n);
   VCHECK((uintptr_t)words[1] == h->key, p,
