@@ -135,6 +135,13 @@ static void available_remove(brisk_heap_t *heap, brisk_segment_t *segment) {
   segment->in_available_list = false;
 }
 
+/* The bytes of free pages still backed, of every kind. */
+static size_t backed_free_bytes(const brisk_heap_t *heap) {
+  size_t bytes = 0;
+  for (int kind = 0; kind < BRISK_KIND_COUNT_PAGED; kind++) bytes += heap->purge_lists[kind].bytes;
+  return bytes;
+}
+
 static void purge_list_remove(brisk_heap_t *heap, brisk_page_t *page) {
   brisk_segment_t *segment = brisk_segment_of((uintptr_t)page);
   size_t size = brisk_page_size(segment);
@@ -142,7 +149,6 @@ static void purge_list_remove(brisk_heap_t *heap, brisk_page_t *page) {
   brisk_page_queue_remove(&list->pages, page);
   page->in_purge_list = 0;
   list->bytes -= size;
-  heap->purge_list_bytes -= size;
   brisk_global_stat_add(BRISK_STAT_FREE_PAGES_COMMITTED, -1);
   brisk_global_stat_add(BRISK_STAT_FREE_PAGE_BYTES_COMMITTED, -(int64_t)size);
 }
@@ -155,7 +161,6 @@ static void purge_list_append(brisk_heap_t *heap, brisk_page_t *page, uint64_t n
   page->in_purge_list = 1;
   size_t size = brisk_page_size(segment);
   list->bytes += size;
-  heap->purge_list_bytes += size;
   brisk_global_stat_add(BRISK_STAT_FREE_PAGES_COMMITTED, 1);
   brisk_global_stat_add(BRISK_STAT_FREE_PAGE_BYTES_COMMITTED, (int64_t)size);
 }
@@ -417,7 +422,7 @@ void _brisk_segment_page_free(brisk_heap_t *heap, brisk_page_t *page) {
    * byte limit the oldest pages go at once, down to half the limit, so a
    * workload cycling just over the limit does not refault everything. */
   purge_due(heap, now_ms, BRISK_PURGE_DELAY_MS);
-  if (heap->purge_list_bytes > PURGE_LIST_MAX_BYTES) purge_down_to(heap, PURGE_LIST_MAX_BYTES / 2);
+  if (backed_free_bytes(heap) > PURGE_LIST_MAX_BYTES) purge_down_to(heap, PURGE_LIST_MAX_BYTES / 2);
   _brisk_heap_unlock_memory(heap);
   _brisk_heaps_tidy_stale(now_ms);
 }
@@ -433,7 +438,7 @@ static brisk_page_t *oldest_backed_page(brisk_heap_t *heap) {
 }
 
 static void purge_down_to(brisk_heap_t *heap, size_t max_bytes) {
-  while (heap->purge_list_bytes > max_bytes) purge_page(heap, oldest_backed_page(heap));
+  while (backed_free_bytes(heap) > max_bytes) purge_page(heap, oldest_backed_page(heap));
 }
 
 void _brisk_heap_purge_down_to(brisk_heap_t *heap, size_t max_bytes) {

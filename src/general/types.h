@@ -318,7 +318,6 @@ typedef struct brisk_heap_s {
   uintptr_t idle_head_snapshot[BRISK_CLASS_COUNT];
   brisk_page_queue_t full_pages;
   brisk_purge_list_t purge_lists[BRISK_KIND_COUNT_PAGED]; /* free pages still backed */
-  size_t purge_list_bytes;         /* on all three */
   brisk_segment_t *available[BRISK_KIND_COUNT_PAGED]; /* segments with a free page */
   brisk_segment_t *segments;       /* all of them (heap_next), under memory_lock */
   uint32_t empty_segments[BRISK_KIND_COUNT_PAGED];

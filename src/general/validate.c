@@ -18,7 +18,7 @@
  *       exactly one of the heap's lists; a free page holds memory if and
  *       only if it is on a purge list; the purge lists' pages free, of
  *       their list's kind, oldest first, their bytes summing to each
- *       list's and the heap's totals
+ *       list's total, and the pages marked as on a list to all of them
  *   _brisk_heaps_validate_idle()    (heap.c) every heap no thread owns,
  *                                   for tests at quiet points
  *
@@ -199,10 +199,9 @@ void _brisk_heap_validate(brisk_heap_t *heap) {
     CHECK(list_bytes == list->bytes, NULL, "a purge list's byte total is wrong");
     lists_bytes += list->bytes;
   }
-  CHECK(lists_bytes == heap->purge_list_bytes, NULL,
-        "the purge lists' byte totals do not add up to the heap's");
   CHECK(purge_list_pages == purge_pages, NULL, "the purge list misses a page marked as on it");
-  CHECK(purge_bytes == heap->purge_list_bytes, NULL, "the purge list's byte total is wrong");
+  CHECK(purge_bytes == lists_bytes, NULL,
+        "the pages marked as on a purge list do not add up to the lists' byte totals");
   _brisk_heap_unlock_memory(heap);
   CHECK(pages_on_lists == pages_in_use, NULL,
         "a page in use is on none of its heap's lists, or on two");
