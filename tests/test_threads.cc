@@ -421,28 +421,34 @@ TEST(BriskThreads, RemoteFreesGoHomeWhileTheOwnerLoopsOnItsOwnLargerBlocks) {
 // worth of a sink thread's blocks first, which the sink drains last.
 // Returns what the consumer can still take after each round; before the
 // first, *before.
+// What the threads of the batch tests below wait on: counters they change
+// under one mutex, each change waking every waiter.
+struct Turns {
+  std::mutex mutex;
+  std::condition_variable changed;
+  void wait_for(const std::function<bool()> &done) {
+    std::unique_lock<std::mutex> lock(mutex);
+    changed.wait(lock, done);
+  }
+  void set(int &variable, int value) {
+    std::lock_guard<std::mutex> lock(mutex);
+    variable = value;
+    changed.notify_all();
+  }
+  void count(int &counter) {
+    std::lock_guard<std::mutex> lock(mutex);
+    counter++;
+    changed.notify_all();
+  }
+};
+
 std::vector<size_t> consumer_batches_per_round(bool pipeline, int rounds, size_t *before) {
   constexpr int kProducers = 256;
   constexpr size_t kBlocksEach = 4 * 64, kSize = 32;
   std::vector<std::vector<void *>> blocks(kProducers, std::vector<void *>(kBlocksEach));
   std::vector<std::vector<void *>> sink_blocks(kProducers, std::vector<void *>(kBlocksEach));
-  std::mutex mutex;
-  std::condition_variable changed;
+  Turns turns;
   int allocated = 0, sunk = 0, drained = 0, round_started = 0, round_freed = 0, round_drained = 0;
-  auto wait_for = [&](const std::function<bool()> &done) {
-    std::unique_lock<std::mutex> lock(mutex);
-    changed.wait(lock, done);
-  };
-  auto set = [&](int &variable, int value) {
-    std::lock_guard<std::mutex> lock(mutex);
-    variable = value;
-    changed.notify_all();
-  };
-  auto count = [&](int &counter) {
-    std::lock_guard<std::mutex> lock(mutex);
-    counter++;
-    changed.notify_all();
-  };
   std::thread sink([&] {
     for (int round = 1; round <= rounds; round++) {
       if (pipeline) {
@@ -450,27 +456,27 @@ std::vector<size_t> consumer_batches_per_round(bool pipeline, int rounds, size_t
           for (void *&p : of_one) p = brisk_malloc(kSize);
         }
       }
-      set(round_started, round);
-      wait_for([&] { return drained == round * kProducers; });
+      turns.set(round_started, round);
+      turns.wait_for([&] { return drained == round * kProducers; });
       brisk_collect(false);  // its queue drained: it posts nothing, so keeps nothing
-      set(round_drained, round);
+      turns.set(round_drained, round);
     }
   });
   std::vector<std::thread> producers;
   for (int i = 0; i < kProducers; i++) {
     producers.emplace_back([&, i] {
       for (int round = 1; round <= rounds; round++) {
-        wait_for([&] { return round_started == round; });
+        turns.wait_for([&] { return round_started == round; });
         for (void *&p : blocks[i]) p = brisk_malloc(kSize);
         if (pipeline) {
           for (void *p : sink_blocks[i]) brisk_free(p);
           brisk_collect(false);  // nothing left open in its outbox
         }
-        count(allocated);
-        wait_for([&] { return round_freed == round; });
+        turns.count(allocated);
+        turns.wait_for([&] { return round_freed == round; });
         brisk_collect(false);  // its queue drained: each batch kept or sent home
-        count(drained);
-        wait_for([&] { return round_drained == round; });
+        turns.count(drained);
+        turns.wait_for([&] { return round_drained == round; });
       }
     });
   }
@@ -479,13 +485,13 @@ std::vector<size_t> consumer_batches_per_round(bool pipeline, int rounds, size_t
     brisk_free(brisk_malloc(1));  // a heap of its own
     *before = brisk_test_own_batches_left();
     for (int round = 1; round <= rounds; round++) {
-      wait_for([&] { return allocated == round * kProducers; });
+      turns.wait_for([&] { return allocated == round * kProducers; });
       for (auto &of_one : blocks) {
         for (void *p : of_one) brisk_free(p);
       }
       brisk_collect(false);  // nothing left open in its outbox
-      set(round_freed, round);
-      wait_for([&] { return round_drained == round; });
+      turns.set(round_freed, round);
+      turns.wait_for([&] { return round_drained == round; });
       left.push_back(brisk_test_own_batches_left());
     }
   });
@@ -530,35 +536,25 @@ TEST(BriskThreads, AConsumerOfExitedProducersGetsItsBatchesBack) {
   constexpr size_t kBlocksEach = 4 * 64, kSize = 32;
   std::vector<std::vector<void *>> blocks(kProducers, std::vector<void *>(kBlocksEach));
   std::vector<std::vector<void *>> sink_blocks(kProducers, std::vector<void *>(kBlocksEach));
-  std::mutex mutex;
-  std::condition_variable changed;
+  Turns turns;
   int sink_ready = 0, allocated = 0, sink_done = 0;
-  auto wait_for = [&](const std::function<bool()> &done) {
-    std::unique_lock<std::mutex> lock(mutex);
-    changed.wait(lock, done);
-  };
-  auto count = [&](int &counter) {
-    std::lock_guard<std::mutex> lock(mutex);
-    counter++;
-    changed.notify_all();
-  };
   std::thread sink([&] {
     for (auto &of_one : sink_blocks) {
       for (void *&p : of_one) p = brisk_malloc(kSize);
     }
-    count(sink_ready);
-    wait_for([&] { return sink_done == 1; });
+    turns.count(sink_ready);
+    turns.wait_for([&] { return sink_done == 1; });
     brisk_collect(false);  // its queue drained
   });
-  wait_for([&] { return sink_ready == 1; });
+  turns.wait_for([&] { return sink_ready == 1; });
   std::vector<std::thread> producers;
   for (int i = 0; i < kProducers; i++) {
     producers.emplace_back([&, i] {
       for (void *&p : blocks[i]) p = brisk_malloc(kSize);
       for (void *p : sink_blocks[i]) brisk_free(p);
       brisk_collect(false);  // its batches posted to the sink
-      count(allocated);
-      wait_for([&] { return allocated == kProducers; });  // all alive at once: 256 heaps
+      turns.count(allocated);
+      turns.wait_for([&] { return allocated == kProducers; });  // all alive at once: 256 heaps
     });
   }
   for (auto &t : producers) t.join();
@@ -572,7 +568,7 @@ TEST(BriskThreads, AConsumerOfExitedProducersGetsItsBatchesBack) {
     brisk_collect(false);  // its outbox posted, and emptied by the exited producers' queues
     after = brisk_test_own_batches_left();
   }).join();
-  count(sink_done);
+  turns.count(sink_done);
   sink.join();
   std::printf("the consumer's batches: %zu before, %zu after\n", before, after);
   ASSERT_GE(before, size_t(kProducers * 4)) << "too few batches to hand out";
