@@ -462,6 +462,35 @@ TEST(Lifecycle, KeptMemoryGoesBackAfterTheMaximumDelay) {
   }).join();
 }
 
+// An exiting thread's heap waits warm with the huge mappings it cached: the
+// next thread adopts the heap and gets the mapping back instead of mapping
+// (and faulting in) a new one, as a program running rounds of threads that
+// each use a few blocks of several MiB would otherwise do every round.
+TEST(Lifecycle, AThreadGetsBackTheHugeMappingItsPredecessorFreed) {
+  constexpr size_t kHugeBytes = 4 * kMiB;
+  HeldClock clock;  // the abandoned heap stays warm: nobody tidies it meanwhile
+  std::thread([] {
+    void *p = brisk_malloc(kHugeBytes);
+    ASSERT_NE(p, nullptr);
+    std::memset(p, 1, kHugeBytes);
+    brisk_free(p);
+  }).join();
+  const brisk_stats_t before = purge_stats();
+  brisk_stats_t after{};
+  std::thread([&after] {
+    void *p = brisk_malloc(kHugeBytes);  // adopts the heap abandoned last
+    ASSERT_NE(p, nullptr);
+    std::memset(p, 2, kHugeBytes);
+    after = purge_stats();
+    brisk_free(p);
+  }).join();
+  EXPECT_GE(after.general.huge_allocations, before.general.huge_allocations + 1);
+  EXPECT_EQ(after.os.map_calls, before.os.map_calls)
+      << "the second thread mapped its huge block anew";
+  EXPECT_EQ(after.os.unmap_calls, before.os.unmap_calls)
+      << "a huge mapping went back to the system while the second thread ran";
+}
+
 // A thread that learnt to keep its free pages and then sits idle, alive,
 // keeps them until it runs again; brisk_collect(true) from another thread
 // (what malloc_trim does) gives them back at once, whatever was learnt.

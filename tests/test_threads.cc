@@ -128,8 +128,8 @@ thread_local ExitAllocator t_exit_allocator;
 pthread_key_t g_exit_key;
 
 // An exiting thread leaves its heap warm for the next thread to adopt: a
-// pinned head page per size class it used, and at most 2 MiB of its other
-// free pages still backed. Four threads fill 16 MiB each with blocks of every
+// pinned head page per size class it used, and at most 4 MiB of its other
+// free pages still backed (heap.c: WARM_FREE_BYTES). Four threads fill 16 MiB each with blocks of every
 // class up to 8 KiB, free them and exit together (so none adopts another's
 // heap); returns the RSS before them. The RSS while they hold their blocks
 // must show the blocks (else the bounds on later readings prove nothing),
@@ -166,7 +166,7 @@ size_t exit_four_filled_heaps() {
       << "the threads' blocks do not show in RSS: the bounds on RSS prove nothing";
   const size_t rss_after_exit = brisk_test::rss_bytes();
   EXPECT_LE(rss_after_exit, rss_before + kThreads * kBytesPerThread / 2)
-      << "an exiting heap keeps at most 2 MiB of free pages and its head pages backed";
+      << "an exiting heap keeps at most 4 MiB of free pages and its head pages backed";
   std::printf("RSS before: %zu KiB; threads filled: %zu KiB; threads exited: %zu KiB\n",
               rss_before / 1024, rss_filled / 1024, rss_after_exit / 1024);
   return rss_before;

@@ -329,17 +329,24 @@ static void heap_tidy(brisk_heap_t *heap, bool purge_now) {
  * faulting in again what the last one gave back. A heap that nobody adopts
  * within ABANDONED_TIDY_DELAY_MS is tidied by another thread's slow paths
  * (malloc's housekeeping, free's batch posts and page retires, thread exit;
- * tidy_stale_abandoned), so its memory still goes back promptly. At most
- * WARM_ABANDONED_MAX heaps wait warm, each with at most WARM_FREE_BYTES of
- * free pages still backed (the oldest beyond are purged at exit): an exiting
- * thread beyond them tidies its own heap at once. Threads that exit while
- * the rest of the program sits idle strand at most that much free memory.
+ * tidy_stale_abandoned), so its memory still goes back promptly. Until then
+ * a warm heap is treated as a live one: pages that other threads' frees
+ * empty wait out the purge delay (and what the heap learnt to keep), and
+ * its cached huge mappings stay, so a program that runs rounds of threads
+ * gets them back instead of unmapping and faulting in again (heap_is_cold
+ * in segment.c). At most WARM_ABANDONED_MAX heaps wait warm, each with at
+ * most WARM_FREE_BYTES of free pages still backed and WARM_HUGE_BYTES of
+ * cached huge mappings (the oldest beyond are given back at exit): an
+ * exiting thread beyond them tidies its own heap at once. Threads that exit
+ * while the rest of the program sits idle strand at most that much free
+ * memory, never more than they held.
  * `untidied_abandoned` lets every other call of that function return after
  * one load; `next_tidy_pass_ms` lets one thread at a time make the pass.
  */
 #define ABANDONED_TIDY_DELAY_MS (2 * BRISK_PURGE_DELAY_MS)
 #define WARM_ABANDONED_MAX 16
-#define WARM_FREE_BYTES    ((size_t)2 << 20)
+#define WARM_FREE_BYTES    ((size_t)4 << 20)
+#define WARM_HUGE_BYTES    ((size_t)16 << 20)
 static _Atomic(size_t) untidied_abandoned;
 static _Atomic(uint64_t) next_tidy_pass_ms;
 
@@ -533,6 +540,10 @@ static void thread_exit(void *value) {
   _brisk_segments_set_owner_thread(heap, 0);
   if (_brisk_tls_heap == heap) _brisk_tls_heap = &_brisk_heap_empty;
   while (!drain_lock_try(heap)) sched_yield();
+  /* `tidied` goes false before `abandoned` goes true: the heap must not look
+   * cold (abandoned and tidied, so purged at once) to the drain below. */
+  bool warm = atomic_load_explicit(&untidied_abandoned, memory_order_relaxed) < WARM_ABANDONED_MAX;
+  atomic_store_explicit(&heap->tidied, false, memory_order_relaxed);
   atomic_store_explicit(&heap->abandoned, true, memory_order_seq_cst);
   /* The batches it may keep were for this thread's posts (drain_batch):
    * kept while abandoned, or by an adopter that has posted nothing yet,
@@ -541,15 +552,11 @@ static void thread_exit(void *value) {
   _brisk_heap_drain_remote(heap);
   _brisk_heap_fold_stats(heap);
   brisk_global_stat_add(BRISK_STAT_HEAPS_ABANDONED, 1);
-  /* Huge mappings are kept for the thread that frees them, not the heap:
-   * an adopter has no reason to want them, and they are the most memory. */
-  _brisk_huge_cache_trim(heap, 0, 0);
   uint64_t now = _brisk_os_now_ms();
   heap->abandoned_at_ms = now;
-  bool warm = atomic_load_explicit(&untidied_abandoned, memory_order_relaxed) < WARM_ABANDONED_MAX;
   if (warm) {
-    atomic_store_explicit(&heap->tidied, false, memory_order_relaxed);
     _brisk_heap_purge_down_to(heap, WARM_FREE_BYTES);
+    _brisk_huge_cache_trim_to(heap, WARM_HUGE_BYTES);
   } else {
     heap_tidy(heap, true);
   }

@@ -307,6 +307,20 @@ static void cache_trim(brisk_heap_t *heap, uint64_t now_ms, uint64_t max_age_ms)
   }
 }
 
+void _brisk_huge_cache_trim_to(brisk_heap_t *heap, size_t max_bytes) {
+  _brisk_heap_lock_memory(heap);
+  while (heap->huge_cache_bytes > max_bytes) {
+    size_t oldest = 0;
+    for (size_t i = 1; i < heap->huge_cache_count; i++) {
+      if (heap->huge_cache[i].freed_at_ms < heap->huge_cache[oldest].freed_at_ms) oldest = i;
+    }
+    brisk_segment_t *victim = heap->huge_cache[oldest].segment;
+    cache_remove(heap, oldest);
+    huge_unmap_freed(victim);
+  }
+  _brisk_heap_unlock_memory(heap);
+}
+
 void _brisk_huge_cache_trim(brisk_heap_t *heap, uint64_t now_ms, uint64_t max_age_ms) {
   _brisk_heap_lock_memory(heap);
   cache_trim(heap, now_ms, max_age_ms);

@@ -530,6 +530,7 @@ BRISK_HIDDEN void _brisk_huge_free(brisk_heap_t *heap, brisk_segment_t *segment)
  * differ), or NULL when the caller must allocate and copy. */
 BRISK_HIDDEN void *_brisk_huge_realloc(brisk_segment_t *segment, void *p, size_t new_size);
 BRISK_HIDDEN void _brisk_huge_cache_trim(brisk_heap_t *heap, uint64_t now_ms, uint64_t max_age_ms);
+BRISK_HIDDEN void _brisk_huge_cache_trim_to(brisk_heap_t *heap, size_t max_bytes);
 BRISK_HIDDEN uint8_t *_brisk_huge_block(const brisk_segment_t *segment);
 /* Whether p is one of the last huge blocks freed whose mapping went back to
  * the system (for the message of an abort: a double free). */

@@ -273,11 +273,18 @@ static void segment_purge_all(brisk_heap_t *heap, brisk_segment_t *segment) {
  * the maximum: memory that sits unused goes back within
  * BRISK_PURGE_DELAY_MAX_MS. A program that takes back less than it freed
  * keeps only what it takes back. A base of 0 (purge at once) keeps nothing
- * past it, nor does an abandoned heap (nobody will want its pages soon).
+ * past it, nor does a cold abandoned heap (nobody will want its pages soon).
  * Purges past the byte limit, by brisk_collect and on trims are not purges
  * by delay: nothing is learnt from what they give back.
  */
 #define PURGE_DELAY_MAX_MS (_brisk_options.purge_delay_max_ms)
+
+/* An abandoned heap already tidied: nobody is likely to adopt it soon, so
+ * what empties in it goes back at once. A warm abandoned heap (not yet
+ * tidied, heap.c) purges on the delays of a live one. */
+static bool heap_is_cold(brisk_heap_t *heap) {
+  return brisk_load_relaxed(&heap->abandoned) && atomic_load_explicit(&heap->tidied, memory_order_relaxed);
+}
 
 /* The bytes of the list's newest free pages kept past the base delay now. */
 static size_t purge_keep_bytes(const brisk_purge_list_t *list, uint64_t now_ms) {
@@ -409,11 +416,11 @@ void _brisk_segment_page_free(brisk_heap_t *heap, brisk_page_t *page) {
     heap->empty_segments[segment->kind]++;
     /* Keep one empty segment per kind so that a heap cycling through a
      * page's worth of memory (or a heap adopted by thread after thread)
-     * does not map and unmap a segment each time. An abandoned heap's spare
-     * gives its memory back at once: nobody may come to purge it later. */
+     * does not map and unmap a segment each time. A cold abandoned heap's
+     * spare gives its memory back at once: nobody may come to purge it. */
     if (heap->empty_segments[segment->kind] > 1) {
       segment_release(heap, segment);
-    } else if (brisk_load_relaxed(&heap->abandoned)) {
+    } else if (heap_is_cold(heap)) {
       segment_purge_all(heap, segment);
     }
   }
@@ -448,7 +455,7 @@ void _brisk_heap_purge_down_to(brisk_heap_t *heap, size_t max_bytes) {
 }
 
 static void purge_due(brisk_heap_t *heap, uint64_t now_ms, uint64_t base_ms) {
-  bool keeps = base_ms != 0 && !brisk_load_relaxed(&heap->abandoned);
+  bool keeps = base_ms != 0 && !heap_is_cold(heap);
   uint64_t max_ms = PURGE_DELAY_MAX_MS;
   for (int kind = 0; kind < BRISK_KIND_COUNT_PAGED; kind++) {
     brisk_purge_list_t *list = &heap->purge_lists[kind];
@@ -494,7 +501,7 @@ void _brisk_heap_release_empty_segments(brisk_heap_t *heap, bool keep_spare) {
       if (segment->used_pages == 0) {
         if (kept_spare) {
           segment_release(heap, segment);
-        } else if (brisk_load_relaxed(&heap->abandoned)) {
+        } else if (heap_is_cold(heap)) {
           segment_purge_all(heap, segment); /* nobody may adopt it soon */
         }
         kept_spare = true;
