@@ -188,6 +188,44 @@ TEST(Lifecycle, ForkManyTimesWhileThreadsMallocAndFree) {
   EXPECT_EQ(hammers.failures(), 0);
 }
 
+// fork() while another thread purges every heap's free pages and cycles
+// huge blocks (brisk_collect(true) and the huge cache change purge lists
+// and caches under the heaps' memory locks): fork_prepare waits for each
+// memory lock, so the child finds none held and no list halfway through a
+// change; it purges every heap itself, then allocates.
+TEST(Lifecycle, ForkWhileAnotherThreadCollectsEveryHeap) {
+  Hammers hammers(hammer_count());
+  std::atomic<bool> stop{false};
+  std::atomic<long> collects{0};
+  std::thread collector([&stop, &collects] {
+    while (!stop.load(std::memory_order_relaxed)) {
+      void *huge = brisk_malloc(3 * kMiB);
+      if (huge != nullptr) std::memset(huge, 1, 4096);
+      brisk_free(huge);
+      brisk_collect(true);
+      collects.fetch_add(1, std::memory_order_relaxed);
+    }
+  });
+  const int forks = static_cast<int>(scaled(30, 10));
+  for (int i = 0; i < forks; i++) {
+    const long target = collects.load() + 2;
+    while (collects.load() < target) std::this_thread::yield();
+    pid_t pid = fork();
+    ASSERT_NE(pid, -1) << std::strerror(errno);
+    if (pid == 0) {
+      alarm(10);  // a deadlocked child dies of SIGALRM instead of hanging the test
+      hammers.free_slots_in_child();
+      brisk_collect(true);
+      _exit(child_allocates(static_cast<uint64_t>(i) << 28, 300));
+    }
+    expect_child_ok(pid, i);
+  }
+  stop.store(true);
+  collector.join();
+  hammers.stop();
+  EXPECT_EQ(hammers.failures(), 0);
+}
+
 // fork() from a signal handler. brisk's fork handlers take its locks, so a
 // handler may fork when it interrupted code outside brisk (the case here:
 // the signal arrives while this thread computes, and other threads are

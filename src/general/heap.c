@@ -34,7 +34,8 @@
  * Order: heaps_lock, then drain_locks, which are only ever tried under it;
  * a thread that holds a drain_lock only tries heaps_lock (fork_prepare
  * waits for every drain_lock under it).
- * pthread_atfork holds it, and every drain_lock, across fork().
+ * pthread_atfork holds it, every drain_lock and every memory_lock across
+ * fork().
  */
 #define _GNU_SOURCE
 #include "general/internal.h"
@@ -596,10 +597,19 @@ static void fork_prepare(void) {
   for (brisk_heap_t *heap = all_heaps; heap != NULL; heap = heap->next_all) {
     while (!drain_lock_try(heap)) sched_yield();
   }
+  /* Then every memory_lock, so that no purge list, huge cache or segment
+   * list is halfway through a change in the child. Their holders wait for
+   * nothing while they hold one (a thread holds one heap's at a time, and
+   * brisk_collect's pass over other heaps holds heaps_lock, which we have),
+   * so these waits end. */
+  for (brisk_heap_t *heap = all_heaps; heap != NULL; heap = heap->next_all) {
+    _brisk_heap_lock_memory(heap);
+  }
 }
 
 static void fork_parent(void) {
   for (brisk_heap_t *heap = all_heaps; heap != NULL; heap = heap->next_all) {
+    _brisk_heap_unlock_memory(heap);
     drain_lock_release(heap);
   }
   pthread_mutex_unlock(&heaps_lock);
@@ -611,8 +621,7 @@ static void fork_parent(void) {
 static void fork_child(void) {
   for (brisk_heap_t *heap = all_heaps; heap != NULL; heap = heap->next_all) {
     drain_lock_release(heap);
-    /* A thread of the parent may have held it; that thread is gone. */
-    _brisk_heap_unlock_memory(heap);
+    _brisk_heap_unlock_memory(heap); /* taken in fork_prepare */
     /* ... or have been in the middle of a fold: its heap's sequence count
      * would stay odd, and every snapshot would retry on it. The counts may
      * be one fold off, as a snapshot taken then would have been. */
