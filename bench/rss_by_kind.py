@@ -44,9 +44,10 @@ def sample(pid):
             if start % SEGMENT == 0:
                 try:
                     mem.seek(start)
-                    kind = KINDS.get(mem.read(1)[0], "other")
+                    first = mem.read(1)
                 except OSError:
-                    kind = "other"
+                    first = b""
+                kind = KINDS.get(first[0], "other") if first else "other"
             elif end - start >= 1 << 20:
                 kind = "other >= 1 MiB"
             totals[kind] = totals.get(kind, 0) + int(line.split()[1])
