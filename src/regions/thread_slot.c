@@ -79,6 +79,7 @@ uint32_t _brisk_thread_slot_acquire(void) {
 uint32_t _brisk_thread_slots_held(void) {
   uint32_t held = 0;
   for (uint32_t w = 0; w < SLOT_WORDS; w++)
-    held += (uint32_t)__builtin_popcountll(atomic_load_explicit(&slot_bitmap[w], memory_order_relaxed));
+    held += (uint32_t)__builtin_popcountll(
+        atomic_load_explicit(&slot_bitmap[w], memory_order_relaxed));
   return held;
 }
