@@ -1,7 +1,8 @@
 #!/bin/sh
 # ensure-deps.sh GROUP — make sure the Debian packages GROUP needs are present.
 #   build: what `make` needs; test: + GoogleTest, python3, valgrind (its
-#   client-request header), pkg-config, dpkg-dev and file for the package
+#   client-request header, and memcheck for the region tests'
+#   *_valgrind runs), pkg-config, dpkg-dev and file for the package
 #   tests, sqlite3 and CPython's regression tests for the real-program
 #   tests, and clang with its runtimes (libFuzzer, AddressSanitizer) for the
 #   fuzz test; deb: + dpkg-dev (dpkg-shlibdeps) and file;

@@ -4,6 +4,7 @@
 #include "regions/fifo.h"
 #include "regions/hybrid.h"
 #include "regions/pool_internal.h"
+#include "regions/thread_slot.h"
 
 void brisk_test_pool_validate(const brisk_pool_t *pool) { _brisk_pool_validate(pool, NULL, 0); }
 
@@ -23,6 +24,8 @@ void brisk_test_pool_give_batch(brisk_pool_t *pool, void *const *objects, size_t
 void brisk_test_fifo_validate(const brisk_fifo_t *fifo) { _brisk_fifo_validate(fifo); }
 
 void brisk_test_hybrid_validate(const brisk_hybrid_t *hybrid) { _brisk_hybrid_validate(hybrid); }
+
+unsigned brisk_test_thread_slots_held(void) { return _brisk_thread_slots_held(); }
 
 bool brisk_test_hybrid_add_room(brisk_hybrid_t *hybrid, size_t size, long delta) {
   _Atomic size_t *word = _brisk_hybrid_class_word(hybrid, size);

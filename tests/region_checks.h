@@ -50,6 +50,11 @@ extern void (*const brisk_test_hybrid_free_exported)(brisk_hybrid_t *hybrid, voi
 // broken invariant.
 void brisk_test_hybrid_validate(const brisk_hybrid_t *hybrid);
 
+// How many thread slots (src/regions/thread_slot.h: the numbers of the
+// per-thread caches of pools, buddies and hybrids) live threads hold now;
+// exact at a quiet point.
+unsigned brisk_test_thread_slots_held(void);
+
 // Corruptions. Push p onto the pool's free objects as brisk_pool_free's own
 // push does (the caller's magazine with the per-thread cache, its home
 // shard without), skipping free's checks and counts: a double free that

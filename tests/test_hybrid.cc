@@ -6,7 +6,9 @@
 #include <brisk.h>
 #include <errno.h>
 #include <gtest/gtest.h>
+#include <limits.h>
 #include <linux/capability.h>
+#include <pthread.h>
 #include <sys/resource.h>
 #include <sys/syscall.h>
 #include <unistd.h>
@@ -777,6 +779,84 @@ void stress(unsigned flags) {
 
 TEST(HybridStress, LockFreeWithThreadCache) { stress(BRISK_REGION_THREAD_CACHE); }
 TEST(HybridStress, LockFreeNoCache) { stress(0); }
+
+// A thread whose pthread key destructor calls the hybrid and a pool (both
+// with thread caches) after the thread slot's own destructor gave its slot
+// back: the destructor re-arms its key for every round POSIX allows, so
+// its calls come after the slot's destructor in each round, the last one
+// included, after which no destructor runs again. Those calls must not
+// take a slot nobody gives back: more threads than slots (and than cores)
+// later, every slot is free again, and the calls worked. Half the threads
+// call before they exit too, half only from the destructor.
+struct LateCalls {
+  brisk_hybrid_t *hybrid;
+  brisk_pool_t *pool;
+  pthread_key_t key;
+  std::atomic<long> calls{0};
+  std::atomic<long> failed{0};
+};
+LateCalls *late_calls;
+
+void late_round(LateCalls *late) {
+  void *small = brisk_hybrid_alloc(late->hybrid, 24, 0);   // a bucket's
+  void *large = brisk_hybrid_alloc(late->hybrid, 300, 0);  // the region's
+  void *object = brisk_pool_alloc(late->pool);
+  if (small == nullptr || large == nullptr || object == nullptr) late->failed++;
+  if (small != nullptr) memset(small, 0x5A, 24);
+  if (large != nullptr) memset(large, 0x5A, 300);
+  if (object != nullptr) memset(object, 0x5A, 32);
+  brisk_hybrid_free(late->hybrid, large);
+  brisk_hybrid_free(late->hybrid, small);
+  if (object != nullptr) brisk_pool_free(late->pool, object);
+  late->calls++;
+}
+
+void late_destructor(void *value) {
+  uintptr_t round = reinterpret_cast<uintptr_t>(value);
+  late_round(late_calls);
+  if (round < PTHREAD_DESTRUCTOR_ITERATIONS)
+    pthread_setspecific(late_calls->key, reinterpret_cast<void *>(round + 1));
+}
+
+TEST(HybridThreads, CallsFromLaterKeyDestructorsGiveTheirSlotBack) {
+  brisk_hybrid_config_t c = small_config(4096, 1 << 20, BRISK_REGION_THREAD_CACHE);
+  HybridPtr h(brisk_hybrid_create(&c));
+  ASSERT_NE(h, nullptr);
+  brisk_pool_t *pool = brisk_pool_create_ex(32, 0, 0, BRISK_REGION_THREAD_CACHE);
+  ASSERT_NE(pool, nullptr);
+  LateCalls late;
+  late.hybrid = h.get();
+  late.pool = pool;
+  late_calls = &late;
+  // This thread takes its slot first, which creates the slots' key before
+  // this test's: glibc runs the destructors of a round in key order, so the
+  // slot's comes first in every round.
+  late_round(&late);
+  ASSERT_EQ(pthread_key_create(&late.key, late_destructor), 0);
+  unsigned held_before = brisk_test_thread_slots_held();
+  const int kThreads = 160;  // more than the 128 slots
+  const int kBatch = 8;      // alive at once: more than cores
+  for (int first = 0; first < kThreads; first += kBatch) {
+    std::vector<std::thread> batch;
+    for (int t = first; t < first + kBatch; t++)
+      batch.emplace_back([&late, t] {
+        if (t % 2 == 0) late_round(&late);
+        pthread_setspecific(late.key, reinterpret_cast<void *>(uintptr_t{1}));
+      });
+    for (auto &t : batch) t.join();  // after the thread's destructors ran
+  }
+  EXPECT_EQ(late.calls.load(), 1 + kThreads / 2 + long{kThreads} * PTHREAD_DESTRUCTOR_ITERATIONS);
+  EXPECT_EQ(late.failed.load(), 0);
+  EXPECT_EQ(brisk_test_thread_slots_held(), held_before);
+  brisk_test_hybrid_validate(h.get());
+  for (const auto &s : stats_of(h.get())) EXPECT_EQ(s.in_use, 0u) << s.block_size;
+  brisk_region_stats_t ps;
+  brisk_pool_stats(pool, &ps);
+  EXPECT_EQ(ps.bytes_in_use, 0u);
+  pthread_key_delete(late.key);
+  late_calls = nullptr;
+  brisk_pool_destroy(pool);
+}
 
 class HybridDeathTest : public ::testing::Test {
  protected:

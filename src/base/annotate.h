@@ -96,7 +96,7 @@ BRISK_INLINE void brisk_annotate_internal(void *p, size_t size) {
   (void)size;
 }
 
-/* ---- Allocators as Valgrind mempools (the arena, the fixed-size pool) ----
+/* ---- Allocators as Valgrind mempools (the arena, the pool, the buddy) ----
  *
  * An allocator whose blocks can go all at once (an arena's reset) is a
  * Valgrind mempool whose handle is its header: MALLOCLIKE blocks
@@ -133,6 +133,16 @@ BRISK_INLINE void brisk_annotate_mempool_create(const void *pool) {
 BRISK_INLINE void brisk_annotate_mempool_destroy(const void *pool) {
   BRISK_IF_VALGRIND(VALGRIND_DESTROY_MEMPOOL(pool));
   (void)pool;
+}
+
+/* The allocator goes: its mempool, every block with it, and then the size
+ * bytes at p (where its blocks lay) plain memory again for whatever is
+ * laid there next (the next allocator to take the mapping from the OS
+ * layer's cache). In this order: destroying a Valgrind mempool makes its
+ * live blocks no-access. */
+BRISK_INLINE void brisk_annotate_mempool_release(const void *pool, void *p, size_t size) {
+  brisk_annotate_mempool_destroy(pool);
+  brisk_annotate_internal(p, size);
 }
 
 /* A block of `size` bytes at p goes to the program; returns p (so that a

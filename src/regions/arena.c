@@ -265,9 +265,12 @@ brisk_arena_t *brisk_arena_create(size_t reserve) {
 void brisk_arena_destroy(brisk_arena_t *arena) {
   if (arena == NULL) return;
   _brisk_region_unregister(&arena->entry);
-  /* Clear our poisoning, so whatever is mapped here next starts clean. */
-  brisk_annotate_internal(arena->data, arena->poisoned_end);
-  brisk_annotate_mempool_destroy(arena);
+  /* Every block goes, and our poisoning with it (resets' and, under
+   * Valgrind, the blocks handed out since), so whatever is mapped here
+   * next starts clean. */
+  size_t committed = atomic_load_explicit(&arena->committed, memory_order_relaxed);
+  brisk_annotate_mempool_release(arena, arena->data,
+                                 committed > arena->poisoned_end ? committed : arena->poisoned_end);
   size_t mapped = atomic_load_explicit(&arena->mapped, memory_order_relaxed);
   size_t touched = brisk_arena_used(arena);
   if (touched < arena->touched) touched = arena->touched;

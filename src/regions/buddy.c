@@ -189,8 +189,11 @@
  * ENOMEM (no block fits) and counts as a failure.
  *
  * Tools: the region is no-access for ASan/Valgrind until a block is handed
- * out (brisk_annotate_alloc, the requested size); free poisons the whole
- * block (brisk_annotate_free) before it reaches a cache or a tree.
+ * out (the requested size); free poisons the whole block before it
+ * reaches a cache or a tree. For Valgrind the buddy is a mempool
+ * (annotate.h) whose handle is its header, so destroy takes every block
+ * with it: a block still live then would otherwise overlap the one
+ * handed out at its address by the next allocator on that memory.
  */
 #include "regions/buddy.h"
 
@@ -447,8 +450,7 @@ BRISK_INLINE void *hand_out(brisk_buddy_t *b, slot_t *e, bool shared, void *p, u
   intptr_t now = (intptr_t)(atomic_load_explicit(&b->in_use, memory_order_relaxed) + pending);
   if (BRISK_UNLIKELY(now > (intptr_t)atomic_load_explicit(&b->high_water, memory_order_relaxed)))
     raise_high_water(b, (size_t)now);
-  brisk_annotate_alloc(p, size, false);
-  return p;
+  return brisk_annotate_mempool_alloc(b, p, size);
 }
 
 /* Give every block in slot e's cache back to the trees. */
@@ -527,7 +529,7 @@ size_t _brisk_buddy_take_run(brisk_buddy_t *b, uint32_t k, uint32_t j, void **ou
     out[i] = p + i * bytes;
     atomic_store_explicit(&b->index[address_unit(b, out[i])], (uint8_t)(k + 1),
                           memory_order_relaxed);
-    brisk_annotate_alloc(out[i], bytes, false);
+    brisk_annotate_mempool_alloc(b, out[i], bytes);
   }
   count(&e->allocations, blocks, shared);
   count(&e->requested, blocks * bytes, shared);
@@ -579,7 +581,7 @@ void brisk_buddy_free(brisk_buddy_t *b, void *p) {
   if (BRISK_UNLIKELY(tag == 0)) fatal(p, "double free, or not the start of a block");
   uint32_t k = (uint32_t)tag - 1;
   size_t bytes = b->min_block << k;
-  brisk_annotate_free(p, bytes);
+  brisk_annotate_mempool_free(b, p, bytes, 0);
   uint32_t id = brisk_thread_slot();
   slot_t *e = &b->slots[id];
   bool shared = id == BRISK_NO_THREAD_SLOT;
@@ -637,7 +639,7 @@ void _brisk_buddy_free_batch(brisk_buddy_t *b, void *const *blocks, size_t n) {
       /* The tag was k + 1 above; a racing free of the same block finds 0. */
       uint8_t tag = atomic_exchange_explicit(&b->index[unit], 0, memory_order_relaxed);
       if (BRISK_UNLIKELY(tag != k + 1)) fatal(p, "double free, or not the start of a block");
-      brisk_annotate_free(p, b->min_block << k);
+      brisk_annotate_mempool_free(b, p, b->min_block << k, 0);
       size_t node = (unit >> b->depth) * b->nodes_per_tree + ((size_t)1 << (b->depth - k)) +
                     ((unit & (((size_t)1 << b->depth) - 1)) >> k);
       /* Insertion sort: batches are short. */
@@ -825,6 +827,7 @@ brisk_buddy_t *_brisk_buddy_create(size_t total, size_t min_block, size_t max_bl
     errno = saved != 0 ? saved : ENOMEM;
     return NULL;
   }
+  brisk_annotate_mempool_create(b);
   brisk_annotate_no_access(base, g.region_size);
   if (registered) _brisk_region_register(&b->entry, BRISK_REGION_BUDDY, registry_stats);
   return b;
@@ -865,6 +868,7 @@ brisk_buddy_t *_brisk_buddy_create_in(void *region, void *meta, size_t total, si
       return NULL;
     }
   }
+  brisk_annotate_mempool_create(b);
   brisk_annotate_no_access(region, g.region_size);
   return b;
 }
@@ -899,8 +903,9 @@ static bool quiesce(brisk_buddy_t *b, size_t *region_resident, size_t *meta_resi
 }
 
 bool _brisk_buddy_destroy_in(brisk_buddy_t *b, size_t *resident) {
-  /* Clear our poisoning, so whatever is laid here next starts clean. */
-  brisk_annotate_internal(b->base, b->region_size);
+  /* Every block goes, and our poisoning with it, so whatever is laid here
+   * next starts clean. */
+  brisk_annotate_mempool_release(b, b->base, b->region_size);
   size_t region_resident, meta_resident;
   bool clean = quiesce(b, &region_resident, &meta_resident);
   *resident = region_resident + meta_resident;
@@ -910,13 +915,14 @@ bool _brisk_buddy_destroy_in(brisk_buddy_t *b, size_t *resident) {
 void brisk_buddy_destroy(brisk_buddy_t *b) {
   if (b == NULL) return;
   _brisk_region_unregister(&b->entry); /* nothing for a hybrid's region */
-  /* Clear our poisoning, so whatever is mapped here next starts clean. */
   if (b->external) {
     size_t resident;
     (void)_brisk_buddy_destroy_in(b, &resident);
     return;
   }
-  brisk_annotate_internal(b->base, b->region_size);
+  /* Every block goes, and our poisoning with it, so whatever is mapped
+   * here next starts clean. */
+  brisk_annotate_mempool_release(b, b->base, b->region_size);
   /* Both mappings to the OS layer's cache: the region as it is; the meta
    * mapping only when, the caches flushed, every tree is free, so that
    * it is zero past its header (what create relies on). What they hold in

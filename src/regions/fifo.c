@@ -336,7 +336,11 @@ static void page_release(brisk_fifo_t *fifo, page_t *page) {
   fifo->nb_pages--;
   fifo->bytes_held -= page->map_size;
   char *base = (char *)page - page->hot.color;
-  asan_open(base, page->map_size);
+  /* The whole mapping back to plain memory before the memset below writes
+   * it: ASan's poison, and Valgrind's view of the blocks freed in it
+   * (brisk_annotate_free left them no-access), which would otherwise also
+   * follow the mapping through the cache to the next fifo. */
+  brisk_annotate_internal(base, page->map_size);
   /* Into the mapping cache zero past its head, so that the next fifo to
    * take it clears the head alone: the used part is all that is not. A big
    * page over BIG_CACHED goes back to the OS: clearing it would cost more

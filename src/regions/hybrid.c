@@ -834,7 +834,11 @@ brisk_hybrid_t *brisk_hybrid_create(const brisk_hybrid_config_t *config) {
      * past its header, unless the last hybrid left it so at this place;
      * the entries and slow counts too, unless the last hybrid at this
      * address left them zero. The code table is zero: every destroy
-     * leaves it so. */
+     * leaves it so. Both words are safe to trust: only destroy puts a
+     * hybrid's mapping in the cache (writing them), a take matches the
+     * size exactly, and a size fixes self_at (plan_layout), so h is the
+     * last hybrid's own; with meta_size a page multiple below self_at, the
+     * same meta_at means the same meta_size. */
     bool meta_clean = h->clean_meta_at == l.meta_at;
     if (h->clean_slots_at == (uintptr_t)h && meta_clean) {
       memset(h, 0, offsetof(brisk_hybrid_t, slots));

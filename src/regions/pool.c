@@ -692,11 +692,11 @@ brisk_pool_t *brisk_pool_create(size_t obj_size, size_t align, size_t capacity) 
 void brisk_pool_destroy(brisk_pool_t *pool) {
   if (pool == NULL) return;
   _brisk_region_unregister(&pool->entry); /* nothing for a hybrid's bucket */
-  /* Clear our poisoning, so whatever is mapped here next starts clean. */
-#if BRISK_ASAN
-  brisk_annotate_internal(pool->objects, atomic_load_explicit(&pool->committed, memory_order_relaxed));
-#endif
-  brisk_annotate_mempool_destroy(pool);
+  /* Every object goes, and our poisoning with it (Valgrind's too: a free
+   * object is no-access but its link), so whatever is laid here next (a
+   * hybrid's bucket's memory is its mapping's) starts clean. */
+  brisk_annotate_mempool_release(pool, pool->objects,
+                                 atomic_load_explicit(&pool->committed, memory_order_relaxed));
   if (pool->external) return; /* its memory is its creator's */
   /* To the OS layer's cache: the header and the objects committed so far
    * are read-write (debug builds' live bits keep it from the cache). */

@@ -102,8 +102,10 @@
 #include "regions/thread_slot.h"
 
 #define BRISK_POOL_SHARDS 8u
-/* The bytes of a free object that hold its shard link. */
-#define BRISK_POOL_LINK_BYTES ((size_t)4)
+/* The bytes of a free object that the pool goes on using: its link, a
+ * shard's 4-byte index or a magazine's 8-byte pointer, in the same bytes
+ * (the tools must let the pool write either; the stride is at least 8). */
+#define BRISK_POOL_LINK_BYTES sizeof(uint8_t *)
 
 enum brisk_pool_mode_e { BRISK_POOL_SHARDED = 0, BRISK_POOL_CACHED = 1 };
 

@@ -5,6 +5,11 @@
  *   brisk_thread_slot ──(first call in a thread)── _brisk_thread_slot_acquire
  *       ctz over the free bits of slot_bitmap, CAS the bit set (acquire);
  *       a pthread key whose destructor gives the slot back (release).
+ *   slot_release (the key's destructor, at thread exit): the bit cleared
+ *       (release), and the thread marked as having no slot for good, so
+ *       that a call from a later key destructor (which may run in glibc's
+ *       last round, after which no destructor runs again) works on the
+ *       shared structures instead of taking a slot nobody would give back.
  */
 #include "regions/thread_slot.h"
 
@@ -24,7 +29,10 @@ static pthread_once_t slot_key_once = PTHREAD_ONCE_INIT;
 
 static void slot_release(void *value) {
   uint32_t slot = (uint32_t)(uintptr_t)value - 1;
-  _brisk_thread_slot_plus1 = 0;
+  /* No slot from now on (not "none yet", which would take one again):
+   * brisk_thread_slot answers BRISK_NO_THREAD_SLOT without a call, and the
+   * inline paths, reading line 0, go out of line to the shared structures. */
+  _brisk_thread_slot_plus1 = BRISK_NO_THREAD_SLOT + 1;
   brisk_thread_slot_line_ = 0;
   /* Release: this thread's writes to its per-slot entries happen before the
    * next holder's acquire CAS on the same bit. */
@@ -66,4 +74,12 @@ uint32_t _brisk_thread_slot_acquire(void) {
   _brisk_thread_slot_plus1 = slot + 1;
   brisk_thread_slot_line_ = slot != BRISK_NO_THREAD_SLOT ? (slot + 1) * BRISK_CACHE_LINE : 0;
   return slot;
+}
+
+uint32_t _brisk_thread_slots_held(void) {
+  uint32_t held = 0;
+  for (uint32_t w = 0; w < SLOT_WORDS; w++)
+    held += (uint32_t)__builtin_popcountll(
+        atomic_load_explicit(&slot_bitmap[w], memory_order_relaxed));
+  return held;
 }

@@ -30,7 +30,8 @@
 #define BRISK_NO_THREAD_SLOT BRISK_THREAD_SLOTS
 
 /* slot + 1 while the thread holds one; 0 before its first call;
- * BRISK_NO_THREAD_SLOT + 1 when every slot was taken at that call. */
+ * BRISK_NO_THREAD_SLOT + 1 when every slot was taken at that call, and
+ * once its slot was given back at thread exit. */
 extern BRISK_HIDDEN BRISK_TLS uint32_t _brisk_thread_slot_plus1;
 
 /* brisk_thread_slot_line_ (declared in brisk/internal.h, exported: the
@@ -41,6 +42,10 @@ extern BRISK_HIDDEN BRISK_TLS uint32_t _brisk_thread_slot_plus1;
  * that covers both "no slot" cases, in one TLS load (pool.c's fast paths). */
 
 BRISK_HIDDEN uint32_t _brisk_thread_slot_acquire(void);
+
+/* How many slots live threads hold now (relaxed: exact at a quiet point;
+ * for the tests). */
+BRISK_HIDDEN uint32_t _brisk_thread_slots_held(void);
 
 /* The calling thread's slot, or BRISK_NO_THREAD_SLOT. */
 BRISK_INLINE uint32_t brisk_thread_slot(void) {
