@@ -415,6 +415,7 @@ void _brisk_heap_post_remote(brisk_heap_t *owner, brisk_remote_node_t *node, uin
 void _brisk_heap_housekeeping(brisk_heap_t *heap) {
   _brisk_heap_flush_outbox(heap);
   _brisk_heap_retire_empty_heads(heap);
+  _brisk_heap_retire_kept_empty(heap);
   uint64_t now = _brisk_os_now_ms();
   tidy_stale_abandoned(now, true);
   /* Both lists may be emptied by brisk_collect(true) from another thread:

@@ -41,8 +41,50 @@
 
 static void queue_head_changed(brisk_heap_t *heap, size_t class_index);
 
+/*
+ * A page that empties (its last block freed; never a queue's pinned head)
+ * stays in its class queue, carved, until housekeeping finds it empty at
+ * two passes in a row: a loop that fills and empties a few pages (a batch
+ * of blocks allocated, then freed) would otherwise give them back to their
+ * segment and set them up again every time (the segment's lock, bitmap
+ * and purge list, page_init). At most BRISK_KEPT_EMPTY_PAGES pages and
+ * BRISK_KEPT_EMPTY_BYTES per heap, only while a thread owns the heap; past
+ * that a page that empties is retired at once. kept_seen is cleared when
+ * the page empties again, so a page in use between two passes stays.
+ */
+static bool keep_empty_page(brisk_heap_t *heap, brisk_page_t *page) {
+  if (page->kept_empty) {
+    page->kept_seen = 0;
+    return true;
+  }
+  size_t size = brisk_page_size(brisk_segment_of((uintptr_t)page));
+  if (heap->kept_empty_count == BRISK_KEPT_EMPTY_PAGES ||
+      heap->kept_empty_bytes + size > BRISK_KEPT_EMPTY_BYTES ||
+      brisk_load_relaxed(&heap->abandoned)) {
+    return false;
+  }
+  heap->kept_empty[heap->kept_empty_count++] = page;
+  heap->kept_empty_bytes += size;
+  page->kept_empty = 1;
+  page->kept_seen = 0;
+  return true;
+}
+
+/* Off the kept set: the last entry moves into the page's place. */
+static void unkeep_page(brisk_heap_t *heap, brisk_page_t *page) {
+  for (uint32_t i = 0; i < heap->kept_empty_count; i++) {
+    if (heap->kept_empty[i] != page) continue;
+    heap->kept_empty[i] = heap->kept_empty[--heap->kept_empty_count];
+    heap->kept_empty_bytes -= brisk_page_size(brisk_segment_of((uintptr_t)page));
+    page->kept_empty = 0;
+    return;
+  }
+  BRISK_ASSERT(!"a kept page is missing from its heap's kept set");
+}
+
 static void retire_page(brisk_heap_t *heap, brisk_page_t *page) {
   BRISK_ASSERT(page->used == 0 && !page->in_full_list);
+  if (page->kept_empty) unkeep_page(heap, page);
   BRISK_ASSERT(heap->pinned[page->class_index] != page);
   size_t class_index = page->class_index;
   brisk_page_queue_t *queue = &heap->queues[class_index];
@@ -100,6 +142,22 @@ void _brisk_heap_retire_empty_heads(brisk_heap_t *heap) {
     heap->pinned[class_index] = NULL;
     page->used = 0;
     retire_page(heap, page); /* pins the next head, if any */
+  }
+}
+
+void _brisk_heap_retire_kept_empty(brisk_heap_t *heap) {
+  uint32_t i = 0;
+  while (i < heap->kept_empty_count) {
+    brisk_page_t *page = heap->kept_empty[i];
+    /* Either call moves the last entry to i: look at i again. */
+    if (page->used != 0) {
+      unkeep_page(heap, page); /* in use again (a pinned head counts one) */
+    } else if (page->kept_seen) {
+      retire_page(heap, page);
+    } else {
+      page->kept_seen = 1;
+      i++;
+    }
   }
 }
 
@@ -377,7 +435,7 @@ void _brisk_page_free_slow(brisk_heap_t *heap, brisk_page_t *page) {
   if (heap->pinned[class_index] == page) {
     brisk_fatal_pointer("free", brisk_page_start(page), "double free in this page");
   }
-  retire_page(heap, page);
+  if (!keep_empty_page(heap, page)) retire_page(heap, page);
   /* A thread that only frees comes here now and then: post its batches. */
   _brisk_heap_flush_outbox(heap);
 }

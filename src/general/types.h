@@ -138,6 +138,8 @@ typedef struct brisk_page_s {
   uint8_t in_purge_list : 1;     /* free but still backed by memory */
   uint8_t is_committed : 1;      /* its memory has been touched since the last decommit */
   uint8_t in_full_list : 1;      /* on heap->full_pages (BRISK_PAGE_FULL_FLAG set) */
+  uint8_t kept_empty : 1;        /* in heap->kept_empty: emptied, kept in its queue */
+  uint8_t kept_seen : 1;         /* ... and found empty by housekeeping since */
   /* Statistics (owner only): the live blocks when the page last told its
    * heap (_brisk_page_fold_stats). In the padding: the descriptor stays 64 B. */
   uint16_t live_at_fold;
@@ -230,6 +232,9 @@ typedef struct brisk_remote_node_s {
  * batch it posted, at most this many ahead (heap.c: drain_batch), and gives
  * the rest back to their homes. */
 #define BRISK_KEPT_BATCHES     8
+/* Empty pages a heap keeps in its class queues at most, and their bytes. */
+#define BRISK_KEPT_EMPTY_PAGES 8
+#define BRISK_KEPT_EMPTY_BYTES ((size_t)512 * 1024)
 #define BRISK_BATCH_CHUNK_SIZE ((size_t)64 * 1024)
 #define BRISK_BATCH_CHUNKS     16
 
@@ -316,6 +321,11 @@ typedef struct brisk_heap_s {
   brisk_page_t *pinned[BRISK_CLASS_COUNT];
   /* Housekeeping's record of empty heads (see _brisk_heap_retire_empty_heads). */
   uintptr_t idle_head_snapshot[BRISK_CLASS_COUNT];
+  /* Pages that emptied and wait in their class queues, carved, rather than
+   * going back to their segments at once (page.c: keep_empty_page). */
+  brisk_page_t *kept_empty[BRISK_KEPT_EMPTY_PAGES];
+  uint32_t kept_empty_count;
+  size_t kept_empty_bytes;
   brisk_page_queue_t full_pages;
   brisk_purge_list_t purge_lists[BRISK_KIND_COUNT_PAGED]; /* free pages still backed */
   brisk_segment_t *available[BRISK_KIND_COUNT_PAGED]; /* segments with a free page */

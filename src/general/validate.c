@@ -9,6 +9,7 @@
  *       and heap, not marked full; its head pinned while a thread owns the
  *       heap; the direct table's words of the class point at the head
  *     the full list: links, flags, the full flag in `used`
+ *     the kept set of empty pages against the pages marked kept
  *     each page on a list: its free and local_free lists inside the page,
  *       on block starts, no block twice, and with the live blocks no more
  *       than the page has carved (blocks freed by other threads and not
@@ -145,13 +146,17 @@ void _brisk_heap_validate(brisk_heap_t *heap) {
   static pthread_mutex_t marks_lock = PTHREAD_MUTEX_INITIALIZER;
   if (pthread_mutex_trylock(&marks_lock) != 0) return;
   bool owned = !brisk_load_relaxed(&heap->abandoned);
-  size_t pages_on_lists = 0;
+  size_t pages_on_lists = 0, kept_pages = 0, kept_bytes = 0;
   for (size_t c = 1; c < BRISK_CLASS_COUNT; c++) {
     const brisk_page_queue_t *queue = &heap->queues[c];
     check_queue_links(queue, "a class queue's links disagree");
     for (const brisk_page_t *page = queue->head; page != NULL; page = page->next) {
       check_page(heap, page, c, false, &marks);
       pages_on_lists++;
+      if (page->kept_empty) {
+        kept_pages++;
+        kept_bytes += brisk_page_size(brisk_segment_of((uintptr_t)page));
+      }
     }
     const brisk_page_t *pinned = heap->pinned[c];
     CHECK(pinned == NULL || pinned == queue->head, pinned, "a pinned page is not its queue's head");
@@ -167,6 +172,17 @@ void _brisk_heap_validate(brisk_heap_t *heap) {
   for (const brisk_page_t *page = heap->full_pages.head; page != NULL; page = page->next) {
     check_page(heap, page, page->class_index, true, &marks);
     pages_on_lists++;
+    if (page->kept_empty) {
+      kept_pages++;
+      kept_bytes += brisk_page_size(brisk_segment_of((uintptr_t)page));
+    }
+  }
+  /* A page in the kept set may be in use again until housekeeping drops it. */
+  CHECK(kept_pages == heap->kept_empty_count && kept_bytes == heap->kept_empty_bytes, NULL,
+        "the pages marked kept empty disagree with the heap's kept set");
+  for (uint32_t i = 0; i < heap->kept_empty_count; i++) {
+    CHECK(heap->kept_empty[i]->kept_empty && heap->kept_empty[i]->in_use, heap->kept_empty[i],
+          "a page in the kept set is not marked kept, or serves no class");
   }
 
   /* Segments, the purge list and the page maps change under the memory
