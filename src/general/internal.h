@@ -520,10 +520,10 @@ BRISK_HIDDEN void _brisk_heap_unpin_all(brisk_heap_t *heap);
 BRISK_HIDDEN void _brisk_heap_pin_all(brisk_heap_t *heap);
 /* Housekeeping: retire head pages that hold nothing but their pin, so an
  * idle class gives its page back (through the purge list). */
-/* page.c: retire the kept empty pages housekeeping found empty last time
- * too; drop from the set those in use again. */
-BRISK_HIDDEN void _brisk_heap_retire_kept_empty(brisk_heap_t *heap);
 BRISK_HIDDEN void _brisk_heap_retire_empty_heads(brisk_heap_t *heap);
+/* Housekeeping: retire the kept empty pages found empty at the last pass
+ * too; drop from the kept set those in use again. */
+BRISK_HIDDEN void _brisk_heap_retire_kept_empty(brisk_heap_t *heap);
 
 /* ---- huge.c: blocks above BRISK_LARGE_MAX, each in its own mapping ---- */
 
