@@ -166,6 +166,21 @@ void expect_child_ok(pid_t pid, int fork_number) {
   }
 }
 
+// Forks; the child frees the hammers' slots (their contents may have been
+// mid-write at the fork), purges every heap if asked, allocates and exits;
+// the parent checks how it ended.
+void fork_a_child_that_allocates(Hammers &hammers, int fork_number, uint64_t seed, bool collect) {
+  pid_t pid = fork();
+  ASSERT_NE(pid, -1) << std::strerror(errno);
+  if (pid == 0) {
+    alarm(10);  // a deadlocked child dies of SIGALRM instead of hanging the test
+    hammers.free_slots_in_child();
+    if (collect) brisk_collect(true);
+    _exit(child_allocates(seed, 300));
+  }
+  expect_child_ok(pid, fork_number);
+}
+
 // fork() while the other threads are inside malloc and free: brisk's fork
 // handlers hold its locks across the fork, so every child finds brisk whole,
 // whatever the other threads were doing at that instant.
@@ -175,14 +190,7 @@ TEST(Lifecycle, ForkManyTimesWhileThreadsMallocAndFree) {
   for (int i = 0; i < forks; i++) {
     const long target = hammers.steps() + 200;
     while (hammers.steps() < target) std::this_thread::yield();
-    pid_t pid = fork();
-    ASSERT_NE(pid, -1) << std::strerror(errno);
-    if (pid == 0) {
-      alarm(10);  // a deadlocked child dies of SIGALRM instead of hanging the test
-      hammers.free_slots_in_child();
-      _exit(child_allocates(static_cast<uint64_t>(i) << 20, 300));
-    }
-    expect_child_ok(pid, i);
+    fork_a_child_that_allocates(hammers, i, static_cast<uint64_t>(i) << 20, false);
   }
   hammers.stop();
   EXPECT_EQ(hammers.failures(), 0);
@@ -210,15 +218,7 @@ TEST(Lifecycle, ForkWhileAnotherThreadCollectsEveryHeap) {
   for (int i = 0; i < forks; i++) {
     const long target = collects.load() + 2;
     while (collects.load() < target) std::this_thread::yield();
-    pid_t pid = fork();
-    ASSERT_NE(pid, -1) << std::strerror(errno);
-    if (pid == 0) {
-      alarm(10);  // a deadlocked child dies of SIGALRM instead of hanging the test
-      hammers.free_slots_in_child();
-      brisk_collect(true);
-      _exit(child_allocates(static_cast<uint64_t>(i) << 28, 300));
-    }
-    expect_child_ok(pid, i);
+    fork_a_child_that_allocates(hammers, i, static_cast<uint64_t>(i) << 28, true);
   }
   stop.store(true);
   collector.join();

@@ -178,6 +178,18 @@ static void cache_remove(brisk_heap_t *heap, size_t index) {
 
 static void cache_trim(brisk_heap_t *heap, uint64_t now_ms, uint64_t max_age_ms);
 
+/* The entry freed longest ago goes back to the system (the cache holds
+ * one at least). */
+static void cache_drop_oldest(brisk_heap_t *heap) {
+  size_t oldest = 0;
+  for (size_t i = 1; i < heap->huge_cache_count; i++) {
+    if (heap->huge_cache[i].freed_at_ms < heap->huge_cache[oldest].freed_at_ms) oldest = i;
+  }
+  brisk_segment_t *victim = heap->huge_cache[oldest].segment;
+  cache_remove(heap, oldest);
+  huge_unmap_freed(victim);
+}
+
 /* The cached mapping closest in size to `needed`, made to fit: a smaller
  * one grows (its touched pages come along, so only the new part faults). */
 static brisk_segment_t *cache_take(brisk_heap_t *heap, size_t needed) {
@@ -272,13 +284,7 @@ void _brisk_huge_free(brisk_heap_t *heap, brisk_segment_t *segment) {
   while (heap->huge_cache_count == BRISK_HUGE_CACHE_ENTRIES ||
          (heap->huge_cache_count != 0 &&
           heap->huge_cache_bytes + segment->mapped_size > HUGE_CACHE_MAX_BYTES)) {
-    size_t oldest = 0;
-    for (size_t i = 1; i < heap->huge_cache_count; i++) {
-      if (heap->huge_cache[i].freed_at_ms < heap->huge_cache[oldest].freed_at_ms) oldest = i;
-    }
-    brisk_segment_t *victim = heap->huge_cache[oldest].segment;
-    cache_remove(heap, oldest);
-    huge_unmap_freed(victim);
+    cache_drop_oldest(heap);
   }
   uint64_t now_ms = _brisk_os_now_ms();
   /* Entries idle past their age go now too: a thread that frees its huge
@@ -309,15 +315,7 @@ static void cache_trim(brisk_heap_t *heap, uint64_t now_ms, uint64_t max_age_ms)
 
 void _brisk_huge_cache_trim_to(brisk_heap_t *heap, size_t max_bytes) {
   _brisk_heap_lock_memory(heap);
-  while (heap->huge_cache_bytes > max_bytes) {
-    size_t oldest = 0;
-    for (size_t i = 1; i < heap->huge_cache_count; i++) {
-      if (heap->huge_cache[i].freed_at_ms < heap->huge_cache[oldest].freed_at_ms) oldest = i;
-    }
-    brisk_segment_t *victim = heap->huge_cache[oldest].segment;
-    cache_remove(heap, oldest);
-    huge_unmap_freed(victim);
-  }
+  while (heap->huge_cache_bytes > max_bytes) cache_drop_oldest(heap);
   _brisk_heap_unlock_memory(heap);
 }
 
