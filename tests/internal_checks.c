@@ -78,6 +78,11 @@ uintptr_t brisk_test_owner_thread(const void *p) {
 
 uintptr_t brisk_test_thread_id(void) { return brisk_thread_id(); }
 
+int brisk_test_page_in_use(const void *p) {
+  brisk_segment_t *segment = brisk_segment_of((uintptr_t)p);
+  return brisk_page_of(segment, (uintptr_t)p)->in_use;
+}
+
 uint64_t brisk_test_set_purge_delay_ms(uint64_t delay_ms) {
   uint64_t old = _brisk_options.purge_delay_ms;
   _brisk_options.purge_delay_ms = delay_ms;

@@ -36,6 +36,10 @@ void brisk_test_validate_idle_heaps(void);
 uintptr_t brisk_test_owner_thread(const void *p);
 uintptr_t brisk_test_thread_id(void);
 
+// Whether the page of p's size-class block serves a class (a page retired
+// to its segment does not). At a quiet point.
+int brisk_test_page_in_use(const void *p);
+
 // Sets the purge delay (BRISK_PURGE_DELAY_MS, which also paces the tidy of
 // abandoned heaps) for the rest of the process; returns the one before.
 uint64_t brisk_test_set_purge_delay_ms(uint64_t delay_ms);

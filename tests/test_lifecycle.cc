@@ -13,6 +13,7 @@
 #include <sys/wait.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <atomic>
 #include <cerrno>
 #include <cstdint>
@@ -532,6 +533,88 @@ TEST(Lifecycle, PagesABatchEmptiedWaitForTheNextBatch) {
     EXPECT_LE(pages_later + 2, pages_kept) << "pages kept empty were never given back";
     brisk_test_validate_own_heap();
   }).join();
+}
+
+// Blocks of 2 KiB on four 64 KiB pages (the fourth its queue's head): the
+// blocks, and the page each is on.
+constexpr size_t kKeptBlockSize = 2048;
+uintptr_t page_of(const void *p) { return reinterpret_cast<uintptr_t>(p) >> 16; }
+
+std::vector<void *> fill_four_pages() {
+  std::vector<void *> blocks;
+  std::vector<uintptr_t> pages;
+  while (pages.size() < 4) {
+    void *p = brisk_malloc(kKeptBlockSize);
+    EXPECT_NE(p, nullptr);
+    if (p == nullptr) break;
+    if (std::find(pages.begin(), pages.end(), page_of(p)) == pages.end()) {
+      pages.push_back(page_of(p));
+    }
+    blocks.push_back(p);
+  }
+  return blocks;
+}
+
+// A page kept empty in its class queue that was in use again when its
+// thread exited (one block left, freed later by another thread) goes back
+// to its segment when that block comes back to the abandoned heap: a heap
+// nobody owns keeps no empty page in its queues (page.c), and one already
+// tidied would hold it until some thread adopted the heap.
+TEST(Lifecycle, APageKeptEmptyThenUsedAgainGoesBackWhenItsThreadIsGone) {
+  // This thread owns a heap, so that its free below is another heap's (a
+  // thread without one would adopt the abandoned heap for it).
+  brisk_free(brisk_malloc(16));
+  void *last = nullptr;
+  std::thread([&last] {
+    std::vector<void *> blocks = fill_four_pages();
+    ASSERT_GE(blocks.size(), 8u);
+    // Empty the second page (not the head): it stays in its queue, kept.
+    const uintptr_t second = page_of(blocks[blocks.size() / 2]);
+    std::vector<void *> rest;
+    for (void *p : blocks) {
+      if (page_of(p) == second) {
+        brisk_free(p);
+      } else {
+        rest.push_back(p);
+      }
+    }
+    // Fill the head page: the next block comes from the kept page.
+    const uintptr_t head = page_of(rest.back());
+    void *p;
+    while (page_of(p = brisk_malloc(kKeptBlockSize)) == head) rest.push_back(p);
+    ASSERT_EQ(page_of(p), second) << "the emptied page was not kept in its queue";
+    last = p;
+    for (void *q : rest) brisk_free(q);
+  }).join();
+  ASSERT_NE(last, nullptr);
+  EXPECT_TRUE(brisk_collect(false));  // tidies the abandoned heap
+  ASSERT_TRUE(brisk_test_page_in_use(last));
+  brisk_free(last);      // to the abandoned, tidied heap
+  brisk_collect(false);  // posts it
+  EXPECT_FALSE(brisk_test_page_in_use(last)) << "the abandoned heap kept its emptied page";
+  brisk_test_validate_idle_heaps();
+}
+
+// An exiting thread's pages kept empty go back to their segment (onto the
+// purge list, which keeps at most WARM_FREE_BYTES backed): a warm heap
+// waiting for an adopter holds its queues' pinned heads, no more.
+TEST(Lifecycle, AnExitingThreadKeepsNoEmptyPageInItsQueues) {
+  HeldClock clock;  // the abandoned heap stays warm: nobody tidies it meanwhile
+  brisk_collect(false);
+  const size_t pages_before = purge_stats().general.pages_in_use;
+  std::thread([] {
+    std::vector<void *> blocks = fill_four_pages();
+    const size_t pages_full = purge_stats().general.pages_in_use;
+    for (void *p : blocks) brisk_free(p);
+    // Three pages emptied behind the head: kept while the thread runs.
+    EXPECT_EQ(purge_stats().general.pages_in_use, pages_full)
+        << "no page was kept empty: the check below proves nothing";
+  }).join();
+  const size_t pages_after = purge_stats().general.pages_in_use;
+  std::printf("pages in use: %zu before the thread, %zu after its exit\n", pages_before,
+              pages_after);
+  EXPECT_LE(pages_after, pages_before + 1) << "the abandoned heap holds pages kept empty";
+  brisk_test_validate_idle_heaps();
 }
 
 // An exiting thread's heap waits warm with the huge mappings it cached: the

@@ -552,6 +552,11 @@ static void thread_exit(void *value) {
    * they would wait unused. */
   heap->keep_credit = 0;
   _brisk_heap_drain_remote(heap);
+  /* Pages kept empty wait for housekeeping, which nobody runs for a heap no
+   * thread owns: those still empty go to the purge list (bounded below), and
+   * a page in use again would otherwise stay kept when it empties later,
+   * even in a heap already tidied. */
+  _brisk_heap_drop_kept_empty(heap);
   _brisk_heap_fold_stats(heap);
   brisk_global_stat_add(BRISK_STAT_HEAPS_ABANDONED, 1);
   uint64_t now = _brisk_os_now_ms();

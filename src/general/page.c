@@ -53,14 +53,17 @@ static void queue_head_changed(brisk_heap_t *heap, size_t class_index);
  * the page empties again, so a page in use between two passes stays.
  */
 static bool keep_empty_page(brisk_heap_t *heap, brisk_page_t *page) {
+  /* A heap nobody owns has no housekeeping to give a kept page back: a
+   * page emptied by the frees drained on its behalf is retired at once
+   * (thread exit drops the set: _brisk_heap_drop_kept_empty). */
+  if (brisk_load_relaxed(&heap->abandoned)) return false;
   if (page->kept_empty) {
     page->kept_seen = 0;
     return true;
   }
   size_t size = brisk_page_size(brisk_segment_of((uintptr_t)page));
   if (heap->kept_empty_count == BRISK_KEPT_EMPTY_PAGES ||
-      heap->kept_empty_bytes + size > BRISK_KEPT_EMPTY_BYTES ||
-      brisk_load_relaxed(&heap->abandoned)) {
+      heap->kept_empty_bytes + size > BRISK_KEPT_EMPTY_BYTES) {
     return false;
   }
   heap->kept_empty[heap->kept_empty_count++] = page;
@@ -157,6 +160,18 @@ void _brisk_heap_retire_kept_empty(brisk_heap_t *heap) {
     } else {
       page->kept_seen = 1;
       i++;
+    }
+  }
+}
+
+void _brisk_heap_drop_kept_empty(brisk_heap_t *heap) {
+  while (heap->kept_empty_count != 0) {
+    brisk_page_t *page = heap->kept_empty[heap->kept_empty_count - 1];
+    /* A page still empty is no queue's pinned head (that counts one). */
+    if (page->used == 0) {
+      retire_page(heap, page);
+    } else {
+      unkeep_page(heap, page);
     }
   }
 }

@@ -180,6 +180,7 @@ void _brisk_heap_validate(brisk_heap_t *heap) {
   /* A page in the kept set may be in use again until housekeeping drops it. */
   CHECK(kept_pages == heap->kept_empty_count && kept_bytes == heap->kept_empty_bytes, NULL,
         "the pages marked kept empty disagree with the heap's kept set");
+  CHECK(owned || heap->kept_empty_count == 0, NULL, "a heap no thread owns keeps empty pages");
   for (uint32_t i = 0; i < heap->kept_empty_count; i++) {
     CHECK(heap->kept_empty[i]->kept_empty && heap->kept_empty[i]->in_use, heap->kept_empty[i],
           "a page in the kept set is not marked kept, or serves no class");
