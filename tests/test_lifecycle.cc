@@ -564,6 +564,7 @@ TEST(Lifecycle, APageKeptEmptyThenUsedAgainGoesBackWhenItsThreadIsGone) {
   // This thread owns a heap, so that its free below is another heap's (a
   // thread without one would adopt the abandoned heap for it).
   brisk_free(brisk_malloc(16));
+  brisk_collect(false);  // the heap the thread adopts, if any, tidied: no head pages
   void *last = nullptr;
   std::thread([&last] {
     std::vector<void *> blocks = fill_four_pages();
