@@ -196,6 +196,8 @@ static brisk_segment_t *segment_new(brisk_heap_t *heap, brisk_segment_kind_t kin
     segment->free_pages[i / 64] = bits == 64 ? ~(uint64_t)0 : (((uint64_t)1 << bits) - 1);
   }
   segment->free_pages[0] &= ~(uint64_t)1;
+  /* No page serves a class yet: the secure build's free() must find out
+   * from the descriptor alone (brisk_page_set_no_blocks). */
   if (BRISK_SECURE) {
     for (size_t i = 0; i < page_count; i++) {
       brisk_page_set_no_blocks(&segment->pages[i], (uintptr_t)segment + (i << segment->page_shift));
