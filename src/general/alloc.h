@@ -108,10 +108,11 @@ BRISK_INLINE void brisk_free_inline(void *p) {
     BRISK_KEEP_IN_REGISTER(page);
     brisk_block_t *block = (brisk_block_t *)p;
     if (BRISK_SECURE) {
-      /* A page serving no class, or an interior pointer (of an aligned
-       * block, or a bad one): the checked path names it or finds the
+      /* An interior pointer (of an aligned block, or a bad one), or any
+       * address on a page serving no class, whose descriptor fails the test
+       * (brisk_page_set_no_blocks): the checked path names it or finds the
        * block's start. */
-      if (!page->in_use || !brisk_page_is_block_start(page, address)) {
+      if (!brisk_page_is_block_start(page, address)) {
         _brisk_free_not_local(p, segment);
         return;
       }

@@ -102,6 +102,17 @@ BRISK_INLINE bool brisk_page_is_block_start(const brisk_page_t *page, uintptr_t 
   return ((uint64_t)offset * page->block_magic) >> 22 == 0;
 }
 
+/* Secure build: the descriptor of a page serving no class (page 0, the
+ * segment's header, and every free page) fails brisk_page_is_block_start
+ * for every address on the page, so free()'s fast path needs no test of
+ * in_use before it reads the block: the offset from one byte before the
+ * page (1 .. the page size, at most 2^22) times 2^22, shifted back, is the
+ * offset, never 0. page_init sets the page's class's values. */
+BRISK_INLINE void brisk_page_set_no_blocks(brisk_page_t *page, uintptr_t page_base) {
+  page->start_low = (uint32_t)page_base - 1;
+  page->block_magic = (uint64_t)1 << 22;
+}
+
 /* ---- the secure build (BRISK_SECURE, base.h) ----
  *
  * Every block of a size class has a secret word (brisk_block_secret: its

@@ -40,15 +40,15 @@ void _brisk_secure_init(void) {
   _brisk_secure_keys[0] = keys[0] | 1;
 }
 
-void *_brisk_secure_malloc(size_t size, bool zero) {
+/* _brisk_secure_malloc past its pop from the class's head page. */
+static BRISK_NOINLINE void *secure_malloc_slow(size_t size, bool zero) {
   if (size > PTRDIFF_MAX) {
     errno = ENOMEM;
     return NULL;
   }
-  /* brisk_secure_malloc_inline's fast path failed (no free block on the
-   * page, or a size past the direct table), or calloc. A block too big for
-   * a size class once padded is huge: its own mapping, whose canary huge.c
-   * puts right after size, so it is asked for unpadded. */
+  /* A block too big for a size class once padded is huge: its own
+   * mapping, whose canary huge.c puts right after size, so it is asked for
+   * unpadded. */
   /* Size 0 is served as 1: the secure build has no 16-byte blocks
    * (internal.h). */
   size_t padded = size + BRISK_SECURE_OVERHEAD + (size == 0);
@@ -76,6 +76,33 @@ void *_brisk_secure_malloc(size_t size, bool zero) {
     if (zero) memset(p, 0, size);
   }
   return p;
+}
+
+void *_brisk_secure_malloc(size_t size, bool zero) {
+  /* brisk_secure_malloc_inline's fast path failed (no free block on the
+   * page, or a size past the direct table), or calloc. A size of a class
+   * whose head page has a free block: the pop of _brisk_malloc_generic's
+   * first lines, with the checks of malloc's fast path and the stamp,
+   * counting size as requested (the empty heap's queues are empty). The
+   * rest, and calloc, in secure_malloc_slow. */
+  if (BRISK_LIKELY(size - 1 < BRISK_LARGE_MAX - BRISK_SECURE_OVERHEAD && !zero)) {
+    brisk_heap_t *heap = _brisk_tls_heap;
+    brisk_page_t *page = heap->queues[brisk_size_to_class(size + BRISK_SECURE_OVERHEAD)].head;
+    if (BRISK_LIKELY(page != NULL && page->free != NULL)) {
+      brisk_block_t *block = page->free;
+      page->used++;
+      heap->bytes_requested_unfolded += size;
+      uint64_t secret = brisk_block_secret(block);
+      page->free = brisk_secure_pop(page, block, secret);
+      brisk_secure_stamp((uint8_t *)block, secret, (uint8_t *)block, size);
+      if (BRISK_UNLIKELY((++heap->class_allocations_unfolded[page->class_index] &
+                          (BRISK_ALLOCATIONS_PER_FOLD - 1)) == 0)) {
+        return _brisk_malloc_heartbeat(heap, block);
+      }
+      return block;
+    }
+  }
+  return secure_malloc_slow(size, zero);
 }
 
 void _brisk_secure_fatal_pop(const brisk_page_t *page, const brisk_block_t *block) {

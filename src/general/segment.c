@@ -196,6 +196,13 @@ static brisk_segment_t *segment_new(brisk_heap_t *heap, brisk_segment_kind_t kin
     segment->free_pages[i / 64] = bits == 64 ? ~(uint64_t)0 : (((uint64_t)1 << bits) - 1);
   }
   segment->free_pages[0] &= ~(uint64_t)1;
+  /* No page serves a class yet: the secure build's free() must find out
+   * from the descriptor alone (brisk_page_set_no_blocks). */
+  if (BRISK_SECURE) {
+    for (size_t i = 0; i < page_count; i++) {
+      brisk_page_set_no_blocks(&segment->pages[i], (uintptr_t)segment + (i << segment->page_shift));
+    }
+  }
   heap->empty_segments[kind]++;
   brisk_global_stat_add(BRISK_STAT_SEGMENTS, 1);
   brisk_global_stat_add(BRISK_STAT_SEGMENT_BYTES, (int64_t)segment->mapped_size);
@@ -404,6 +411,9 @@ void _brisk_segment_page_free(brisk_heap_t *heap, brisk_page_t *page) {
   uint64_t now_ms = _brisk_os_now_ms();
   brisk_store_relaxed(&segment->page_info[index], 0);
   page->in_use = 0;
+  if (BRISK_SECURE) {
+    brisk_page_set_no_blocks(page, (uintptr_t)segment + (index << segment->page_shift));
+  }
   brisk_global_stat_add(BRISK_STAT_PAGES_IN_USE, -1);
   brisk_global_stat_add(BRISK_STAT_PAGE_BYTES_IN_USE, -(int64_t)brisk_page_size(segment));
   page->free = NULL;

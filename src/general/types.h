@@ -145,7 +145,10 @@ typedef struct brisk_page_s {
   uint16_t live_at_fold;
   /* ceil(2^64 / block size): offset / block size is one multiplication,
    * and "is offset a multiple of the block size" one more test
-   * (brisk_page_is_block_start). 0 for a huge segment's page. */
+   * (brisk_page_is_block_start). 0 for a huge segment's page. In the
+   * secure build a page serving no class has values here and in start_low
+   * that fail the test for every address on it (brisk_page_set_no_blocks),
+   * so free() needs no test of in_use. */
   uint64_t block_magic;
   struct brisk_page_s *next;     /* class queue, full list, or purge list */
   struct brisk_page_s *prev;

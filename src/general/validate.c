@@ -126,6 +126,12 @@ static size_t check_segment(const brisk_heap_t *heap, const brisk_segment_t *seg
        * faulted in again (segment.c). */
       CHECK(page->in_purge_list == page->is_committed, page,
             "a free page is on the purge list without memory, or holds memory off it");
+      /* The secure build's free() reads a block on a page that passes the
+       * block-start test without asking whether it serves a class. */
+      uintptr_t base = (uintptr_t)segment + (i << segment->page_shift);
+      CHECK(!BRISK_SECURE || (!brisk_page_is_block_start(page, base) &&
+                              !brisk_page_is_block_start(page, base + BRISK_SECURE_PAGE_LEAD)),
+            page, "a free page's descriptor passes free()'s block-start test");
       if (page->in_purge_list) {
         (*purge_pages)++;
         *purge_bytes += brisk_page_size(segment);
