@@ -819,6 +819,13 @@ void late_destructor(void *value) {
 }
 
 TEST(HybridThreads, CallsFromLaterKeyDestructorsGiveTheirSlotBack) {
+#if defined(__SANITIZE_THREAD__)
+  // ThreadSanitizer's runtime has let go of an exiting thread's state by
+  // glibc's later destructor rounds: it crashed inside itself (SyncClock)
+  // on this test's own atomic add there, about 3 runs in 8. The release and
+  // ASan builds run it.
+  GTEST_SKIP() << "TSan cannot follow a thread through its late key destructors";
+#endif
   brisk_hybrid_config_t c = small_config(4096, 1 << 20, BRISK_REGION_THREAD_CACHE);
   HybridPtr h(brisk_hybrid_create(&c));
   ASSERT_NE(h, nullptr);
