@@ -415,7 +415,7 @@ void _brisk_heap_post_remote(brisk_heap_t *owner, brisk_remote_node_t *node, uin
 void _brisk_heap_housekeeping(brisk_heap_t *heap) {
   _brisk_heap_flush_outbox(heap);
   _brisk_heap_retire_empty_heads(heap);
-  _brisk_heap_retire_kept_empty(heap);
+  _brisk_heap_retire_kept_empty(heap, false);
   uint64_t now = _brisk_os_now_ms();
   tidy_stale_abandoned(now, true);
   /* Both lists may be emptied by brisk_collect(true) from another thread:
@@ -556,7 +556,7 @@ static void thread_exit(void *value) {
    * thread owns: those still empty go to the purge list (bounded below), and
    * a page in use again would otherwise stay kept when it empties later,
    * even in a heap already tidied. */
-  _brisk_heap_drop_kept_empty(heap);
+  _brisk_heap_retire_kept_empty(heap, true);
   _brisk_heap_fold_stats(heap);
   brisk_global_stat_add(BRISK_STAT_HEAPS_ABANDONED, 1);
   uint64_t now = _brisk_os_now_ms();

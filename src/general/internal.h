@@ -532,12 +532,11 @@ BRISK_HIDDEN void _brisk_heap_pin_all(brisk_heap_t *heap);
 /* Housekeeping: retire head pages that hold nothing but their pin, so an
  * idle class gives its page back (through the purge list). */
 BRISK_HIDDEN void _brisk_heap_retire_empty_heads(brisk_heap_t *heap);
-/* Housekeeping: retire the kept empty pages found empty at the last pass
- * too; drop from the kept set those in use again. */
-BRISK_HIDDEN void _brisk_heap_retire_kept_empty(brisk_heap_t *heap);
-/* Thread exit: empty the kept set (housekeeping no longer runs): retire the
- * pages still empty, drop those in use again. The heap must be `abandoned`. */
-BRISK_HIDDEN void _brisk_heap_drop_kept_empty(brisk_heap_t *heap);
+/* Housekeeping (all false): retire the kept empty pages found empty at the
+ * last pass too, drop from the kept set those in use again. Thread exit
+ * (all true, the heap `abandoned`; housekeeping no longer runs): retire
+ * every page still empty, drop the rest, so the set ends empty. */
+BRISK_HIDDEN void _brisk_heap_retire_kept_empty(brisk_heap_t *heap, bool all);
 
 /* ---- huge.c: blocks above BRISK_LARGE_MAX, each in its own mapping ---- */
 

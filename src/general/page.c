@@ -55,19 +55,19 @@ static void queue_head_changed(brisk_heap_t *heap, size_t class_index);
 static bool keep_empty_page(brisk_heap_t *heap, brisk_page_t *page) {
   /* A heap nobody owns has no housekeeping to give a kept page back: a
    * page emptied by the frees drained on its behalf is retired at once
-   * (thread exit drops the set: _brisk_heap_drop_kept_empty). */
+   * (thread exit empties the set: _brisk_heap_retire_kept_empty). */
   if (brisk_load_relaxed(&heap->abandoned)) return false;
   if (page->kept_empty) {
     page->kept_seen = 0;
     return true;
   }
-  size_t size = brisk_page_size(brisk_segment_of((uintptr_t)page));
-  if (heap->kept_empty_count == BRISK_KEPT_EMPTY_PAGES ||
-      heap->kept_empty_bytes + size > BRISK_KEPT_EMPTY_BYTES) {
-    return false;
+  if (heap->kept_empty_count == BRISK_KEPT_EMPTY_PAGES) return false;
+  size_t bytes = brisk_page_size(brisk_segment_of((uintptr_t)page));
+  for (uint32_t i = 0; i < heap->kept_empty_count; i++) {
+    bytes += brisk_page_size(brisk_segment_of((uintptr_t)heap->kept_empty[i]));
   }
+  if (bytes > BRISK_KEPT_EMPTY_BYTES) return false;
   heap->kept_empty[heap->kept_empty_count++] = page;
-  heap->kept_empty_bytes += size;
   page->kept_empty = 1;
   page->kept_seen = 0;
   return true;
@@ -78,7 +78,6 @@ static void unkeep_page(brisk_heap_t *heap, brisk_page_t *page) {
   for (uint32_t i = 0; i < heap->kept_empty_count; i++) {
     if (heap->kept_empty[i] != page) continue;
     heap->kept_empty[i] = heap->kept_empty[--heap->kept_empty_count];
-    heap->kept_empty_bytes -= brisk_page_size(brisk_segment_of((uintptr_t)page));
     page->kept_empty = 0;
     return;
   }
@@ -148,30 +147,19 @@ void _brisk_heap_retire_empty_heads(brisk_heap_t *heap) {
   }
 }
 
-void _brisk_heap_retire_kept_empty(brisk_heap_t *heap) {
+void _brisk_heap_retire_kept_empty(brisk_heap_t *heap, bool all) {
   uint32_t i = 0;
   while (i < heap->kept_empty_count) {
     brisk_page_t *page = heap->kept_empty[i];
-    /* Either call moves the last entry to i: look at i again. */
+    /* Either call moves the last entry to i: look at i again. A page still
+     * empty is no queue's pinned head (that counts one). */
     if (page->used != 0) {
-      unkeep_page(heap, page); /* in use again (a pinned head counts one) */
-    } else if (page->kept_seen) {
+      unkeep_page(heap, page);
+    } else if (all || page->kept_seen) {
       retire_page(heap, page);
     } else {
       page->kept_seen = 1;
       i++;
-    }
-  }
-}
-
-void _brisk_heap_drop_kept_empty(brisk_heap_t *heap) {
-  while (heap->kept_empty_count != 0) {
-    brisk_page_t *page = heap->kept_empty[heap->kept_empty_count - 1];
-    /* A page still empty is no queue's pinned head (that counts one). */
-    if (page->used == 0) {
-      retire_page(heap, page);
-    } else {
-      unkeep_page(heap, page);
     }
   }
 }

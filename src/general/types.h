@@ -328,7 +328,6 @@ typedef struct brisk_heap_s {
    * going back to their segments at once (page.c: keep_empty_page). */
   brisk_page_t *kept_empty[BRISK_KEPT_EMPTY_PAGES];
   uint32_t kept_empty_count;
-  size_t kept_empty_bytes;
   brisk_page_queue_t full_pages;
   brisk_purge_list_t purge_lists[BRISK_KIND_COUNT_PAGED]; /* free pages still backed */
   brisk_segment_t *available[BRISK_KIND_COUNT_PAGED]; /* segments with a free page */

@@ -152,17 +152,14 @@ void _brisk_heap_validate(brisk_heap_t *heap) {
   static pthread_mutex_t marks_lock = PTHREAD_MUTEX_INITIALIZER;
   if (pthread_mutex_trylock(&marks_lock) != 0) return;
   bool owned = !brisk_load_relaxed(&heap->abandoned);
-  size_t pages_on_lists = 0, kept_pages = 0, kept_bytes = 0;
+  size_t pages_on_lists = 0, kept_pages = 0;
   for (size_t c = 1; c < BRISK_CLASS_COUNT; c++) {
     const brisk_page_queue_t *queue = &heap->queues[c];
     check_queue_links(queue, "a class queue's links disagree");
     for (const brisk_page_t *page = queue->head; page != NULL; page = page->next) {
       check_page(heap, page, c, false, &marks);
       pages_on_lists++;
-      if (page->kept_empty) {
-        kept_pages++;
-        kept_bytes += brisk_page_size(brisk_segment_of((uintptr_t)page));
-      }
+      kept_pages += page->kept_empty;
     }
     const brisk_page_t *pinned = heap->pinned[c];
     CHECK(pinned == NULL || pinned == queue->head, pinned, "a pinned page is not its queue's head");
@@ -178,13 +175,10 @@ void _brisk_heap_validate(brisk_heap_t *heap) {
   for (const brisk_page_t *page = heap->full_pages.head; page != NULL; page = page->next) {
     check_page(heap, page, page->class_index, true, &marks);
     pages_on_lists++;
-    if (page->kept_empty) {
-      kept_pages++;
-      kept_bytes += brisk_page_size(brisk_segment_of((uintptr_t)page));
-    }
+    kept_pages += page->kept_empty;
   }
   /* A page in the kept set may be in use again until housekeeping drops it. */
-  CHECK(kept_pages == heap->kept_empty_count && kept_bytes == heap->kept_empty_bytes, NULL,
+  CHECK(kept_pages == heap->kept_empty_count, NULL,
         "the pages marked kept empty disagree with the heap's kept set");
   CHECK(owned || heap->kept_empty_count == 0, NULL, "a heap no thread owns keeps empty pages");
   for (uint32_t i = 0; i < heap->kept_empty_count; i++) {
