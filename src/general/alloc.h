@@ -56,6 +56,21 @@ BRISK_INLINE void *brisk_malloc_raw(size_t size) {
   return _brisk_malloc_generic(size, heap, false);
 }
 
+/* The secure build's malloc of size bytes from block, the head of page's
+ * malloc list: the counts, the pop with its checks, the canary and header. */
+BRISK_INLINE void brisk_secure_take(brisk_heap_t *heap, brisk_page_t *page, brisk_block_t *block,
+                                    size_t size) {
+  /* The counts first (a failed check aborts anyway): fewer values live
+   * across the checks, so no register needs saving. */
+  page->used++;
+  heap->bytes_requested_unfolded += size;
+  /* The secret first: the stores below through brisk_word_t may alias the
+   * keys, which would make the compiler read them again. */
+  uint64_t secret = brisk_block_secret(block);
+  page->free = brisk_secure_pop(page, block, secret);
+  brisk_secure_stamp((uint8_t *)block, secret, (uint8_t *)block, size);
+}
+
 /* The secure build's malloc: brisk_malloc_raw's fast path for the padded
  * size, with the pop's checks (brisk_page_pop) and the stamp sharing one
  * secret word. */
@@ -70,15 +85,7 @@ BRISK_INLINE void *brisk_secure_malloc_inline(size_t size) {
     brisk_page_t *page = heap->direct[word];
     brisk_block_t *block = page->free;
     if (BRISK_LIKELY(block != NULL)) {
-      /* The counts first (a failed check aborts anyway): fewer values live
-       * across the checks, so no register needs saving. */
-      page->used++;
-      heap->bytes_requested_unfolded += size;
-      /* The secret first: the stores below through brisk_word_t may alias
-       * the keys, which would make the compiler read them again. */
-      uint64_t secret = brisk_block_secret(block);
-      page->free = brisk_secure_pop(page, block, secret);
-      brisk_secure_stamp((uint8_t *)block, secret, (uint8_t *)block, size);
+      brisk_secure_take(heap, page, block, size);
       if (BRISK_UNLIKELY(--heap->small_allocations_left[word] == 0)) {
         return _brisk_malloc_heartbeat(heap, block);
       }

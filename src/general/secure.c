@@ -90,11 +90,7 @@ void *_brisk_secure_malloc(size_t size, bool zero) {
     brisk_page_t *page = heap->queues[brisk_size_to_class(size + BRISK_SECURE_OVERHEAD)].head;
     if (BRISK_LIKELY(page != NULL && page->free != NULL)) {
       brisk_block_t *block = page->free;
-      page->used++;
-      heap->bytes_requested_unfolded += size;
-      uint64_t secret = brisk_block_secret(block);
-      page->free = brisk_secure_pop(page, block, secret);
-      brisk_secure_stamp((uint8_t *)block, secret, (uint8_t *)block, size);
+      brisk_secure_take(heap, page, block, size);
       if (BRISK_UNLIKELY((++heap->class_allocations_unfolded[page->class_index] &
                           (BRISK_ALLOCATIONS_PER_FOLD - 1)) == 0)) {
         return _brisk_malloc_heartbeat(heap, block);
