@@ -618,6 +618,50 @@ TEST(Lifecycle, AnExitingThreadKeepsNoEmptyPageInItsQueues) {
   brisk_test_validate_idle_heaps();
 }
 
+// A warm abandoned heap keeps no large page (4 MiB each) that empties,
+// neither a head its thread emptied before exit nor one that other threads'
+// frees empty later: a dozen large classes would otherwise hold 48 MiB per
+// exited thread until a tidy or an adopter.
+TEST(Lifecycle, AnAbandonedHeapKeepsNoEmptyLargePage) {
+  HeldClock clock;  // the abandoned heap stays warm: nobody tidies it meanwhile
+  brisk_collect(false);
+  std::atomic<int> stage{0};
+  std::vector<void *> handed;
+  // B frees what A hands it after A has exited; its exit posts those frees
+  // (its outbox) to A's abandoned heap.
+  std::thread freer([&] {
+    brisk_free(brisk_malloc(64));  // a heap of its own before A's exits
+    stage = 1;
+    while (stage.load() != 2) std::this_thread::yield();
+    for (void *p : handed) brisk_free(p);
+  });
+  while (stage.load() != 1) std::this_thread::yield();
+  const brisk_stats_t before = purge_stats();
+  std::thread([&handed] {
+    // One block of each large class (64 KiB .. 512 KiB) handed out, and one
+    // of each freed here: every head holds a block at exit, or none.
+    for (size_t size = 80 * 1024, i = 0; size <= 512 * 1024; size += 16 * 1024 << (i++ / 4)) {
+      void *p = brisk_malloc(size);
+      ASSERT_NE(p, nullptr);
+      std::memset(p, 1, size);
+      if (i % 2) handed.push_back(p);
+      else brisk_free(p);
+    }
+  }).join();
+  stage = 2;
+  freer.join();
+  const brisk_stats_t after = purge_stats();
+  std::printf("pages in use %zu -> %zu, free pages backed %zu -> %zu, held %zu -> %zu MiB\n",
+              before.general.pages_in_use, after.general.pages_in_use,
+              before.general.pages_committed, after.general.pages_committed,
+              before.general.bytes_held / kMiB, after.general.bytes_held / kMiB);
+  EXPECT_LE(after.general.pages_in_use, before.general.pages_in_use + 1)
+      << "large pages stayed in the abandoned heap's queues";
+  EXPECT_LT(after.general.bytes_held, before.general.bytes_held + 4 * kMiB)
+      << "the abandoned heap holds an empty large page";
+  brisk_test_validate_idle_heaps();
+}
+
 // An exiting thread's heap waits warm with the huge mappings it cached: the
 // next thread adopts the heap and gets the mapping back instead of mapping
 // (and faulting in) a new one, as a program running rounds of threads that

@@ -293,6 +293,7 @@ static void drain_abandoned(brisk_heap_t *heap) {
     atomic_thread_fence(memory_order_seq_cst);
     if (atomic_load_explicit(&heap->abandoned, memory_order_seq_cst)) {
       _brisk_heap_drain_remote(heap);
+      _brisk_heap_unpin_empty_large(heap);
       if ((++heap->generic_calls & 63) == 0) {
         _brisk_heap_purge(heap, _brisk_os_now_ms(), BRISK_PURGE_DELAY_MS);
       }
@@ -335,12 +336,18 @@ static void heap_tidy(brisk_heap_t *heap, bool purge_now) {
  * empty wait out the purge delay (and what the heap learnt to keep), and
  * its cached huge mappings stay, so a program that runs rounds of threads
  * gets them back instead of unmapping and faulting in again (heap_is_cold
- * in segment.c). At most WARM_ABANDONED_MAX heaps wait warm, each with at
- * most WARM_FREE_BYTES of free pages still backed and WARM_HUGE_BYTES of
- * cached huge mappings (the oldest beyond are given back at exit): an
- * exiting thread beyond them tidies its own heap at once. Threads that exit
- * while the rest of the program sits idle strand at most that much free
- * memory, never more than they held.
+ * in segment.c). At most WARM_ABANDONED_MAX heaps wait warm; an exiting
+ * thread beyond them tidies its own heap at once. A warm heap keeps from
+ * its thread WARM_FREE_BYTES of free pages still backed, a pinned head per
+ * small and medium class (64 KiB and 512 KiB pages, about 16 MiB in all)
+ * and WARM_HUGE_BYTES of cached huge mappings; the rest goes back at exit.
+ * Pages that other threads' frees empty later wait as in a live heap (the
+ * purge delay, the limit on free bytes kept backed), except large ones: a
+ * 4 MiB page each, a dozen classes of them would outweigh all the rest, so
+ * they go back as they empty, pinned heads included
+ * (_brisk_heap_unpin_empty_large, _brisk_segment_page_free). Threads that
+ * exit while the rest of the program sits idle strand at most that much
+ * free memory, never more than they held.
  * `untidied_abandoned` lets every other call of that function return after
  * one load; `next_tidy_pass_ms` lets one thread at a time make the pass.
  */
@@ -562,6 +569,7 @@ static void thread_exit(void *value) {
   uint64_t now = _brisk_os_now_ms();
   heap->abandoned_at_ms = now;
   if (warm) {
+    _brisk_heap_unpin_empty_large(heap);
     _brisk_heap_purge_down_to(heap, WARM_FREE_BYTES);
     _brisk_huge_cache_trim_to(heap, WARM_HUGE_BYTES);
   } else {

@@ -526,8 +526,12 @@ BRISK_HIDDEN void _brisk_page_free_slow(brisk_heap_t *heap, brisk_page_t *page);
 BRISK_HIDDEN void _brisk_page_free_block(brisk_heap_t *heap, brisk_page_t *page, brisk_block_t *block);
 /* Retire every empty page of the heap (pinned heads excepted). */
 BRISK_HIDDEN void _brisk_heap_collect_all(brisk_heap_t *heap);
-/* Drop the head pins when a heap is abandoned; restore them on adoption. */
+/* Drop the head pins when a heap is tidied; restore them on adoption. */
 BRISK_HIDDEN void _brisk_heap_unpin_all(brisk_heap_t *heap);
+/* Retire the heads of large classes (a 4 MiB page each) that hold nothing
+ * but their pin: a warm abandoned heap keeps its small and medium heads for
+ * its adopter, not these (heap.c). */
+BRISK_HIDDEN void _brisk_heap_unpin_empty_large(brisk_heap_t *heap);
 BRISK_HIDDEN void _brisk_heap_pin_all(brisk_heap_t *heap);
 /* Housekeeping: retire head pages that hold nothing but their pin, so an
  * idle class gives its page back (through the purge list). */

@@ -119,13 +119,21 @@ static void queue_head_changed(brisk_heap_t *heap, size_t class_index) {
   for (size_t word = first_word; word <= size / 8; word++) heap->direct[word] = direct;
 }
 
-void _brisk_heap_unpin_all(brisk_heap_t *heap) {
-  for (size_t class_index = 1; class_index < BRISK_CLASS_COUNT; class_index++) {
+static void unpin_classes(brisk_heap_t *heap, size_t first_class, bool only_empty) {
+  for (size_t class_index = first_class; class_index < BRISK_CLASS_COUNT; class_index++) {
     brisk_page_t *page = heap->pinned[class_index];
-    if (page == NULL) continue;
+    if (page == NULL || (only_empty && page->used != 1)) continue;
     heap->pinned[class_index] = NULL;
     if (--page->used == 0) retire_page(heap, page);
   }
+}
+
+void _brisk_heap_unpin_all(brisk_heap_t *heap) {
+  unpin_classes(heap, 1, false);
+}
+
+void _brisk_heap_unpin_empty_large(brisk_heap_t *heap) {
+  unpin_classes(heap, BRISK_CLASS_MEDIUM_LAST + 1, true);
 }
 
 void _brisk_heap_retire_empty_heads(brisk_heap_t *heap) {

@@ -420,7 +420,11 @@ void _brisk_segment_page_free(brisk_heap_t *heap, brisk_page_t *page) {
   page->local_free = NULL;
   segment->free_pages[index / 64] |= (uint64_t)1 << (index % 64);
   if (!segment->in_available_list) available_push(heap, segment);
-  if (page->is_committed) purge_list_append(heap, page, now_ms);
+  if (page->is_committed) {
+    purge_list_append(heap, page, now_ms);
+    /* A warm abandoned heap keeps no large page that empties (heap.c). */
+    if (brisk_load_relaxed(&heap->abandoned) && segment->kind == BRISK_KIND_LARGE) purge_page(heap, page);
+  }
 
   if (--segment->used_pages == 0) {
     heap->empty_segments[segment->kind]++;
