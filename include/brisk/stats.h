@@ -138,8 +138,10 @@ typedef struct brisk_region_cache_stats_s {
 typedef struct brisk_purge_stats_s {
   uint64_t delay_ms;          /* the base delay (BRISK_PURGE_DELAY_MS; 0: at once) */
   uint64_t max_delay_ms;      /* the longest a kept page waits (BRISK_PURGE_DELAY_MAX_MS) */
-  uint64_t bytes_refaulted;   /* pages faulted in again soon after their purge by delay:
-                                 what each heap learnt to keep */
+  uint64_t bytes_refaulted;   /* pages faulted in soon after a purge by delay of as many
+                                 bytes of their kind (purged pages, or fresh ones taken in
+                                 their stead): faults that keeping the purged pages would
+                                 have saved, and what each heap learnt to keep */
   uint64_t bytes_reused_late; /* free pages taken back after more than the base delay,
                                  each a page the base delay alone would have purged */
 } brisk_purge_stats_t;
