@@ -388,13 +388,19 @@ static size_t tidy_stale_abandoned(uint64_t now, bool wait) {
   }
   for (brisk_heap_t *heap = abandoned_heaps; heap != NULL && count < MAX_PER_PASS;
        heap = heap->next_abandoned) {
-    /* abandoned_at_ms may be later than `now`, read before that exit. */
+    /* abandoned_at_ms may be later than `now`, read before that exit. A
+     * heap already tidied is passed over without its drain_lock: a free
+     * that finds the lock taken leaves its block to the holder
+     * (drain_abandoned), which here would have nothing else to do. */
     if (heap->abandoned_at_ms > now || now - heap->abandoned_at_ms < ABANDONED_TIDY_DELAY_MS ||
-        !drain_lock_try(heap)) {
+        atomic_load_explicit(&heap->tidied, memory_order_relaxed) || !drain_lock_try(heap)) {
       continue;
     }
     if (atomic_load_explicit(&heap->tidied, memory_order_relaxed)) {
+      /* Tidied by a concurrent pass (brisk_collect's) since the test above:
+       * honour the frees that found its lock taken meanwhile. */
       drain_lock_release(heap);
+      drain_abandoned(heap);
       continue;
     }
     stale[count++] = heap;
@@ -471,6 +477,7 @@ void _brisk_heaps_validate_idle(void) {
     if (!drain_lock_try(heap)) continue; /* being tidied by another thread */
     if (brisk_load_relaxed(&heap->abandoned)) _brisk_heap_validate(heap);
     drain_lock_release(heap);
+    drain_abandoned(heap); /* frees that failed to take the lock meanwhile */
   }
   pthread_mutex_unlock(&heaps_lock);
 }
@@ -621,11 +628,22 @@ static void fork_prepare(void) {
   }
 }
 
+/* Frees into an abandoned heap that found its drain_lock taken while fork
+ * held them all: drained now, by the thread that held the locks
+ * (drain_abandoned's protocol). Called with heaps_lock held, every
+ * drain_lock and memory_lock free again. */
+static void drain_abandoned_after_fork(void) {
+  for (brisk_heap_t *heap = abandoned_heaps; heap != NULL; heap = heap->next_abandoned) {
+    drain_abandoned(heap);
+  }
+}
+
 static void fork_parent(void) {
   for (brisk_heap_t *heap = all_heaps; heap != NULL; heap = heap->next_all) {
     _brisk_heap_unlock_memory(heap);
     drain_lock_release(heap);
   }
+  drain_abandoned_after_fork();
   pthread_mutex_unlock(&heaps_lock);
 }
 
