@@ -26,6 +26,7 @@ void brisk_test_fifo_validate(const brisk_fifo_t *fifo) { _brisk_fifo_validate(f
 void brisk_test_hybrid_validate(const brisk_hybrid_t *hybrid) { _brisk_hybrid_validate(hybrid); }
 
 unsigned brisk_test_thread_slots_held(void) { return _brisk_thread_slots_held(); }
+unsigned brisk_test_thread_slots_reclaim(void) { return _brisk_thread_slots_reclaim(); }
 
 bool brisk_test_hybrid_add_room(brisk_hybrid_t *hybrid, size_t size, long delta) {
   _Atomic size_t *word = _brisk_hybrid_class_word(hybrid, size);

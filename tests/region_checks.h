@@ -54,6 +54,10 @@ void brisk_test_hybrid_validate(const brisk_hybrid_t *hybrid);
 // per-thread caches of pools, buddies and hybrids) live threads hold now;
 // exact at a quiet point.
 unsigned brisk_test_thread_slots_held(void);
+// Give back the slots of threads that died holding one (their key
+// destructor never ran: thread_slot.c), as a thread that finds every slot
+// held does; returns how many.
+unsigned brisk_test_thread_slots_reclaim(void);
 
 // Corruptions. Push p onto the pool's free objects as brisk_pool_free's own
 // push does (the caller's magazine with the per-thread cache, its home

@@ -1,7 +1,8 @@
 /*
  * stack.c — the frame (stack) allocator of <brisk/stack.h>, after Intersec's
  * t_stack (seed 002). One stack belongs to one thread at a time; nothing
- * here is atomic or locked.
+ * here is atomic or locked but the list of the threads' default stacks
+ * (brisk_stack_tls, at the end of this file, with its threading rules).
  *
  * Call tree. brisk_stack_alloc, push and pop are inline in <brisk/stack.h> (a
  * bump of hot.pos; a frame record) and call brisk_stack_{alloc,push,pop}
@@ -23,13 +24,20 @@
  *                                          │                                trim_free_blocks
  *                                          └─(annotated builds)── close_from: poison
  *   BRISK_STACK_SCOPE ── brisk_stack_scope_begin_ / _end_ (cleanup), inline push / pop
- *   brisk_stack_tls ──(first use in a thread)── tls_create_slow (pthread key destructor)
+ *   brisk_stack_tls ──(first use in a thread)── tls_create_slow: brisk_stack_create, its
+ *                     │   exit token held, linked in tls_stacks (tls_lock), a pthread key
+ *                     │   whose destructor is tls_destroy; when the list has doubled,
+ *                     └── tls_unlink_dead: the stacks of threads that died without
+ *                         tls_destroy (a call in glibc's last destructor round) destroyed
+ *   tls_destroy (key destructor) ── unlink, drop the token, brisk_stack_destroy
  *
  * Data layout
  *
  *   struct brisk_stack_s   one page from the OS layer: the hot allocation
  *                          state on the first cache line, then the block
- *                          list, counters, and the first frame records.
+ *                          list, counters, a default stack's links and
+ *                          exit token (brisk_stack_tls), and the first
+ *                          frame records.
  *   block_t                one mapping per block: a 64-byte header, then
  *                          the area that allocations are bumped from.
  *                          Blocks, frame records and the stack's page go
@@ -118,6 +126,7 @@
 #include "base/base.h"
 #include <brisk/stack.h>
 #include "os/os.h"
+#include "regions/exit_token.h"
 #include "regions/registry.h"
 #include "regions/stack.h"
 
@@ -179,6 +188,10 @@ struct brisk_stack_s {
   size_t realloc_asked;       /* what those asked beyond what they added to `requested` */
   unsigned decay_clock;
   brisk_region_entry_t entry;
+  /* A thread's default stack only (brisk_stack_tls): its links in
+   * tls_stacks (tls_lock) and the exit token its thread holds. */
+  struct brisk_stack_s *tls_next, **tls_pprev;
+  brisk_exit_token_t tls_token;
   frame_t inline_frames[];  /* up to the end of the stack's page */
 };
 
@@ -725,26 +738,126 @@ BRISK_NO_TSAN void brisk_stack_stats(const brisk_stack_t *stack, brisk_region_st
 
 size_t _brisk_stack_mapped_total(const brisk_stack_t *stack) { return stack->mapped_total; }
 
-/* ---- The per-thread default stack --------------------------------------- */
+/* ---- The per-thread default stack ---------------------------------------
+ *
+ * brisk_stack_tls gives each thread a stack of its own, made on its first
+ * call (tls_create_slow) and destroyed by a pthread key destructor
+ * (tls_destroy). That destructor may never run for a stack made late in
+ * the thread's exit: glibc runs key destructors in at most
+ * PTHREAD_DESTRUCTOR_ITERATIONS rounds, each in key order, and drops a
+ * value set in the last round for a key it has passed, so a call from a
+ * later key's destructor in that round (after tls_destroy destroyed the
+ * thread's stack, or as its first call) makes a stack nobody would
+ * destroy. The thread cannot tell that it is in that round (exit_token.h),
+ * so every default stack holds an exit token for its thread and is linked
+ * in tls_stacks: tls_destroy unlinks it, drops the token and destroys it;
+ * a stack whose token says its thread died holding it never met its
+ * destructor, and a sweep (tls_unlink_dead) destroys it. tls_create_slow
+ * sweeps whenever the list has grown to tls_sweep_at, twice what it held
+ * after the previous sweep plus TLS_SWEEP_MIN: a sweep costs one probe per
+ * stack listed, at most two per stack made since the previous sweep, and
+ * the list, dead threads' stacks included, never holds more than
+ * tls_sweep_at.
+ *
+ * Threading: tls_stack is the thread's own; tls_lock guards tls_stacks,
+ * tls_count and tls_sweep_at (creation, destruction and sweeps only, never
+ * brisk_stack_tls's own path); a stack is made, used and destroyed by its
+ * thread, or destroyed by a sweep once its thread is dead (the token's
+ * probe is an acquire of everything that thread did). tls_lock is taken
+ * with no other lock held and is released before anything that takes one
+ * (brisk_stack_create and _destroy take the registry's); pthread_atfork
+ * holds it across fork, as registry.c does registry_lock.
+ */
+
+#define TLS_SWEEP_MIN 16
 
 static BRISK_TLS brisk_stack_t *tls_stack;
 static pthread_key_t tls_key;
 static pthread_once_t tls_once = PTHREAD_ONCE_INIT;
+static pthread_mutex_t tls_lock = PTHREAD_MUTEX_INITIALIZER;
+static brisk_stack_t *tls_stacks;
+static size_t tls_count;
+static size_t tls_sweep_at = TLS_SWEEP_MIN;
 
-static void tls_destroy(void *stack) {
-  if (tls_stack == stack) tls_stack = NULL;
+static void tls_link(brisk_stack_t *stack) {
+  stack->tls_next = tls_stacks;
+  stack->tls_pprev = &tls_stacks;
+  if (tls_stacks != NULL) tls_stacks->tls_pprev = &stack->tls_next;
+  tls_stacks = stack;
+  tls_count++;
+}
+
+static void tls_unlink(brisk_stack_t *stack) {
+  *stack->tls_pprev = stack->tls_next;
+  if (stack->tls_next != NULL) stack->tls_next->tls_pprev = stack->tls_pprev;
+  tls_count--;
+}
+
+/* Under tls_lock: the listed stacks whose thread died holding their token,
+ * unlinked and chained through tls_next; the next sweep's threshold. */
+static brisk_stack_t *tls_unlink_dead(void) {
+  brisk_stack_t *dead = NULL;
+  for (brisk_stack_t *stack = tls_stacks, *next; stack != NULL; stack = next) {
+    next = stack->tls_next;
+    if (!_brisk_exit_token_holder_died(&stack->tls_token)) continue;
+    tls_unlink(stack);
+    stack->tls_next = dead;
+    dead = stack;
+  }
+  tls_sweep_at = 2 * tls_count + TLS_SWEEP_MIN;
+  return dead;
+}
+
+/* A stack unlinked, its token unheld: the token, then the stack. */
+static void tls_stack_destroy(brisk_stack_t *stack) {
+  _brisk_exit_token_fini(&stack->tls_token);
   brisk_stack_destroy(stack);
 }
+
+static size_t tls_destroy_chain(brisk_stack_t *dead) {
+  size_t destroyed = 0;
+  for (brisk_stack_t *next; dead != NULL; dead = next, destroyed++) {
+    next = dead->tls_next;
+    tls_stack_destroy(dead);
+  }
+  return destroyed;
+}
+
+static void tls_destroy(void *value) {
+  brisk_stack_t *stack = value;
+  if (tls_stack == stack) tls_stack = NULL;
+  /* Unlinked before the token is dropped: a sweep never probes a stack its
+   * thread is destroying. */
+  pthread_mutex_lock(&tls_lock);
+  tls_unlink(stack);
+  pthread_mutex_unlock(&tls_lock);
+  _brisk_exit_token_drop(&stack->tls_token);
+  tls_stack_destroy(stack);
+}
+
+static void tls_fork_prepare(void) { pthread_mutex_lock(&tls_lock); }
+static void tls_fork_parent(void) { pthread_mutex_unlock(&tls_lock); }
+static void tls_fork_child(void) { pthread_mutex_unlock(&tls_lock); }
 
 static void tls_key_create(void) {
   if (pthread_key_create(&tls_key, tls_destroy) != 0)
     stack_fatal("brisk_stack_tls", "pthread_key_create failed");
+  pthread_atfork(tls_fork_prepare, tls_fork_parent, tls_fork_child);
 }
 
 static BRISK_NOINLINE brisk_stack_t *tls_create_slow(void) {
   pthread_once(&tls_once, tls_key_create);
   brisk_stack_t *stack = brisk_stack_create(0);
   if (stack == NULL) stack_fatal("brisk_stack_tls", "out of memory");
+  _brisk_exit_token_init(&stack->tls_token);
+  /* Fresh and not yet listed: nobody else can be holding it. */
+  _brisk_exit_token_hold(&stack->tls_token);
+  brisk_stack_t *dead = NULL;
+  pthread_mutex_lock(&tls_lock);
+  tls_link(stack);
+  if (tls_count >= tls_sweep_at) dead = tls_unlink_dead();
+  pthread_mutex_unlock(&tls_lock);
+  tls_destroy_chain(dead);
   if (pthread_setspecific(tls_key, stack) != 0)
     stack_fatal("brisk_stack_tls", "pthread_setspecific failed");
   tls_stack = stack;
@@ -755,4 +868,11 @@ brisk_stack_t *brisk_stack_tls(void) {
   brisk_stack_t *stack = tls_stack;
   if (BRISK_UNLIKELY(stack == NULL)) stack = tls_create_slow();
   return stack;
+}
+
+size_t _brisk_stack_tls_sweep(void) {
+  pthread_mutex_lock(&tls_lock);
+  brisk_stack_t *dead = tls_unlink_dead();
+  pthread_mutex_unlock(&tls_lock);
+  return tls_destroy_chain(dead);
 }

@@ -20,6 +20,11 @@ extern "C" {
  * <stdatomic.h>). */
 __attribute__((visibility("hidden"))) size_t _brisk_stack_mapped_total(const brisk_stack_t *stack);
 
+/* Destroy every thread's default stack (brisk_stack_tls) whose thread died
+ * without its key destructor having destroyed it, as brisk_stack_tls's
+ * slow path does when their list has doubled (stack.c); returns how many. */
+__attribute__((visibility("hidden"))) size_t _brisk_stack_tls_sweep(void);
+
 #ifdef __cplusplus
 }
 #endif

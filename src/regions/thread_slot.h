@@ -13,7 +13,10 @@
  * Slots are found the way seed 000 finds a free stack: one atomic bitmap
  * word, count-trailing-zeros, one CAS. More than BRISK_THREAD_SLOTS live
  * threads is fine: the extra ones get BRISK_NO_THREAD_SLOT and work on the
- * shared structures directly.
+ * shared structures directly. A thread that dies without its key
+ * destructor having run (a first region call in glibc's last destructor
+ * round) keeps its slot until a thread finds every slot held, which then
+ * takes it back (thread_slot.c, exit_token.h).
  *
  * Memory order: releasing a slot clears its bit with release, taking one
  * sets it with an acquire CAS, so everything the old holder wrote to entry i
@@ -43,9 +46,14 @@ extern BRISK_HIDDEN BRISK_TLS uint32_t _brisk_thread_slot_plus1;
 
 BRISK_HIDDEN uint32_t _brisk_thread_slot_acquire(void);
 
-/* How many slots live threads hold now (relaxed: exact at a quiet point;
- * for the tests). */
+/* How many slots are held now (relaxed: exact at a quiet point; for the
+ * tests): by live threads, and by threads that died holding one without
+ * their key destructor (thread_slot.c), until they are reclaimed. */
 BRISK_HIDDEN uint32_t _brisk_thread_slots_held(void);
+
+/* Give back every slot whose thread died holding it (thread_slot.c: what a
+ * thread that finds every slot held does); returns how many. */
+BRISK_HIDDEN uint32_t _brisk_thread_slots_reclaim(void);
 
 /* The calling thread's slot, or BRISK_NO_THREAD_SLOT. */
 BRISK_INLINE uint32_t brisk_thread_slot(void) {
