@@ -501,6 +501,42 @@ TEST(Lifecycle, KeptMemoryGoesBackAfterTheMaximumDelay) {
   }).join();
 }
 
+// A heap that frees more than the limit on free pages kept backed (32 MiB)
+// at a time and soon takes it back (a compiler's memory for each unit)
+// learns to keep it: the first time free() purges past the limit at once,
+// the next times it keeps what it took back.
+TEST(Lifecycle, MemoryFreedPastTheLimitAndTakenBackIsKeptTheNextTime) {
+  std::thread([] {
+    HeldClock clock;
+    clock.advance(64 * 1000);  // what an adopted heap learnt has decayed
+    constexpr size_t kBlockSize = 16 * 1024;
+    std::vector<void *> blocks(48 * 64);  // 48 MiB, on 512 KiB pages
+    auto cycle = [&blocks]() -> uint64_t {
+      const uint64_t purged_before = purge_stats().general.bytes_purged;
+      for (void *&p : blocks) {
+        p = brisk_malloc(kBlockSize);
+        EXPECT_NE(p, nullptr);
+        if (p == nullptr) return 0;
+        std::memset(p, 1, kBlockSize);
+      }
+      for (void *p : blocks) brisk_free(p);
+      return purge_stats().general.bytes_purged - purged_before;
+    };
+    const uint64_t first = cycle();
+    clock.advance(10);  // within the base delay: only the limit purges
+    const uint64_t second = cycle();
+    clock.advance(10);
+    const uint64_t third = cycle();
+    std::printf("purged at once: %llu, %llu, %llu KiB\n",
+                static_cast<unsigned long long>(first >> 10),
+                static_cast<unsigned long long>(second >> 10),
+                static_cast<unsigned long long>(third >> 10));
+    ASSERT_GE(first, 8 * kMiB) << "nothing was purged past the limit: the check below proves nothing";
+    EXPECT_LT(third, first / 4) << "the heap did not learn to keep what it takes back";
+    brisk_test_validate_own_heap();
+  }).join();
+}
+
 // A batch of blocks allocated and then freed (glibc's bench-malloc-simple
 // shape): the pages it emptied stay in their class queue, carved, instead of
 // going back to their segment and being set up again for the next batch;

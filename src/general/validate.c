@@ -113,7 +113,7 @@ static size_t check_segment(const brisk_heap_t *heap, const brisk_segment_t *seg
                             size_t *purge_bytes, size_t *purge_pages) {
   CHECK(segment->heap == heap, NULL, "a segment on a heap's list belongs to another heap");
   CHECK((segment->free_pages[0] & 1) == 0, NULL, "a segment's header page is marked free");
-  size_t in_use = 0;
+  size_t in_use = 0, backed_free = 0;
   for (size_t i = 1; i < segment->page_count; i++) {
     const brisk_page_t *page = &segment->pages[i];
     bool marked_free = (segment->free_pages[i / 64] >> (i % 64)) & 1;
@@ -133,12 +133,15 @@ static size_t check_segment(const brisk_heap_t *heap, const brisk_segment_t *seg
                               !brisk_page_is_block_start(page, base + BRISK_SECURE_PAGE_LEAD)),
             page, "a free page's descriptor passes free()'s block-start test");
       if (page->in_purge_list) {
+        backed_free++;
         (*purge_pages)++;
         *purge_bytes += brisk_page_size(segment);
       }
     }
   }
   CHECK(in_use == segment->used_pages, NULL, "a segment's count of pages in use is wrong");
+  CHECK(backed_free == segment->backed_free_pages, NULL,
+        "a segment's count of pages on the purge list is wrong");
   return in_use;
 }
 
