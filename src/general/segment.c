@@ -330,9 +330,12 @@ static void purge_keep_set(brisk_purge_list_t *list, uint64_t now_ms, size_t byt
  * free page bytes kept backed (PURGE_LIST_MAX_BYTES) unless mallopt made it
  * firm: a heap that frees more than the limit at a time and soon takes it
  * back (a compiler's memory for each unit) keeps it instead of faulting it
- * in again each time. */
+ * in again each time. Not an abandoned heap, warm or not: what it learnt is
+ * its last thread's, and other threads' frees empty its pages while nobody
+ * takes them back. */
 static size_t purge_limit_learnt(brisk_heap_t *heap, uint64_t now_ms) {
-  if (atomic_load_explicit(&purge_limit_is_firm, memory_order_relaxed) || !purge_learns(heap)) {
+  if (atomic_load_explicit(&purge_limit_is_firm, memory_order_relaxed) ||
+      brisk_load_relaxed(&heap->abandoned) || !purge_learns(heap)) {
     return 0;
   }
   size_t bytes = 0;
