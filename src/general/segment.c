@@ -549,7 +549,16 @@ static void purge_due(brisk_heap_t *heap, uint64_t now_ms, uint64_t base_ms) {
     brisk_page_t *page;
     if (base_ms == 0) {
       while ((page = list->pages.head) != NULL) {
-        segment_purge_all(heap, brisk_segment_of((uintptr_t)page)); /* whole runs at once */
+        brisk_segment_t *segment = brisk_segment_of((uintptr_t)page);
+        segment_purge_all(heap, segment); /* whole runs at once */
+        /* An empty segment beyond the spare kept for its backed pages goes
+         * with them, as in purge_page: once they are purged nothing else
+         * would release it while the heap's thread sits idle (this may be
+         * another thread's brisk_collect(true), or a malloc that found no
+         * memory, which counts on it). */
+        if (segment->used_pages == 0 && heap->empty_segments[kind] > 1) {
+          segment_release(heap, segment);
+        }
       }
       continue;
     }

@@ -193,11 +193,25 @@ void _brisk_heap_validate(brisk_heap_t *heap) {
    * lock (another thread's brisk_collect(true) purges). */
   _brisk_heap_lock_memory(heap);
   size_t pages_in_use = 0, purge_bytes = 0, purge_pages = 0;
+  uint32_t empty_segments[BRISK_KIND_COUNT_PAGED] = {0}, unbacked_empty[BRISK_KIND_COUNT_PAGED] = {0};
   for (const brisk_segment_t *segment = heap->segments; segment != NULL;
        segment = segment->heap_next) {
     CHECK(segment->heap_next == NULL || segment->heap_next->heap_prev == segment, NULL,
           "a heap's segment list links disagree");
-    pages_in_use += check_segment(heap, segment, &purge_bytes, &purge_pages);
+    CHECK(segment->kind < BRISK_KIND_COUNT_PAGED, NULL, "a heap's segment is of no paged kind");
+    size_t in_use = check_segment(heap, segment, &purge_bytes, &purge_pages);
+    pages_in_use += in_use;
+    empty_segments[segment->kind] += in_use == 0;
+    unbacked_empty[segment->kind] += in_use == 0 && segment->backed_free_pages == 0;
+  }
+  /* Purging releases an empty segment beyond the spare by this count, and
+   * at the latest with its last backed page: of each kind, one empty
+   * segment at most holds no free page still backed (segment.c). */
+  for (int kind = 0; kind < BRISK_KIND_COUNT_PAGED; kind++) {
+    CHECK(empty_segments[kind] == heap->empty_segments[kind], NULL,
+          "a heap's count of empty segments is wrong");
+    CHECK(unbacked_empty[kind] <= 1, NULL,
+          "a heap keeps an empty segment beyond its spare that waits for no backed page");
   }
   size_t purge_list_pages = 0, lists_bytes = 0;
   for (int kind = 0; kind < BRISK_KIND_COUNT_PAGED; kind++) {
