@@ -115,15 +115,3 @@ size_t brisk_test_own_batches_left(void) {
 uint64_t brisk_test_clock_hold(uint64_t advance_ms) { return _brisk_os_clock_hold(advance_ms); }
 
 void brisk_test_clock_release(void) { _brisk_os_clock_release(); }
-
-size_t brisk_test_own_empty_segments(void) {
-  brisk_heap_t *heap = _brisk_tls_heap;
-  if (heap->is_empty_heap) return 0;
-  _brisk_heap_lock_memory(heap);
-  size_t empty = 0;
-  for (int kind = 0; kind < BRISK_KIND_COUNT_PAGED; kind++) {
-    if (heap->empty_segments[kind] > empty) empty = heap->empty_segments[kind];
-  }
-  _brisk_heap_unlock_memory(heap);
-  return empty;
-}

@@ -64,11 +64,6 @@ void brisk_test_clock_release(void);
 // BRISK_HEAP_BATCHES, BRISK_BATCH_CHUNKS). At a quiet point.
 size_t brisk_test_own_batches_left(void);
 
-// The most segments with no page in use that the calling thread's heap
-// holds of one kind (small, medium or large pages; the validator checks
-// the counts). At a quiet point.
-size_t brisk_test_own_empty_segments(void);
-
 #ifdef __cplusplus
 }
 #endif

@@ -666,10 +666,9 @@ TEST_F(Faults, FreeLeavesErrnoAlone) {
   brisk_test_os_fail_none();
   EXPECT_GT(injected(), injected_before);
 
-  // Pages beyond 32 MiB of free ones, plus what the heap learnt to keep (at
-  // most 32 MiB per kind of page), are purged at once, by free.
+  // Pages beyond 32 MiB of free ones are purged at once, by free.
   std::vector<void *> blocks;
-  for (int i = 0; i < 160 * 64; i++) blocks.push_back(brisk_malloc(16 * kKiB));
+  for (int i = 0; i < 40 * 64; i++) blocks.push_back(brisk_malloc(16 * kKiB));
   brisk_test_os_fail(BRISK_TEST_OS_DECOMMIT, 0, kAlways);
   const uint64_t injected_before_purge = injected();
   int changed = 0;

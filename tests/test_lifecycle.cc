@@ -501,42 +501,6 @@ TEST(Lifecycle, KeptMemoryGoesBackAfterTheMaximumDelay) {
   }).join();
 }
 
-// A heap that frees more than the limit on free pages kept backed (32 MiB)
-// at a time and soon takes it back (a compiler's memory for each unit)
-// learns to keep it: the first time free() purges past the limit at once,
-// the next times it keeps what it took back.
-TEST(Lifecycle, MemoryFreedPastTheLimitAndTakenBackIsKeptTheNextTime) {
-  std::thread([] {
-    HeldClock clock;
-    clock.advance(64 * 1000);  // what an adopted heap learnt has decayed
-    constexpr size_t kBlockSize = 16 * 1024;
-    std::vector<void *> blocks(48 * 64);  // 48 MiB, on 512 KiB pages
-    auto cycle = [&blocks]() -> uint64_t {
-      const uint64_t purged_before = purge_stats().general.bytes_purged;
-      for (void *&p : blocks) {
-        p = brisk_malloc(kBlockSize);
-        EXPECT_NE(p, nullptr);
-        if (p == nullptr) return 0;
-        std::memset(p, 1, kBlockSize);
-      }
-      for (void *p : blocks) brisk_free(p);
-      return purge_stats().general.bytes_purged - purged_before;
-    };
-    const uint64_t first = cycle();
-    clock.advance(10);  // within the base delay: only the limit purges
-    const uint64_t second = cycle();
-    clock.advance(10);
-    const uint64_t third = cycle();
-    std::printf("purged at once: %llu, %llu, %llu KiB\n",
-                static_cast<unsigned long long>(first >> 10),
-                static_cast<unsigned long long>(second >> 10),
-                static_cast<unsigned long long>(third >> 10));
-    ASSERT_GE(first, 8 * kMiB) << "nothing was purged past the limit: the check below proves nothing";
-    EXPECT_LT(third, first / 4) << "the heap did not learn to keep what it takes back";
-    brisk_test_validate_own_heap();
-  }).join();
-}
-
 // A batch of blocks allocated and then freed (glibc's bench-malloc-simple
 // shape): the pages it emptied stay in their class queue, carved, instead of
 // going back to their segment and being set up again for the next batch;
@@ -757,50 +721,6 @@ TEST(Lifecycle, CollectGivesBackWhatAnIdleHeapKeeps) {
   std::printf("free pages backed: %zu before brisk_collect(true), %zu after\n",
               before.general.pages_committed, after.general.pages_committed);
   EXPECT_EQ(after.general.pages_committed, 0u);
-}
-
-// A heap that learnt to keep what it frees past the limit keeps empty
-// segments beyond its spare while their pages wait on its purge list; when
-// brisk_collect(true) from another thread (malloc_trim, or a malloc that
-// found no memory) purges those pages, the segments go with them: nothing
-// else would release them while the heap's thread sits idle.
-TEST(Lifecycle, CollectFromAnotherThreadReleasesTheEmptySegmentsAnIdleHeapKept) {
-  constexpr size_t kBlockSize = 16 * 1024;  // 512 KiB pages, 63 in a segment
-  constexpr size_t kBlocks = 160 * 64;      // 160 MiB: six segments
-  std::atomic<int> stage{0};
-  size_t empty_kept = 0, empty_after = 0;
-  std::thread idle([&] {
-    std::vector<void *> blocks(kBlocks);
-    {
-      HeldClock clock;
-      clock.advance(64 * 1000);  // what an adopted heap learnt has decayed
-      // 48 MiB freed and taken back: the heap learns to keep what free()
-      // purged past the limit.
-      for (int cycle = 0; cycle < 2; cycle++) {
-        for (size_t i = 0; i < 48 * 64; i++) blocks[i] = brisk_malloc(kBlockSize);
-        for (size_t i = 0; i < 48 * 64; i++) brisk_free(blocks[i]);
-        clock.advance(10);
-      }
-      for (void *&p : blocks) p = brisk_malloc(kBlockSize);
-      for (void *p : blocks) brisk_free(p);
-      empty_kept = brisk_test_own_empty_segments();
-    }
-    stage = 1;
-    while (stage.load() != 2) std::this_thread::yield();
-    empty_after = brisk_test_own_empty_segments();
-    brisk_test_validate_own_heap();
-  });
-  while (stage.load() != 1) std::this_thread::yield();
-  EXPECT_TRUE(brisk_collect(true));
-  const brisk_stats_t after = purge_stats();
-  stage = 2;
-  idle.join();
-  std::printf("empty segments: %zu once freed, %zu after brisk_collect(true)\n", empty_kept,
-              empty_after);
-  ASSERT_GE(empty_kept, 2u) << "the heap kept no empty segment beyond its spare: the check below "
-                               "proves nothing";
-  EXPECT_EQ(after.general.pages_committed, 0u);
-  EXPECT_LE(empty_after, 1u) << "empty segments beyond the spare stayed mapped";
 }
 
 // A base delay of 0 purges a page as soon as it is free, whatever the heap

@@ -29,17 +29,13 @@
 
 _Atomic(uint8_t) _brisk_segment_map[BRISK_SEGMENT_MAP_SIZE];
 
-/* Free pages beyond this many bytes per heap, plus what the heap learnt to
- * keep (purge_limit_learnt), are decommitted at once (32 MiB). Set by
- * mallopt(M_TRIM_THRESHOLD), it is firm: nothing learnt raises it. Relaxed:
- * any recent value will do. */
+/* Free pages beyond this many bytes per heap are decommitted at once (32 MiB;
+ * mallopt(M_TRIM_THRESHOLD) sets it; relaxed: any recent value will do). */
 static _Atomic(size_t) purge_list_max_bytes = (size_t)32 << 20;
-static _Atomic(bool) purge_limit_is_firm;
 #define PURGE_LIST_MAX_BYTES atomic_load_explicit(&purge_list_max_bytes, memory_order_relaxed)
 
 void _brisk_set_purge_max_bytes(size_t bytes) {
   atomic_store_explicit(&purge_list_max_bytes, bytes, memory_order_relaxed);
-  atomic_store_explicit(&purge_limit_is_firm, true, memory_order_relaxed);
 }
 
 static const uint8_t page_shift_of_kind[BRISK_KIND_COUNT_PAGED] = {
@@ -152,7 +148,6 @@ static void purge_list_remove(brisk_heap_t *heap, brisk_page_t *page) {
   brisk_purge_list_t *list = &heap->purge_lists[segment->kind];
   brisk_page_queue_remove(&list->pages, page);
   page->in_purge_list = 0;
-  segment->backed_free_pages--;
   list->bytes -= size;
   brisk_global_stat_add(BRISK_STAT_FREE_PAGES_COMMITTED, -1);
   brisk_global_stat_add(BRISK_STAT_FREE_PAGE_BYTES_COMMITTED, -(int64_t)size);
@@ -164,7 +159,6 @@ static void purge_list_append(brisk_heap_t *heap, brisk_page_t *page, uint64_t n
   page->freed_at_ms = now_ms;
   brisk_page_queue_push_back(&list->pages, page);
   page->in_purge_list = 1;
-  segment->backed_free_pages++;
   size_t size = brisk_page_size(segment);
   list->bytes += size;
   brisk_global_stat_add(BRISK_STAT_FREE_PAGES_COMMITTED, 1);
@@ -287,13 +281,8 @@ static void segment_purge_all(brisk_heap_t *heap, brisk_segment_t *segment) {
  * BRISK_PURGE_DELAY_MAX_MS. A program that takes back less than it freed
  * keeps only what it takes back. A base of 0 (purge at once) keeps nothing
  * past it, nor does a cold abandoned heap (nobody will want its pages soon).
- *
- * The byte limit on free pages kept backed (PURGE_LIST_MAX_BYTES, beyond
- * which free() purges the oldest at once) is raised by what the heap learnt
- * to keep (purge_limit_learnt), and its purges are learnt from as those by delay
- * are: a program that frees more than the limit at a time and soon takes
- * it back keeps it, for as long as keep_bytes says. Purges by brisk_collect
- * and on trims are asked for: nothing is learnt from what they give back.
+ * Purges past the byte limit, by brisk_collect and on trims are not purges
+ * by delay: nothing is learnt from what they give back.
  */
 #define PURGE_DELAY_MAX_MS (_brisk_options.purge_delay_max_ms)
 
@@ -302,12 +291,6 @@ static void segment_purge_all(brisk_heap_t *heap, brisk_segment_t *segment) {
  * tidied, heap.c) purges on the delays of a live one. */
 static bool heap_is_cold(brisk_heap_t *heap) {
   return brisk_load_relaxed(&heap->abandoned) && atomic_load_explicit(&heap->tidied, memory_order_relaxed);
-}
-
-/* Whether the heap learns from its purges (and keeps what it learnt): not
- * with a base delay of 0, nor in a cold abandoned heap. */
-static bool purge_learns(brisk_heap_t *heap) {
-  return BRISK_PURGE_DELAY_MS != 0 && !heap_is_cold(heap);
 }
 
 /* The bytes of the list's newest free pages kept past the base delay now. */
@@ -324,25 +307,6 @@ static void purge_keep_set(brisk_purge_list_t *list, uint64_t now_ms, size_t byt
   size_t limit = PURGE_LIST_MAX_BYTES;
   list->keep_bytes = bytes < limit ? bytes : limit;
   list->keep_set_ms = now_ms;
-}
-
-/* What the heap learnt to keep of every kind, which raises the limit on
- * free page bytes kept backed (PURGE_LIST_MAX_BYTES) unless mallopt made it
- * firm: a heap that frees more than the limit at a time and soon takes it
- * back (a compiler's memory for each unit) keeps it instead of faulting it
- * in again each time. Not an abandoned heap, warm or not: what it learnt is
- * its last thread's, and other threads' frees empty its pages while nobody
- * takes them back. */
-static size_t purge_limit_learnt(brisk_heap_t *heap, uint64_t now_ms) {
-  if (atomic_load_explicit(&purge_limit_is_firm, memory_order_relaxed) ||
-      brisk_load_relaxed(&heap->abandoned) || !purge_learns(heap)) {
-    return 0;
-  }
-  size_t bytes = 0;
-  for (int kind = 0; kind < BRISK_KIND_COUNT_PAGED; kind++) {
-    bytes += purge_keep_bytes(&heap->purge_lists[kind], now_ms);
-  }
-  return bytes;
 }
 
 /* page_alloc hands out page, of the list's kind, of size bytes: what that
@@ -427,23 +391,16 @@ brisk_page_t *_brisk_segment_page_alloc(brisk_heap_t *heap, brisk_segment_kind_t
 }
 
 static void purge_page(brisk_heap_t *heap, brisk_page_t *page) {
-  brisk_segment_t *segment = brisk_segment_of((uintptr_t)page);
   size_t size;
-  uint8_t *start = page_area(segment, page, &size);
+  uint8_t *start = page_area(brisk_segment_of((uintptr_t)page), page, &size);
   purge_list_remove(heap, page);
   _brisk_os_decommit(start, size, NULL);
   page->is_committed = 0;
   brisk_global_stat_add(BRISK_STAT_BYTES_PURGED, (int64_t)size);
-  /* An empty segment beyond the spare kept for its backed pages
-   * (_brisk_segment_page_free) goes with the last of them. */
-  if (segment->used_pages == 0 && segment->backed_free_pages == 0 &&
-      heap->empty_segments[segment->kind] > 1) {
-    segment_release(heap, segment);
-  }
 }
 
 static void purge_due(brisk_heap_t *heap, uint64_t now_ms, uint64_t delay_ms);
-static void purge_down_to(brisk_heap_t *heap, size_t max_bytes, bool learn, uint64_t now_ms);
+static void purge_down_to(brisk_heap_t *heap, size_t max_bytes);
 
 void _brisk_segment_page_free(brisk_heap_t *heap, brisk_page_t *page) {
   _brisk_heap_lock_memory(heap);
@@ -473,17 +430,10 @@ void _brisk_segment_page_free(brisk_heap_t *heap, brisk_page_t *page) {
     heap->empty_segments[segment->kind]++;
     /* Keep one empty segment per kind so that a heap cycling through a
      * page's worth of memory (or a heap adopted by thread after thread)
-     * does not map and unmap a segment each time. Another one goes at
-     * once, unless the heap keeps free pages it learnt to keep
-     * (purge_limit_learnt): then its backed pages wait on the purge list
-     * like any, and it goes with the last of them (purge_page), so a
-     * heap that frees several segments' worth and takes it back soon does
-     * not fault it all in again. A cold abandoned heap's spare gives its
-     * memory back at once: nobody may come to purge it. */
+     * does not map and unmap a segment each time. A cold abandoned heap's
+     * spare gives its memory back at once: nobody may come to purge it. */
     if (heap->empty_segments[segment->kind] > 1) {
-      if (segment->backed_free_pages == 0 || purge_limit_learnt(heap, now_ms) == 0) {
-        segment_release(heap, segment);
-      }
+      segment_release(heap, segment);
     } else if (heap_is_cold(heap)) {
       segment_purge_all(heap, segment);
     }
@@ -493,11 +443,7 @@ void _brisk_segment_page_free(brisk_heap_t *heap, brisk_page_t *page) {
    * byte limit the oldest pages go at once, down to half the limit, so a
    * workload cycling just over the limit does not refault everything. */
   purge_due(heap, now_ms, BRISK_PURGE_DELAY_MS);
-  size_t max_bytes = PURGE_LIST_MAX_BYTES;
-  size_t learnt = purge_limit_learnt(heap, now_ms);
-  if (backed_free_bytes(heap) > max_bytes + learnt) {
-    purge_down_to(heap, max_bytes / 2 + learnt, purge_learns(heap), now_ms);
-  }
+  if (backed_free_bytes(heap) > PURGE_LIST_MAX_BYTES) purge_down_to(heap, PURGE_LIST_MAX_BYTES / 2);
   _brisk_heap_unlock_memory(heap);
   _brisk_heaps_tidy_stale(now_ms);
 }
@@ -512,32 +458,13 @@ static brisk_page_t *oldest_backed_page(brisk_heap_t *heap) {
   return oldest;
 }
 
-/* Purge page, and remember it: a page of its kind faulted in within
- * BRISK_PURGE_DELAY_MAX_MS adds its size to keep_bytes (purge_keep_learn). */
-static void purge_page_learning(brisk_heap_t *heap, brisk_page_t *page, uint64_t now_ms) {
-  brisk_segment_t *segment = brisk_segment_of((uintptr_t)page);
-  brisk_purge_list_t *list = &heap->purge_lists[segment->kind];
-  if (now_ms - list->last_purge_ms >= PURGE_DELAY_MAX_MS) list->purged_bytes = 0;
-  list->purged_bytes += brisk_page_size(segment);
-  list->last_purge_ms = now_ms;
-  purge_page(heap, page);
-}
-
-/* learn: a purge the heap learns from, at now_ms (purge_page_learning). */
-static void purge_down_to(brisk_heap_t *heap, size_t max_bytes, bool learn, uint64_t now_ms) {
-  while (backed_free_bytes(heap) > max_bytes) {
-    brisk_page_t *page = oldest_backed_page(heap);
-    if (learn) {
-      purge_page_learning(heap, page, now_ms);
-    } else {
-      purge_page(heap, page);
-    }
-  }
+static void purge_down_to(brisk_heap_t *heap, size_t max_bytes) {
+  while (backed_free_bytes(heap) > max_bytes) purge_page(heap, oldest_backed_page(heap));
 }
 
 void _brisk_heap_purge_down_to(brisk_heap_t *heap, size_t max_bytes) {
   _brisk_heap_lock_memory(heap);
-  purge_down_to(heap, max_bytes, false, 0);
+  purge_down_to(heap, max_bytes);
   _brisk_heap_unlock_memory(heap);
 }
 
@@ -549,16 +476,7 @@ static void purge_due(brisk_heap_t *heap, uint64_t now_ms, uint64_t base_ms) {
     brisk_page_t *page;
     if (base_ms == 0) {
       while ((page = list->pages.head) != NULL) {
-        brisk_segment_t *segment = brisk_segment_of((uintptr_t)page);
-        segment_purge_all(heap, segment); /* whole runs at once */
-        /* An empty segment beyond the spare kept for its backed pages goes
-         * with them, as in purge_page: once they are purged nothing else
-         * would release it while the heap's thread sits idle (this may be
-         * another thread's brisk_collect(true), or a malloc that found no
-         * memory, which counts on it). */
-        if (segment->used_pages == 0 && heap->empty_segments[kind] > 1) {
-          segment_release(heap, segment);
-        }
+        segment_purge_all(heap, brisk_segment_of((uintptr_t)page)); /* whole runs at once */
       }
       continue;
     }
@@ -570,8 +488,10 @@ static void purge_due(brisk_heap_t *heap, uint64_t now_ms, uint64_t base_ms) {
         if (keep_bytes == SIZE_MAX) keep_bytes = keeps ? purge_keep_bytes(list, now_ms) : 0;
         if (list->bytes <= keep_bytes) break;
         if (keeps) {
-          purge_page_learning(heap, page, now_ms);
-          continue;
+          /* Learnt from if it is faulted in again within the maximum. */
+          if (now_ms - list->last_purge_ms >= max_ms) list->purged_bytes = 0;
+          list->purged_bytes += brisk_page_size(brisk_segment_of((uintptr_t)page));
+          list->last_purge_ms = now_ms;
         }
       }
       purge_page(heap, page);

@@ -184,7 +184,6 @@ typedef struct brisk_segment_s {
    * and given back. */
   BRISK_ALIGNED(BRISK_CACHE_LINE) uint16_t used_pages;
   bool in_available_list;
-  uint16_t backed_free_pages;    /* its pages on the heap's purge lists */
   struct brisk_segment_s *next;  /* heap's list of segments with a free page */
   struct brisk_segment_s *prev;
   /* Every segment of the heap (under its memory_lock): a statistics

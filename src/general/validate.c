@@ -113,7 +113,7 @@ static size_t check_segment(const brisk_heap_t *heap, const brisk_segment_t *seg
                             size_t *purge_bytes, size_t *purge_pages) {
   CHECK(segment->heap == heap, NULL, "a segment on a heap's list belongs to another heap");
   CHECK((segment->free_pages[0] & 1) == 0, NULL, "a segment's header page is marked free");
-  size_t in_use = 0, backed_free = 0;
+  size_t in_use = 0;
   for (size_t i = 1; i < segment->page_count; i++) {
     const brisk_page_t *page = &segment->pages[i];
     bool marked_free = (segment->free_pages[i / 64] >> (i % 64)) & 1;
@@ -133,15 +133,12 @@ static size_t check_segment(const brisk_heap_t *heap, const brisk_segment_t *seg
                               !brisk_page_is_block_start(page, base + BRISK_SECURE_PAGE_LEAD)),
             page, "a free page's descriptor passes free()'s block-start test");
       if (page->in_purge_list) {
-        backed_free++;
         (*purge_pages)++;
         *purge_bytes += brisk_page_size(segment);
       }
     }
   }
   CHECK(in_use == segment->used_pages, NULL, "a segment's count of pages in use is wrong");
-  CHECK(backed_free == segment->backed_free_pages, NULL,
-        "a segment's count of pages on the purge list is wrong");
   return in_use;
 }
 
@@ -193,25 +190,11 @@ void _brisk_heap_validate(brisk_heap_t *heap) {
    * lock (another thread's brisk_collect(true) purges). */
   _brisk_heap_lock_memory(heap);
   size_t pages_in_use = 0, purge_bytes = 0, purge_pages = 0;
-  uint32_t empty_segments[BRISK_KIND_COUNT_PAGED] = {0}, unbacked_empty[BRISK_KIND_COUNT_PAGED] = {0};
   for (const brisk_segment_t *segment = heap->segments; segment != NULL;
        segment = segment->heap_next) {
     CHECK(segment->heap_next == NULL || segment->heap_next->heap_prev == segment, NULL,
           "a heap's segment list links disagree");
-    CHECK(segment->kind < BRISK_KIND_COUNT_PAGED, NULL, "a heap's segment is of no paged kind");
-    size_t in_use = check_segment(heap, segment, &purge_bytes, &purge_pages);
-    pages_in_use += in_use;
-    empty_segments[segment->kind] += in_use == 0;
-    unbacked_empty[segment->kind] += in_use == 0 && segment->backed_free_pages == 0;
-  }
-  /* Purging releases an empty segment beyond the spare by this count, and
-   * at the latest with its last backed page: of each kind, one empty
-   * segment at most holds no free page still backed (segment.c). */
-  for (int kind = 0; kind < BRISK_KIND_COUNT_PAGED; kind++) {
-    CHECK(empty_segments[kind] == heap->empty_segments[kind], NULL,
-          "a heap's count of empty segments is wrong");
-    CHECK(unbacked_empty[kind] <= 1, NULL,
-          "a heap keeps an empty segment beyond its spare that waits for no backed page");
+    pages_in_use += check_segment(heap, segment, &purge_bytes, &purge_pages);
   }
   size_t purge_list_pages = 0, lists_bytes = 0;
   for (int kind = 0; kind < BRISK_KIND_COUNT_PAGED; kind++) {
