@@ -811,6 +811,19 @@ void late_round(LateCalls *late) {
   late->calls++;
 }
 
+// Runs body(t) for t in [0, threads) on threads of their own, kThreadBatch
+// alive at once (more than cores); each batch is joined, its threads' key
+// destructors run, before the next starts.
+constexpr int kThreadBatch = 8;
+template <typename Body>
+void run_in_batches(int threads, Body body) {
+  for (int first = 0; first < threads; first += kThreadBatch) {
+    std::vector<std::thread> batch;
+    for (int t = first; t < first + kThreadBatch && t < threads; t++) batch.emplace_back(body, t);
+    for (auto &t : batch) t.join();
+  }
+}
+
 void late_destructor(void *value) {
   uintptr_t round = reinterpret_cast<uintptr_t>(value);
   late_round(late_calls);
@@ -842,16 +855,10 @@ TEST(HybridThreads, CallsFromLaterKeyDestructorsGiveTheirSlotBack) {
   ASSERT_EQ(pthread_key_create(&late.key, late_destructor), 0);
   unsigned held_before = brisk_test_thread_slots_held();
   const int kThreads = 160;  // more than the 128 slots
-  const int kBatch = 8;      // alive at once: more than cores
-  for (int first = 0; first < kThreads; first += kBatch) {
-    std::vector<std::thread> batch;
-    for (int t = first; t < first + kBatch; t++)
-      batch.emplace_back([&late, t] {
-        if (t % 2 == 0) late_round(&late);
-        pthread_setspecific(late.key, reinterpret_cast<void *>(uintptr_t{1}));
-      });
-    for (auto &t : batch) t.join();  // after the thread's destructors ran
-  }
+  run_in_batches(kThreads, [&late](int t) {
+    if (t % 2 == 0) late_round(&late);
+    pthread_setspecific(late.key, reinterpret_cast<void *>(uintptr_t{1}));
+  });
   EXPECT_EQ(late.calls.load(), 1 + kThreads / 2 + long{kThreads} * PTHREAD_DESTRUCTOR_ITERATIONS);
   EXPECT_EQ(late.failed.load(), 0);
   EXPECT_EQ(brisk_test_thread_slots_held(), held_before);
@@ -927,17 +934,12 @@ TEST(HybridThreads, FirstCallInTheLastDestructorRoundLeaksNoSlot) {
   ASSERT_EQ(pthread_key_create(&late.key, first_call_late_destructor), 0);
   unsigned held_before = brisk_test_thread_slots_held();
   const int kThreads = 160;  // more than the 128 slots
-  const int kBatch = 8;      // alive at once: more than cores
-  for (int first = 0; first < kThreads; first += kBatch) {
-    std::vector<std::thread> batch;
-    for (int t = first; t < first + kBatch; t++)
-      batch.emplace_back(
-          [&late] { pthread_setspecific(late.key, reinterpret_cast<void *>(uintptr_t{1})); });
-    for (auto &t : batch) t.join();  // after the thread's destructors ran
-  }
+  run_in_batches(kThreads, [&late](int) {
+    pthread_setspecific(late.key, reinterpret_cast<void *>(uintptr_t{1}));
+  });
   EXPECT_EQ(late.calls.load(), kThreads);
   EXPECT_EQ(late.failed.load(), 0);
-  EXPECT_GE(late.with_slot.load(), kThreads - (kBatch - 1));
+  EXPECT_GE(late.with_slot.load(), kThreads - (kThreadBatch - 1));
   bool later_has_slot = false;
   std::thread([&] { later_has_slot = pool_call_with_slot(pool, &failed); }).join();
   EXPECT_TRUE(later_has_slot);
