@@ -824,6 +824,16 @@ void run_in_batches(int threads, Body body) {
   }
 }
 
+// The end of a late-destructor test: every pool object came back, then
+// the test's key and pool go.
+void finish_late_test(brisk_pool_t *pool, pthread_key_t key) {
+  brisk_region_stats_t ps;
+  brisk_pool_stats(pool, &ps);
+  EXPECT_EQ(ps.bytes_in_use, 0u);
+  pthread_key_delete(key);
+  brisk_pool_destroy(pool);
+}
+
 void late_destructor(void *value) {
   uintptr_t round = reinterpret_cast<uintptr_t>(value);
   late_round(late_calls);
@@ -864,12 +874,8 @@ TEST(HybridThreads, CallsFromLaterKeyDestructorsGiveTheirSlotBack) {
   EXPECT_EQ(brisk_test_thread_slots_held(), held_before);
   brisk_test_hybrid_validate(h.get());
   for (const auto &s : stats_of(h.get())) EXPECT_EQ(s.in_use, 0u) << s.block_size;
-  brisk_region_stats_t ps;
-  brisk_pool_stats(pool, &ps);
-  EXPECT_EQ(ps.bytes_in_use, 0u);
-  pthread_key_delete(late.key);
+  finish_late_test(pool, late.key);
   late_calls = nullptr;
-  brisk_pool_destroy(pool);
 }
 
 // A thread whose FIRST region call comes in glibc's last round of key
@@ -946,12 +952,8 @@ TEST(HybridThreads, FirstCallInTheLastDestructorRoundLeaksNoSlot) {
   EXPECT_EQ(failed.load(), 0);
   brisk_test_thread_slots_reclaim();
   EXPECT_EQ(brisk_test_thread_slots_held(), held_before);
-  brisk_region_stats_t ps;
-  brisk_pool_stats(pool, &ps);
-  EXPECT_EQ(ps.bytes_in_use, 0u);
-  pthread_key_delete(late.key);
+  finish_late_test(pool, late.key);
   first_call_late = nullptr;
-  brisk_pool_destroy(pool);
 }
 
 class HybridDeathTest : public ::testing::Test {
