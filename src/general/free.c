@@ -42,6 +42,9 @@
  *
  * A block in an outbox still counts as used on its page, so the owner can
  * neither retire the page nor hand the block out again before it arrives.
+ * The same block freed twice (each free finds it live) arrives twice: the
+ * batch keeps each block's class with its address, and the owner checks
+ * both against the page before it takes a block back (heap.c).
  */
 #include "general/alloc.h"
 #include "general/size_class.h"
@@ -125,7 +128,7 @@ static BRISK_NOINLINE brisk_remote_batch_t *outbox_open(brisk_heap_t *heap,
 }
 
 static void outbox_push(brisk_heap_t *heap, brisk_heap_t *owner, brisk_block_t *block,
-                        size_t block_size) {
+                        size_t class_index, size_t block_size) {
   if (BRISK_UNLIKELY(heap->is_empty_heap)) {
     /* A thread whose first calls are frees of other threads' blocks (a
      * consumer that never allocates) gets a cold heap here, for its outbox;
@@ -145,7 +148,7 @@ static void outbox_push(brisk_heap_t *heap, brisk_heap_t *owner, brisk_block_t *
       return;
     }
   }
-  batch->blocks[batch->count++] = block;
+  batch->blocks[batch->count++] = brisk_batch_entry(block, class_index);
   batch->bytes += (uint32_t)block_size;
   heap->outbox_bytes += block_size;
   if (batch->count == BRISK_OUTBOX_BATCH) {
@@ -277,7 +280,7 @@ void _brisk_free_not_local(void *p, brisk_segment_t *segment) {
   if (BRISK_SECURE) {
     brisk_secure_free_remote_block(&segment->pages[index], block_size, (uint8_t *)block);
   }
-  outbox_push(heap, segment->heap, block, block_size);
+  outbox_push(heap, segment->heap, block, class_index, block_size);
 }
 
 /* p lies in no segment of brisk's: a huge block freed before whose mapping

@@ -170,8 +170,27 @@ static uintptr_t remote_pop(brisk_heap_t *heap) {
   return 0;
 }
 
-static void free_remote_block(brisk_heap_t *heap, void *block) {
-  brisk_page_t *page = brisk_page_of(brisk_segment_of((uintptr_t)block), (uintptr_t)block);
+/* A block another thread freed twice: both frees found it live (it counts
+ * as used until its owner drains it), and the first one, taken back before
+ * this one, emptied its page. */
+static BRISK_NORETURN BRISK_COLD void remote_double_free(uintptr_t address) {
+  brisk_fatal_pointer("free", (void *)address,
+                      "block is already free (double free?), freed again by another thread");
+}
+
+/* The page of a block another thread freed to heap, once its segment is
+ * found still mapped and heap's (the segment map, then the header line
+ * every free reads); the callers check the page. Otherwise the block was
+ * freed twice, and the first free, taken back before, emptied its page,
+ * whose segment went back to the system (and perhaps to another heap). */
+BRISK_INLINE brisk_page_t *remote_block_page(const brisk_heap_t *heap, uintptr_t address) {
+  size_t page_shift = brisk_segment_map_shift(address);
+  brisk_segment_t *segment = brisk_segment_of(address);
+  if (BRISK_UNLIKELY(page_shift == 0 || segment->heap != heap)) remote_double_free(address);
+  return &segment->pages[(address & BRISK_SEGMENT_MASK) >> page_shift];
+}
+
+static void free_remote_block(brisk_heap_t *heap, brisk_page_t *page, void *block) {
   brisk_stat_add(&heap->stats.remote_frees[page->class_index], 1);
   brisk_secure_check_end(page, block);
   _brisk_page_free_block(heap, page, (brisk_block_t *)block);
@@ -180,13 +199,24 @@ static void free_remote_block(brisk_heap_t *heap, void *block) {
 /* Return a batch's blocks to their pages, then keep the batch or give it
  * back to its home. The blocks' memory is read by nobody here: each gets
  * one store (its free-list link), and those stores do not wait on each
- * other as a walk along the blocks' own links would. */
+ * other as a walk along the blocks' own links would. Each block's page must
+ * still serve the class its free found (brisk_batch_entry, types.h): one
+ * that serves none (class 0: it went back to its segment) or another class
+ * since is the page of a block freed twice, whose first free emptied it. */
 static size_t drain_batch(brisk_heap_t *heap, brisk_remote_batch_t *batch) {
   size_t count = batch->count;
   enum { PREFETCH_AHEAD = 4 };
   for (size_t i = 0; i < count; i++) {
-    if (i + PREFETCH_AHEAD < count) __builtin_prefetch(batch->blocks[i + PREFETCH_AHEAD], 1);
-    free_remote_block(heap, batch->blocks[i]);
+    if (i + PREFETCH_AHEAD < count) {
+      __builtin_prefetch((void *)(batch->blocks[i + PREFETCH_AHEAD] & BRISK_BATCH_ADDRESS_MASK), 1);
+    }
+    uintptr_t entry = batch->blocks[i];
+    uintptr_t address = entry & BRISK_BATCH_ADDRESS_MASK;
+    brisk_page_t *page = remote_block_page(heap, address);
+    if (BRISK_UNLIKELY(page->class_index != (entry >> BRISK_BATCH_CLASS_SHIFT))) {
+      remote_double_free(address);
+    }
+    free_remote_block(heap, page, (void *)address);
   }
   /* Threads that free each other's blocks (a pool of workers passing
    * work) post about as many batches as they drain: each keeps the batches
@@ -225,7 +255,12 @@ size_t _brisk_heap_drain_remote(brisk_heap_t *heap) {
     if (link & BRISK_REMOTE_BATCH_TAG) {
       drained += drain_batch(heap, (brisk_remote_batch_t *)link_node(link));
     } else {
-      free_remote_block(heap, link_node(link));
+      /* A block posted alone: no class to check, only that its page
+       * serves one. */
+      uintptr_t address = (uintptr_t)link_node(link);
+      brisk_page_t *page = remote_block_page(heap, address);
+      if (BRISK_UNLIKELY(!page->in_use)) remote_double_free(address);
+      free_remote_block(heap, page, (void *)address);
       drained++;
     }
   }

@@ -411,6 +411,9 @@ void _brisk_segment_page_free(brisk_heap_t *heap, brisk_page_t *page) {
   uint64_t now_ms = _brisk_os_now_ms();
   brisk_store_relaxed(&segment->page_info[index], 0);
   page->in_use = 0;
+  /* Class 0 as in its info: a block of the class freed twice by other
+   * threads fails the drain's check of its class (heap.c: drain_batch). */
+  page->class_index = 0;
   if (BRISK_SECURE) {
     brisk_page_set_no_blocks(page, (uintptr_t)segment + (index << segment->page_shift));
   }

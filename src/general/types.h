@@ -133,7 +133,7 @@ typedef struct brisk_page_s {
   uint32_t start_low;
   uint16_t capacity;             /* blocks carved into lists so far */
   uint16_t reserved;             /* blocks the page can hold */
-  uint8_t class_index;
+  uint8_t class_index;           /* 0 while it serves none, as its page info */
   uint8_t in_use : 1;            /* serving a size class */
   uint8_t in_purge_list : 1;     /* free but still backed by memory */
   uint8_t is_committed : 1;      /* its memory has been touched since the last decommit */
@@ -248,8 +248,26 @@ typedef struct brisk_remote_batch_s {
   struct brisk_remote_batch_s *next_free;   /* a heap's free or returned stack */
   uint32_t count;
   uint32_t bytes;
-  void *blocks[BRISK_OUTBOX_BATCH];
+  /* Each block as brisk_batch_entry makes it: its address, with its size
+   * class as free() found it above the address bits. */
+  uintptr_t blocks[BRISK_OUTBOX_BATCH];
 } brisk_remote_batch_t;
+
+/* A batch's entry for a block of a class. A block freed twice by threads
+ * that do not own it passes free()'s checks both times (its page still
+ * counts it live until its owner drains), so the owner checks each block it
+ * takes back against the page (heap.c: drain_batch): the first free may
+ * have emptied the page, which then went back to its segment and on to
+ * another class, or the segment went back to the system. */
+#define BRISK_BATCH_CLASS_SHIFT   48
+#define BRISK_BATCH_ADDRESS_MASK  (((uintptr_t)1 << BRISK_ADDRESS_BITS) - 1)
+_Static_assert(BRISK_ADDRESS_BITS <= BRISK_BATCH_CLASS_SHIFT &&
+                   BRISK_BATCH_CLASS_SHIFT + 8 <= 64,
+               "a batch entry holds an address below 2^47 and a class");
+
+BRISK_INLINE uintptr_t brisk_batch_entry(const void *block, size_t class_index) {
+  return (uintptr_t)block | ((uintptr_t)class_index << BRISK_BATCH_CLASS_SHIFT);
+}
 
 /* A heap's free pages of one kind that still hold memory, and how many of
  * them it keeps past the base purge delay (segment.c). The heap's owner,

@@ -172,6 +172,78 @@ static MISUSE_NOINLINE void misuse_good_free_in_other_thread(void *p) {
   pthread_join(thread, NULL);
 }
 
+/* Large blocks for the rows where another thread frees a block twice:
+ * misuse_alone_on_large_page(size, spare, offset_kib) returns a block of
+ * size (above 64 KiB: its page is 4 MiB) that is the only live block of its
+ * page, on a page that is not the head of its class's queue (a head is
+ * pinned: it never empties, and a count that reaches 0 there already names
+ * a double free). It fills a page with blocks (and the pages after it, up
+ * to a new one, the head, which keeps one live block), keeps the one that
+ * starts offset_kib KiB into the first page (the secure build's page lead
+ * aside; any block when offset_kib is negative: the secure build hands a
+ * page's blocks out in a random order) and frees the others. With spare
+ * set, the blocks fill a whole second segment (32 MiB) first and free it
+ * before the block's own pages, so that the heap already keeps an empty
+ * segment of the kind when the block's segment empties: that one goes back
+ * to the system. Plain malloc and free: the blocks are not filled. */
+#define MISUSE_SEGMENT_MASK (((uintptr_t)32 << 20) - 1)
+#define MISUSE_LARGE_PAGE_SHIFT 22
+#define MISUSE_LARGE_PAGE_MASK (((uintptr_t)1 << MISUSE_LARGE_PAGE_SHIFT) - 1)
+
+static void *misuse_large[512];
+
+static MISUSE_NOINLINE void *misuse_alone_on_large_page(size_t size, int spare, long offset_kib) {
+  size_t count = 0;
+  uintptr_t page = 0, segment = 0, second = 0;
+  for (;;) {
+    if (count == sizeof misuse_large / sizeof misuse_large[0]) misuse_fail("too many large blocks", NULL);
+    void *q = opaque(malloc(size));
+    if (q == NULL) misuse_fail("malloc returned NULL", NULL);
+    misuse_large[count++] = q;
+    uintptr_t q_segment = (uintptr_t)q & ~MISUSE_SEGMENT_MASK;
+    if (count == 1) {
+      page = (uintptr_t)q >> MISUSE_LARGE_PAGE_SHIFT;
+      segment = q_segment;
+      continue;
+    }
+    if (!spare && ((uintptr_t)q >> MISUSE_LARGE_PAGE_SHIFT) != page) break;
+    if (spare && q_segment != segment && second == 0) second = q_segment;
+    if (spare && q_segment != segment && q_segment != second) break;
+  }
+  void *p = NULL;
+  for (size_t i = 0; i + 1 < count && p == NULL; i++) {
+    uintptr_t q = (uintptr_t)misuse_large[i];
+    if ((q >> MISUSE_LARGE_PAGE_SHIFT) != page) continue;
+    if (offset_kib < 0 || (long)((q & MISUSE_LARGE_PAGE_MASK) >> 10) == offset_kib) p = (void *)q;
+  }
+  if (p == NULL) misuse_fail("setup: no block at that offset in the first page", NULL);
+  /* The last block is the head's; the second segment's blocks go first. */
+  for (size_t i = 0; i + 1 < count; i++) {
+    if (((uintptr_t)misuse_large[i] & ~MISUSE_SEGMENT_MASK) == second) free(misuse_large[i]);
+  }
+  for (size_t i = 0; i + 1 < count; i++) {
+    if (misuse_large[i] != p && ((uintptr_t)misuse_large[i] & ~MISUSE_SEGMENT_MASK) != second) {
+      free(misuse_large[i]);
+    }
+  }
+  return p;
+}
+
+/* free(p) twice in a new thread, which says so when the frees return; the
+ * caller waits for it. */
+static MISUSE_NOINLINE void *misuse_free_it_twice(void *p) {
+  free(opaque(p));
+  free(opaque(p));
+  misuse_returned("free twice (other thread)");
+  return NULL;
+}
+
+static MISUSE_NOINLINE void misuse_free_twice_in_other_thread(void *p) {
+  pthread_t thread;
+  if (pthread_create(&thread, NULL, misuse_free_it_twice, p) != 0) misuse_fail("pthread_create", NULL);
+  pthread_join(thread, NULL);
+}
+
 /* Run late() in a new thread's key destructor after brisk's exit handler
  * has run there (brisk's key is older than ours, so its destructor comes
  * first within a round; ours asks for a second round to be sure), and
