@@ -127,9 +127,29 @@ static BRISK_NOINLINE brisk_remote_batch_t *outbox_open(brisk_heap_t *heap,
   return batch;
 }
 
-static void outbox_push(brisk_heap_t *heap, brisk_heap_t *owner, brisk_block_t *block,
-                        size_t class_index, size_t block_size) {
-  if (BRISK_UNLIKELY(heap->is_empty_heap)) {
+/* Record block in batch, the open batch of its owner in slot; post the
+ * batch when full, and every open batch when the outbox holds enough. */
+BRISK_INLINE void outbox_add(brisk_heap_t *heap, brisk_remote_batch_t **slot,
+                             brisk_remote_batch_t *batch, brisk_block_t *block,
+                             size_t class_index, size_t block_size) {
+  batch->classes[batch->count] = (uint8_t)class_index;
+  batch->blocks[batch->count++] = block;
+  batch->bytes += (uint32_t)block_size;
+  heap->outbox_bytes += block_size;
+  if (batch->count == BRISK_OUTBOX_BATCH) {
+    outbox_post(heap, slot);
+  } else if (heap->outbox_bytes >= BRISK_OUTBOX_MAX_BYTES) {
+    _brisk_heap_flush_outbox(heap);
+  }
+}
+
+/* outbox_push when the slot holds no open batch of owner's, or the thread
+ * has no heap yet. Out of line, so that nothing outbox_push keeps for after
+ * a call stays in a register the common case would have to save. */
+static BRISK_NOINLINE void outbox_push_slow(brisk_heap_t *heap, brisk_heap_t *owner,
+                                            brisk_block_t *block, size_t class_index,
+                                            size_t block_size) {
+  if (heap->is_empty_heap) {
     /* A thread whose first calls are frees of other threads' blocks (a
      * consumer that never allocates) gets a cold heap here, for its outbox;
      * one that has already exited (a late destructor) does not. */
@@ -141,21 +161,27 @@ static void outbox_push(brisk_heap_t *heap, brisk_heap_t *owner, brisk_block_t *
   }
   brisk_remote_batch_t **slot = outbox_slot(heap, owner);
   brisk_remote_batch_t *batch = *slot;
-  if (BRISK_UNLIKELY(batch == NULL || batch->owner != owner)) {
+  if (batch == NULL || batch->owner != owner) {
     batch = outbox_open(heap, slot, owner);
     if (batch == NULL) {
       _brisk_heap_post_remote(owner, (brisk_remote_node_t *)block, 0);
       return;
     }
   }
-  batch->blocks[batch->count++] = brisk_batch_entry(block, class_index);
-  batch->bytes += (uint32_t)block_size;
-  heap->outbox_bytes += block_size;
-  if (batch->count == BRISK_OUTBOX_BATCH) {
-    outbox_post(heap, slot);
-  } else if (heap->outbox_bytes >= BRISK_OUTBOX_MAX_BYTES) {
-    _brisk_heap_flush_outbox(heap);
+  outbox_add(heap, slot, batch, block, class_index, block_size);
+}
+
+static void outbox_push(brisk_heap_t *heap, brisk_heap_t *owner, brisk_block_t *block,
+                        size_t class_index, size_t block_size) {
+  if (BRISK_LIKELY(!heap->is_empty_heap)) {
+    brisk_remote_batch_t **slot = outbox_slot(heap, owner);
+    brisk_remote_batch_t *batch = *slot;
+    if (BRISK_LIKELY(batch != NULL && batch->owner == owner)) {
+      outbox_add(heap, slot, batch, block, class_index, block_size);
+      return;
+    }
   }
+  outbox_push_slow(heap, owner, block, class_index, block_size);
 }
 
 uint8_t *_brisk_page_block_start(const brisk_page_t *page, const void *p) {

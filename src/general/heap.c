@@ -179,12 +179,13 @@ static BRISK_NORETURN BRISK_COLD void remote_double_free(uintptr_t address) {
 }
 
 /* The page of a block another thread freed to heap, once its segment is
- * found still mapped and heap's (the segment map, then the header line
- * every free reads); the callers check the page. Otherwise the block was
- * freed twice, and the first free, taken back before, emptied its page,
- * whose segment went back to the system (and perhaps to another heap). */
-BRISK_INLINE brisk_page_t *remote_block_page(const brisk_heap_t *heap, uintptr_t address) {
-  size_t page_shift = brisk_segment_map_shift(address);
+ * found still mapped and heap's (page_shift: its segment map entry, then
+ * the header line every free reads); the callers check the page. Otherwise
+ * the block was freed twice, and the first free, taken back before,
+ * emptied its page, whose segment went back to the system (and perhaps to
+ * another heap). */
+BRISK_INLINE brisk_page_t *remote_block_page(const brisk_heap_t *heap, uintptr_t address,
+                                             size_t page_shift) {
   brisk_segment_t *segment = brisk_segment_of(address);
   if (BRISK_UNLIKELY(page_shift == 0 || segment->heap != heap)) remote_double_free(address);
   return &segment->pages[(address & BRISK_SEGMENT_MASK) >> page_shift];
@@ -200,22 +201,19 @@ static void free_remote_block(brisk_heap_t *heap, brisk_page_t *page, void *bloc
  * back to its home. The blocks' memory is read by nobody here: each gets
  * one store (its free-list link), and those stores do not wait on each
  * other as a walk along the blocks' own links would. Each block's page must
- * still serve the class its free found (brisk_batch_entry, types.h): one
+ * still serve the class its free found (batch->classes, types.h): one
  * that serves none (class 0: it went back to its segment) or another class
  * since is the page of a block freed twice, whose first free emptied it. */
 static size_t drain_batch(brisk_heap_t *heap, brisk_remote_batch_t *batch) {
   size_t count = batch->count;
   enum { PREFETCH_AHEAD = 4 };
   for (size_t i = 0; i < count; i++) {
-    if (i + PREFETCH_AHEAD < count) {
-      __builtin_prefetch((void *)(batch->blocks[i + PREFETCH_AHEAD] & BRISK_BATCH_ADDRESS_MASK), 1);
-    }
-    uintptr_t entry = batch->blocks[i];
-    uintptr_t address = entry & BRISK_BATCH_ADDRESS_MASK;
-    brisk_page_t *page = remote_block_page(heap, address);
-    if (BRISK_UNLIKELY(page->class_index != (entry >> BRISK_BATCH_CLASS_SHIFT))) {
-      remote_double_free(address);
-    }
+    if (i + PREFETCH_AHEAD < count) __builtin_prefetch(batch->blocks[i + PREFETCH_AHEAD], 1);
+    uintptr_t address = (uintptr_t)batch->blocks[i];
+    /* Its free found it in the map: its slot is in the map's range. */
+    size_t page_shift = brisk_load_relaxed(&_brisk_segment_map[address >> BRISK_SEGMENT_SHIFT]);
+    brisk_page_t *page = remote_block_page(heap, address, page_shift);
+    if (BRISK_UNLIKELY(page->class_index != batch->classes[i])) remote_double_free(address);
     free_remote_block(heap, page, (void *)address);
   }
   /* Threads that free each other's blocks (a pool of workers passing
@@ -258,7 +256,7 @@ size_t _brisk_heap_drain_remote(brisk_heap_t *heap) {
       /* A block posted alone: no class to check, only that its page
        * serves one. */
       uintptr_t address = (uintptr_t)link_node(link);
-      brisk_page_t *page = remote_block_page(heap, address);
+      brisk_page_t *page = remote_block_page(heap, address, brisk_segment_map_shift(address));
       if (BRISK_UNLIKELY(!page->in_use)) remote_double_free(address);
       free_remote_block(heap, page, (void *)address);
       drained++;

@@ -248,26 +248,15 @@ typedef struct brisk_remote_batch_s {
   struct brisk_remote_batch_s *next_free;   /* a heap's free or returned stack */
   uint32_t count;
   uint32_t bytes;
-  /* Each block as brisk_batch_entry makes it: its address, with its size
-   * class as free() found it above the address bits. */
-  uintptr_t blocks[BRISK_OUTBOX_BATCH];
+  void *blocks[BRISK_OUTBOX_BATCH];
+  /* Each block's size class as free() found it. A block freed twice by
+   * threads that do not own it passes free()'s checks both times (its page
+   * counts it live until its owner drains it), so the owner checks each
+   * block it takes back against its page (heap.c: drain_batch): the first
+   * free may have emptied the page, which then went back to its segment,
+   * and on to another class, or the segment back to the system. */
+  uint8_t classes[BRISK_OUTBOX_BATCH];
 } brisk_remote_batch_t;
-
-/* A batch's entry for a block of a class. A block freed twice by threads
- * that do not own it passes free()'s checks both times (its page still
- * counts it live until its owner drains), so the owner checks each block it
- * takes back against the page (heap.c: drain_batch): the first free may
- * have emptied the page, which then went back to its segment and on to
- * another class, or the segment went back to the system. */
-#define BRISK_BATCH_CLASS_SHIFT   48
-#define BRISK_BATCH_ADDRESS_MASK  (((uintptr_t)1 << BRISK_ADDRESS_BITS) - 1)
-_Static_assert(BRISK_ADDRESS_BITS <= BRISK_BATCH_CLASS_SHIFT &&
-                   BRISK_BATCH_CLASS_SHIFT + 8 <= 64,
-               "a batch entry holds an address below 2^47 and a class");
-
-BRISK_INLINE uintptr_t brisk_batch_entry(const void *block, size_t class_index) {
-  return (uintptr_t)block | ((uintptr_t)class_index << BRISK_BATCH_CLASS_SHIFT);
-}
 
 /* A heap's free pages of one kind that still hold memory, and how many of
  * them it keeps past the base purge delay (segment.c). The heap's owner,
