@@ -723,6 +723,41 @@ TEST(Lifecycle, CollectGivesBackWhatAnIdleHeapKeeps) {
   EXPECT_EQ(after.general.pages_committed, 0u);
 }
 
+// A thread that learnt to keep its free pages and then sits idle, alive,
+// gets them purged by another thread's housekeeping once it has run none of
+// its own for the maximum delay: nobody calls brisk_collect, and they still
+// go back.
+TEST(Lifecycle, AnIdleThreadsKeptPagesGoBackThroughAnotherThreadsHousekeeping) {
+  HeldClock clock;
+  std::atomic<int> stage{0};
+  std::thread idle([&] {
+    std::vector<void *> blocks(kCycleBlocks);
+    free_wait_and_take_back(clock, 2, blocks);  // the heap learns to keep 8 MiB
+    for (void *&p : blocks) p = brisk_malloc(kCycleBlockSize);
+    for (void *p : blocks) brisk_free(p);
+    housekeeping_runs();
+    stage = 1;
+    while (stage.load() != 2) std::this_thread::yield();
+  });
+  while (stage.load() != 1) std::this_thread::yield();
+  const size_t kept_pages = kCycleBytes / 2 / (64 << 10);  // half of the 8 MiB
+  clock.advance(200);  // past the base delay: the idle heap keeps what it learnt
+  housekeeping_runs();
+  const brisk_stats_t before = purge_stats();
+  EXPECT_GE(before.general.pages_committed, kept_pages)
+      << "the idle heap kept nothing: the check below proves nothing";
+  clock.advance(1000);  // past the maximum delay since its last housekeeping
+  housekeeping_runs();
+  const brisk_stats_t after = purge_stats();
+  stage = 2;
+  idle.join();
+  std::printf("free pages backed: %zu 200 ms after the idle thread's last housekeeping, "
+              "%zu 1200 ms after\n",
+              before.general.pages_committed, after.general.pages_committed);
+  EXPECT_GE(before.general.pages_committed - after.general.pages_committed, kept_pages)
+      << "an idle thread's free pages outlived the maximum delay";
+}
+
 // A base delay of 0 purges a page as soon as it is free, whatever the heap
 // learnt to keep.
 TEST(Lifecycle, PurgeDelayZeroPurgesAtOnceAfterTheHeapLearntToKeep) {

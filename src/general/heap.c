@@ -458,16 +458,71 @@ void _brisk_heap_post_remote(brisk_heap_t *owner, brisk_remote_node_t *node, uin
   }
 }
 
+/*
+ * Live heaps whose thread has not run its housekeeping for
+ * BRISK_PURGE_DELAY_MAX_MS (it sleeps, waits, or stays on fast paths that
+ * never come here) get from another thread's housekeeping what their own
+ * would do: free pages past the purge delay and cached huge mappings past
+ * their age go back to the system, under the heap's memory_lock, as
+ * brisk_collect(true) does for every heap. So a thread that frees a lot
+ * and then sleeps keeps its free memory for at most that long while any
+ * other thread runs. Its kept empty pages and pinned heads (about 16 MiB
+ * at most) are its thread's alone and wait for it. One pass per purge
+ * delay in the whole process, at most IDLE_PER_PASS heaps: a heap purged
+ * once is passed over until its thread runs its housekeeping again (only
+ * its thread adds free pages, and its own frees purge what is due).
+ */
+enum { IDLE_PER_PASS = 16 };
+static _Atomic(uint64_t) next_idle_pass_ms;
+
+static void purge_idle_heaps(const brisk_heap_t *self, uint64_t now) {
+  uint64_t due = atomic_load_explicit(&next_idle_pass_ms, memory_order_relaxed);
+  if (now < due || !atomic_compare_exchange_strong_explicit(&next_idle_pass_ms, &due,
+                                                            now + BRISK_PURGE_DELAY_MS,
+                                                            memory_order_relaxed,
+                                                            memory_order_relaxed)) {
+    return;
+  }
+  /* The heaps are picked under heaps_lock (tried only: a later pass will
+   * do) and purged after it is released, so thread creation and exit never
+   * wait for the system calls. Heaps are never freed. */
+  brisk_heap_t *idle[IDLE_PER_PASS];
+  size_t count = 0;
+  if (pthread_mutex_trylock(&heaps_lock) != 0) return;
+  for (brisk_heap_t *heap = all_heaps; heap != NULL && count < IDLE_PER_PASS;
+       heap = heap->next_all) {
+    if (heap == self || heap->is_empty_heap || brisk_load_relaxed(&heap->abandoned)) continue;
+    uint64_t seen = brisk_load_relaxed(&heap->housekept_at_ms);
+    /* 0: purged by a pass since its thread last came (below). A time later
+     * than `now` was read after `now` was. */
+    if (seen == 0 || seen > now || now - seen < _brisk_options.purge_delay_max_ms) continue;
+    idle[count++] = heap;
+  }
+  pthread_mutex_unlock(&heaps_lock);
+  for (size_t i = 0; i < count; i++) {
+    _brisk_heap_purge(idle[i], now, BRISK_PURGE_DELAY_MS);
+    _brisk_huge_cache_trim(idle[i], now, BRISK_HUGE_CACHE_MAX_AGE_MS);
+    /* A CAS: its thread may have come back meanwhile, and its time stays. */
+    uint64_t seen = brisk_load_relaxed(&idle[i]->housekept_at_ms);
+    if (seen != 0 && seen <= now && now - seen >= _brisk_options.purge_delay_max_ms) {
+      atomic_compare_exchange_strong_explicit(&idle[i]->housekept_at_ms, &seen, 0,
+                                              memory_order_relaxed, memory_order_relaxed);
+    }
+  }
+}
+
 void _brisk_heap_housekeeping(brisk_heap_t *heap) {
   _brisk_heap_flush_outbox(heap);
   _brisk_heap_retire_empty_heads(heap);
   _brisk_heap_retire_kept_empty(heap, false);
   uint64_t now = _brisk_os_now_ms();
+  brisk_store_relaxed(&heap->housekept_at_ms, now);
   tidy_stale_abandoned(now, true);
-  /* Both lists may be emptied by brisk_collect(true) from another thread:
-   * looked at under the memory lock only. */
+  /* Both lists may be emptied by brisk_collect(true) or an idle-heap pass
+   * from another thread: looked at under the memory lock only. */
   _brisk_heap_purge(heap, now, BRISK_PURGE_DELAY_MS);
   _brisk_huge_cache_trim(heap, now, BRISK_HUGE_CACHE_MAX_AGE_MS);
+  purge_idle_heaps(heap, now);
   _brisk_os_cache_expire(now); /* the region allocators' kept mappings */
   /* Debug builds check the whole heap now and then (every 1024 slow
    * mallocs): often enough to catch a broken invariant near its cause. */
@@ -634,7 +689,9 @@ void _brisk_heap_hand_back(brisk_heap_t *heap) {
 
 void _brisk_heap_free_only_chores(brisk_heap_t *heap) {
   _brisk_heap_drain_remote(heap);
-  _brisk_heap_purge(heap, _brisk_os_now_ms(), BRISK_PURGE_DELAY_MS);
+  uint64_t now = _brisk_os_now_ms();
+  brisk_store_relaxed(&heap->housekept_at_ms, now);
+  _brisk_heap_purge(heap, now, BRISK_PURGE_DELAY_MS);
 }
 
 void _brisk_heaps_tidy_stale(uint64_t now_ms) {
@@ -764,6 +821,7 @@ brisk_heap_t *_brisk_heap_init_thread(bool cold) {
   /* Install the heap before anything that may allocate (pthread_atfork and
    * pthread_setspecific can), so those nested mallocs find it. */
   _brisk_segments_set_owner_thread(heap, brisk_thread_id());
+  brisk_store_relaxed(&heap->housekept_at_ms, _brisk_os_now_ms());
   _brisk_tls_heap = heap;
   pthread_once(&process_once, process_init);
   pthread_setspecific(heap_key, heap);

@@ -391,6 +391,10 @@ typedef struct brisk_heap_s {
    * from another thread to decommit a live heap's free pages. */
   _Atomic(bool) memory_lock;
   _Atomic(bool) drain_requested;   /* a block was queued while drain_lock was held */
+  /* When its thread last ran its housekeeping (written by the owner,
+   * relaxed): another thread's housekeeping purges the free pages of a live
+   * heap whose thread has not for a while (heap.c: purge_idle_heaps). */
+  _Atomic(uint64_t) housekept_at_ms;
 
   BRISK_ALIGNED(BRISK_CACHE_LINE) brisk_remote_batch_t batches[BRISK_HEAP_BATCHES];
 } brisk_heap_t;
