@@ -486,7 +486,9 @@ BRISK_HIDDEN bool _brisk_heap_reclaim(brisk_heap_t *heap, size_t needed);
 
 /* ---- segment.c: segments, the segment map, pages of segments, purging ---- */
 
-BRISK_HIDDEN brisk_page_t *_brisk_segment_page_alloc(brisk_heap_t *heap, brisk_segment_kind_t kind);
+/* A free page of kind for blocks of block_size (the page is not set up). */
+BRISK_HIDDEN brisk_page_t *_brisk_segment_page_alloc(brisk_heap_t *heap, brisk_segment_kind_t kind,
+                                                     size_t block_size);
 BRISK_HIDDEN void _brisk_segment_page_free(brisk_heap_t *heap, brisk_page_t *page);
 /* The heap changes hands: thread (a brisk_thread_id, or 0 when abandoned)
  * becomes its owner_thread and every one of its segments'. */

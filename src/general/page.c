@@ -306,7 +306,8 @@ BRISK_INLINE brisk_page_t *find_page(brisk_heap_t *heap, size_t class_index) {
     page = next;
   }
   if (page == NULL) {
-    page = _brisk_segment_page_alloc(heap, brisk_class_to_kind(class_index));
+    page = _brisk_segment_page_alloc(heap, brisk_class_to_kind(class_index),
+                                      brisk_class_to_size(class_index));
     if (page != NULL) {
       page_init(page, class_index);
       brisk_page_queue_push_front(queue, page);

@@ -1,7 +1,9 @@
 /*
  * segment.c — segments and the pages inside them.
  *
- *   _brisk_segment_page_alloc(heap, kind)      a free page of that kind
+ *   _brisk_segment_page_alloc(heap, kind, block_size)   a free page of that kind
+ *     a free page still backed, one that last served blocks of that size
+ *     if one of the newest does, else the newest; else
  *     heap->available[kind] has a segment with a free page? take its first
  *     free page (bitmap + ctz); else reserve a new segment from the OS.
  *   _brisk_segment_page_free(heap, page)       a retired page goes back
@@ -333,17 +335,30 @@ static void purge_keep_learn(brisk_purge_list_t *list, const brisk_page_t *page,
   }
 }
 
-/* The most recently freed page of this kind that still holds its memory;
- * NULL if none. Taking it costs no page faults, and it stops that memory
- * from being held for the purge delay while fresh pages are faulted in
- * beside it (threads that hand blocks to each other empty and refill pages
- * all the time). */
-static brisk_page_t *backed_free_page(brisk_heap_t *heap, brisk_segment_kind_t kind) {
-  return heap->purge_lists[kind].pages.tail;
+/* A recently freed page of this kind that still holds its memory, for a
+ * class of block_size; NULL if none. Taking it costs no page faults, and it
+ * stops that memory from being held for the purge delay while fresh pages
+ * are faulted in beside it (threads that hand blocks to each other empty
+ * and refill pages all the time). Among the BACKED_PAGES_SEARCHED newest,
+ * one that last served blocks of that size (block_size stays set after a
+ * page is retired), else the newest: a page taken for another size has its
+ * new blocks' links and the program's writes land on other parts of it
+ * than before, so over a few such turns all of it is touched, where a page
+ * back in its old class touches what it did before. */
+enum { BACKED_PAGES_SEARCHED = 8 };
+
+static brisk_page_t *backed_free_page(brisk_heap_t *heap, brisk_segment_kind_t kind,
+                                      size_t block_size) {
+  brisk_page_t *newest = heap->purge_lists[kind].pages.tail;
+  brisk_page_t *page = newest;
+  for (int i = 0; i < BACKED_PAGES_SEARCHED && page != NULL; i++, page = page->prev) {
+    if (page->block_size == block_size) return page;
+  }
+  return newest;
 }
 
-static brisk_page_t *page_alloc(brisk_heap_t *heap, brisk_segment_kind_t kind) {
-  brisk_page_t *backed = backed_free_page(heap, kind);
+static brisk_page_t *page_alloc(brisk_heap_t *heap, brisk_segment_kind_t kind, size_t block_size) {
+  brisk_page_t *backed = backed_free_page(heap, kind, block_size);
   brisk_segment_t *segment;
   size_t index;
   if (backed != NULL) {
@@ -383,9 +398,10 @@ void _brisk_segments_set_owner_thread(brisk_heap_t *heap, uintptr_t thread) {
   _brisk_heap_unlock_memory(heap);
 }
 
-brisk_page_t *_brisk_segment_page_alloc(brisk_heap_t *heap, brisk_segment_kind_t kind) {
+brisk_page_t *_brisk_segment_page_alloc(brisk_heap_t *heap, brisk_segment_kind_t kind,
+                                        size_t block_size) {
   _brisk_heap_lock_memory(heap);
-  brisk_page_t *page = page_alloc(heap, kind);
+  brisk_page_t *page = page_alloc(heap, kind, block_size);
   _brisk_heap_unlock_memory(heap);
   return page;
 }
