@@ -20,6 +20,7 @@
 #include <cstdlib>
 #include <cstring>
 #include <thread>
+#include <utility>
 #include <vector>
 
 #include "internal_checks.h"
@@ -756,6 +757,114 @@ TEST(Lifecycle, AnIdleThreadsKeptPagesGoBackThroughAnotherThreadsHousekeeping) {
               before.general.pages_committed, after.general.pages_committed);
   EXPECT_GE(before.general.pages_committed - after.general.pages_committed, kept_pages)
       << "an idle thread's free pages outlived the maximum delay";
+}
+
+// The same, for pages its thread freed after its last housekeeping, not
+// yet due when another thread's pass first finds the heap idle: that pass
+// must not mark the heap done while they wait, or they stay backed for as
+// long as the thread sleeps.
+TEST(Lifecycle, AnIdleThreadsPagesFreedAfterItsLastHousekeepingGoBackToo) {
+  HeldClock clock;
+  std::atomic<int> stage{0};
+  std::thread idle([&] {
+    std::vector<void *> blocks(kCycleBlocks);
+    free_wait_and_take_back(clock, 2, blocks);  // the heap learns to keep 8 MiB
+    for (void *&p : blocks) p = brisk_malloc(kCycleBlockSize);
+    housekeeping_runs();  // its last: nothing of its own to purge after this
+    stage = 1;
+    while (stage.load() != 2) std::this_thread::yield();
+    for (void *p : blocks) brisk_free(p);  // own frees: pages retire, no housekeeping
+    stage = 3;
+    while (stage.load() != 4) std::this_thread::yield();
+  });
+  while (stage.load() != 1) std::this_thread::yield();
+  const brisk_stats_t idle_before = purge_stats();
+  clock.advance(500);
+  stage = 2;
+  while (stage.load() != 3) std::this_thread::yield();
+  const brisk_stats_t before = purge_stats();
+  clock.advance(600);  // idle 1100 ms: a pass finds it, its pages kept 600 ms
+  housekeeping_runs();
+  clock.advance(2000);  // every page it freed is past the maximum delay
+  housekeeping_runs();
+  const brisk_stats_t after = purge_stats();
+  stage = 4;
+  idle.join();
+  const size_t kept_pages = kCycleBytes / 2 / (64 << 10);
+  std::printf("free pages backed: %zu before the idle thread's frees, %zu after, "
+              "%zu 2600 ms later\n",
+              idle_before.general.pages_committed, before.general.pages_committed,
+              after.general.pages_committed);
+  // The pass at 1100 ms purges those past what the heap keeps: the kept
+  // ones are what it must not leave behind.
+  EXPECT_GE(before.general.pages_committed, idle_before.general.pages_committed + kept_pages)
+      << "the idle thread's frees left few pages backed: the check below proves little";
+  EXPECT_LE(after.general.pages_committed, idle_before.general.pages_committed)
+      << "pages an idle thread freed after its last housekeeping outlived the maximum delay";
+}
+
+// A huge block an idle thread frees after its last housekeeping, and
+// `pass_first`: after another thread's pass found the heap idle with
+// nothing to give back (and marked it done), else before any pass. Returns
+// the huge cached bytes (process-wide) before the thread's free, and 2600
+// ms after it.
+std::pair<size_t, size_t> idle_thread_frees_huge(HeldClock &clock, bool pass_first,
+                                                 size_t huge, size_t *after_free) {
+  std::atomic<int> stage{0};
+  std::thread idle([&] {
+    void *p = brisk_malloc(huge);
+    if (p != nullptr) std::memset(p, 1, huge);
+    housekeeping_runs();
+    stage = 1;
+    while (stage.load() != 2) std::this_thread::yield();
+    brisk_free(p);  // into its heap's huge cache, no housekeeping
+    stage = 3;
+    while (stage.load() != 4) std::this_thread::yield();
+  });
+  while (stage.load() != 1) std::this_thread::yield();
+  const size_t before = purge_stats().general.huge_cached_bytes;
+  if (pass_first) {
+    clock.advance(1100);
+    housekeeping_runs();  // idle 1100 ms, nothing to give back: done
+  } else {
+    clock.advance(500);
+  }
+  stage = 2;
+  while (stage.load() != 3) std::this_thread::yield();
+  *after_free = purge_stats().general.huge_cached_bytes;
+  clock.advance(600);  // idle past the maximum: a pass finds it
+  housekeeping_runs();
+  clock.advance(2000);  // the mapping is past its age
+  housekeeping_runs();
+  const size_t after = purge_stats().general.huge_cached_bytes;
+  stage = 4;
+  idle.join();
+  return {before, after};
+}
+
+// Its cached mapping goes back once past its age, though the first pass
+// that found the heap idle came before that.
+TEST(Lifecycle, AnIdleThreadsHugeMappingFreedAfterItsLastHousekeepingGoesBack) {
+  HeldClock clock;
+  constexpr size_t kHuge = 8 * kMiB;
+  size_t after_free = 0;
+  const auto [before, after] = idle_thread_frees_huge(clock, false, kHuge, &after_free);
+  std::printf("huge cached: %zu before the idle thread's free, %zu after, %zu 2600 ms later\n",
+              before, after_free, after);
+  EXPECT_GE(after_free, before + kHuge) << "the idle heap cached nothing: the check below proves nothing";
+  EXPECT_LE(after, before) << "an idle thread's cached huge mapping outlived its age";
+}
+
+// ... and also when a pass had marked the heap done before the free.
+TEST(Lifecycle, AHugeMappingFreedIntoAnIdleHeapAlreadyPassedOverGoesBack) {
+  HeldClock clock;
+  constexpr size_t kHuge = 8 * kMiB;
+  size_t after_free = 0;
+  const auto [before, after] = idle_thread_frees_huge(clock, true, kHuge, &after_free);
+  std::printf("huge cached: %zu before the idle thread's free, %zu after, %zu 2600 ms later\n",
+              before, after_free, after);
+  EXPECT_GE(after_free, before + kHuge) << "the idle heap cached nothing: the check below proves nothing";
+  EXPECT_LE(after, before) << "a huge mapping freed into a heap marked done outlived its age";
 }
 
 // A base delay of 0 purges a page as soon as it is free, whatever the heap

@@ -468,12 +468,25 @@ void _brisk_heap_post_remote(brisk_heap_t *owner, brisk_remote_node_t *node, uin
  * and then sleeps keeps its free memory for at most that long while any
  * other thread runs. Its kept empty pages and pinned heads (about 16 MiB
  * at most) are its thread's alone and wait for it. One pass per purge
- * delay in the whole process, at most IDLE_PER_PASS heaps: a heap purged
- * once is passed over until its thread runs its housekeeping again (only
- * its thread adds free pages, and its own frees purge what is due).
+ * delay in the whole process, at most IDLE_PER_PASS heaps. A heap left
+ * with no free page backed and no cached huge mapping is marked done
+ * (housekept_at_ms 0, under its memory_lock) and passed over until its
+ * thread runs its housekeeping again, or frees a page or a huge block into
+ * it (_brisk_heap_idle_rearm, under the same lock: what it freed goes back
+ * BRISK_PURGE_DELAY_MAX_MS later). A heap still holding some (freed after
+ * its last housekeeping, not due yet) is looked at again by later passes
+ * until they are gone.
  */
 enum { IDLE_PER_PASS = 16 };
 static _Atomic(uint64_t) next_idle_pass_ms;
+
+/* Free pages still backed or cached huge mappings; under its memory_lock. */
+static bool holds_free_memory(const brisk_heap_t *heap) {
+  for (int kind = 0; kind < BRISK_KIND_COUNT_PAGED; kind++) {
+    if (heap->purge_lists[kind].pages.head != NULL) return true;
+  }
+  return heap->huge_cache_count != 0;
+}
 
 static void purge_idle_heaps(const brisk_heap_t *self, uint64_t now) {
   uint64_t due = atomic_load_explicit(&next_idle_pass_ms, memory_order_relaxed);
@@ -500,14 +513,26 @@ static void purge_idle_heaps(const brisk_heap_t *self, uint64_t now) {
   }
   pthread_mutex_unlock(&heaps_lock);
   for (size_t i = 0; i < count; i++) {
-    _brisk_heap_purge(idle[i], now, BRISK_PURGE_DELAY_MS);
-    _brisk_huge_cache_trim(idle[i], now, BRISK_HUGE_CACHE_MAX_AGE_MS);
-    /* A CAS: its thread may have come back meanwhile, and its time stays. */
-    uint64_t seen = brisk_load_relaxed(&idle[i]->housekept_at_ms);
-    if (seen != 0 && seen <= now && now - seen >= _brisk_options.purge_delay_max_ms) {
-      atomic_compare_exchange_strong_explicit(&idle[i]->housekept_at_ms, &seen, 0,
+    brisk_heap_t *heap = idle[i];
+    _brisk_heap_purge(heap, now, BRISK_PURGE_DELAY_MS);
+    _brisk_huge_cache_trim(heap, now, BRISK_HUGE_CACHE_MAX_AGE_MS);
+    /* Under the memory lock: a page or huge block its thread frees after
+     * this sees the mark and takes it off (_brisk_heap_idle_rearm). A CAS:
+     * its thread may have come back meanwhile, and its time stays. */
+    _brisk_heap_lock_memory(heap);
+    uint64_t seen = brisk_load_relaxed(&heap->housekept_at_ms);
+    if (!holds_free_memory(heap) && seen != 0 && seen <= now &&
+        now - seen >= _brisk_options.purge_delay_max_ms) {
+      atomic_compare_exchange_strong_explicit(&heap->housekept_at_ms, &seen, 0,
                                               memory_order_relaxed, memory_order_relaxed);
     }
+    _brisk_heap_unlock_memory(heap);
+  }
+}
+
+void _brisk_heap_idle_rearm(brisk_heap_t *heap, uint64_t now_ms) {
+  if (brisk_load_relaxed(&heap->housekept_at_ms) == 0) {
+    brisk_store_relaxed(&heap->housekept_at_ms, now_ms);
   }
 }
 

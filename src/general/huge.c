@@ -296,6 +296,7 @@ void _brisk_huge_free(brisk_heap_t *heap, brisk_segment_t *segment) {
   entry->freed_at_ms = now_ms;
   heap->huge_cache_bytes += segment->mapped_size;
   brisk_global_stat_add(BRISK_STAT_HUGE_CACHED_BYTES, (int64_t)segment->mapped_size);
+  _brisk_heap_idle_rearm(heap, now_ms);
   _brisk_heap_unlock_memory(heap);
 }
 
@@ -303,7 +304,10 @@ static void cache_trim(brisk_heap_t *heap, uint64_t now_ms, uint64_t max_age_ms)
   size_t i = 0;
   while (i < heap->huge_cache_count) {
     brisk_huge_cache_entry_t *entry = &heap->huge_cache[i];
-    if (max_age_ms == 0 || now_ms - entry->freed_at_ms >= max_age_ms) {
+    /* A time later than now_ms was read after now_ms was: another thread's
+     * idle-heap pass (heap.c) trims with the time it started at. */
+    if (max_age_ms == 0 ||
+        (entry->freed_at_ms <= now_ms && now_ms - entry->freed_at_ms >= max_age_ms)) {
       brisk_segment_t *victim = entry->segment;
       cache_remove(heap, i);
       huge_unmap_freed(victim);

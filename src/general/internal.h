@@ -466,6 +466,10 @@ BRISK_HIDDEN void _brisk_heap_flush_outbox(brisk_heap_t *heap);
 BRISK_HIDDEN size_t _brisk_heap_drain_remote(brisk_heap_t *heap);
 /* Periodic work of the slow path: remote frees, delayed purge, huge cache. */
 BRISK_HIDDEN void _brisk_heap_housekeeping(brisk_heap_t *heap);
+/* A page or huge block freed into heap (its memory_lock held): a heap an
+ * idle-heap pass marked done (housekept_at_ms 0) is looked at again
+ * BRISK_PURGE_DELAY_MAX_MS after now_ms (heap.c: purge_idle_heaps). */
+BRISK_HIDDEN void _brisk_heap_idle_rearm(brisk_heap_t *heap, uint64_t now_ms);
 /* malloc's fast path counted BRISK_ALLOCATIONS_PER_FOLD blocks of one entry
  * of the direct table, or the generic path as many of a class: fold the
  * counts, drain remote frees, do the housekeeping; returns block, which

@@ -441,6 +441,7 @@ void _brisk_segment_page_free(brisk_heap_t *heap, brisk_page_t *page) {
   if (!segment->in_available_list) available_push(heap, segment);
   if (page->is_committed) {
     purge_list_append(heap, page, now_ms);
+    _brisk_heap_idle_rearm(heap, now_ms);
     /* A warm abandoned heap keeps no large page that empties (heap.c). */
     if (brisk_load_relaxed(&heap->abandoned) && segment->kind == BRISK_KIND_LARGE) purge_page(heap, page);
   }

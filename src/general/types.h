@@ -393,7 +393,10 @@ typedef struct brisk_heap_s {
   _Atomic(bool) drain_requested;   /* a block was queued while drain_lock was held */
   /* When its thread last ran its housekeeping (written by the owner,
    * relaxed): another thread's housekeeping purges the free pages of a live
-   * heap whose thread has not for a while (heap.c: purge_idle_heaps). */
+   * heap whose thread has not for a while (heap.c: purge_idle_heaps). 0
+   * once such a pass left it nothing to purge (a CAS under memory_lock);
+   * a page or huge block freed into it then sets it to that time, under
+   * the same lock (_brisk_heap_idle_rearm). */
   _Atomic(uint64_t) housekept_at_ms;
 
   BRISK_ALIGNED(BRISK_CACHE_LINE) brisk_remote_batch_t batches[BRISK_HEAP_BATCHES];
