@@ -867,6 +867,85 @@ TEST(Lifecycle, AHugeMappingFreedIntoAnIdleHeapAlreadyPassedOverGoesBack) {
   EXPECT_LE(after, before) << "a huge mapping freed into a heap marked done outlived its age";
 }
 
+// Threads that go quiet (no brisk call) with free pages, kept empty pages
+// and cached huge mappings, then come back, while the others' passes purge
+// their heaps (the clock moves on past the maximum delay all the time) and
+// the main thread forks: blocks kept live across a quiet spell keep their
+// bytes, each heap passes its validator, and a child can allocate. Run
+// under ThreadSanitizer, the owner's page and huge-cache work races the
+// passes.
+TEST(Lifecycle, IdleHeapPassesRaceTheirThreadsComingBack) {
+  HeldClock clock;
+  const int threads = hammer_count() + 2;
+  const int rounds = static_cast<int>(scaled(40, 15));
+  std::atomic<int> running{threads};
+  std::atomic<long> failures{0};
+  std::vector<std::thread> workers;
+  for (int id = 0; id < threads; id++) {
+    workers.emplace_back([&, id] {
+      std::vector<Block> live;
+      for (int round = 0; round < rounds; round++) {
+        const uint64_t seed = (static_cast<uint64_t>(id) << 32) + static_cast<uint64_t>(round) * 1000;
+        std::vector<Block> passing;
+        for (uint64_t i = 0; i < 300; i++) {
+          const uint64_t h = mix64(seed + i);
+          size_t size = i % 100 == 99 ? 600 * 1024 + h % (2 * kMiB)  // huge
+                        : i % 10 == 9 ? 2048 + h % (256 * 1024)     // medium, large
+                                      : 8 + h % 4000;
+          Block b = make_block(size);
+          if (b.p == nullptr) {
+            failures++;
+            continue;
+          }
+          (i % 7 == 0 ? live : passing).push_back(b);
+        }
+        for (const Block &b : passing) {
+          failures += !block_intact(b);
+          brisk_free(b.p);
+        }
+        if (live.size() > 200) {
+          for (size_t k = 0; k < live.size(); k += 2) {
+            failures += !block_intact(live[k]);
+            brisk_free(live[k].p);
+            live[k].p = nullptr;
+          }
+          live.erase(std::remove_if(live.begin(), live.end(), [](const Block &b) { return b.p == nullptr; }),
+                     live.end());
+        }
+        brisk_test_validate_own_heap();
+        // Quiet: no brisk call while the clock moves on by a few hundred ms.
+        for (int spin = 0; spin < 2000 + (id * 37 + round * 11) % 3000; spin++) std::this_thread::yield();
+        for (const Block &b : live) failures += !block_intact(b);
+      }
+      for (const Block &b : live) {
+        failures += !block_intact(b);
+        brisk_free(b.p);
+      }
+      running--;
+    });
+  }
+  int forks = 0;
+  while (running.load() != 0) {
+    clock.advance(300);
+    for (int i = 0; i < 200; i++) brisk_free(brisk_malloc(64 + static_cast<size_t>(i) * 32));
+    if (forks < 3) {
+      forks++;
+      pid_t pid = fork();
+      ASSERT_NE(pid, -1) << std::strerror(errno);
+      if (pid == 0) {
+        alarm(10);  // a deadlocked child dies of SIGALRM instead of hanging the test
+        _exit(child_allocates(static_cast<uint64_t>(forks) << 20, 200));
+      }
+      expect_child_ok(pid, forks);
+    }
+    std::this_thread::yield();
+  }
+  for (std::thread &t : workers) t.join();
+  EXPECT_EQ(failures.load(), 0);
+  brisk_test_validate_own_heap();
+  brisk_test_validate_idle_heaps();
+}
+
 // A base delay of 0 purges a page as soon as it is free, whatever the heap
 // learnt to keep.
 TEST(Lifecycle, PurgeDelayZeroPurgesAtOnceAfterTheHeapLearntToKeep) {
