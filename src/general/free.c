@@ -184,58 +184,6 @@ static void outbox_push(brisk_heap_t *heap, brisk_heap_t *owner, brisk_block_t *
   outbox_push_slow(heap, owner, block, class_index, block_size);
 }
 
-/* How many blocks of a class a heap may borrow (BRISK_BORROW_MAX_*). */
-static uint32_t borrow_limit(size_t block_size) {
-  size_t blocks = BRISK_BORROW_MAX_BYTES / block_size;
-  if (blocks > BRISK_BORROW_MAX_BLOCKS) blocks = BRISK_BORROW_MAX_BLOCKS;
-  return blocks == 0 ? 1 : (uint32_t)blocks;
-}
-
-/* Keep another heap's block, just freed by this thread, for this thread's
- * own mallocs of its class: the block is reused where it was last touched
- * (the freeing thread read or wrote it), and neither the outbox nor its
- * owner's drain ever sees it. Only a heap that allocates the class itself
- * (it has a page of it) borrows, and only up to borrow_limit: a thread that
- * only frees (a consumer) sends every block home. When the list fills up,
- * malloc's direct table is pointed at it so the next mallocs take from it
- * (_brisk_heap_use_borrowed). */
-static bool borrow(brisk_heap_t *heap, brisk_block_t *block, size_t class_index,
-                   size_t block_size) {
-  if (BRISK_SECURE || class_index > BRISK_CLASS_MEDIUM_LAST || heap->is_empty_heap ||
-      heap->queues[class_index].head == NULL) {
-    return false;
-  }
-  brisk_page_t *list = &heap->borrowed[class_index];
-  uint32_t count = 0u - list->used;
-  uint32_t limit = borrow_limit(block_size);
-  if (count >= limit) return false;
-  block->next = list->free;
-  list->free = block;
-  list->used--;
-  if (count + 1 == limit) _brisk_heap_use_borrowed(heap, class_index);
-  return true;
-}
-
-void _brisk_heap_return_borrowed(brisk_heap_t *heap, bool idle_only) {
-  for (size_t class_index = 1; class_index <= BRISK_CLASS_MEDIUM_LAST; class_index++) {
-    brisk_page_t *list = &heap->borrowed[class_index];
-    if (list->free == NULL) continue;
-    uintptr_t seen = (uintptr_t)list->free ^ list->used;
-    if (idle_only && heap->borrowed_seen[class_index] != seen) {
-      heap->borrowed_seen[class_index] = seen;
-      continue;
-    }
-    size_t block_size = brisk_class_to_size(class_index);
-    brisk_block_t *block;
-    while ((block = list->free) != NULL) {
-      list->free = block->next;
-      list->used++;
-      outbox_push(heap, brisk_segment_of((uintptr_t)block)->heap, block, class_index, block_size);
-    }
-    heap->borrowed_seen[class_index] = 0;
-  }
-}
-
 uint8_t *_brisk_page_block_start(const brisk_page_t *page, const void *p) {
   size_t index = brisk_page_block_index(page, (uintptr_t)p);
   return brisk_page_start(page) + index * brisk_page_block_size(page);
@@ -358,7 +306,6 @@ void _brisk_free_not_local(void *p, brisk_segment_t *segment) {
   if (BRISK_SECURE) {
     brisk_secure_free_remote_block(&segment->pages[index], block_size, (uint8_t *)block);
   }
-  if (borrow(heap, block, class_index, block_size)) return;
   outbox_push(heap, segment->heap, block, class_index, block_size);
 }
 

@@ -537,17 +537,10 @@ void _brisk_heap_idle_rearm(brisk_heap_t *heap, uint64_t now_ms) {
 }
 
 void _brisk_heap_housekeeping(brisk_heap_t *heap) {
-  uint64_t now = _brisk_os_now_ms();
-  /* Borrowed blocks left alone for a purge delay or two go home, so that a
-   * thread that stops allocating a class keeps no page of another heap in
-   * use for it. */
-  if (now - heap->borrowed_checked_ms >= BRISK_PURGE_DELAY_MS) {
-    heap->borrowed_checked_ms = now;
-    _brisk_heap_return_borrowed(heap, true);
-  }
   _brisk_heap_flush_outbox(heap);
   _brisk_heap_retire_empty_heads(heap);
   _brisk_heap_retire_kept_empty(heap, false);
+  uint64_t now = _brisk_os_now_ms();
   brisk_store_relaxed(&heap->housekept_at_ms, now);
   tidy_stale_abandoned(now, true);
   /* Both lists may be emptied by brisk_collect(true) or an idle-heap pass
@@ -562,7 +555,6 @@ void _brisk_heap_housekeeping(brisk_heap_t *heap) {
 }
 
 void _brisk_heap_collect(brisk_heap_t *heap) {
-  _brisk_heap_return_borrowed(heap, false);
   _brisk_heap_flush_outbox(heap);
   _brisk_heap_drain_remote(heap);
   _brisk_heap_retire_empty_heads(heap);
@@ -669,10 +661,8 @@ static void thread_exit(void *value) {
   brisk_heap_t *heap = value;
   if (heap == NULL || heap->is_empty_heap) return;
   _brisk_thread_exited = true;
-  /* Blocks this thread freed for other heaps go to them now, those it
-   * borrowed too: nobody else would post them before an adopter's
-   * housekeeping. */
-  _brisk_heap_return_borrowed(heap, false);
+  /* Blocks this thread freed for other heaps go to them now: nobody else
+   * would post them before an adopter's housekeeping. */
   _brisk_heap_flush_outbox(heap);
   /* Before the thread is gone, so that a later thread with the same
    * thread pointer (glibc reuses thread stacks) never finds it on them. */

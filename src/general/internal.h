@@ -461,11 +461,6 @@ BRISK_HIDDEN void _brisk_heap_post_remote(brisk_heap_t *owner, brisk_remote_node
                                           uintptr_t tag);
 /* Post every open batch of the heap's outbox to its owner (free.c). */
 BRISK_HIDDEN void _brisk_heap_flush_outbox(brisk_heap_t *heap);
-/* Send the heap's borrowed blocks home through its outbox (free.c): every
- * list, or with idle_only those left alone since the last such call. */
-BRISK_HIDDEN void _brisk_heap_return_borrowed(brisk_heap_t *heap, bool idle_only);
-/* Point malloc's direct table at the class's borrowed blocks (page.c). */
-BRISK_HIDDEN void _brisk_heap_use_borrowed(brisk_heap_t *heap, size_t class_index);
 /* Owner side: move every block in the remote queue back to its page;
  * returns how many. */
 BRISK_HIDDEN size_t _brisk_heap_drain_remote(brisk_heap_t *heap);

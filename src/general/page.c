@@ -98,15 +98,6 @@ static void retire_page(brisk_heap_t *heap, brisk_page_t *page) {
   if (was_head) queue_head_changed(heap, class_index);
 }
 
-/* Point the direct table's words of a class (if it has any) at page. */
-static void set_direct(brisk_heap_t *heap, size_t class_index, brisk_page_t *page) {
-  size_t size = brisk_class_to_size(class_index);
-  if (size > BRISK_DIRECT_MAX) return;
-  if (heap->direct[size / 8] == page) return; /* a class's words change together */
-  size_t first_word = class_index == 1 ? 0 : brisk_class_to_size(class_index - 1) / 8 + 1;
-  for (size_t word = first_word; word <= size / 8; word++) heap->direct[word] = page;
-}
-
 /* Called after every change of a class queue's head: moves the pin to the
  * new head (only while a thread owns the heap), retires the old head if that
  * leaves it empty, and points malloc's direct table at the new head (or at
@@ -120,11 +111,12 @@ static void queue_head_changed(brisk_heap_t *heap, size_t class_index) {
     if (owned && head != NULL) head->used++;
     if (old != NULL && --old->used == 0) retire_page(heap, old);
   }
-  set_direct(heap, class_index, head != NULL ? head : &_brisk_page_empty);
-}
-
-void _brisk_heap_use_borrowed(brisk_heap_t *heap, size_t class_index) {
-  set_direct(heap, class_index, &heap->borrowed[class_index]);
+  size_t size = brisk_class_to_size(class_index);
+  if (size > BRISK_DIRECT_MAX) return;
+  brisk_page_t *direct = head != NULL ? head : &_brisk_page_empty;
+  if (heap->direct[size / 8] == direct) return; /* a class's words change together */
+  size_t first_word = class_index == 1 ? 0 : brisk_class_to_size(class_index - 1) / 8 + 1;
+  for (size_t word = first_word; word <= size / 8; word++) heap->direct[word] = direct;
 }
 
 static void unpin_classes(brisk_heap_t *heap, size_t first_class, bool only_empty) {
@@ -360,31 +352,7 @@ void *_brisk_malloc_generic(size_t size, brisk_heap_t *heap, bool zero) {
    * counted as a slow call. (The empty heap's queues are empty, so a new thread
    * falls through.) */
   if (BRISK_LIKELY(size <= BRISK_LARGE_MAX)) {
-    size_t class_index = brisk_size_to_class(size);
-    /* Borrowed blocks first (free.c): the direct table then points at them
-     * until they run out, and back at the class's head page after. (The
-     * empty heap and the secure build have none.) */
-    if (class_index <= BRISK_CLASS_MEDIUM_LAST) {
-      brisk_page_t *borrowed = &heap->borrowed[class_index];
-      brisk_block_t *block = borrowed->free;
-      if (block != NULL) {
-        borrowed->free = block->next;
-        borrowed->used++;
-        set_direct(heap, class_index, borrowed);
-        heap->bytes_requested_unfolded += size;
-        if (zero) memset(block, 0, size);
-        if (BRISK_UNLIKELY((++heap->class_allocations_unfolded[class_index] &
-                            (BRISK_ALLOCATIONS_PER_FOLD - 1)) == 0)) {
-          return _brisk_malloc_heartbeat(heap, block);
-        }
-        return block;
-      }
-      if (size <= BRISK_DIRECT_MAX && heap->direct[size / 8] == borrowed) {
-        brisk_page_t *head = heap->queues[class_index].head;
-        set_direct(heap, class_index, head != NULL ? head : &_brisk_page_empty);
-      }
-    }
-    brisk_page_t *page = heap->queues[class_index].head;
+    brisk_page_t *page = heap->queues[brisk_size_to_class(size)].head;
     if (BRISK_LIKELY(page != NULL)) {
       brisk_block_t *block = page->free;
       if (block == NULL && local_refill_allowed(heap, page)) {

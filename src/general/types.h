@@ -240,11 +240,6 @@ typedef struct brisk_remote_node_s {
 #define BRISK_KEPT_EMPTY_BYTES ((size_t)512 * 1024)
 #define BRISK_BATCH_CHUNK_SIZE ((size_t)64 * 1024)
 #define BRISK_BATCH_CHUNKS     16
-/* Blocks of other heaps a heap keeps to reuse (borrowed, free.c), per
- * class: at most this many, and at most this many bytes (one block at
- * least); past that, a remote free goes into the outbox. */
-#define BRISK_BORROW_MAX_BLOCKS 32
-#define BRISK_BORROW_MAX_BYTES  ((size_t)32 * 1024)
 
 typedef struct brisk_remote_batch_s {
   brisk_remote_node_t node;                 /* queue link while posted */
@@ -383,21 +378,6 @@ typedef struct brisk_heap_s {
   uint32_t batch_chunks;           /* taken from the OS */
   brisk_remote_batch_t *chunk_next; /* the current chunk's batches not yet used */
   brisk_remote_batch_t *chunk_end;
-
-  /* Borrowed blocks (free.c): blocks of other heaps' pages that this
-   * thread freed and keeps to hand out itself, instead of sending them
-   * home, one list per class up to BRISK_CLASS_MEDIUM_LAST (owner only).
-   * Each list is a page descriptor that belongs to no segment, so malloc's
-   * direct table can point at it and its fast path pop from it unchanged:
-   * `free` is the list and `used` counts down as blocks are borrowed and up
-   * as malloc hands them out (minus the blocks on the list); the other
-   * fields stay 0. A borrowed block still counts as used on its own page,
-   * which therefore stays in use until the block goes home. */
-  brisk_page_t borrowed[BRISK_CLASS_MEDIUM_LAST + 1];
-  /* Housekeeping's record of each list (its head and count) at its last
-   * look, and when that was: a list left alone since goes home. */
-  uintptr_t borrowed_seen[BRISK_CLASS_MEDIUM_LAST + 1];
-  uint64_t borrowed_checked_ms;
 
   /* Shared: on their own cache lines, away from the owner's fields. */
   BRISK_ALIGNED(BRISK_CACHE_LINE) _Atomic(brisk_remote_node_t *) remote_tail;
