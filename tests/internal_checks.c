@@ -50,6 +50,9 @@ uint64_t brisk_test_size_class_errors(uint64_t *checked) {
   size_t previous = 0;
   for (size_t class_index = 1; class_index < BRISK_CLASS_COUNT; class_index++) {
     size_t block_size = brisk_class_to_size(class_index);
+    /* The constant table free() reads for other threads' blocks. */
+    errors += _brisk_class_info[class_index].size != block_size;
+    errors += _brisk_class_info[class_index].magic != brisk_block_magic(block_size);
     errors += block_size <= previous;
     errors += block_size > 8 && block_size % 16 != 0;
     previous = block_size;

@@ -18,7 +18,7 @@ extern "C" {
 uint64_t brisk_test_block_start_errors(uint64_t *checked);
 
 // The size class table (size_class.h): class sizes rise and are multiples
-// of 16 above 8 B; the small, medium and last classes end at
+// of 16 above 8 B, and _brisk_class_info agrees with them; the small, medium and last classes end at
 // BRISK_SMALL_MAX, BRISK_MEDIUM_MAX and BRISK_LARGE_MAX; every size up to
 // BRISK_LARGE_MAX maps to the smallest class that holds it. Returns the
 // failed checks; *checked counts the sizes tried.

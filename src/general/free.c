@@ -242,18 +242,17 @@ void _brisk_free_local_not_block_start(brisk_segment_t *segment, brisk_page_t *p
   _brisk_free_not_local(block, segment);
 }
 
-/* ceil(2^64 / size) of each class (brisk_block_magic), made on first use:
- * every thread that makes one stores the same value. */
-static _Atomic(uint64_t) class_magic[BRISK_CLASS_COUNT];
-
-static uint64_t class_magic_of(size_t class_index) {
-  uint64_t magic = brisk_load_relaxed(&class_magic[class_index]);
-  if (BRISK_UNLIKELY(magic == 0)) {
-    magic = brisk_block_magic(brisk_class_to_size(class_index));
-    brisk_store_relaxed(&class_magic[class_index], magic);
-  }
-  return magic;
-}
+#define CLASS_INFO(c) {BRISK_CLASS_SIZE(c) == 0 ? 0 : UINT64_MAX / BRISK_CLASS_SIZE(c) + 1, \
+                       BRISK_CLASS_SIZE(c)}
+#define CLASS_INFO_10(c)                                                                  \
+  CLASS_INFO(c), CLASS_INFO(c + 1), CLASS_INFO(c + 2), CLASS_INFO(c + 3), CLASS_INFO(c + 4), \
+      CLASS_INFO(c + 5), CLASS_INFO(c + 6), CLASS_INFO(c + 7), CLASS_INFO(c + 8), CLASS_INFO(c + 9)
+const brisk_class_info_t _brisk_class_info[BRISK_CLASS_COUNT] = {
+    CLASS_INFO_10(0),  CLASS_INFO_10(10), CLASS_INFO_10(20), CLASS_INFO_10(30),
+    CLASS_INFO_10(40), CLASS_INFO_10(50), CLASS_INFO_10(60), CLASS_INFO_10(70),
+    CLASS_INFO_10(80), CLASS_INFO(90),    CLASS_INFO(91),    CLASS_INFO(92),
+    CLASS_INFO(93)};
+_Static_assert(BRISK_CLASS_COUNT == 94, "_brisk_class_info lists every class");
 
 void _brisk_free_not_local(void *p, brisk_segment_t *segment) {
   brisk_heap_t *heap = _brisk_tls_heap;
@@ -277,7 +276,8 @@ void _brisk_free_not_local(void *p, brisk_segment_t *segment) {
   uint8_t info = brisk_load_relaxed(&segment->page_info[index]);
   if (info == 0) brisk_fatal_pointer("free", p, "not an allocated block (double free?)");
   size_t class_index = info & BRISK_PAGE_INFO_CLASS;
-  size_t block_size = brisk_class_to_size(class_index);
+  const brisk_class_info_t *class_info = &_brisk_class_info[class_index];
+  size_t block_size = class_info->size;
   uintptr_t page_start =
       (uintptr_t)segment + (index << segment->page_shift) + BRISK_SECURE_PAGE_LEAD;
   /* The secure build's page lead holds no block. */
@@ -285,7 +285,7 @@ void _brisk_free_not_local(void *p, brisk_segment_t *segment) {
     _brisk_fatal_not_block_start("free", p, &segment->pages[index]);
   }
   uint32_t offset = (uint32_t)(address - page_start);
-  size_t block_index = (size_t)(((unsigned __int128)offset * class_magic_of(class_index)) >> 64);
+  size_t block_index = (size_t)(((unsigned __int128)offset * class_info->magic) >> 64);
   brisk_block_t *block = (brisk_block_t *)(page_start + block_index * block_size);
   /* A pointer inside a block is the block's only on a page of aligned
    * blocks (api.c hands out interior addresses there). */

@@ -48,6 +48,26 @@ BRISK_INLINE size_t brisk_class_to_size(size_t class_index) {
   return ((size_t)1 << b) + ((step_index + 1) << (b - 3));
 }
 
+/* brisk_class_to_size as a constant expression, for tables (class 0: 0). */
+#define BRISK_CLASS_SIZE(c)                                                               \
+  ((c) == 0   ? (size_t)0                                                                 \
+   : (c) == 1 ? (size_t)8                                                                 \
+   : (c) <= 9 ? (size_t)((c)-1) * 16                                                      \
+   : (c) <= BRISK_CLASS_MEDIUM_LAST                                                       \
+       ? ((size_t)1 << (7 + ((c)-10) / 8)) + ((size_t)(((c)-10) % 8 + 1) << (4 + ((c)-10) / 8)) \
+       : ((size_t)1 << (16 + ((c)-BRISK_CLASS_MEDIUM_LAST - 1) / 4)) +                   \
+             ((size_t)(((c)-BRISK_CLASS_MEDIUM_LAST - 1) % 4 + 1)                        \
+              << (14 + ((c)-BRISK_CLASS_MEDIUM_LAST - 1) / 4)))
+
+/* A class's block size and ceil(2^64 / size) (brisk_block_magic), for a
+ * path that has only the class index (free() of another thread's block,
+ * free.c): one table load instead of the arithmetic above. */
+typedef struct brisk_class_info_s {
+  uint64_t magic;
+  uint64_t size;
+} brisk_class_info_t;
+extern BRISK_HIDDEN const brisk_class_info_t _brisk_class_info[BRISK_CLASS_COUNT];
+
 BRISK_INLINE brisk_segment_kind_t brisk_class_to_kind(size_t class_index) {
   if (class_index <= BRISK_CLASS_SMALL_LAST) return BRISK_KIND_SMALL;
   if (class_index <= BRISK_CLASS_MEDIUM_LAST) return BRISK_KIND_MEDIUM;
