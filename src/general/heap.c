@@ -29,8 +29,9 @@
  *
  * Locks: heaps_lock guards the abandoned and all-heaps lists; it is taken
  * when a thread gets its first heap and when it exits, and by the tidy pass
- * over stale abandoned heaps (at most once per BRISK_PURGE_DELAY_MS in the
- * whole process, from a slow path), never by malloc's or free's fast paths.
+ * over stale abandoned heaps and the pass over idle live ones (each at most
+ * once per BRISK_PURGE_DELAY_MS in the whole process, from a slow path; the
+ * latter only tries it), never by malloc's or free's fast paths.
  * Order: heaps_lock, then drain_locks, which are only ever tried under it;
  * a thread that holds a drain_lock only tries heaps_lock (fork_prepare
  * waits for every drain_lock under it).
@@ -735,9 +736,10 @@ static void fork_prepare(void) {
   }
   /* Then every memory_lock, so that no purge list, huge cache or segment
    * list is halfway through a change in the child. Their holders wait for
-   * nothing while they hold one (a thread holds one heap's at a time, and
-   * brisk_collect's pass over other heaps holds heaps_lock, which we have),
-   * so these waits end. */
+   * nothing while they hold one (a thread holds one heap's at a time,
+   * brisk_collect's pass over other heaps holds heaps_lock, which we have,
+   * and the idle-heap pass takes them one at a time after releasing it), so
+   * these waits end. */
   for (brisk_heap_t *heap = all_heaps; heap != NULL; heap = heap->next_all) {
     _brisk_heap_lock_memory(heap);
   }
