@@ -842,29 +842,30 @@ std::pair<size_t, size_t> idle_thread_frees_huge(HeldClock &clock, bool pass_fir
   return {before, after};
 }
 
-// Its cached mapping goes back once past its age, though the first pass
-// that found the heap idle came before that.
-TEST(Lifecycle, AnIdleThreadsHugeMappingFreedAfterItsLastHousekeepingGoesBack) {
+// An idle thread frees an 8 MiB huge block (after a pass marked its heap
+// done, with marked_first): the cached mapping goes back once past its age.
+void expect_idle_threads_huge_mapping_goes_back(bool marked_first, const char *what) {
   HeldClock clock;
   constexpr size_t kHuge = 8 * kMiB;
   size_t after_free = 0;
-  const auto [before, after] = idle_thread_frees_huge(clock, false, kHuge, &after_free);
+  const auto [before, after] = idle_thread_frees_huge(clock, marked_first, kHuge, &after_free);
   std::printf("huge cached: %zu before the idle thread's free, %zu after, %zu 2600 ms later\n",
               before, after_free, after);
   EXPECT_GE(after_free, before + kHuge) << "the idle heap cached nothing: the check below proves nothing";
-  EXPECT_LE(after, before) << "an idle thread's cached huge mapping outlived its age";
+  EXPECT_LE(after, before) << what;
+}
+
+// Its cached mapping goes back once past its age, though the first pass
+// that found the heap idle came before that.
+TEST(Lifecycle, AnIdleThreadsHugeMappingFreedAfterItsLastHousekeepingGoesBack) {
+  expect_idle_threads_huge_mapping_goes_back(false,
+                                             "an idle thread's cached huge mapping outlived its age");
 }
 
 // ... and also when a pass had marked the heap done before the free.
 TEST(Lifecycle, AHugeMappingFreedIntoAnIdleHeapAlreadyPassedOverGoesBack) {
-  HeldClock clock;
-  constexpr size_t kHuge = 8 * kMiB;
-  size_t after_free = 0;
-  const auto [before, after] = idle_thread_frees_huge(clock, true, kHuge, &after_free);
-  std::printf("huge cached: %zu before the idle thread's free, %zu after, %zu 2600 ms later\n",
-              before, after_free, after);
-  EXPECT_GE(after_free, before + kHuge) << "the idle heap cached nothing: the check below proves nothing";
-  EXPECT_LE(after, before) << "a huge mapping freed into a heap marked done outlived its age";
+  expect_idle_threads_huge_mapping_goes_back(
+      true, "a huge mapping freed into a heap marked done outlived its age");
 }
 
 // Threads that go quiet (no brisk call) with free pages, kept empty pages
