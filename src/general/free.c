@@ -242,6 +242,8 @@ void _brisk_free_local_not_block_start(brisk_segment_t *segment, brisk_page_t *p
   _brisk_free_not_local(block, segment);
 }
 
+/* _brisk_class_info (size_class.h), made by the compiler: ten classes a
+ * line, then the last four. */
 #define CLASS_INFO(c) {BRISK_CLASS_SIZE(c) == 0 ? 0 : UINT64_MAX / BRISK_CLASS_SIZE(c) + 1, \
                        BRISK_CLASS_SIZE(c)}
 #define CLASS_INFO_10(c)                                                                  \
