@@ -446,6 +446,13 @@ uint64_t free_wait_and_take_back(HeldClock &clock, int cycles, std::vector<void 
   return purge_stats().general.bytes_purged - purged_before;
 }
 
+// The heap learns to keep 8 MiB (two cycles of the above), then holds the
+// 8 MiB again in blocks.
+void learn_to_keep_and_hold(HeldClock &clock, std::vector<void *> &blocks) {
+  free_wait_and_take_back(clock, 2, blocks);
+  for (void *&p : blocks) p = brisk_malloc(kCycleBlockSize);
+}
+
 // A thread that frees 8 MiB and takes it back 150 ms later, again and
 // again: with the base delay alone each cycle purges pages it then faults
 // in again; the heap learns to keep them, so after the first cycles nothing
@@ -483,8 +490,7 @@ TEST(Lifecycle, KeptMemoryGoesBackAfterTheMaximumDelay) {
   std::thread([] {
     HeldClock clock;
     std::vector<void *> blocks(kCycleBlocks);
-    free_wait_and_take_back(clock, 2, blocks);  // the heap learns to keep 8 MiB
-    for (void *&p : blocks) p = brisk_malloc(kCycleBlockSize);
+    learn_to_keep_and_hold(clock, blocks);
     for (void *p : blocks) brisk_free(p);
     housekeeping_runs();
     const uint64_t purged_before = purge_stats().general.bytes_purged;
@@ -701,8 +707,7 @@ TEST(Lifecycle, CollectGivesBackWhatAnIdleHeapKeeps) {
     std::vector<void *> blocks(kCycleBlocks);
     {
       HeldClock clock;
-      free_wait_and_take_back(clock, 2, blocks);  // the heap learns to keep 8 MiB
-      for (void *&p : blocks) p = brisk_malloc(kCycleBlockSize);
+      learn_to_keep_and_hold(clock, blocks);
       for (void *p : blocks) brisk_free(p);
       clock.advance(200);  // past the base delay, kept
       housekeeping_runs();
@@ -733,8 +738,7 @@ TEST(Lifecycle, AnIdleThreadsKeptPagesGoBackThroughAnotherThreadsHousekeeping) {
   std::atomic<int> stage{0};
   std::thread idle([&] {
     std::vector<void *> blocks(kCycleBlocks);
-    free_wait_and_take_back(clock, 2, blocks);  // the heap learns to keep 8 MiB
-    for (void *&p : blocks) p = brisk_malloc(kCycleBlockSize);
+    learn_to_keep_and_hold(clock, blocks);
     for (void *p : blocks) brisk_free(p);
     housekeeping_runs();
     stage = 1;
@@ -768,8 +772,7 @@ TEST(Lifecycle, AnIdleThreadsPagesFreedAfterItsLastHousekeepingGoBackToo) {
   std::atomic<int> stage{0};
   std::thread idle([&] {
     std::vector<void *> blocks(kCycleBlocks);
-    free_wait_and_take_back(clock, 2, blocks);  // the heap learns to keep 8 MiB
-    for (void *&p : blocks) p = brisk_malloc(kCycleBlockSize);
+    learn_to_keep_and_hold(clock, blocks);
     housekeeping_runs();  // its last: nothing of its own to purge after this
     stage = 1;
     while (stage.load() != 2) std::this_thread::yield();

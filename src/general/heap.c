@@ -489,6 +489,14 @@ static bool holds_free_memory(const brisk_heap_t *heap) {
   return heap->huge_cache_count != 0;
 }
 
+/* Whether a heap whose thread last ran its housekeeping at seen_ms is idle
+ * at now_ms. 0: a pass left it nothing since (below). A time later than
+ * now_ms was read after now_ms was. */
+static bool idle_since(uint64_t seen_ms, uint64_t now_ms) {
+  return seen_ms != 0 && seen_ms <= now_ms &&
+         now_ms - seen_ms >= _brisk_options.purge_delay_max_ms;
+}
+
 static void purge_idle_heaps(const brisk_heap_t *self, uint64_t now) {
   uint64_t due = atomic_load_explicit(&next_idle_pass_ms, memory_order_relaxed);
   if (now < due || !atomic_compare_exchange_strong_explicit(&next_idle_pass_ms, &due,
@@ -506,11 +514,7 @@ static void purge_idle_heaps(const brisk_heap_t *self, uint64_t now) {
   for (brisk_heap_t *heap = all_heaps; heap != NULL && count < IDLE_PER_PASS;
        heap = heap->next_all) {
     if (heap == self || heap->is_empty_heap || brisk_load_relaxed(&heap->abandoned)) continue;
-    uint64_t seen = brisk_load_relaxed(&heap->housekept_at_ms);
-    /* 0: purged by a pass since its thread last came (below). A time later
-     * than `now` was read after `now` was. */
-    if (seen == 0 || seen > now || now - seen < _brisk_options.purge_delay_max_ms) continue;
-    idle[count++] = heap;
+    if (idle_since(brisk_load_relaxed(&heap->housekept_at_ms), now)) idle[count++] = heap;
   }
   pthread_mutex_unlock(&heaps_lock);
   for (size_t i = 0; i < count; i++) {
@@ -522,8 +526,7 @@ static void purge_idle_heaps(const brisk_heap_t *self, uint64_t now) {
      * its thread may have come back meanwhile, and its time stays. */
     _brisk_heap_lock_memory(heap);
     uint64_t seen = brisk_load_relaxed(&heap->housekept_at_ms);
-    if (!holds_free_memory(heap) && seen != 0 && seen <= now &&
-        now - seen >= _brisk_options.purge_delay_max_ms) {
+    if (!holds_free_memory(heap) && idle_since(seen, now)) {
       atomic_compare_exchange_strong_explicit(&heap->housekept_at_ms, &seen, 0,
                                               memory_order_relaxed, memory_order_relaxed);
     }

@@ -143,6 +143,13 @@ static MISUSE_NOINLINE int misuse_finish(const size_t *sizes, size_t size_count)
 /* misuse_finish for one size. */
 static MISUSE_NOINLINE int misuse_finish1(size_t size) { return misuse_finish(&size, 1); }
 
+/* Run fn(arg) in a new thread and wait for it. */
+static MISUSE_NOINLINE void misuse_run_in_thread(void *(*fn)(void *), void *arg) {
+  pthread_t thread;
+  if (pthread_create(&thread, NULL, fn, arg) != 0) misuse_fail("pthread_create", NULL);
+  pthread_join(thread, NULL);
+}
+
 /* free(p) in a new thread, which says so when the free returns; the caller
  * waits for it. The misuse rows "from another thread" use it. */
 static MISUSE_NOINLINE void *misuse_free_it(void *p) {
@@ -152,9 +159,7 @@ static MISUSE_NOINLINE void *misuse_free_it(void *p) {
 }
 
 static MISUSE_NOINLINE void misuse_free_in_other_thread(void *p) {
-  pthread_t thread;
-  if (pthread_create(&thread, NULL, misuse_free_it, p) != 0) misuse_fail("pthread_create", NULL);
-  pthread_join(thread, NULL);
+  misuse_run_in_thread(misuse_free_it, p);
 }
 
 /* free(p) in a new thread, a free that is no misuse (it says nothing); the
@@ -165,11 +170,7 @@ static MISUSE_NOINLINE void *misuse_free_quietly(void *p) {
 }
 
 static MISUSE_NOINLINE void misuse_good_free_in_other_thread(void *p) {
-  pthread_t thread;
-  if (pthread_create(&thread, NULL, misuse_free_quietly, p) != 0) {
-    misuse_fail("pthread_create", NULL);
-  }
-  pthread_join(thread, NULL);
+  misuse_run_in_thread(misuse_free_quietly, p);
 }
 
 /* Large blocks for the rows where another thread frees a block twice:
@@ -239,9 +240,7 @@ static MISUSE_NOINLINE void *misuse_free_it_twice(void *p) {
 }
 
 static MISUSE_NOINLINE void misuse_free_twice_in_other_thread(void *p) {
-  pthread_t thread;
-  if (pthread_create(&thread, NULL, misuse_free_it_twice, p) != 0) misuse_fail("pthread_create", NULL);
-  pthread_join(thread, NULL);
+  misuse_run_in_thread(misuse_free_it_twice, p);
 }
 
 /* Run late() in a new thread's key destructor after brisk's exit handler
@@ -271,11 +270,7 @@ static MISUSE_NOINLINE void misuse_after_exit_handler(void (*late)(void)) {
   if (pthread_key_create(&misuse_late_key, misuse_late_destructor) != 0) {
     misuse_fail("pthread_key_create", NULL);
   }
-  pthread_t thread;
-  if (pthread_create(&thread, NULL, misuse_late_thread, NULL) != 0) {
-    misuse_fail("pthread_create", NULL);
-  }
-  pthread_join(thread, NULL);
+  misuse_run_in_thread(misuse_late_thread, NULL);
 }
 
 #endif /* BRISK_MISUSE_H */
