@@ -191,6 +191,41 @@ TEST(ArenaCursor, NoticesReset) {
   brisk_arena_destroy(arena);
 }
 
+// brisk/arena.h: "When the arena has no room for a whole chunk, the request
+// alone is tried, so a cursor fails only where brisk_arena_alloc would." A
+// chunk claim that does not fit must not be made: a failed claim fills the
+// arena until reset, and the request (which fits) would then fail too.
+TEST(ArenaCursor, NearlyFullArenaServesTheRequestAlone) {
+  const size_t reserve = kMiB;
+  const size_t chunk = 64 << 10;
+  brisk_arena_t *arena = brisk_arena_create(reserve);
+  ASSERT_NE(arena, nullptr);
+  ASSERT_NE(brisk_arena_alloc(arena, reserve - 4096, 0), nullptr);
+  brisk_arena_cursor_t cursor;
+  brisk_arena_cursor_init(&cursor, arena, chunk);
+  // 4 KiB left, less than a chunk: blocks come one by one until it is used.
+  size_t got = 0;
+  for (;;) {
+    errno = 0;
+    void *p = brisk_arena_cursor_alloc(&cursor, 64, 0);
+    if (p == nullptr) break;
+    ASSERT_TRUE(is_aligned(p, 16));
+    got += 64;
+  }
+  EXPECT_EQ(errno, ENOMEM);
+  EXPECT_EQ(got, size_t{4096});
+  EXPECT_EQ(brisk_arena_used(arena), reserve);
+  // The same with an alignment the chunk would have served.
+  brisk_arena_reset(arena, 1);
+  ASSERT_NE(brisk_arena_alloc(arena, reserve - 512, 0), nullptr);
+  brisk_arena_cursor_init(&cursor, arena, chunk);
+  void *p = brisk_arena_cursor_alloc(&cursor, 100, 256);
+  ASSERT_NE(p, nullptr);
+  EXPECT_TRUE(is_aligned(p, 256));
+  EXPECT_NE(brisk_arena_alloc(arena, 16, 0), nullptr);
+  brisk_arena_destroy(arena);
+}
+
 TEST(ArenaCursor, BadInputAndExhaustion) {
   const size_t reserve = 1 * kMiB;
   brisk_arena_t *arena = brisk_arena_create(reserve);

@@ -983,6 +983,46 @@ TEST_F(HybridDeathTest, DoubleFreeAborts) {
   }
 }
 
+// A block freed twice by two threads: the first free puts it in the first
+// thread's list, the second found the key but not the block in its own
+// list and pushed it there too, so both threads were then handed the same
+// block. Caught now, for a bucket's object and a region's block.
+TEST_F(HybridDeathTest, DoubleFreeFromAnotherThreadAborts) {
+  HybridPtr h(brisk_hybrid_create(nullptr));
+  ASSERT_NE(h, nullptr);
+  for (size_t size : {size_t{40}, size_t{200}, size_t{3000}}) {
+    EXPECT_DEATH(
+        {
+          void *p = brisk_hybrid_alloc(h.get(), size, 0);
+          brisk_hybrid_free(h.get(), p);
+          std::thread([&] { brisk_hybrid_free(h.get(), p); }).join();
+        },
+        "double free")
+        << size;
+  }
+}
+
+// Blocks handed out around the lists (a refill's first, an aligned
+// request, a thread without a cache) never carry the key, so the check
+// above takes no live block for a cached one.
+TEST(Hybrid, BlocksFreedByOtherThreadsAfterTheirListsFlushedAreNotDoubleFrees) {
+  HybridPtr h(brisk_hybrid_create(nullptr));
+  ASSERT_NE(h, nullptr);
+  for (int round = 0; round < 4; round++) {
+    std::vector<void *> blocks;
+    for (int i = 0; i < 2000; i++) {
+      size_t size = size_t{16} << (i % 12);
+      blocks.push_back(brisk_hybrid_alloc(h.get(), size, i % 3 == 0 ? 64 : 0));
+      ASSERT_NE(blocks.back(), nullptr);
+    }
+    std::thread([&] {
+      for (size_t i = 0; i < blocks.size(); i += 2) brisk_hybrid_free(h.get(), blocks[i]);
+    }).join();
+    for (size_t i = 1; i < blocks.size(); i += 2) brisk_hybrid_free(h.get(), blocks[i]);
+  }
+  brisk_test_hybrid_validate(h.get());
+}
+
 // The exported free checks as the inline one does (the same code), and
 // either one catches a block the other freed.
 TEST_F(HybridDeathTest, DoubleFreeThroughTheExportedFreeAborts) {

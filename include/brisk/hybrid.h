@@ -75,8 +75,9 @@ BRISK_API brisk_hybrid_t *brisk_hybrid_create(const brisk_hybrid_config_t *confi
 /* brisk_hybrid_free(hybrid, p): NULL does nothing; a pointer from no
  * section (and not from brisk_malloc with the fallback on), not a block's
  * start, or freed twice aborts with a message (a double free is caught
- * while the block is still in the freeing thread's cache, or back in its
- * region; in a bucket, debug builds catch it there too). Inline (below)
+ * while the block is still in a thread's cache, the freeing thread's or
+ * another's, or back in its region; in a bucket, debug builds catch it
+ * there too). Inline (below)
  * and exported, as alloc. */
 BRISK_API void brisk_hybrid_destroy(brisk_hybrid_t *hybrid);
 

@@ -436,8 +436,9 @@ void brisk_arena_cursor_init(brisk_arena_cursor_t *cursor, brisk_arena_t *arena,
  * before a reset), or the arguments need checking. A request larger than
  * half a chunk is claimed on its own, so the current chunk's tail is kept;
  * otherwise a new chunk replaces the current one. When the arena has no
- * room for a whole chunk, the request alone is tried, so a cursor fails
- * only where brisk_arena_alloc would.
+ * room left for a whole chunk, the request alone is claimed (a chunk claim
+ * that failed would leave the arena full), so a cursor fails only where
+ * brisk_arena_alloc would.
  */
 void *brisk_arena_cursor_alloc_slow_(brisk_arena_cursor_t *cursor, size_t size, size_t align) {
   brisk_arena_t *arena = cursor->arena;
@@ -458,7 +459,12 @@ void *brisk_arena_cursor_alloc_slow_(brisk_arena_cursor_t *cursor, size_t size, 
     cursor->pos = (uint8_t *)(at + take);
     return (void *)at;
   }
-  if (size > cursor->chunk / 2 || align > cursor->chunk / 4)
+  /* A claim past the limit fills the arena until reset (exhausted()), so a
+   * chunk the arena has no room for is not claimed: the request alone is.
+   * (A racing allocation can still take the room after this look; the
+   * arena is then full for it too.) */
+  if (size > cursor->chunk / 2 || align > cursor->chunk / 4 ||
+      cursor->chunk > arena->limit - brisk_arena_used(arena))
     return brisk_arena_alloc(arena, size, align);
   uint8_t *chunk = brisk_arena_alloc(arena, cursor->chunk, CLAIM_ALIGN);
   if (chunk == NULL) return brisk_arena_alloc(arena, size, align);

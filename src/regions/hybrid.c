@@ -58,9 +58,9 @@
  * until it goes back: set_code), so a pointer inside a block, or to an
  * object never handed out, or to a block back in its buddy, reads 0, and
  * free_other_ finds what is wrong. A block in a cache carries the key in
- * its second word, which alloc clears: a free that finds the key walks
- * its own list and aborts when the block is there (a double free while the
- * block is still in the freeing thread's cache); a double free of a block
+ * its second word, which alloc clears: a free that finds the key aborts
+ * (a double free while the block is still in a thread's cache: the
+ * freeing thread's list is walked only to say which); a double free of a block
  * that went back to its section is caught by the buddy's index byte
  * (regions) and, in debug builds, the pool's live bits (buckets). Buckets
  * of 8 bytes have no room for the key and are not cached.
@@ -970,6 +970,17 @@ BRISK_INLINE void *pop(cache_class_t *k, void *p) {
   return p;
 }
 
+/* A block of a class handed out without a pop (a refill's first block,
+ * or one from its section directly). Blocks go back to their sections
+ * with the key cleared (trim_list), but memory from the mapping cache may
+ * hold a destroyed hybrid's cached blocks, whose key a hybrid made at the
+ * same address in the same millisecond shares; a live block must never
+ * look cached (check_not_cached). */
+BRISK_INLINE void *clear_key(void *p) {
+  ((void **)p)[1] = NULL;
+  return p;
+}
+
 /* Block p goes back to section s (a first-region block's code cleared
  * first). */
 static void section_free(brisk_hybrid_t *h, size_t s, void *p) {
@@ -1071,7 +1082,7 @@ static void *refill(brisk_hybrid_t *h, hybrid_slot_t *e, size_t c, size_t size) 
   }
   brisk_owner_add(&k->word, ONE_ALLOC);
   brisk_owner_add(&k->requested, size);
-  return first;
+  return clear_key(first);
 }
 
 /* A block of class c for the calling thread (entry e): its list, else a
@@ -1110,6 +1121,7 @@ static void *from_bucket(brisk_hybrid_t *h, uint32_t slot, size_t b, size_t size
   void *p = brisk_pool_alloc(h->buckets[b]);
   if (p == NULL) return NULL;
   mark_objects(h, b);
+  if (h->bucket_class[b] != NO_CLASS) clear_key(p);
   return count_direct(h, slot, b, p, size);
 }
 
@@ -1138,7 +1150,10 @@ static void *from_region(brisk_hybrid_t *h, uint32_t slot, size_t r, size_t size
   if (p == NULL) return NULL;
   /* A block of a cached order, handed out without its class (no slot, an
    * alignment): its free may cache it all the same. */
-  if (r == 0 && region_code(h, k) != CLASS_CODE(NO_CLASS)) set_code(h, p, region_code(h, k));
+  if (r == 0 && region_code(h, k) != CLASS_CODE(NO_CLASS)) {
+    set_code(h, p, region_code(h, k));
+    clear_key(p);
+  }
   return count_direct(h, slot, h->bucket_count + r, p, size);
 }
 
@@ -1196,11 +1211,17 @@ static BRISK_COLD BRISK_NORETURN void bad_free(const void *p, const char *why) {
   _brisk_os_fatal_pointer("brisk_hybrid_free", p, why);
 }
 
-/* The block at p carries the key: abort if it is in the thread's own list
- * of its class (a double free), else it is the program's data. */
+/* The block at p carries the key: it waits in a thread's list, since
+ * every block of a class is handed out with that word cleared (pop,
+ * clear_key) and goes back to its section with it cleared (trim_list). In
+ * the thread's own list of its class: a double free; else in another
+ * thread's list, a double free all the same, which pushing it would turn
+ * into a block handed out to two threads. The program's own data equals
+ * the key only by a 2^-63 chance. */
 static BRISK_NOINLINE void check_not_cached(const cache_class_t *k, const void *p) {
   for (const void *q = k->head; q != NULL; q = ((void *const *)q)[0])
     if (q == p) bad_free(p, "double free");
+  bad_free(p, "double free (the block waits in another thread's cache)");
 }
 
 /* Block p of class c (not class 0), which the calling thread's list did
