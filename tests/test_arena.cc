@@ -337,6 +337,23 @@ TEST(Arena, ExhaustionIsExact) {
   brisk_arena_destroy(arena);
 }
 
+// Claims are whole 16-byte steps: a reservation that is not a multiple of
+// 16 still serves a request of its own size, and not a step more.
+TEST(Arena, AReservationOfAnySizeServesARequestOfThatSize) {
+  for (size_t reserve : {size_t{1}, size_t{15}, size_t{100}, size_t{4097}}) {
+    brisk_arena_t *arena = brisk_arena_create(reserve);
+    ASSERT_NE(arena, nullptr) << reserve;
+    errno = 0;
+    void *p = brisk_arena_alloc(arena, reserve, 0);
+    ASSERT_NE(p, nullptr) << reserve << " errno " << errno;
+    fill_pattern(p, reserve, 3);
+    errno = 0;
+    EXPECT_EQ(brisk_arena_alloc(arena, 16, 0), nullptr) << reserve;
+    EXPECT_EQ(errno, ENOMEM) << reserve;
+    brisk_arena_destroy(arena);
+  }
+}
+
 TEST(Arena, ExhaustionUnderConcurrency) {
   const size_t reserve = 4 * kMiB;
   const int rounds = int(scaled(20, 4));

@@ -133,7 +133,7 @@ typedef struct arena_slot_s {
 struct brisk_arena_s {
   /* Read by every allocation, written rarely. */
   uint8_t *data;
-  size_t limit; /* bytes usable at data: what was asked at creation */
+  size_t limit; /* bytes usable at data: what was asked at creation, rounded up to 16 */
   _Atomic size_t committed; /* data bytes accessible, <= limit */
   uint8_t *base;            /* the reservation (header pages first) */
   size_t reservation_size;
@@ -241,10 +241,13 @@ brisk_arena_t *brisk_arena_create(size_t reserve) {
   /* Cleared or fresh: the slots' counts start at 0. */
   brisk_arena_t *arena = (brisk_arena_t *)base;
   arena->data = base + header_size;
-  arena->limit = reserve;
+  /* Every claim is a multiple of CLAIM_ALIGN, so the limit is rounded up to
+   * one (the data pages are whole pages anyway): an arena of 100 bytes
+   * serves a request of 100. */
+  arena->limit = brisk_align_up(reserve, CLAIM_ALIGN);
   /* What the cache brought in is committed as far as the limit lets it. */
   size_t data_mapped = committed - header_size;
-  atomic_init(&arena->committed, data_mapped < reserve ? data_mapped : reserve);
+  atomic_init(&arena->committed, data_mapped < arena->limit ? data_mapped : arena->limit);
   atomic_init(&arena->mapped, data_mapped);
   arena->touched = resident > header_size ? resident - header_size : 0;
   arena->base = base;

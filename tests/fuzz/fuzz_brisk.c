@@ -578,7 +578,9 @@ static void op_arena_alloc(input_t *in, bool cursor) {
     /* Exhaustion is exact: the block fits whenever its claim does. */
     size_t padding = align > 16 ? align - 16 : 0;
     size_t claim = ((size + (size == 0) + 15) & ~(size_t)15) + padding;
-    bool fits = size <= s->reserve && padding < s->reserve && used + claim <= s->reserve;
+    /* The limit is the reservation rounded up to a claim's 16-byte step. */
+    size_t limit = (s->reserve + 15) & ~(size_t)15;
+    bool fits = size <= limit && padding < limit && used + claim <= limit;
     if (fits != (p != NULL))
       fail("arena (%zu reserved, %zu used): %zu bytes aligned %zu %s", s->reserve, used, size,
            align, p != NULL ? "handed out past the limit" : "refused though it fits");
