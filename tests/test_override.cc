@@ -96,6 +96,27 @@ TEST(BriskOverride, UnservableSizesFailWithEnomem) {
   }
 }
 
+// The largest alignment with the largest sizes: the size plus the alignment
+// (and the secure build's padding) is above SIZE_MAX. The secure build once
+// wrapped that sum to a few bytes, took a small block and wrote its header
+// at the block's start rounded up to 2^63: a segmentation fault.
+TEST(BriskOverride, LargestAlignmentWithLargestSizesFailsWithEnomem) {
+  const size_t alignment = size_t{1} << 63;
+  const size_t max = g_half_plus_one - 1;   // PTRDIFF_MAX
+  for (size_t size : {max, max - 7, max - 15, max - 16, max - 64}) {
+    SCOPED_TRACE(size);
+    errno = 0;
+    EXPECT_EQ(aligned_alloc(alignment, size), nullptr);
+    EXPECT_EQ(errno, ENOMEM);
+    errno = 0;
+    EXPECT_EQ(memalign(alignment, size), nullptr);
+    EXPECT_EQ(errno, ENOMEM);
+    void *out = nullptr;
+    EXPECT_EQ(posix_memalign(&out, alignment, size), ENOMEM);
+    EXPECT_EQ(out, nullptr);
+  }
+}
+
 TEST(BriskOverride, CallocAndReallocarrayOverflowFailWithEnomem) {
   const size_t half = g_size_max / 2;
   errno = 0;

@@ -319,6 +319,33 @@ TEST(Stats, PeakCoversWhatWasInUse) {
   }).join();
 }
 
+// Blocks above 512 KiB (their own mappings) count toward the peak as any
+// block does, and the peak keeps them after they are freed: it once added
+// the huge bytes live at the snapshot to the peak of the rest, so a program
+// whose memory was mostly huge blocks saw its peak fall back as it freed them.
+TEST(Stats, PeakKeepsHugeBlocksAfterTheyAreFreed) {
+  std::thread([] {
+    brisk_stats_reset();
+    const size_t kBlock = size_t(4) << 20;
+    const int kBlocks = 6;
+    void *blocks[kBlocks];
+    for (void *&p : blocks) {
+      p = brisk_malloc(kBlock);
+      ASSERT_NE(p, nullptr);
+      std::memset(p, 1, kBlock);
+    }
+    brisk_stats_t live = stats_snapshot();
+    EXPECT_GE(live.general.bytes_in_use_peak, kBlocks * kBlock);
+    for (void *p : blocks) brisk_free(p);
+    brisk_stats_t after = stats_snapshot();
+    EXPECT_LT(after.general.huge_bytes, kBlock);
+    EXPECT_GE(after.general.bytes_in_use_peak, kBlocks * kBlock);
+    // A reset starts the peak again from what is in use now.
+    brisk_stats_reset();
+    EXPECT_LT(stats_snapshot().general.bytes_in_use_peak, kBlocks * kBlock);
+  }).join();
+}
+
 std::string Capture(void (*print)(FILE *)) {
   FILE *file = std::tmpfile();
   print(file);

@@ -58,6 +58,9 @@ BRISK_API BRISK_ATTR_MALLOC void *brisk_calloc(size_t count, size_t size);
  * smaller of both sizes. p == NULL behaves as brisk_malloc(size).
  * size == 0 with p != NULL frees p and returns NULL, as glibc does.
  * On failure returns NULL with errno ENOMEM and leaves p untouched.
+ * A block from brisk_aligned_alloc (or memalign, posix_memalign) keeps its
+ * alignment only when realloc returns p itself; a block that moves is
+ * aligned as brisk_malloc's are, as with glibc's realloc.
  */
 BRISK_API void *brisk_realloc(void *p, size_t size);
 

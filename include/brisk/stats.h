@@ -49,8 +49,13 @@ typedef struct brisk_general_stats_s {
   uint64_t remote_frees;    /* frees by a thread that does not own the block */
   uint64_t bytes_requested; /* sum of the sizes asked for, ever */
   size_t bytes_in_use;      /* live blocks, by block size (class or huge mapping) */
-  size_t bytes_in_use_peak; /* most bytes_in_use at once, to within 256 KiB per
-                               thread (threads publish their changes in steps) */
+  size_t bytes_in_use_peak; /* most bytes_in_use at once: huge blocks at once;
+                               blocks of a size class as each thread publishes
+                               them, in steps of 256 KiB, once their page has
+                               filled (or a snapshot read them), so blocks taken
+                               and freed on a page that never filled meanwhile
+                               can be missed: up to a page (64 KiB, 512 KiB or
+                               4 MiB) per size class and thread */
   size_t huge_blocks;       /* live blocks above 512 KiB, each its own mapping */
   size_t huge_bytes;        /* their mapped bytes */
   uint64_t huge_allocations;

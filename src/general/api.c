@@ -33,6 +33,11 @@ static void *huge_aligned(brisk_heap_t *heap, size_t size, size_t alignment, boo
  * request under 16 bytes starts 16 bytes in at least, so that its canary
  * stays off the block's free tag (BRISK_SECURE_SMALL_BLOCK, internal.h). */
 static void *secure_malloc_aligned(brisk_heap_t *heap, size_t size, size_t alignment, bool zero) {
+  /* Either alone past a size class is huge; tested apart, since the sum
+   * below wraps for a size near PTRDIFF_MAX with an alignment of 2^63. */
+  if (size > BRISK_LARGE_MAX || alignment > BRISK_LARGE_MAX) {
+    return huge_aligned(heap, size, alignment, zero);
+  }
   size_t lead = size < 16 ? 16 : 0;
   size_t padded = lead + size + alignment - 1 + BRISK_SECURE_OVERHEAD;
   if (padded > BRISK_LARGE_MAX) return huge_aligned(heap, size, alignment, zero);

@@ -69,6 +69,21 @@ void _brisk_page_fold_stats(brisk_heap_t *heap, brisk_page_t *page) {
   _brisk_heap_stats_in_use(heap, live_change * (int64_t)brisk_page_block_size(page));
 }
 
+static int64_t global_stat(brisk_global_stat_t which) {
+  return atomic_load_explicit(&_brisk_global_stats[which], memory_order_relaxed);
+}
+
+/* The peak of bytes in use, blocks of a size class (as published) and huge
+ * blocks together: raised by whichever of the two grows, so that it keeps
+ * the huge bytes of its moment after they are freed. */
+static void raise_peak(int64_t total) {
+  int64_t peak = global_stat(BRISK_STAT_IN_USE_PEAK);
+  while (total > peak && !atomic_compare_exchange_weak_explicit(
+                             &_brisk_global_stats[BRISK_STAT_IN_USE_PEAK], &peak, total,
+                             memory_order_relaxed, memory_order_relaxed)) {
+  }
+}
+
 void _brisk_heap_stats_in_use(brisk_heap_t *heap, int64_t bytes) {
   heap->in_use_unpublished += bytes;
   if (heap->in_use_unpublished < BRISK_STATS_PUBLISH_BYTES &&
@@ -79,16 +94,14 @@ void _brisk_heap_stats_in_use(brisk_heap_t *heap, int64_t bytes) {
   heap->in_use_unpublished = 0;
   int64_t total = atomic_fetch_add_explicit(&_brisk_global_stats[BRISK_STAT_IN_USE_BYTES], change,
                                             memory_order_relaxed) + change;
-  int64_t peak = atomic_load_explicit(&_brisk_global_stats[BRISK_STAT_IN_USE_PEAK], memory_order_relaxed);
-  while (total > peak && !atomic_compare_exchange_weak_explicit(
-                             &_brisk_global_stats[BRISK_STAT_IN_USE_PEAK], &peak, total,
-                             memory_order_relaxed, memory_order_relaxed)) {
-  }
+  if (change > 0) raise_peak(total + global_stat(BRISK_STAT_HUGE_BYTES));
 }
 
 void _brisk_stats_huge_in_use(int64_t blocks, int64_t bytes) {
   brisk_global_stat_add(BRISK_STAT_HUGE_BLOCKS, blocks);
-  brisk_global_stat_add(BRISK_STAT_HUGE_BYTES, bytes);
+  int64_t huge = atomic_fetch_add_explicit(&_brisk_global_stats[BRISK_STAT_HUGE_BYTES], bytes,
+                                           memory_order_relaxed) + bytes;
+  if (bytes > 0) raise_peak(huge + global_stat(BRISK_STAT_IN_USE_BYTES));
 }
 
 static void fold_queue(brisk_heap_t *heap, brisk_page_t *page) {
@@ -217,10 +230,6 @@ static void add_heap(brisk_heap_t *heap, void *context) {
   }
 }
 
-static int64_t global_stat(brisk_global_stat_t which) {
-  return atomic_load_explicit(&_brisk_global_stats[which], memory_order_relaxed);
-}
-
 static size_t gauge(brisk_global_stat_t which) {
   int64_t value = global_stat(which);
   return value > 0 ? (size_t)value : 0; /* counts race with each other by a little */
@@ -293,7 +302,7 @@ static void raw_snapshot(brisk_stats_t *out) {
   out->purge.bytes_reused_late = (uint64_t)global_stat(BRISK_STAT_BYTES_REUSED_LATE);
   /* The published total lags each heap by up to BRISK_STATS_PUBLISH_BYTES;
    * the peak is at least what this snapshot counted. */
-  size_t peak = gauge(BRISK_STAT_IN_USE_PEAK) + general->huge_bytes;
+  size_t peak = gauge(BRISK_STAT_IN_USE_PEAK);
   general->bytes_in_use_peak = peak > general->bytes_in_use ? peak : general->bytes_in_use;
   general->heaps_created = (uint64_t)global_stat(BRISK_STAT_HEAPS_CREATED);
   general->heaps_abandoned = (uint64_t)global_stat(BRISK_STAT_HEAPS_ABANDONED);
@@ -395,7 +404,8 @@ void brisk_stats_reset(void) {
   pthread_mutex_unlock(&baseline_lock);
   /* The peak starts again from what is in use now. */
   atomic_store_explicit(&_brisk_global_stats[BRISK_STAT_IN_USE_PEAK],
-                        global_stat(BRISK_STAT_IN_USE_BYTES), memory_order_relaxed);
+                        global_stat(BRISK_STAT_IN_USE_BYTES) + global_stat(BRISK_STAT_HUGE_BYTES),
+                        memory_order_relaxed);
 }
 
 /* ---- text forms, written into a caller's buffer (nothing allocated) ---- */
