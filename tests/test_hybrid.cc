@@ -993,6 +993,49 @@ TEST_F(HybridDeathTest, DoubleFreeAborts) {
   }
 }
 
+// A thread past its slot's destructor (its later key destructors) frees
+// past the caches, to the block's section: a block it frees that another
+// thread's cache still holds is named there too, not handed to the section
+// while it waits in that cache.
+struct NoSlotDoubleFree {
+  brisk_hybrid_t *hybrid;
+  void *block;
+  pthread_key_t key;
+};
+NoSlotDoubleFree no_slot_double_free;
+
+void no_slot_double_free_destructor(void *) {
+  brisk_hybrid_free(no_slot_double_free.hybrid, no_slot_double_free.block);
+}
+
+// Frees a block into this thread's cache, then again from a thread's key
+// destructor that runs after that thread's slot went back.
+void free_cached_block_again_with_no_slot(brisk_hybrid_t *h) {
+  // This thread takes its slot first, so the slots' key comes before the
+  // test's and its destructor runs first in every round.
+  brisk_hybrid_free(h, brisk_hybrid_alloc(h, 16, 0));
+  NoSlotDoubleFree &late = no_slot_double_free;
+  late.hybrid = h;
+  late.block = brisk_hybrid_alloc(h, 40, 0);
+  pthread_key_create(&late.key, no_slot_double_free_destructor);
+  brisk_hybrid_free(h, late.block);  // into this thread's cache
+  std::thread([&late] {
+    brisk_hybrid_free(late.hybrid, brisk_hybrid_alloc(late.hybrid, 16, 0));
+    pthread_setspecific(late.key, &late);
+  }).join();
+}
+
+TEST_F(HybridDeathTest, DoubleFreeFromAThreadWithNoSlotAborts) {
+#if defined(__SANITIZE_THREAD__)
+  // As for CallsFromLaterKeyDestructorsGiveTheirSlotBack: TSan cannot follow
+  // a thread through its later key destructors.
+  GTEST_SKIP() << "TSan cannot follow a thread through its late key destructors";
+#endif
+  HybridPtr h(brisk_hybrid_create(nullptr));
+  ASSERT_NE(h, nullptr);
+  EXPECT_DEATH(free_cached_block_again_with_no_slot(h.get()), "double free");
+}
+
 // Blocks handed out around the lists (a refill's first, an aligned
 // request, a thread without a cache) never carry the key, so the check
 // above takes no live block for a cached one.

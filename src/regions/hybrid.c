@@ -975,7 +975,7 @@ BRISK_INLINE void *pop(cache_class_t *k, void *p) {
  * with the key cleared (trim_list), but memory from the mapping cache may
  * hold a destroyed hybrid's cached blocks, whose key a hybrid made at the
  * same address in the same millisecond shares; a live block must never
- * look cached (check_not_cached). */
+ * look cached (cached_double_free). */
 BRISK_INLINE void *clear_key(void *p) {
   ((void **)p)[1] = NULL;
   return p;
@@ -1214,12 +1214,13 @@ static BRISK_COLD BRISK_NORETURN void bad_free(const void *p, const char *why) {
 /* The block at p carries the key: it waits in a thread's list, since
  * every block of a class is handed out with that word cleared (pop,
  * clear_key) and goes back to its section with it cleared (trim_list). In
- * the thread's own list of its class: a double free; else in another
- * thread's list, a double free all the same, which pushing it would turn
- * into a block handed out to two threads. The program's own data equals
- * the key only by a 2^-63 chance. */
-static BRISK_NOINLINE void check_not_cached(const cache_class_t *k, const void *p) {
-  for (const void *q = k->head; q != NULL; q = ((void *const *)q)[0])
+ * the calling thread's own list of its class (k; NULL for a thread with no
+ * slot, which has none): a double free; else in another thread's list, a
+ * double free all the same, which pushing it would turn into a block
+ * handed out to two threads. The program's own data equals the key only by
+ * a 2^-63 chance. */
+static BRISK_COLD BRISK_NORETURN void cached_double_free(const cache_class_t *k, const void *p) {
+  for (const void *q = k != NULL ? k->head : NULL; q != NULL; q = ((void *const *)q)[0])
     if (q == p) bad_free(p, "double free");
   bad_free(p, "double free (the block waits in another thread's cache)");
 }
@@ -1229,14 +1230,16 @@ static BRISK_NOINLINE void check_not_cached(const cache_class_t *k, const void *
  * ready, or no slot yet), or no slot to be had (then to its section). */
 static void free_to_class(brisk_hybrid_t *h, void *p, size_t c) {
   uint32_t slot = brisk_thread_slot();
+  bool carries_key = ((void **)p)[1] == (void *)h->key;
   if (slot != BRISK_NO_THREAD_SLOT) {
     hybrid_slot_t *e = ready_entry(h, slot);
     cache_class_t *k = &e->classes[c];
-    if (((void **)p)[1] == (void *)h->key) check_not_cached(k, p);
+    if (carries_key) cached_double_free(k, p);
     if (room_of(k) == 0) trim_list(h, k, c, h->class_cap[c] / 2);
     push(h, k, p);
     return;
   }
+  if (carries_key) cached_double_free(NULL, p);
   section_free(h, h->class_section[c], p);
 }
 
