@@ -105,6 +105,66 @@ TEST(Buddy, BadArgumentsFailWithErrno) {
   brisk_buddy_destroy(nullptr);
 }
 
+// EINVAL is for a shape no buddy can have, whatever the sizes; a request
+// of a good shape that is only too large fails with ENOMEM (or succeeds
+// where the system has the memory). max_block 0 takes a row of trees of
+// 2^31 units where total has more units than one tree can count.
+TEST(Buddy, HugeRequestsOfAGoodShapeAreEnomem) {
+  const size_t kTiB = size_t{1} << 40;
+  errno = 0;
+  brisk_buddy_t *b = brisk_buddy_create_ex(kTiB, 16, 0, 0);  // 2^36 units
+  if (b != nullptr) {
+    brisk_buddy_destroy(b);
+  } else {
+    EXPECT_EQ(errno, ENOMEM);
+  }
+  // Its shape, without the memory: 1 TiB of blocks, 9 bytes per unit.
+  size_t region = 0, meta = 0;
+  ASSERT_EQ(_brisk_buddy_footprint(kTiB, 16, 0, &region, &meta), 0);
+  EXPECT_EQ(region, kTiB);
+  EXPECT_GE(meta, kTiB / 16 * 9);
+  EXPECT_LT(meta, kTiB / 16 * 9 + kMiB);
+  EXPECT_EQ(_brisk_buddy_footprint(64 * (kTiB >> 10), 16, 0, &region, &meta), 0);
+  EXPECT_EQ(region, 64 * (kTiB >> 10));
+  // One tree of 2^31 units is the most with max_block 0, and then a row.
+  EXPECT_EQ(_brisk_buddy_footprint(size_t{3} << 35, 16, 0, &region, &meta), 0);
+  EXPECT_EQ(region, size_t{3} << 35);  // three trees of 32 GiB, not 128 GiB
+  // Above 64 TiB, whatever max_block (a good one): ENOMEM.
+  const size_t sizes[] = {size_t{1} << 47, size_t{1} << 50, size_t{1} << 62, SIZE_MAX};
+  for (size_t total : sizes) {
+    SCOPED_TRACE(total);
+    errno = 0;
+    EXPECT_EQ(brisk_buddy_create(total, 4096), nullptr);
+    EXPECT_EQ(errno, ENOMEM);
+    errno = 0;
+    EXPECT_EQ(brisk_buddy_create(total, 16), nullptr);
+    EXPECT_EQ(errno, ENOMEM);
+    errno = 0;
+    EXPECT_EQ(brisk_buddy_create_ex(total, size_t{1} << 20, size_t{1} << 46, 0), nullptr);
+    EXPECT_EQ(errno, ENOMEM);
+    errno = 0;
+    EXPECT_EQ(brisk_buddy_create(total, total), nullptr);  // one block of it all
+    EXPECT_EQ(errno, ENOMEM);
+    // A bad shape stays EINVAL at any size: too many units per tree, an
+    // unknown flag, min_block > max_block.
+    errno = 0;
+    EXPECT_EQ(brisk_buddy_create_ex(total, 16, total, 0), nullptr);
+    EXPECT_EQ(errno, EINVAL);
+    errno = 0;
+    EXPECT_EQ(brisk_buddy_create_ex(total, 4096, 0, 0x100u), nullptr);
+    EXPECT_EQ(errno, EINVAL);
+    errno = 0;
+    EXPECT_EQ(brisk_buddy_create_ex(total, 8192, 4096, 0), nullptr);
+    EXPECT_EQ(errno, EINVAL);
+  }
+  // And at sizes that fit: 2^32 units in one tree is EINVAL when asked for.
+  errno = 0;
+  EXPECT_EQ(brisk_buddy_create_ex(size_t{1} << 36, 16, size_t{1} << 36, 0), nullptr);
+  EXPECT_EQ(errno, EINVAL);
+  errno = 0;
+  EXPECT_EQ(_brisk_buddy_footprint(size_t{1} << 36, 16, size_t{1} << 36, &region, &meta), EINVAL);
+}
+
 TEST(Buddy, SizesAreRoundedUpToPowersOfTwo) {
   brisk_buddy_t *b = brisk_buddy_create(1000, 20);  // min 32, total (one tree) 1024
   ASSERT_NE(b, nullptr);
