@@ -26,7 +26,14 @@ BRISK_API void brisk_stack_destroy(brisk_stack_t *stack);
 /*
  * Resize p (from this stack, old_size bytes) to new_size: in place when p
  * is the last allocation of the top frame and its block has room, else a
- * copy in the top frame. p == NULL allocates.
+ * copy in the top frame. p == NULL allocates. NULL/EINVAL for a bad
+ * alignment, NULL/ENOMEM when memory can't be had (p is left as it was).
+ * A p that no live frame holds (malloc's, another stack's, popped
+ * already) or an old_size that runs past what the stack has handed out
+ * aborts with a message. Not caught, and copied as given: a pointer
+ * inside a live allocation, or an old_size larger than p's own that stays
+ * within what the stack has handed out (it keeps no record of single
+ * allocations).
  */
 BRISK_API void *brisk_stack_realloc(brisk_stack_t *stack, void *p, size_t old_size,
                                     size_t new_size, size_t align);

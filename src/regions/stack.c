@@ -17,7 +17,8 @@
  *                               │    ones on the way (bounded), or block_create
  *                               ├─ adopt_block: make it current; empty frames move to it
  *                               └─ open_to (annotated builds): unpoison what is handed out
- *   brisk_stack_realloc ── in place (last allocation, room) | stack_alloc + memcpy
+ *   brisk_stack_realloc ── in place (last allocation, room) | check_owned (p in a live
+ *                          frame's blocks, else abort) and in place or stack_alloc + memcpy
  *   brisk_stack_push ── stack_push: save (block, pos, in use)
  *                         └─(records full)── push_slow: double the records
  *   brisk_stack_pop ── stack_pop: restore ──(frame spanned blocks)── pop_slow: poison,
@@ -519,9 +520,46 @@ static bool is_last(const brisk_stack_t *stack, const uint8_t *p, size_t old_siz
   return top->blk != blk || p >= top->pos;
 }
 
+/*
+ * realloc's check of a p that is not the top frame's last allocation: its
+ * old_size bytes (one for 0) must lie in what the live frames hold, the
+ * current block below pos or a block before it (each in use), else the
+ * stack never handed p out, or a pop took it back: a malloc'd pointer,
+ * another stack's, one past the live part. The blocks before the current
+ * one are walked back from it, so this costs a compare or two when p is in
+ * the current block, one step per block it lies behind otherwise. Not
+ * told apart: a pointer inside a live allocation, or an old_size larger
+ * than p's own that stays within the block (the stack keeps no record of
+ * single allocations), and in an earlier block the tail that its frames
+ * left unused.
+ */
+static void check_owned(const brisk_stack_t *stack, const uint8_t *p, size_t old_size) {
+  const block_t *blk = stack->hot.blk;
+  size_t took = old_size + (old_size == 0);
+  const uint8_t *live_end = stack->hot.pos;
+  while (blk != &stack->head) {
+    if (p >= block_area((block_t *)blk) && p < blk->end) {
+      if (p >= live_end)
+        _brisk_os_fatal_pointer("brisk_stack_realloc", p,
+                                "not an allocation of this stack (or popped already)");
+      if (took > (size_t)(live_end - p))
+        _brisk_os_fatal_pointer("brisk_stack_realloc", p,
+                                "old_size runs past what this stack handed out");
+      return;
+    }
+    blk = blk->prev;
+    live_end = blk->end;
+  }
+  _brisk_os_fatal_pointer("brisk_stack_realloc", p,
+                          "not an allocation of this stack (or popped already)");
+}
+
 void *brisk_stack_realloc(brisk_stack_t *stack, void *p, size_t old_size, size_t new_size,
                           size_t align) {
   if (p == NULL) return stack_alloc(stack, new_size, align);
+  uint8_t *old = p;
+  bool last = is_last(stack, old, old_size);
+  if (!last) check_owned(stack, old, old_size);
   if (align == 0) align = STACK_DEFAULT_ALIGN;
   if (!brisk_is_power_of_two(align)) {
     errno = EINVAL;
@@ -531,10 +569,9 @@ void *brisk_stack_realloc(brisk_stack_t *stack, void *p, size_t old_size, size_t
     errno = ENOMEM;
     return NULL;
   }
-  uint8_t *old = p;
   bool aligned = ((uintptr_t)old & (align - 1)) == 0;
   size_t take = new_size + (new_size == 0);
-  if (is_last(stack, old, old_size) && aligned && take <= (size_t)(stack->hot.blk->end - old)) {
+  if (last && aligned && take <= (size_t)(stack->hot.blk->end - old)) {
     if (stack->hot.annotated && old + take > stack->hot.end) open_to(stack, old + take);
     stack->hot.pos = old + take;
     stack->realloc_calls++;
