@@ -797,6 +797,46 @@ TEST_F(FifoDeathTest, BlockOfAnotherFifoAborts) {
       "brisk_fifo_realloc\\(0x[0-9a-f]+\\): a block of another fifo");
 }
 
+// realloc checks p as free does, before it copies from it.
+TEST_F(FifoDeathTest, ReallocOfAPointerItNeverHandedOutAborts) {
+  EXPECT_DEATH(
+      {
+        brisk_fifo_t *fifo = brisk_fifo_create(0);
+        void *p = brisk_malloc(48);
+        escape(p);
+        brisk_fifo_realloc(fifo, p, 100);
+      },
+      "brisk: brisk_fifo_realloc\\(0x[0-9a-f]+\\): not a block of a fifo");
+  EXPECT_DEATH(
+      {
+        brisk_fifo_t *fifo = brisk_fifo_create(0);
+        alignas(16) unsigned char local[64] = {};
+        escape(local);
+        brisk_fifo_realloc(fifo, local + 16, 100);
+      },
+      "brisk_fifo_realloc\\(0x[0-9a-f]+\\): not a block of a fifo");
+  EXPECT_DEATH(
+      {
+        brisk_fifo_t *fifo = brisk_fifo_create(0);
+        auto *p = static_cast<char *>(brisk_fifo_alloc(fifo, 100));
+        brisk_fifo_realloc(fifo, p + 16, 200);
+      },
+      "brisk_fifo_realloc\\(0x[0-9a-f]+\\): not a block of a fifo");
+}
+
+TEST_F(FifoDeathTest, ReallocOfAFreedBlockAborts) {
+  EXPECT_DEATH(
+      {
+        brisk_fifo_t *fifo = brisk_fifo_create(0);
+        void *keep = brisk_fifo_alloc(fifo, 10);  // so the page stays as it is
+        void *p = brisk_fifo_alloc(fifo, 10);
+        escape(keep);
+        brisk_fifo_free(fifo, p);
+        brisk_fifo_realloc(fifo, p, 100);
+      },
+      "brisk: brisk_fifo_realloc\\(0x[0-9a-f]+\\): a freed block");
+}
+
 TEST_F(FifoDeathTest, AllocAfterDestroyAborts) {
   EXPECT_DEATH(
       {

@@ -33,7 +33,10 @@ BRISK_API brisk_fifo_t *brisk_fifo_create(size_t page_size);
  */
 /*
  * The same pointer when shrinking, or when p is the last block of its page
- * and the page has room; else a new zeroed block with p's contents.
+ * and the page has room; else a new zeroed block with p's contents. p ==
+ * NULL allocates; NULL/ENOMEM when memory can't be had (p is left as it
+ * was). A p that is not a live block of this fifo aborts with a message
+ * before anything is read from it past its header, as brisk_fifo_free.
  */
 BRISK_API void *brisk_fifo_realloc(brisk_fifo_t *fifo, void *p, size_t new_size);
 /*

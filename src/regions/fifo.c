@@ -476,7 +476,8 @@ static BRISK_COLD BRISK_NORETURN void bad_pointer(brisk_fifo_t *fifo, void *p, c
   if (page->hot.fifo != fifo) {
     fatal(caller, p, page->magic == PAGE_MAGIC ? "a block of another fifo" : "not a block of a fifo");
   }
-  fatal(caller, p, page == page_of(fifo, p) ? "double free" : "not a block of a fifo");
+  if (page != page_of(fifo, p)) fatal(caller, p, "not a block of a fifo");
+  fatal(caller, p, strcmp(caller, "brisk_fifo_free") == 0 ? "double free" : "a freed block");
 }
 
 /* p's header and page, checked: p is a live block of this fifo. */
