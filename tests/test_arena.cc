@@ -12,6 +12,7 @@
 #include <memory>
 #include <atomic>
 #include <cstdint>
+#include <cstring>
 #include <thread>
 #include <vector>
 
@@ -479,6 +480,33 @@ TEST(Arena, CreateRejectsBadReservations) {
   EXPECT_EQ(brisk_arena_create(SIZE_MAX), nullptr);
   EXPECT_EQ(errno, ENOMEM);
   brisk_arena_destroy(nullptr);  // a no-op, like free(NULL)
+}
+
+// A NULL arena: alloc, a cursor's alloc: NULL/EINVAL; reset and destroy
+// do nothing; used 0, stats all zero (as of an empty arena).
+TEST(Arena, NullArenaIsEinvalOrNothing) {
+  errno = 0;
+  EXPECT_EQ(brisk_arena_alloc(nullptr, 16, 0), nullptr);
+  EXPECT_EQ(errno, EINVAL);
+  brisk_arena_reset(nullptr, 0);
+  brisk_arena_reset(nullptr, 1);
+  brisk_arena_destroy(nullptr);
+  EXPECT_EQ(brisk_arena_used(nullptr), 0u);
+  brisk_region_stats_t st;
+  std::memset(&st, 0xff, sizeof st);
+  brisk_arena_stats(nullptr, &st);
+  EXPECT_EQ(st.bytes_requested, 0u);
+  EXPECT_EQ(st.bytes_in_use, 0u);
+  EXPECT_EQ(st.bytes_held, 0u);
+  EXPECT_EQ(st.system_requests, 0u);
+  EXPECT_EQ(st.allocations, 0u);
+  brisk_arena_cursor_t cursor;
+  brisk_arena_cursor_init(&cursor, nullptr, 0);
+  for (size_t size : {size_t{0}, size_t{16}, size_t{100000}}) {
+    errno = 0;
+    EXPECT_EQ(brisk_arena_cursor_alloc(&cursor, size, 0), nullptr) << size;
+    EXPECT_EQ(errno, EINVAL) << size;
+  }
 }
 
 TEST(Arena, Reserve64GiBCommitsLazily) {

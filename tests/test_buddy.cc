@@ -14,6 +14,7 @@
 #include <algorithm>
 #include <atomic>
 #include <cstdint>
+#include <cstring>
 #include <thread>
 #include <vector>
 
@@ -163,6 +164,30 @@ TEST(Buddy, HugeRequestsOfAGoodShapeAreEnomem) {
   EXPECT_EQ(errno, EINVAL);
   errno = 0;
   EXPECT_EQ(_brisk_buddy_footprint(size_t{1} << 36, 16, size_t{1} << 36, &region, &meta), EINVAL);
+}
+
+// A NULL buddy allocator: alloc is NULL/EINVAL, free of NULL, trim and
+// destroy do nothing, stats are zero, validate is 0 with EINVAL.
+TEST(Buddy, NullBuddyIsEinvalOrNothing) {
+  errno = 0;
+  EXPECT_EQ(brisk_buddy_alloc(nullptr, 64, 0), nullptr);
+  EXPECT_EQ(errno, EINVAL);
+  brisk_buddy_free(nullptr, nullptr);
+  brisk_buddy_trim(nullptr);
+  brisk_buddy_destroy(nullptr);
+  brisk_region_stats_t st;
+  std::memset(&st, 0xff, sizeof st);
+  brisk_buddy_stats(nullptr, &st);
+  EXPECT_EQ(st.bytes_requested, 0u);
+  EXPECT_EQ(st.bytes_in_use, 0u);
+  EXPECT_EQ(st.bytes_held, 0u);
+  EXPECT_EQ(st.system_requests, 0u);
+  EXPECT_EQ(st.allocations, 0u);
+  int all_free = -1;
+  errno = 0;
+  EXPECT_EQ(brisk_buddy_validate(nullptr, &all_free), 0);
+  EXPECT_EQ(errno, EINVAL);
+  EXPECT_EQ(all_free, 0);
 }
 
 TEST(Buddy, SizesAreRoundedUpToPowersOfTwo) {
@@ -753,6 +778,15 @@ TEST_F(BuddyDeathTest, DoubleFreeAborts) {
         brisk_buddy_free(b, p);
       },
       "brisk_buddy_free\\(0x[0-9a-f]+\\): double free");
+}
+
+TEST_F(BuddyDeathTest, FreeToANullBuddyAborts) {
+  EXPECT_DEATH(
+      {
+        brisk_buddy_t *b = brisk_buddy_create(kMiB, 64);
+        brisk_buddy_free(nullptr, brisk_buddy_alloc(b, 64, 0));
+      },
+      "brisk: brisk_buddy_free\\(0x[0-9a-f]+\\): no buddy allocator \\(NULL\\) to free it to");
 }
 
 TEST(BuddyDeathTestAsan, UseAfterFreeIsCaught) {

@@ -411,6 +411,27 @@ TEST(BriskStack, AlignmentsAreHonoured) {
   brisk_stack_destroy(s);
 }
 
+// A NULL stack: realloc is NULL/EINVAL, destroy does nothing, stats are
+// zero (alloc, push and pop are inline and not tested for it).
+TEST(BriskStack, NullStackIsEinvalOrNothing) {
+  errno = 0;
+  EXPECT_EQ(brisk_stack_realloc(nullptr, nullptr, 0, 16, 0), nullptr);
+  EXPECT_EQ(errno, EINVAL);
+  char local[16];
+  errno = 0;
+  EXPECT_EQ(brisk_stack_realloc(nullptr, local, 16, 32, 0), nullptr);
+  EXPECT_EQ(errno, EINVAL);
+  brisk_stack_destroy(nullptr);
+  brisk_region_stats_t st;
+  std::memset(&st, 0xff, sizeof st);
+  brisk_stack_stats(nullptr, &st);
+  EXPECT_EQ(st.bytes_requested, 0u);
+  EXPECT_EQ(st.bytes_in_use, 0u);
+  EXPECT_EQ(st.bytes_held, 0u);
+  EXPECT_EQ(st.system_requests, 0u);
+  EXPECT_EQ(st.allocations, 0u);
+}
+
 TEST(BriskStack, BadAlignmentIsEinval) {
   brisk_stack_t *s = brisk_stack_create(0);
   ASSERT_NE(s, nullptr);

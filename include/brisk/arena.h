@@ -7,6 +7,11 @@
  * crosses the committed frontier. brisk_arena_alloc may be called by any
  * number of threads at once: it is one atomic fetch_add on the offset.
  * Blocks are never freed one by one; brisk_arena_reset frees all at once.
+ *
+ * A NULL arena, as NULL is to free: brisk_arena_alloc and every
+ * allocation of a cursor made on it fail with EINVAL, reset and destroy
+ * do nothing, brisk_arena_used is 0 and brisk_arena_stats all zero. A
+ * NULL cursor is not tested for (brisk_arena_cursor_alloc is inline).
  */
 #ifndef BRISK_ARENA_H
 #define BRISK_ARENA_H
@@ -22,7 +27,8 @@ extern "C" {
 
 typedef struct brisk_arena_s brisk_arena_t;
 
-/* NULL/ENOMEM if the address space can't be reserved, EINVAL for 0. */
+/* NULL/EINVAL for 0; NULL/ENOMEM for more than 64 TiB or when the system
+ * refuses the address space. */
 BRISK_API brisk_arena_t *brisk_arena_create(size_t reserve);
 BRISK_API void brisk_arena_destroy(brisk_arena_t *arena);
 /*

@@ -6,6 +6,10 @@
  * tracked in an implicit binary tree whose nodes change only by atomic
  * operations: no lock. Blocks are aligned to their own size. Its flags are
  * brisk/region.h's BRISK_REGION_*.
+ *
+ * A NULL buddy allocator: alloc fails with EINVAL, free of a block aborts
+ * with a message (of NULL does nothing), destroy and trim do nothing,
+ * stats gives all zero, validate returns 0 (errno EINVAL).
  */
 #ifndef BRISK_BUDDY_H
 #define BRISK_BUDDY_H

@@ -4,6 +4,15 @@
  * Allocations live until the frame they were made in is popped. Frames
  * nest: brisk_stack_pop restores exactly the state of the matching
  * brisk_stack_push. One stack belongs to one thread at a time.
+ *
+ * A NULL stack: brisk_stack_realloc fails with EINVAL, destroy does
+ * nothing, brisk_stack_stats gives all zero. The inline brisk_stack_alloc,
+ * push, pop and BRISK_STACK_SCOPE read the stack without a test: a NULL
+ * stack crashes them.
+ *
+ * Not caught: a frame popped by hand inside a BRISK_STACK_SCOPE (the
+ * scope's own pop then takes the frame below it, or aborts with "no frame
+ * to pop"), and a stack used by two threads at once.
  */
 #ifndef BRISK_STACK_H
 #define BRISK_STACK_H
@@ -20,7 +29,9 @@ extern "C" {
 
 typedef struct brisk_stack_s brisk_stack_t;
 
-/* first_block: size of the first block of memory (0: a sensible default). */
+/* first_block: size of the first block of memory (0: a sensible default,
+ * 64 KiB). NULL/ENOMEM when the system refuses the memory (a first block
+ * too large for it included). */
 BRISK_API brisk_stack_t *brisk_stack_create(size_t first_block);
 BRISK_API void brisk_stack_destroy(brisk_stack_t *stack);
 /*

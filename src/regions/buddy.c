@@ -554,7 +554,13 @@ static BRISK_COLD void *alloc_refused(brisk_buddy_t *b, size_t size, size_t alig
   return NULL;
 }
 
+static BRISK_COLD void *no_buddy(void) {
+  errno = EINVAL;
+  return NULL;
+}
+
 void *brisk_buddy_alloc(brisk_buddy_t *b, size_t size, size_t align) {
+  if (BRISK_UNLIKELY(b == NULL)) return no_buddy();
   if (BRISK_UNLIKELY(size - 1 >= b->max_block || align > b->max_block ||
                      (align & (align - 1)) != 0))
     return alloc_refused(b, size, align);
@@ -575,6 +581,7 @@ void *brisk_buddy_alloc(brisk_buddy_t *b, size_t size, size_t align) {
 
 void brisk_buddy_free(brisk_buddy_t *b, void *p) {
   if (p == NULL) return;
+  if (BRISK_UNLIKELY(b == NULL)) fatal(p, "no buddy allocator (NULL) to free it to");
   uintptr_t offset = (uintptr_t)p - (uintptr_t)b->base;
   if (BRISK_UNLIKELY(offset >= b->total)) fatal(p, "not a block of this buddy allocator");
   if (BRISK_UNLIKELY((offset & (b->min_block - 1)) != 0)) fatal(p, "not the start of a block");
@@ -986,6 +993,10 @@ void _brisk_buddy_counters(const brisk_buddy_t *b, brisk_buddy_counters_t *out) 
 }
 
 void brisk_buddy_stats(const brisk_buddy_t *b, brisk_region_stats_t *out) {
+  if (b == NULL) {
+    memset(out, 0, sizeof *out);
+    return;
+  }
   out->bytes_requested = sum_slots(b, offsetof(slot_t, requested));
   out->bytes_in_use = bytes_in_use(b);
   out->bytes_held = b->region_size + b->meta_size;
@@ -1154,6 +1165,11 @@ static bool mark_cached(check_t *c, bool mark) {
 }
 
 int brisk_buddy_validate(brisk_buddy_t *b, int *all_free) {
+  if (b == NULL) {
+    if (all_free != NULL) *all_free = 0;
+    errno = EINVAL;
+    return 0;
+  }
   check_t c = {.b = b, .tree = 0, .n = NULL, .live_bytes = 0, .failed = false};
   int roots_free = 1;
   if (mark_cached(&c, true)) {

@@ -556,6 +556,10 @@ static void check_owned(const brisk_stack_t *stack, const uint8_t *p, size_t old
 
 void *brisk_stack_realloc(brisk_stack_t *stack, void *p, size_t old_size, size_t new_size,
                           size_t align) {
+  if (BRISK_UNLIKELY(stack == NULL)) {
+    errno = EINVAL;
+    return NULL;
+  }
   if (p == NULL) return stack_alloc(stack, new_size, align);
   uint8_t *old = p;
   bool last = is_last(stack, old, old_size);
@@ -749,6 +753,10 @@ void brisk_stack_destroy(brisk_stack_t *stack) {
  * bytes_held, say); the stack itself is never written.
  */
 BRISK_NO_TSAN void brisk_stack_stats(const brisk_stack_t *stack, brisk_region_stats_t *out) {
+  if (stack == NULL) {
+    memset(out, 0, sizeof *out);
+    return;
+  }
   /* The blocks, the stack's own page, and its frame records if mapped. */
   const frame_t *frames = OWNER_WORD(stack->hot.frames);
   size_t frames_held = frames != stack->inline_frames ? OWNER_WORD(stack->frames_bytes) : 0;
