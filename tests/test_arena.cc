@@ -472,6 +472,33 @@ TEST(Arena, HugeSizesAreEnomemAndLeaveTheArenaUsable) {
   brisk_arena_destroy(arena);
 }
 
+// A large alignment claims align - 16 bytes of padding beside the size:
+// a request whose claim is larger than the whole reservation can never be
+// served, and is refused before it claims anything (a claim that runs
+// past the end fills the arena until reset).
+TEST(Arena, ARequestThatCanNeverFitClaimsNothing) {
+  const size_t reserve = kMiB;
+  brisk_arena_t *arena = brisk_arena_create(reserve);
+  ASSERT_NE(arena, nullptr);
+  const size_t cases[][2] = {{reserve, 4096}, {reserve - 16, 64}, {reserve / 2, reserve}};
+  for (const auto &c : cases) {
+    errno = 0;
+    EXPECT_EQ(brisk_arena_alloc(arena, c[0], c[1]), nullptr) << c[0] << " " << c[1];
+    EXPECT_EQ(errno, ENOMEM);
+    EXPECT_EQ(brisk_arena_used(arena), 0u) << c[0] << " " << c[1];
+  }
+  // The largest that can: size + align - 16 == reserve.
+  void *p = brisk_arena_alloc(arena, reserve - 4080, 4096);
+  ASSERT_NE(p, nullptr);
+  EXPECT_TRUE(is_aligned(p, 4096));
+  brisk_arena_reset(arena, 1);
+  // And the arena still serves all of itself.
+  void *whole = brisk_arena_alloc(arena, reserve, 0);
+  ASSERT_NE(whole, nullptr);
+  fill_pattern(whole, reserve, 5);
+  brisk_arena_destroy(arena);
+}
+
 TEST(Arena, CreateRejectsBadReservations) {
   errno = 0;
   EXPECT_EQ(brisk_arena_create(0), nullptr);

@@ -36,8 +36,12 @@ BRISK_API void brisk_arena_destroy(brisk_arena_t *arena);
  * a new arena may be given a destroyed one's pages, contents and all (the
  * OS layer keeps them a second for it). Thread-safe and lock-free.
  * NULL/EINVAL for a bad alignment, NULL/ENOMEM when the reservation is
- * exhausted (never an overlapping block). size 0 gives a valid, unique
- * pointer.
+ * exhausted (never an overlapping block): a request that fits the
+ * reservation but not what is left of it fails and leaves the arena full
+ * until reset (its claim cannot be taken back), while one that could
+ * never fit (its size, plus align - 16 bytes for an alignment above 16,
+ * above the reservation) is refused before it claims anything. size 0
+ * gives a valid, unique pointer.
  */
 BRISK_API void *brisk_arena_alloc(brisk_arena_t *arena, size_t size, size_t align);
 /*

@@ -386,14 +386,19 @@ static BRISK_COLD void *no_arena(void) {
 
 void *brisk_arena_alloc(brisk_arena_t *arena, size_t size, size_t align) {
   if (BRISK_UNLIKELY(arena == NULL)) return no_arena();
+  /* Checked before the fetch_add: a claim larger than the whole limit,
+   * which could never be served, is refused without filling the arena,
+   * and no claim can wrap the offset (it is at most limit, below 2^46).
+   * limit and padding are multiples of 16, so the size's rounding up to
+   * 16 keeps it within limit - padding. */
   size_t padding = 0;
   if (BRISK_UNLIKELY(align > CLAIM_ALIGN || (align & (align - 1)) != 0)) {
     if (!brisk_is_power_of_two(align)) return bad_alignment();
     padding = align - CLAIM_ALIGN;
+    if (padding >= arena->limit || size > arena->limit - padding) return too_large();
+  } else if (BRISK_UNLIKELY(size > arena->limit)) {
+    return too_large();
   }
-  /* Checked before the fetch_add, so no claim can wrap the offset: both are
-   * below 2^46, so a claim is below 2^48. */
-  if (BRISK_UNLIKELY(size > arena->limit || padding >= arena->limit)) return too_large();
   /* size 0 claims 16 bytes too, so its pointer is unique. */
   size_t claim = brisk_align_up(size + (size == 0), CLAIM_ALIGN) + padding;
   size_t start = atomic_fetch_add_explicit(&arena->offset, claim, memory_order_relaxed);
