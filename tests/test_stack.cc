@@ -1020,6 +1020,13 @@ TEST_F(BriskStackDeathTest, ReallocPastWhatWasHandedOutAborts) {
       "old_size runs past what this stack handed out");
 }
 
+// A thread's default stack is destroyed at its exit: destroyed by hand
+// too, it would be destroyed twice.
+TEST_F(BriskStackDeathTest, DestroyOfAThreadsDefaultStackAborts) {
+  EXPECT_DEATH(brisk_stack_destroy(brisk_stack_tls()),
+               "brisk: brisk_stack_destroy\\(0x[0-9a-f]+\\): a thread's default stack");
+}
+
 TEST_F(BriskStackDeathTest, UseAfterPopIsCaughtByAsan) {
 #if defined(__SANITIZE_ADDRESS__)
   EXPECT_DEATH(

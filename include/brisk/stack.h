@@ -48,7 +48,9 @@ BRISK_API void brisk_stack_destroy(brisk_stack_t *stack);
  */
 BRISK_API void *brisk_stack_realloc(brisk_stack_t *stack, void *p, size_t old_size,
                                     size_t new_size, size_t align);
-/* The calling thread's own default stack, created on first use. */
+/* The calling thread's own default stack, created on first use and
+ * destroyed when the thread exits: brisk_stack_destroy of it aborts with
+ * a message. */
 BRISK_API brisk_stack_t *brisk_stack_tls(void);
 /*
  * allocations and bytes_requested: successful alloc and realloc calls

@@ -30,7 +30,8 @@
  *                     │   whose destructor is tls_destroy; when the list has doubled,
  *                     └── tls_unlink_dead: the stacks of threads that died without
  *                         tls_destroy (a call in glibc's last destructor round) destroyed
- *   tls_destroy (key destructor) ── unlink, drop the token, brisk_stack_destroy
+ *   tls_destroy (key destructor) ── unlink, drop the token, stack_destroy (brisk_stack_destroy
+ *                     of a default stack aborts: it is destroyed here)
  *
  * Data layout
  *
@@ -731,13 +732,24 @@ brisk_stack_t *brisk_stack_create(size_t first_block) {
   return stack;
 }
 
-void brisk_stack_destroy(brisk_stack_t *stack) {
-  if (stack == NULL) return;
+static void stack_destroy(brisk_stack_t *stack) {
   _brisk_region_unregister(&stack->entry);
   while (stack->head.next != &stack->head) block_destroy(stack, stack->head.next);
   if (stack->hot.frames != stack->inline_frames)
     _brisk_os_release_cached(BRISK_OS_CACHE_STACK, stack->hot.frames, stack->frames_bytes, NULL);
   _brisk_os_release_cached(BRISK_OS_CACHE_STACK, stack, _brisk_os_page_size(), NULL);
+}
+
+/* A thread's default stack is linked in tls_stacks (tls_pprev set) until
+ * its thread's destructor or a sweep destroys it: destroyed here, it would
+ * be destroyed again by them. */
+void brisk_stack_destroy(brisk_stack_t *stack) {
+  if (stack == NULL) return;
+  if (BRISK_UNLIKELY(stack->tls_pprev != NULL))
+    _brisk_os_fatal_pointer("brisk_stack_destroy", stack,
+                            "a thread's default stack (brisk_stack_tls), destroyed when the "
+                            "thread exits");
+  stack_destroy(stack);
 }
 
 /* One of the owner's words, read from any thread (see brisk_stack_stats). */
@@ -856,7 +868,7 @@ static brisk_stack_t *tls_unlink_dead(void) {
 /* A stack unlinked, its token unheld: the token, then the stack. */
 static void tls_stack_destroy(brisk_stack_t *stack) {
   _brisk_exit_token_fini(&stack->tls_token);
-  brisk_stack_destroy(stack);
+  stack_destroy(stack);
 }
 
 static size_t tls_destroy_chain(brisk_stack_t *dead) {
