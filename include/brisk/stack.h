@@ -98,7 +98,9 @@ static inline void *brisk_stack_alloc(brisk_stack_t *stack, size_t size, size_t 
   return brisk_stack_alloc_slow_(stack, size, align);
 }
 
-/* Push a frame: records where the stack stands. Inline. */
+/* Push a frame: records where the stack stands. Inline. It cannot fail:
+ * when no memory can be had for more frame records it aborts with a
+ * message. */
 static inline void brisk_stack_push(brisk_stack_t *stack) {
   brisk_stack_hot_t *hot = (brisk_stack_hot_t *)stack;
   brisk_stack_frame_t *frame = hot->top;
