@@ -12,6 +12,7 @@
 #include <memory>
 #include <atomic>
 #include <cstdint>
+#include <cstring>
 #include <thread>
 #include <vector>
 
@@ -471,6 +472,33 @@ TEST(Arena, HugeSizesAreEnomemAndLeaveTheArenaUsable) {
   brisk_arena_destroy(arena);
 }
 
+// A large alignment claims align - 16 bytes of padding beside the size:
+// a request whose claim is larger than the whole reservation can never be
+// served, and is refused before it claims anything (a claim that runs
+// past the end fills the arena until reset).
+TEST(Arena, ARequestThatCanNeverFitClaimsNothing) {
+  const size_t reserve = kMiB;
+  brisk_arena_t *arena = brisk_arena_create(reserve);
+  ASSERT_NE(arena, nullptr);
+  const size_t cases[][2] = {{reserve, 4096}, {reserve - 16, 64}, {reserve / 2, reserve}};
+  for (const auto &c : cases) {
+    errno = 0;
+    EXPECT_EQ(brisk_arena_alloc(arena, c[0], c[1]), nullptr) << c[0] << " " << c[1];
+    EXPECT_EQ(errno, ENOMEM);
+    EXPECT_EQ(brisk_arena_used(arena), 0u) << c[0] << " " << c[1];
+  }
+  // The largest that can: size + align - 16 == reserve.
+  void *p = brisk_arena_alloc(arena, reserve - 4080, 4096);
+  ASSERT_NE(p, nullptr);
+  EXPECT_TRUE(is_aligned(p, 4096));
+  brisk_arena_reset(arena, 1);
+  // And the arena still serves all of itself.
+  void *whole = brisk_arena_alloc(arena, reserve, 0);
+  ASSERT_NE(whole, nullptr);
+  fill_pattern(whole, reserve, 5);
+  brisk_arena_destroy(arena);
+}
+
 TEST(Arena, CreateRejectsBadReservations) {
   errno = 0;
   EXPECT_EQ(brisk_arena_create(0), nullptr);
@@ -479,6 +507,33 @@ TEST(Arena, CreateRejectsBadReservations) {
   EXPECT_EQ(brisk_arena_create(SIZE_MAX), nullptr);
   EXPECT_EQ(errno, ENOMEM);
   brisk_arena_destroy(nullptr);  // a no-op, like free(NULL)
+}
+
+// A NULL arena: alloc, a cursor's alloc: NULL/EINVAL; reset and destroy
+// do nothing; used 0, stats all zero (as of an empty arena).
+TEST(Arena, NullArenaIsEinvalOrNothing) {
+  errno = 0;
+  EXPECT_EQ(brisk_arena_alloc(nullptr, 16, 0), nullptr);
+  EXPECT_EQ(errno, EINVAL);
+  brisk_arena_reset(nullptr, 0);
+  brisk_arena_reset(nullptr, 1);
+  brisk_arena_destroy(nullptr);
+  EXPECT_EQ(brisk_arena_used(nullptr), 0u);
+  brisk_region_stats_t st;
+  std::memset(&st, 0xff, sizeof st);
+  brisk_arena_stats(nullptr, &st);
+  EXPECT_EQ(st.bytes_requested, 0u);
+  EXPECT_EQ(st.bytes_in_use, 0u);
+  EXPECT_EQ(st.bytes_held, 0u);
+  EXPECT_EQ(st.system_requests, 0u);
+  EXPECT_EQ(st.allocations, 0u);
+  brisk_arena_cursor_t cursor;
+  brisk_arena_cursor_init(&cursor, nullptr, 0);
+  for (size_t size : {size_t{0}, size_t{16}, size_t{100000}}) {
+    errno = 0;
+    EXPECT_EQ(brisk_arena_cursor_alloc(&cursor, size, 0), nullptr) << size;
+    EXPECT_EQ(errno, EINVAL) << size;
+  }
 }
 
 TEST(Arena, Reserve64GiBCommitsLazily) {

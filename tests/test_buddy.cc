@@ -14,6 +14,7 @@
 #include <algorithm>
 #include <atomic>
 #include <cstdint>
+#include <cstring>
 #include <thread>
 #include <vector>
 
@@ -103,6 +104,90 @@ TEST(Buddy, BadArgumentsFailWithErrno) {
   expect_consistent(b, true);
   brisk_buddy_destroy(b);
   brisk_buddy_destroy(nullptr);
+}
+
+// EINVAL is for a shape no buddy can have, whatever the sizes; a request
+// of a good shape that is only too large fails with ENOMEM (or succeeds
+// where the system has the memory). max_block 0 takes a row of trees of
+// 2^31 units where total has more units than one tree can count.
+TEST(Buddy, HugeRequestsOfAGoodShapeAreEnomem) {
+  const size_t kTiB = size_t{1} << 40;
+  errno = 0;
+  brisk_buddy_t *b = brisk_buddy_create_ex(kTiB, 16, 0, 0);  // 2^36 units
+  if (b != nullptr) {
+    brisk_buddy_destroy(b);
+  } else {
+    EXPECT_EQ(errno, ENOMEM);
+  }
+  // Its shape, without the memory: 1 TiB of blocks, 9 bytes per unit.
+  size_t region = 0, meta = 0;
+  ASSERT_EQ(_brisk_buddy_footprint(kTiB, 16, 0, &region, &meta), 0);
+  EXPECT_EQ(region, kTiB);
+  EXPECT_GE(meta, kTiB / 16 * 9);
+  EXPECT_LT(meta, kTiB / 16 * 9 + kMiB);
+  EXPECT_EQ(_brisk_buddy_footprint(64 * (kTiB >> 10), 16, 0, &region, &meta), 0);
+  EXPECT_EQ(region, 64 * (kTiB >> 10));
+  // One tree of 2^31 units is the most with max_block 0, and then a row.
+  EXPECT_EQ(_brisk_buddy_footprint(size_t{3} << 35, 16, 0, &region, &meta), 0);
+  EXPECT_EQ(region, size_t{3} << 35);  // three trees of 32 GiB, not 128 GiB
+  // Above 64 TiB, whatever max_block (a good one): ENOMEM.
+  const size_t sizes[] = {size_t{1} << 47, size_t{1} << 50, size_t{1} << 62, SIZE_MAX};
+  for (size_t total : sizes) {
+    SCOPED_TRACE(total);
+    errno = 0;
+    EXPECT_EQ(brisk_buddy_create(total, 4096), nullptr);
+    EXPECT_EQ(errno, ENOMEM);
+    errno = 0;
+    EXPECT_EQ(brisk_buddy_create(total, 16), nullptr);
+    EXPECT_EQ(errno, ENOMEM);
+    errno = 0;
+    EXPECT_EQ(brisk_buddy_create_ex(total, size_t{1} << 20, size_t{1} << 46, 0), nullptr);
+    EXPECT_EQ(errno, ENOMEM);
+    errno = 0;
+    EXPECT_EQ(brisk_buddy_create(total, total), nullptr);  // one block of it all
+    EXPECT_EQ(errno, ENOMEM);
+    // A bad shape stays EINVAL at any size: too many units per tree, an
+    // unknown flag, min_block > max_block.
+    errno = 0;
+    EXPECT_EQ(brisk_buddy_create_ex(total, 16, total, 0), nullptr);
+    EXPECT_EQ(errno, EINVAL);
+    errno = 0;
+    EXPECT_EQ(brisk_buddy_create_ex(total, 4096, 0, 0x100u), nullptr);
+    EXPECT_EQ(errno, EINVAL);
+    errno = 0;
+    EXPECT_EQ(brisk_buddy_create_ex(total, 8192, 4096, 0), nullptr);
+    EXPECT_EQ(errno, EINVAL);
+  }
+  // And at sizes that fit: 2^32 units in one tree is EINVAL when asked for.
+  errno = 0;
+  EXPECT_EQ(brisk_buddy_create_ex(size_t{1} << 36, 16, size_t{1} << 36, 0), nullptr);
+  EXPECT_EQ(errno, EINVAL);
+  errno = 0;
+  EXPECT_EQ(_brisk_buddy_footprint(size_t{1} << 36, 16, size_t{1} << 36, &region, &meta), EINVAL);
+}
+
+// A NULL buddy allocator: alloc is NULL/EINVAL, free of NULL, trim and
+// destroy do nothing, stats are zero, validate is 0 with EINVAL.
+TEST(Buddy, NullBuddyIsEinvalOrNothing) {
+  errno = 0;
+  EXPECT_EQ(brisk_buddy_alloc(nullptr, 64, 0), nullptr);
+  EXPECT_EQ(errno, EINVAL);
+  brisk_buddy_free(nullptr, nullptr);
+  brisk_buddy_trim(nullptr);
+  brisk_buddy_destroy(nullptr);
+  brisk_region_stats_t st;
+  std::memset(&st, 0xff, sizeof st);
+  brisk_buddy_stats(nullptr, &st);
+  EXPECT_EQ(st.bytes_requested, 0u);
+  EXPECT_EQ(st.bytes_in_use, 0u);
+  EXPECT_EQ(st.bytes_held, 0u);
+  EXPECT_EQ(st.system_requests, 0u);
+  EXPECT_EQ(st.allocations, 0u);
+  int all_free = -1;
+  errno = 0;
+  EXPECT_EQ(brisk_buddy_validate(nullptr, &all_free), 0);
+  EXPECT_EQ(errno, EINVAL);
+  EXPECT_EQ(all_free, 0);
 }
 
 TEST(Buddy, SizesAreRoundedUpToPowersOfTwo) {
@@ -693,6 +778,15 @@ TEST_F(BuddyDeathTest, DoubleFreeAborts) {
         brisk_buddy_free(b, p);
       },
       "brisk_buddy_free\\(0x[0-9a-f]+\\): double free");
+}
+
+TEST_F(BuddyDeathTest, FreeToANullBuddyAborts) {
+  EXPECT_DEATH(
+      {
+        brisk_buddy_t *b = brisk_buddy_create(kMiB, 64);
+        brisk_buddy_free(nullptr, brisk_buddy_alloc(b, 64, 0));
+      },
+      "brisk: brisk_buddy_free\\(0x[0-9a-f]+\\): no buddy allocator \\(NULL\\) to free it to");
 }
 
 TEST(BuddyDeathTestAsan, UseAfterFreeIsCaught) {

@@ -226,6 +226,32 @@ TEST(Fifo, UnservableSizesFailWithEnomem) {
 // Dirty every block, free in several orders, and check that every block
 // handed out afterwards is all zero: the current page reused in place, the
 // spare, the 1/8 replacement and cached pages all come back through here.
+// A NULL fifo: realloc and the exported alloc are NULL/EINVAL, the
+// exported free of NULL and destroy do nothing, stats are zero (the inline
+// alloc and free are not tested for it).
+TEST(Fifo, NullFifoIsEinvalOrNothing) {
+  errno = 0;
+  EXPECT_EQ(brisk_fifo_realloc(nullptr, nullptr, 16), nullptr);
+  EXPECT_EQ(errno, EINVAL);
+  alignas(16) char local[32] = {};
+  errno = 0;
+  EXPECT_EQ(brisk_fifo_realloc(nullptr, local + 16, 32), nullptr);
+  EXPECT_EQ(errno, EINVAL);
+  errno = 0;
+  EXPECT_EQ(brisk_test_fifo_alloc_exported(nullptr, 16), nullptr);
+  EXPECT_EQ(errno, EINVAL);
+  brisk_test_fifo_free_exported(nullptr, nullptr);
+  brisk_fifo_destroy(nullptr);
+  brisk_region_stats_t st;
+  std::memset(&st, 0xff, sizeof st);
+  brisk_fifo_stats(nullptr, &st);
+  EXPECT_EQ(st.bytes_requested, 0u);
+  EXPECT_EQ(st.bytes_in_use, 0u);
+  EXPECT_EQ(st.bytes_held, 0u);
+  EXPECT_EQ(st.system_requests, 0u);
+  EXPECT_EQ(st.allocations, 0u);
+}
+
 TEST(Fifo, AllocIsZeroedAfterReuseOfDirtyMemory) {
   FifoPtr fifo = make_fifo(16 * kKiB);
   std::mt19937_64 rng(3);
@@ -795,6 +821,55 @@ TEST_F(FifoDeathTest, BlockOfAnotherFifoAborts) {
         brisk_fifo_realloc(b, p, 20);
       },
       "brisk_fifo_realloc\\(0x[0-9a-f]+\\): a block of another fifo");
+}
+
+// realloc checks p as free does, before it copies from it.
+TEST_F(FifoDeathTest, ReallocOfAPointerItNeverHandedOutAborts) {
+  EXPECT_DEATH(
+      {
+        brisk_fifo_t *fifo = brisk_fifo_create(0);
+        void *p = brisk_malloc(48);
+        escape(p);
+        brisk_fifo_realloc(fifo, p, 100);
+      },
+      "brisk: brisk_fifo_realloc\\(0x[0-9a-f]+\\): not a block of a fifo");
+  EXPECT_DEATH(
+      {
+        brisk_fifo_t *fifo = brisk_fifo_create(0);
+        alignas(16) unsigned char local[64] = {};
+        escape(local);
+        brisk_fifo_realloc(fifo, local + 16, 100);
+      },
+      "brisk_fifo_realloc\\(0x[0-9a-f]+\\): not a block of a fifo");
+  EXPECT_DEATH(
+      {
+        brisk_fifo_t *fifo = brisk_fifo_create(0);
+        auto *p = static_cast<char *>(brisk_fifo_alloc(fifo, 100));
+        brisk_fifo_realloc(fifo, p + 16, 200);
+      },
+      "brisk_fifo_realloc\\(0x[0-9a-f]+\\): not a block of a fifo");
+}
+
+TEST_F(FifoDeathTest, ReallocOfAFreedBlockAborts) {
+  EXPECT_DEATH(
+      {
+        brisk_fifo_t *fifo = brisk_fifo_create(0);
+        void *keep = brisk_fifo_alloc(fifo, 10);  // so the page stays as it is
+        void *p = brisk_fifo_alloc(fifo, 10);
+        escape(keep);
+        brisk_fifo_free(fifo, p);
+        brisk_fifo_realloc(fifo, p, 100);
+      },
+      "brisk: brisk_fifo_realloc\\(0x[0-9a-f]+\\): a freed block");
+}
+
+TEST_F(FifoDeathTest, ExportedFreeToANullFifoAborts) {
+  EXPECT_DEATH(
+      {
+        brisk_fifo_t *fifo = brisk_fifo_create(0);
+        brisk_test_fifo_free_exported(nullptr, brisk_fifo_alloc(fifo, 10));
+      },
+      "brisk: brisk_fifo_free\\(0x[0-9a-f]+\\): no fifo \\(NULL\\) to free it to");
 }
 
 TEST_F(FifoDeathTest, AllocAfterDestroyAborts) {

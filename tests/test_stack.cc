@@ -347,6 +347,42 @@ TEST(BriskStack, ReallocCopiesOtherwise) {
   brisk_stack_destroy(s);
 }
 
+// realloc's ownership check lets every live allocation through: in an
+// earlier block, in a lower frame, of size 0, ending at the position.
+TEST(BriskStack, ReallocAcceptsEveryLiveAllocation) {
+  brisk_stack_t *s = brisk_stack_create(0);
+  ASSERT_NE(s, nullptr);
+  char *base = static_cast<char *>(brisk_stack_alloc(s, 100, 0));  // the base frame's
+  fill_pattern(base, 100, 1);
+  brisk_stack_push(s);
+  char *first = static_cast<char *>(brisk_stack_alloc(s, 200, 0));
+  fill_pattern(first, 200, 2);
+  char *second = static_cast<char *>(brisk_stack_alloc(s, 200, 0));
+  fill_pattern(second, 200, 3);
+  void *zero = brisk_stack_alloc(s, 0, 0);
+  for (int i = 0; i < 6; i++) ASSERT_NE(brisk_stack_alloc(s, 40000, 0), nullptr);  // new blocks
+  brisk_stack_push(s);
+  char *a = static_cast<char *>(brisk_stack_realloc(s, first, 200, 300, 0));
+  ASSERT_NE(a, nullptr);
+  EXPECT_TRUE(pattern_intact(a, 200, 2));
+  char *b = static_cast<char *>(brisk_stack_realloc(s, base, 100, 150, 0));
+  ASSERT_NE(b, nullptr);
+  EXPECT_TRUE(pattern_intact(b, 100, 1));
+  EXPECT_NE(brisk_stack_realloc(s, zero, 0, 10, 0), nullptr);
+  // A shorter old_size than the allocation's is a smaller copy.
+  char *c = static_cast<char *>(brisk_stack_realloc(s, second, 50, 60, 0));
+  ASSERT_NE(c, nullptr);
+  EXPECT_TRUE(pattern_intact(c, 50, 3));
+  // The last allocation of a lower frame whose child allocated nothing.
+  char *last = static_cast<char *>(brisk_stack_alloc(s, 32, 0));
+  brisk_stack_push(s);
+  EXPECT_NE(brisk_stack_realloc(s, last, 32, 64, 0), nullptr);
+  brisk_stack_pop(s);
+  brisk_stack_pop(s);
+  brisk_stack_pop(s);
+  brisk_stack_destroy(s);
+}
+
 TEST(BriskStack, AlignmentsAreHonoured) {
   brisk_stack_t *s = brisk_stack_create(0);
   ASSERT_NE(s, nullptr);
@@ -373,6 +409,27 @@ TEST(BriskStack, AlignmentsAreHonoured) {
   EXPECT_TRUE(is_aligned(brisk_stack_alloc(s, 8, 0), 16));
   brisk_stack_pop(s);
   brisk_stack_destroy(s);
+}
+
+// A NULL stack: realloc is NULL/EINVAL, destroy does nothing, stats are
+// zero (alloc, push and pop are inline and not tested for it).
+TEST(BriskStack, NullStackIsEinvalOrNothing) {
+  errno = 0;
+  EXPECT_EQ(brisk_stack_realloc(nullptr, nullptr, 0, 16, 0), nullptr);
+  EXPECT_EQ(errno, EINVAL);
+  char local[16];
+  errno = 0;
+  EXPECT_EQ(brisk_stack_realloc(nullptr, local, 16, 32, 0), nullptr);
+  EXPECT_EQ(errno, EINVAL);
+  brisk_stack_destroy(nullptr);
+  brisk_region_stats_t st;
+  std::memset(&st, 0xff, sizeof st);
+  brisk_stack_stats(nullptr, &st);
+  EXPECT_EQ(st.bytes_requested, 0u);
+  EXPECT_EQ(st.bytes_in_use, 0u);
+  EXPECT_EQ(st.bytes_held, 0u);
+  EXPECT_EQ(st.system_requests, 0u);
+  EXPECT_EQ(st.allocations, 0u);
 }
 
 TEST(BriskStack, BadAlignmentIsEinval) {
@@ -877,6 +934,97 @@ TEST_F(BriskStackDeathTest, PopWithoutPushAborts) {
         brisk_stack_pop(s);
       },
       "no frame to pop");
+}
+
+// realloc copies old_size bytes from p: a p the stack's live frames do
+// not hold, or an old_size past what the stack handed out, is named.
+TEST_F(BriskStackDeathTest, ReallocOfAPointerItNeverHandedOutAborts) {
+  const char *kNotOurs =
+      "brisk: brisk_stack_realloc\\(0x[0-9a-f]+\\): not an allocation of this stack";
+  EXPECT_DEATH(
+      {
+        brisk_stack_t *s = brisk_stack_create(0);
+        void *m = brisk_malloc(100);
+        brisk_stack_realloc(s, m, 100, 200, 0);
+      },
+      kNotOurs);
+  EXPECT_DEATH(
+      {
+        brisk_stack_t *s = brisk_stack_create(0);
+        alignas(16) char local[64] = {0};
+        escape(local);
+        brisk_stack_realloc(s, local, 64, 200, 0);
+      },
+      kNotOurs);
+  EXPECT_DEATH(
+      {
+        brisk_stack_t *s = brisk_stack_create(0);
+        brisk_stack_t *t = brisk_stack_create(0);
+        void *p = brisk_stack_alloc(t, 64, 0);
+        brisk_stack_alloc(t, 64, 0);
+        brisk_stack_realloc(s, p, 64, 200, 0);
+      },
+      kNotOurs);
+  // The last allocation of another stack, at the same place in its block.
+  EXPECT_DEATH(
+      {
+        brisk_stack_t *s = brisk_stack_create(0);
+        brisk_stack_t *t = brisk_stack_create(0);
+        brisk_stack_alloc(s, 64, 0);
+        brisk_stack_realloc(s, brisk_stack_alloc(t, 64, 0), 64, 32, 0);
+      },
+      kNotOurs);
+}
+
+TEST_F(BriskStackDeathTest, ReallocOfAPoppedAllocationAborts) {
+  EXPECT_DEATH(
+      {
+        brisk_stack_t *s = brisk_stack_create(0);
+        brisk_stack_push(s);
+        void *p = brisk_stack_alloc(s, 64, 0);
+        brisk_stack_pop(s);
+        brisk_stack_realloc(s, p, 64, 200, 0);
+      },
+      "brisk_stack_realloc\\(0x[0-9a-f]+\\): not an allocation of this stack \\(or popped "
+      "already\\)");
+  // In a block that the pop made free.
+  EXPECT_DEATH(
+      {
+        brisk_stack_t *s = brisk_stack_create(0);
+        brisk_stack_push(s);
+        void *p = nullptr;
+        for (int i = 0; i < 4; i++) p = brisk_stack_alloc(s, 40000, 0);
+        brisk_stack_pop(s);
+        brisk_stack_realloc(s, p, 40000, 50000, 0);
+      },
+      "brisk_stack_realloc\\(0x[0-9a-f]+\\): not an allocation of this stack");
+}
+
+TEST_F(BriskStackDeathTest, ReallocPastWhatWasHandedOutAborts) {
+  EXPECT_DEATH(
+      {
+        brisk_stack_t *s = brisk_stack_create(0);
+        char *p = static_cast<char *>(brisk_stack_alloc(s, 64, 0));
+        brisk_stack_alloc(s, 8, 0);
+        brisk_stack_realloc(s, p, 1000, 2000, 0);  // old_size past the position
+      },
+      "brisk: brisk_stack_realloc\\(0x[0-9a-f]+\\): old_size runs past what this stack "
+      "handed out");
+  EXPECT_DEATH(
+      {
+        brisk_stack_t *s = brisk_stack_create(0);
+        char *p = static_cast<char *>(brisk_stack_alloc(s, 64, 0));
+        for (int i = 0; i < 4; i++) brisk_stack_alloc(s, 40000, 0);  // p's block is behind
+        brisk_stack_realloc(s, p, 1 << 20, 2 << 20, 0);               // past its block
+      },
+      "old_size runs past what this stack handed out");
+}
+
+// A thread's default stack is destroyed at its exit: destroyed by hand
+// too, it would be destroyed twice.
+TEST_F(BriskStackDeathTest, DestroyOfAThreadsDefaultStackAborts) {
+  EXPECT_DEATH(brisk_stack_destroy(brisk_stack_tls()),
+               "brisk: brisk_stack_destroy\\(0x[0-9a-f]+\\): a thread's default stack");
 }
 
 TEST_F(BriskStackDeathTest, UseAfterPopIsCaughtByAsan) {

@@ -7,6 +7,11 @@
  * crosses the committed frontier. brisk_arena_alloc may be called by any
  * number of threads at once: it is one atomic fetch_add on the offset.
  * Blocks are never freed one by one; brisk_arena_reset frees all at once.
+ *
+ * A NULL arena, as NULL is to free: brisk_arena_alloc and every
+ * allocation of a cursor made on it fail with EINVAL, reset and destroy
+ * do nothing, brisk_arena_used is 0 and brisk_arena_stats all zero. A
+ * NULL cursor is not tested for (brisk_arena_cursor_alloc is inline).
  */
 #ifndef BRISK_ARENA_H
 #define BRISK_ARENA_H
@@ -22,7 +27,8 @@ extern "C" {
 
 typedef struct brisk_arena_s brisk_arena_t;
 
-/* NULL/ENOMEM if the address space can't be reserved, EINVAL for 0. */
+/* NULL/EINVAL for 0; NULL/ENOMEM for more than 64 TiB or when the system
+ * refuses the address space. */
 BRISK_API brisk_arena_t *brisk_arena_create(size_t reserve);
 BRISK_API void brisk_arena_destroy(brisk_arena_t *arena);
 /*
@@ -30,8 +36,12 @@ BRISK_API void brisk_arena_destroy(brisk_arena_t *arena);
  * a new arena may be given a destroyed one's pages, contents and all (the
  * OS layer keeps them a second for it). Thread-safe and lock-free.
  * NULL/EINVAL for a bad alignment, NULL/ENOMEM when the reservation is
- * exhausted (never an overlapping block). size 0 gives a valid, unique
- * pointer.
+ * exhausted (never an overlapping block): a request that fits the
+ * reservation but not what is left of it fails and leaves the arena full
+ * until reset (its claim cannot be taken back), while one that could
+ * never fit (its size, plus align - 16 bytes for an alignment above 16,
+ * above the reservation) is refused before it claims anything. size 0
+ * gives a valid, unique pointer.
  */
 BRISK_API void *brisk_arena_alloc(brisk_arena_t *arena, size_t size, size_t align);
 /*

@@ -6,6 +6,10 @@
  * tracked in an implicit binary tree whose nodes change only by atomic
  * operations: no lock. Blocks are aligned to their own size. Its flags are
  * brisk/region.h's BRISK_REGION_*.
+ *
+ * A NULL buddy allocator: alloc fails with EINVAL, free of a block aborts
+ * with a message (of NULL does nothing), destroy and trim do nothing,
+ * stats gives all zero, validate returns 0 (errno EINVAL).
  */
 #ifndef BRISK_BUDDY_H
 #define BRISK_BUDDY_H
@@ -21,12 +25,22 @@ extern "C" {
 
 typedef struct brisk_buddy_s brisk_buddy_t;
 
-/* total and min_block are rounded up to powers of two (min_block at least
- * 16); blocks up to `total`. NULL/EINVAL for 0 or min_block > total. */
+/*
+ * total and min_block are rounded up to powers of two (min_block at least
+ * 16); blocks up to `total`, or up to 2^31 x min_block where total is
+ * larger (the region is then a row of trees of that size, as with
+ * brisk_buddy_create_ex's max_block). Besides the region, create reserves
+ * 9 bytes per min_block of it (counters and index), touched where blocks
+ * are used. NULL/EINVAL for total 0 or min_block > total; NULL/ENOMEM for
+ * a total above 64 TiB, or when the system refuses the memory (1 TiB of
+ * 16-byte units asks for 1.56 TiB).
+ */
 BRISK_API brisk_buddy_t *brisk_buddy_create(size_t total, size_t min_block);
-/* max_block (0: total) caps the block size; total becomes a multiple of it
- * and the region a row of max_block trees, which spreads contention.
- * Unknown flags: EINVAL. */
+/* max_block (0: as brisk_buddy_create) caps the block size; total becomes
+ * a multiple of it and the region a row of max_block trees, which spreads
+ * contention. NULL/EINVAL also for min_block > max_block, max_block above
+ * total rounded up to a power of two, more than 2^31 min_blocks in a
+ * max_block, or an unknown flag, whatever the sizes; ENOMEM as above. */
 BRISK_API brisk_buddy_t *brisk_buddy_create_ex(size_t total, size_t min_block, size_t max_block,
                                                unsigned flags);
 /* A block, not zeroed. NULL/EINVAL for size 0 or a bad alignment;

@@ -4,6 +4,13 @@
  * Variable-size blocks carved in order from pages; a page is reused when all
  * its blocks are freed, so memory freed roughly in allocation order comes
  * back cheaply. Single-threaded by design: one thread at a time per fifo.
+ *
+ * A NULL fifo: brisk_fifo_realloc fails with EINVAL, destroy does
+ * nothing, brisk_fifo_stats gives all zero; the library's exported
+ * brisk_fifo_alloc fails with EINVAL too, and its brisk_fifo_free aborts
+ * with a message for a block (NULL does nothing). The inline
+ * brisk_fifo_alloc and brisk_fifo_free that a program compiles read the
+ * fifo without a test: a NULL fifo crashes them.
  */
 #ifndef BRISK_FIFO_H
 #define BRISK_FIFO_H
@@ -20,7 +27,9 @@ extern "C" {
 
 typedef struct brisk_fifo_s brisk_fifo_t;
 
-/* page_size: bytes per page (0: 64 KiB). Larger requests get a page of their own. */
+/* page_size: bytes per page (0: 64 KiB; rounded up to OS pages; above
+ * 1 GiB, 1 GiB). Larger requests get a page of their own. NULL/ENOMEM
+ * when the system refuses the memory. */
 BRISK_API brisk_fifo_t *brisk_fifo_create(size_t page_size);
 /*
  * brisk_fifo_alloc(fifo, size): zeroed memory, 16-aligned (every block,
@@ -33,7 +42,10 @@ BRISK_API brisk_fifo_t *brisk_fifo_create(size_t page_size);
  */
 /*
  * The same pointer when shrinking, or when p is the last block of its page
- * and the page has room; else a new zeroed block with p's contents.
+ * and the page has room; else a new zeroed block with p's contents. p ==
+ * NULL allocates; NULL/ENOMEM when memory can't be had (p is left as it
+ * was). A p that is not a live block of this fifo aborts with a message
+ * before anything is read from it past its header, as brisk_fifo_free.
  */
 BRISK_API void *brisk_fifo_realloc(brisk_fifo_t *fifo, void *p, size_t new_size);
 /*

@@ -4,6 +4,15 @@
  * Allocations live until the frame they were made in is popped. Frames
  * nest: brisk_stack_pop restores exactly the state of the matching
  * brisk_stack_push. One stack belongs to one thread at a time.
+ *
+ * A NULL stack: brisk_stack_realloc fails with EINVAL, destroy does
+ * nothing, brisk_stack_stats gives all zero. The inline brisk_stack_alloc,
+ * push, pop and BRISK_STACK_SCOPE read the stack without a test: a NULL
+ * stack crashes them.
+ *
+ * Not caught: a frame popped by hand inside a BRISK_STACK_SCOPE (the
+ * scope's own pop then takes the frame below it, or aborts with "no frame
+ * to pop"), and a stack used by two threads at once.
  */
 #ifndef BRISK_STACK_H
 #define BRISK_STACK_H
@@ -20,17 +29,28 @@ extern "C" {
 
 typedef struct brisk_stack_s brisk_stack_t;
 
-/* first_block: size of the first block of memory (0: a sensible default). */
+/* first_block: size of the first block of memory (0: a sensible default,
+ * 64 KiB). NULL/ENOMEM when the system refuses the memory (a first block
+ * too large for it included). */
 BRISK_API brisk_stack_t *brisk_stack_create(size_t first_block);
 BRISK_API void brisk_stack_destroy(brisk_stack_t *stack);
 /*
  * Resize p (from this stack, old_size bytes) to new_size: in place when p
  * is the last allocation of the top frame and its block has room, else a
- * copy in the top frame. p == NULL allocates.
+ * copy in the top frame. p == NULL allocates. NULL/EINVAL for a bad
+ * alignment, NULL/ENOMEM when memory can't be had (p is left as it was).
+ * A p that no live frame holds (malloc's, another stack's, popped
+ * already) or an old_size that runs past what the stack has handed out
+ * aborts with a message. Not caught, and copied as given: a pointer
+ * inside a live allocation, or an old_size larger than p's own that stays
+ * within what the stack has handed out (it keeps no record of single
+ * allocations).
  */
 BRISK_API void *brisk_stack_realloc(brisk_stack_t *stack, void *p, size_t old_size,
                                     size_t new_size, size_t align);
-/* The calling thread's own default stack, created on first use. */
+/* The calling thread's own default stack, created on first use and
+ * destroyed when the thread exits: brisk_stack_destroy of it aborts with
+ * a message. */
 BRISK_API brisk_stack_t *brisk_stack_tls(void);
 /*
  * allocations and bytes_requested: successful alloc and realloc calls
@@ -78,7 +98,9 @@ static inline void *brisk_stack_alloc(brisk_stack_t *stack, size_t size, size_t 
   return brisk_stack_alloc_slow_(stack, size, align);
 }
 
-/* Push a frame: records where the stack stands. Inline. */
+/* Push a frame: records where the stack stands. Inline. It cannot fail:
+ * when no memory can be had for more frame records it aborts with a
+ * message. */
 static inline void brisk_stack_push(brisk_stack_t *stack) {
   brisk_stack_hot_t *hot = (brisk_stack_hot_t *)stack;
   brisk_stack_frame_t *frame = hot->top;

@@ -379,15 +379,26 @@ static BRISK_COLD void *too_large(void) {
   return NULL;
 }
 
+static BRISK_COLD void *no_arena(void) {
+  errno = EINVAL;
+  return NULL;
+}
+
 void *brisk_arena_alloc(brisk_arena_t *arena, size_t size, size_t align) {
+  if (BRISK_UNLIKELY(arena == NULL)) return no_arena();
+  /* Checked before the fetch_add: a claim larger than the whole limit,
+   * which could never be served, is refused without filling the arena,
+   * and no claim can wrap the offset (it is at most limit, below 2^46).
+   * limit and padding are multiples of 16, so the size's rounding up to
+   * 16 keeps it within limit - padding. */
   size_t padding = 0;
   if (BRISK_UNLIKELY(align > CLAIM_ALIGN || (align & (align - 1)) != 0)) {
     if (!brisk_is_power_of_two(align)) return bad_alignment();
     padding = align - CLAIM_ALIGN;
+    if (padding >= arena->limit || size > arena->limit - padding) return too_large();
+  } else if (BRISK_UNLIKELY(size > arena->limit)) {
+    return too_large();
   }
-  /* Checked before the fetch_add, so no claim can wrap the offset: both are
-   * below 2^46, so a claim is below 2^48. */
-  if (BRISK_UNLIKELY(size > arena->limit || padding >= arena->limit)) return too_large();
   /* size 0 claims 16 bytes too, so its pointer is unique. */
   size_t claim = brisk_align_up(size + (size == 0), CLAIM_ALIGN) + padding;
   size_t start = atomic_fetch_add_explicit(&arena->offset, claim, memory_order_relaxed);
@@ -399,6 +410,7 @@ void *brisk_arena_alloc(brisk_arena_t *arena, size_t size, size_t align) {
 }
 
 void brisk_arena_reset(brisk_arena_t *arena, int keep_committed) {
+  if (arena == NULL) return;
   size_t committed = atomic_load_explicit(&arena->committed, memory_order_relaxed);
   /* Everything committed (all that was used, and more) becomes no-access
    * for the tools until handed out again. */
@@ -425,12 +437,16 @@ void brisk_arena_reset(brisk_arena_t *arena, int keep_committed) {
 
 #define CURSOR_DEFAULT_CHUNK ((size_t)64 << 10)
 
+/* What a cursor of no arena reads for the arena's resets: it has no chunk,
+ * so every allocation goes out of line, which fails it with EINVAL. */
+static const size_t no_arena_resets = 0;
+
 void brisk_arena_cursor_init(brisk_arena_cursor_t *cursor, brisk_arena_t *arena, size_t chunk) {
   if (chunk == 0) chunk = CURSOR_DEFAULT_CHUNK;
   cursor->pos = cursor->end = NULL;
   cursor->arena = arena;
-  cursor->arena_resets = &arena->resets;
-  cursor->resets = arena->resets;
+  cursor->arena_resets = arena != NULL ? &arena->resets : &no_arena_resets;
+  cursor->resets = *cursor->arena_resets;
   cursor->chunk = brisk_align_up(chunk, CLAIM_ALIGN);
 }
 
@@ -445,6 +461,7 @@ void brisk_arena_cursor_init(brisk_arena_cursor_t *cursor, brisk_arena_t *arena,
  */
 void *brisk_arena_cursor_alloc_slow_(brisk_arena_cursor_t *cursor, size_t size, size_t align) {
   brisk_arena_t *arena = cursor->arena;
+  if (BRISK_UNLIKELY(arena == NULL)) return no_arena();
   if (align == 0) align = CLAIM_ALIGN;
   if (!brisk_is_power_of_two(align)) return bad_alignment();
   /* Before take is computed: rounding sizes near SIZE_MAX wraps to 0. */
@@ -478,6 +495,7 @@ void *brisk_arena_cursor_alloc_slow_(brisk_arena_cursor_t *cursor, size_t size, 
 }
 
 size_t brisk_arena_used(const brisk_arena_t *arena) {
+  if (arena == NULL) return 0;
   size_t offset = atomic_load_explicit(&((brisk_arena_t *)arena)->offset, memory_order_relaxed);
   return offset < arena->limit ? offset : arena->limit;
 }
@@ -486,6 +504,10 @@ size_t brisk_arena_used(const brisk_arena_t *arena) {
  * loads, so a count is exact once the allocations it covers have returned
  * (and are visible to the caller), and never counts one twice. */
 void brisk_arena_stats(const brisk_arena_t *arena, brisk_region_stats_t *out) {
+  if (arena == NULL) {
+    memset(out, 0, sizeof *out);
+    return;
+  }
   brisk_arena_t *a = (brisk_arena_t *)arena;
   size_t allocations = 0, requested = 0;
   for (uint32_t i = 0; i <= BRISK_THREAD_SLOTS; i++) {

@@ -180,11 +180,13 @@
  * (min_block 128 B: blocks of 16-64 KiB, which otherwise walk 4-6 levels
  * of counters per alloc and per free). A hit costs no tree walk.
  *
- * Arguments: create rounds min_block (at least 16) and max_block (0: total)
- * up to powers of two and total up to a multiple of max_block; EINVAL for
- * total 0, min_block > total, min_block > max_block, max_block above total
- * rounded up to a power of two, more than 2^31 units per tree, or an
- * unknown flag. alloc: size 0 or an alignment that is not a power of two is
+ * Arguments: create rounds min_block (at least 16) and max_block (0: total,
+ * or 2^31 x min_block if that is less) up to powers of two and total up to
+ * a multiple of max_block; EINVAL for total 0, min_block > total,
+ * min_block > max_block, max_block above total rounded up to a power of
+ * two, more than 2^31 units per tree (a max_block given), or an unknown
+ * flag, whatever the sizes; then ENOMEM for a total above 64 TiB, or
+ * memory the system refuses. alloc: size 0 or an alignment that is not a power of two is
  * EINVAL (align 0 means 16); a size or an alignment above max_block is
  * ENOMEM (no block fits) and counts as a failure.
  *
@@ -552,7 +554,13 @@ static BRISK_COLD void *alloc_refused(brisk_buddy_t *b, size_t size, size_t alig
   return NULL;
 }
 
+static BRISK_COLD void *no_buddy(void) {
+  errno = EINVAL;
+  return NULL;
+}
+
 void *brisk_buddy_alloc(brisk_buddy_t *b, size_t size, size_t align) {
+  if (BRISK_UNLIKELY(b == NULL)) return no_buddy();
   if (BRISK_UNLIKELY(size - 1 >= b->max_block || align > b->max_block ||
                      (align & (align - 1)) != 0))
     return alloc_refused(b, size, align);
@@ -573,6 +581,7 @@ void *brisk_buddy_alloc(brisk_buddy_t *b, size_t size, size_t align) {
 
 void brisk_buddy_free(brisk_buddy_t *b, void *p) {
   if (p == NULL) return;
+  if (BRISK_UNLIKELY(b == NULL)) fatal(p, "no buddy allocator (NULL) to free it to");
   uintptr_t offset = (uintptr_t)p - (uintptr_t)b->base;
   if (BRISK_UNLIKELY(offset >= b->total)) fatal(p, "not a block of this buddy allocator");
   if (BRISK_UNLIKELY((offset & (b->min_block - 1)) != 0)) fatal(p, "not the start of a block");
@@ -680,10 +689,6 @@ void brisk_buddy_trim(brisk_buddy_t *b) {
 
 /* ---- Creation ---- */
 
-static size_t round_up_pow2(size_t x) { /* 1 <= x <= 2^62 */
-  return x <= 1 ? 1 : (size_t)1 << (brisk_bit_scan_reverse(x - 1) + 1);
-}
-
 static size_t gcd(size_t a, size_t b) {
   while (b != 0) {
     size_t t = a % b;
@@ -733,18 +738,32 @@ typedef struct shape_s {
   uint32_t min_shift, depth;
 } shape_t;
 
-/* 0, or the errno create fails with. */
+/* ceil(log2(x)) for x >= 1: 0 to 64, so that no rounding can wrap. */
+static uint32_t log2_ceil(size_t x) {
+  return x <= 1 ? 0 : (uint32_t)brisk_bit_scan_reverse(x - 1) + 1;
+}
+
+/*
+ * 0, or the errno create fails with. The shape is checked on the
+ * arguments' logarithms, before anything is rounded, so that a total of
+ * any size meets the same rules: EINVAL for a shape no buddy can have
+ * (whatever the memory), then ENOMEM for a total above MAX_TOTAL, a size
+ * no reservation is let grow to.
+ */
 static int buddy_shape(size_t total, size_t min_block, size_t max_block, unsigned flags,
                        shape_t *out) {
-  if (total == 0 || min_block > total || max_block > MAX_TOTAL || (flags & ~KNOWN_FLAGS) != 0)
-    return EINVAL;
-  if (total > MAX_TOTAL) return ENOMEM;
-  size_t min = round_up_pow2(min_block < MIN_BLOCK_FLOOR ? MIN_BLOCK_FLOOR : min_block);
-  size_t max = round_up_pow2(max_block != 0 ? max_block : total);
+  if (total == 0 || min_block > total || (flags & ~KNOWN_FLAGS) != 0) return EINVAL;
+  uint32_t min_log = log2_ceil(min_block < MIN_BLOCK_FLOOR ? MIN_BLOCK_FLOOR : min_block);
+  uint32_t total_log = log2_ceil(total);
+  /* max_block 0: blocks up to total, as many units per tree as a tree
+   * can count; a larger total is a row of such trees. */
+  uint32_t max_log = max_block != 0 ? log2_ceil(max_block)
+                     : total_log > min_log + MAX_DEPTH ? min_log + MAX_DEPTH
+                                                       : total_log;
   /* max_block may pass total only by the rounding of total itself. */
-  if (min > max || max > round_up_pow2(total) ||
-      brisk_bit_scan_reverse(max) - brisk_bit_scan_reverse(min) > MAX_DEPTH)
-    return EINVAL;
+  if (min_log > max_log || max_log > total_log || max_log - min_log > MAX_DEPTH) return EINVAL;
+  if (total > MAX_TOTAL) return ENOMEM;
+  size_t min = (size_t)1 << min_log, max = (size_t)1 << max_log;
   shape_t g;
   g.min = min;
   g.max = max;
@@ -974,6 +993,10 @@ void _brisk_buddy_counters(const brisk_buddy_t *b, brisk_buddy_counters_t *out) 
 }
 
 void brisk_buddy_stats(const brisk_buddy_t *b, brisk_region_stats_t *out) {
+  if (b == NULL) {
+    memset(out, 0, sizeof *out);
+    return;
+  }
   out->bytes_requested = sum_slots(b, offsetof(slot_t, requested));
   out->bytes_in_use = bytes_in_use(b);
   out->bytes_held = b->region_size + b->meta_size;
@@ -1142,6 +1165,11 @@ static bool mark_cached(check_t *c, bool mark) {
 }
 
 int brisk_buddy_validate(brisk_buddy_t *b, int *all_free) {
+  if (b == NULL) {
+    if (all_free != NULL) *all_free = 0;
+    errno = EINVAL;
+    return 0;
+  }
   check_t c = {.b = b, .tree = 0, .n = NULL, .live_bytes = 0, .failed = false};
   int roots_free = 1;
   if (mark_cached(&c, true)) {

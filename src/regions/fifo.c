@@ -476,7 +476,8 @@ static BRISK_COLD BRISK_NORETURN void bad_pointer(brisk_fifo_t *fifo, void *p, c
   if (page->hot.fifo != fifo) {
     fatal(caller, p, page->magic == PAGE_MAGIC ? "a block of another fifo" : "not a block of a fifo");
   }
-  fatal(caller, p, page == page_of(fifo, p) ? "double free" : "not a block of a fifo");
+  if (page != page_of(fifo, p)) fatal(caller, p, "not a block of a fifo");
+  fatal(caller, p, strcmp(caller, "brisk_fifo_free") == 0 ? "double free" : "a freed block");
 }
 
 /* p's header and page, checked: p is a live block of this fifo. */
@@ -536,10 +537,25 @@ void brisk_fifo_free_slow_(brisk_fifo_t *fifo, void *p) {
     brisk_fifo_page_empty_(fifo, &page->hot);
 }
 
-/* The exported functions, for callers that do not inline brisk/fifo.h's. */
-void *brisk_fifo_alloc(brisk_fifo_t *fifo, size_t size) { return brisk_fifo_alloc_inline_(fifo, size); }
+/* The exported functions, for callers that do not inline brisk/fifo.h's,
+ * test for a NULL fifo first (brisk/fifo.h: the rule for NULL handles). */
+static BRISK_COLD void *no_fifo(void) {
+  errno = EINVAL;
+  return NULL;
+}
 
-void brisk_fifo_free(brisk_fifo_t *fifo, void *p) { brisk_fifo_free_inline_(fifo, p); }
+void *brisk_fifo_alloc(brisk_fifo_t *fifo, size_t size) {
+  if (BRISK_UNLIKELY(fifo == NULL)) return no_fifo();
+  return brisk_fifo_alloc_inline_(fifo, size);
+}
+
+void brisk_fifo_free(brisk_fifo_t *fifo, void *p) {
+  if (BRISK_UNLIKELY(fifo == NULL)) {
+    if (p != NULL) fatal("brisk_fifo_free", p, "no fifo (NULL) to free it to");
+    return;
+  }
+  brisk_fifo_free_inline_(fifo, p);
+}
 
 /* ---- realloc ---- */
 
@@ -572,6 +588,7 @@ static void resize_last(brisk_fifo_t *fifo, page_t *page, block_t *block, size_t
 }
 
 void *brisk_fifo_realloc(brisk_fifo_t *fifo, void *p, size_t new_size) {
+  if (BRISK_UNLIKELY(fifo == NULL)) return no_fifo();
   if (p == NULL) return brisk_fifo_alloc_inline_(fifo, new_size);
   if (BRISK_UNLIKELY(!fifo->alive)) fatal("brisk_fifo_realloc", fifo, "the fifo was destroyed");
   block_t header;
@@ -676,6 +693,10 @@ void brisk_fifo_destroy(brisk_fifo_t *fifo) {
  * may be a few operations apart; the fifo itself is never written.
  */
 BRISK_NO_TSAN void brisk_fifo_stats(const brisk_fifo_t *fifo, brisk_region_stats_t *out) {
+  if (fifo == NULL) {
+    memset(out, 0, sizeof *out);
+    return;
+  }
   out->bytes_requested = OWNER_WORD(fifo->hot.bytes_requested);
   out->bytes_in_use = OWNER_WORD(fifo->hot.in_use);
   out->bytes_held = OWNER_WORD(fifo->bytes_held) + _brisk_os_page_size(); /* + the control page */

@@ -17,7 +17,8 @@
  *                               │    ones on the way (bounded), or block_create
  *                               ├─ adopt_block: make it current; empty frames move to it
  *                               └─ open_to (annotated builds): unpoison what is handed out
- *   brisk_stack_realloc ── in place (last allocation, room) | stack_alloc + memcpy
+ *   brisk_stack_realloc ── in place (last allocation, room) | check_owned (p in a live
+ *                          frame's blocks, else abort) and in place or stack_alloc + memcpy
  *   brisk_stack_push ── stack_push: save (block, pos, in use)
  *                         └─(records full)── push_slow: double the records
  *   brisk_stack_pop ── stack_pop: restore ──(frame spanned blocks)── pop_slow: poison,
@@ -29,7 +30,8 @@
  *                     │   whose destructor is tls_destroy; when the list has doubled,
  *                     └── tls_unlink_dead: the stacks of threads that died without
  *                         tls_destroy (a call in glibc's last destructor round) destroyed
- *   tls_destroy (key destructor) ── unlink, drop the token, brisk_stack_destroy
+ *   tls_destroy (key destructor) ── unlink, drop the token, stack_destroy (brisk_stack_destroy
+ *                     of a default stack aborts: it is destroyed here)
  *
  * Data layout
  *
@@ -519,9 +521,50 @@ static bool is_last(const brisk_stack_t *stack, const uint8_t *p, size_t old_siz
   return top->blk != blk || p >= top->pos;
 }
 
+/*
+ * realloc's check of a p that is not the top frame's last allocation: its
+ * old_size bytes (one for 0) must lie in what the live frames hold, the
+ * current block below pos or a block before it (each in use), else the
+ * stack never handed p out, or a pop took it back: a malloc'd pointer,
+ * another stack's, one past the live part. The blocks before the current
+ * one are walked back from it, so this costs a compare or two when p is in
+ * the current block, one step per block it lies behind otherwise. Not
+ * told apart: a pointer inside a live allocation, or an old_size larger
+ * than p's own that stays within the block (the stack keeps no record of
+ * single allocations), and in an earlier block the tail that its frames
+ * left unused.
+ */
+static void check_owned(const brisk_stack_t *stack, const uint8_t *p, size_t old_size) {
+  const block_t *blk = stack->hot.blk;
+  size_t took = old_size + (old_size == 0);
+  const uint8_t *live_end = stack->hot.pos;
+  while (blk != &stack->head) {
+    if (p >= block_area((block_t *)blk) && p < blk->end) {
+      if (p >= live_end)
+        _brisk_os_fatal_pointer("brisk_stack_realloc", p,
+                                "not an allocation of this stack (or popped already)");
+      if (took > (size_t)(live_end - p))
+        _brisk_os_fatal_pointer("brisk_stack_realloc", p,
+                                "old_size runs past what this stack handed out");
+      return;
+    }
+    blk = blk->prev;
+    live_end = blk->end;
+  }
+  _brisk_os_fatal_pointer("brisk_stack_realloc", p,
+                          "not an allocation of this stack (or popped already)");
+}
+
 void *brisk_stack_realloc(brisk_stack_t *stack, void *p, size_t old_size, size_t new_size,
                           size_t align) {
+  if (BRISK_UNLIKELY(stack == NULL)) {
+    errno = EINVAL;
+    return NULL;
+  }
   if (p == NULL) return stack_alloc(stack, new_size, align);
+  uint8_t *old = p;
+  bool last = is_last(stack, old, old_size);
+  if (!last) check_owned(stack, old, old_size);
   if (align == 0) align = STACK_DEFAULT_ALIGN;
   if (!brisk_is_power_of_two(align)) {
     errno = EINVAL;
@@ -531,10 +574,9 @@ void *brisk_stack_realloc(brisk_stack_t *stack, void *p, size_t old_size, size_t
     errno = ENOMEM;
     return NULL;
   }
-  uint8_t *old = p;
   bool aligned = ((uintptr_t)old & (align - 1)) == 0;
   size_t take = new_size + (new_size == 0);
-  if (is_last(stack, old, old_size) && aligned && take <= (size_t)(stack->hot.blk->end - old)) {
+  if (last && aligned && take <= (size_t)(stack->hot.blk->end - old)) {
     if (stack->hot.annotated && old + take > stack->hot.end) open_to(stack, old + take);
     stack->hot.pos = old + take;
     stack->realloc_calls++;
@@ -690,13 +732,24 @@ brisk_stack_t *brisk_stack_create(size_t first_block) {
   return stack;
 }
 
-void brisk_stack_destroy(brisk_stack_t *stack) {
-  if (stack == NULL) return;
+static void stack_destroy(brisk_stack_t *stack) {
   _brisk_region_unregister(&stack->entry);
   while (stack->head.next != &stack->head) block_destroy(stack, stack->head.next);
   if (stack->hot.frames != stack->inline_frames)
     _brisk_os_release_cached(BRISK_OS_CACHE_STACK, stack->hot.frames, stack->frames_bytes, NULL);
   _brisk_os_release_cached(BRISK_OS_CACHE_STACK, stack, _brisk_os_page_size(), NULL);
+}
+
+/* A thread's default stack is linked in tls_stacks (tls_pprev set) until
+ * its thread's destructor or a sweep destroys it: destroyed here, it would
+ * be destroyed again by them. */
+void brisk_stack_destroy(brisk_stack_t *stack) {
+  if (stack == NULL) return;
+  if (BRISK_UNLIKELY(stack->tls_pprev != NULL))
+    _brisk_os_fatal_pointer("brisk_stack_destroy", stack,
+                            "a thread's default stack (brisk_stack_tls), destroyed when the "
+                            "thread exits");
+  stack_destroy(stack);
 }
 
 /* One of the owner's words, read from any thread (see brisk_stack_stats). */
@@ -712,6 +765,10 @@ void brisk_stack_destroy(brisk_stack_t *stack) {
  * bytes_held, say); the stack itself is never written.
  */
 BRISK_NO_TSAN void brisk_stack_stats(const brisk_stack_t *stack, brisk_region_stats_t *out) {
+  if (stack == NULL) {
+    memset(out, 0, sizeof *out);
+    return;
+  }
   /* The blocks, the stack's own page, and its frame records if mapped. */
   const frame_t *frames = OWNER_WORD(stack->hot.frames);
   size_t frames_held = frames != stack->inline_frames ? OWNER_WORD(stack->frames_bytes) : 0;
@@ -811,7 +868,7 @@ static brisk_stack_t *tls_unlink_dead(void) {
 /* A stack unlinked, its token unheld: the token, then the stack. */
 static void tls_stack_destroy(brisk_stack_t *stack) {
   _brisk_exit_token_fini(&stack->tls_token);
-  brisk_stack_destroy(stack);
+  stack_destroy(stack);
 }
 
 static size_t tls_destroy_chain(brisk_stack_t *dead) {

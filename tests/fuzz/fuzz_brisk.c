@@ -584,6 +584,13 @@ static void op_arena_alloc(input_t *in, bool cursor) {
     if (fits != (p != NULL))
       fail("arena (%zu reserved, %zu used): %zu bytes aligned %zu %s", s->reserve, used, size,
            align, p != NULL ? "handed out past the limit" : "refused though it fits");
+    /* A claim larger than the whole limit is refused before it is made;
+     * one that only overruns what is left fills the arena until reset. */
+    bool never = size > limit || padding >= limit || claim > limit;
+    size_t after = brisk_arena_used(s->handle);
+    if (p == NULL && after != (never ? used : limit))
+      fail("arena (%zu reserved): %zu bytes aligned %zu refused, used %zu -> %zu", s->reserve,
+           size, align, used, after);
   }
   if (p == NULL) {
     expect_errno(ENOMEM, "arena alloc");
