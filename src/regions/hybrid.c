@@ -878,8 +878,12 @@ brisk_hybrid_t *brisk_hybrid_create(const brisk_hybrid_config_t *config) {
     size_t size = config->bucket_sizes[i];
     h->bucket_sizes[i] = size;
     h->bucket_align[i] = natural_align(size);
+    /* The hybrid's key: a bucket object free in its pool carries the key
+     * the caches' blocks carry (pool_internal.h's Keys), so that a free of
+     * either finds it. */
     h->buckets[i] = _brisk_pool_create_in(map + l.header_at[i], map + l.objects_at[i], size,
-                                          h->bucket_align[i], config->bucket_counts[i], flags);
+                                          h->bucket_align[i], config->bucket_counts[i], flags,
+                                          h->key);
     if (h->buckets[i] == NULL) goto fail;
     h->bucket_stride[i] = _brisk_pool_object_size(h->buckets[i]);
     brisk_pool_geometry_t g;
