@@ -993,6 +993,77 @@ TEST_F(HybridDeathTest, DoubleFreeAborts) {
   }
 }
 
+// Without the caches (a config without BRISK_REGION_THREAD_CACHE) every
+// free goes to the block's section: a bucket's object freed twice (at
+// once, after another free, from another thread) is caught by the key its
+// pool keeps in free objects, in the name of brisk_hybrid_free. Release
+// builds used to take it, and hand the object out twice.
+TEST_F(HybridDeathTest, DoubleFreeWithoutCachesAborts) {
+  brisk_hybrid_config_t config;
+  brisk_hybrid_default_config(&config);
+  config.flags = 0;
+  HybridPtr h(brisk_hybrid_create(&config));
+  ASSERT_NE(h, nullptr);
+  const char *const kHow[] = {"at once", "after another free", "from another thread"};
+  for (size_t size : {size_t{16}, size_t{40}}) {
+    for (int how = 0; how < 3; how++) {
+      EXPECT_DEATH(
+          {
+            void *p = brisk_hybrid_alloc(h.get(), size, 0);
+            void *q = brisk_hybrid_alloc(h.get(), size, 0);
+            brisk_hybrid_free(h.get(), p);
+            if (how == 1) brisk_hybrid_free(h.get(), q);
+            if (how == 2) {
+              std::thread([&] { brisk_hybrid_free(h.get(), p); }).join();
+            } else {
+              brisk_hybrid_free(h.get(), p);
+            }
+          },
+          "brisk: brisk_hybrid_free\\(0x[0-9a-f]+\\): double free")
+          << size << " " << kHow[how];
+    }
+  }
+}
+
+// With the caches, a bucket's object that went back from the thread's
+// list to its pool (the list's older half, trimmed when it filled) and is
+// freed again: it carries the hybrid's key there too. It used to be
+// pushed onto the list while on its pool's free list, whose link the push
+// overwrote (a crash, or an object handed out twice).
+TEST_F(HybridDeathTest, DoubleFreeOfABlockBackInItsBucketAborts) {
+#if defined(__SANITIZE_ADDRESS__)
+  GTEST_SKIP() << "the hybrid's thread caches are off under ASan";
+#endif
+  HybridPtr h(brisk_hybrid_create(nullptr));
+  ASSERT_NE(h, nullptr);
+  EXPECT_DEATH(
+      {
+        std::vector<void *> blocks(300);
+        for (void *&p : blocks) p = brisk_hybrid_alloc(h.get(), 40, 0);
+        for (void *p : blocks) brisk_hybrid_free(h.get(), p);
+        brisk_hybrid_free(h.get(), blocks[0]);  // freed first: trimmed to the pool
+      },
+      "brisk: brisk_hybrid_free\\(0x[0-9a-f]+\\): double free, or a block never handed out "
+      "\\(it waits in another thread's cache or in its bucket\\)");
+}
+
+// A block a refill put in the thread's list beside the one it handed out
+// was never handed out: its free says so, not only "double free".
+TEST_F(HybridDeathTest, FreeOfACachedBlockNeverHandedOutIsNamed) {
+#if defined(__SANITIZE_ADDRESS__)
+  GTEST_SKIP() << "the hybrid's thread caches are off under ASan";
+#endif
+  HybridPtr h(brisk_hybrid_create(nullptr));
+  ASSERT_NE(h, nullptr);
+  EXPECT_DEATH(
+      {
+        char *p = static_cast<char *>(brisk_hybrid_alloc(h.get(), 4096, 0));
+        brisk_hybrid_free(h.get(), p + 8192);
+      },
+      "brisk: brisk_hybrid_free\\(0x[0-9a-f]+\\): double free, or a block never handed out "
+      "\\(it waits in this thread's cache\\)");
+}
+
 // A thread past its slot's destructor (its later key destructors) frees
 // past the caches, to the block's section: a block it frees that another
 // thread's cache still holds is named there too, not handed to the section

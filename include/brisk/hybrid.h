@@ -76,9 +76,12 @@ BRISK_API brisk_hybrid_t *brisk_hybrid_create(const brisk_hybrid_config_t *confi
  * section (and not from brisk_malloc with the fallback on), not a block's
  * start, or freed twice aborts with a message (a double free is caught
  * while the block is still in a thread's cache, the freeing thread's or
- * another's, or back in its region; in a bucket, debug builds catch it
- * there too). Inline (below)
- * and exported, as alloc. */
+ * another's, or back in its section: a region by its index of blocks, a
+ * bucket of objects of 16 bytes or more by a key a free object carries in
+ * its second 8 bytes, with or without the caches; a bucket of 8-byte
+ * objects in debug builds only). Two frees of one block racing each other
+ * (neither made after the other) can both pass. Inline (below) and
+ * exported, as alloc. */
 BRISK_API void brisk_hybrid_destroy(brisk_hybrid_t *hybrid);
 
 typedef struct brisk_hybrid_section_stats_s {

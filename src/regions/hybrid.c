@@ -60,10 +60,13 @@
  * free_other_ finds what is wrong. A block in a cache carries the key in
  * its second word, which alloc clears: a free that finds the key aborts
  * (a double free while the block is still in a thread's cache: the
- * freeing thread's list is walked only to say which); a double free of a block
- * that went back to its section is caught by the buddy's index byte
- * (regions) and, in debug builds, the pool's live bits (buckets). Buckets
- * of 8 bytes have no room for the key and are not cached.
+ * freeing thread's list is walked only to say which). So does a bucket's
+ * object back in its pool, which carries the same key there (the pools
+ * are created with the hybrid's: pool_internal.h's Keys), whether the
+ * caches are on or off; a block back in its region is caught by the
+ * buddy's index byte. Buckets of 8 bytes have no room for the key and are
+ * not cached; their double free is caught in debug builds only (the
+ * pool's live bits). The sections' messages name brisk_hybrid_free.
  *
  * The bound with caches: one thread meets it exactly (a region that
  * cannot serve a request first takes back this thread's cached blocks of
@@ -989,7 +992,7 @@ BRISK_INLINE void *clear_key(void *p) {
  * first). */
 static void section_free(brisk_hybrid_t *h, size_t s, void *p) {
   if (s < h->bucket_count) {
-    brisk_pool_free(h->buckets[s], p);
+    _brisk_pool_free_as(h->buckets[s], p, "brisk_hybrid_free");
     return;
   }
   if (s == h->bucket_count && h->cached) set_code(h, p, CLASS_CODE(NO_CLASS));
@@ -1215,18 +1218,26 @@ static BRISK_COLD BRISK_NORETURN void bad_free(const void *p, const char *why) {
   _brisk_os_fatal_pointer("brisk_hybrid_free", p, why);
 }
 
-/* The block at p carries the key: it waits in a thread's list, since
- * every block of a class is handed out with that word cleared (pop,
- * clear_key) and goes back to its section with it cleared (trim_list). In
- * the calling thread's own list of its class (k; NULL for a thread with no
- * slot, which has none): a double free; else in another thread's list, a
- * double free all the same, which pushing it would turn into a block
- * handed out to two threads. The program's own data equals the key only by
- * a 2^-63 chance. */
-static BRISK_COLD BRISK_NORETURN void cached_double_free(const cache_class_t *k, const void *p) {
+/* The block at p, of class c, carries the key: it waits in a thread's
+ * list, since every block of a class is handed out with that word cleared
+ * (pop, clear_key) and goes back to its section with it cleared
+ * (trim_list), or, a bucket's object, in its pool, which keeps the same
+ * key in free objects. In the calling thread's own list of its class (k;
+ * NULL for a thread with no slot, which has none), or elsewhere; a double
+ * free either way, which pushing it would turn into a block handed out to
+ * two threads, or the free of a block never handed out that waits there
+ * (a refill's neighbours of the block handed out). The program's own data
+ * equals the key only by a 2^-63 chance. */
+static BRISK_COLD BRISK_NORETURN void cached_double_free(const brisk_hybrid_t *h,
+                                                         const cache_class_t *k, size_t c,
+                                                         const void *p) {
   for (const void *q = k != NULL ? k->head : NULL; q != NULL; q = ((void *const *)q)[0])
-    if (q == p) bad_free(p, "double free");
-  bad_free(p, "double free (the block waits in another thread's cache)");
+    if (q == p)
+      bad_free(p, "double free, or a block never handed out (it waits in this thread's cache)");
+  if (h->class_section[c] < h->bucket_count)
+    bad_free(p, "double free, or a block never handed out (it waits in another thread's cache "
+                "or in its bucket)");
+  bad_free(p, "double free, or a block never handed out (it waits in another thread's cache)");
 }
 
 /* Block p of class c (not class 0), which the calling thread's list did
@@ -1238,12 +1249,12 @@ static void free_to_class(brisk_hybrid_t *h, void *p, size_t c) {
   if (slot != BRISK_NO_THREAD_SLOT) {
     hybrid_slot_t *e = ready_entry(h, slot);
     cache_class_t *k = &e->classes[c];
-    if (carries_key) cached_double_free(k, p);
+    if (carries_key) cached_double_free(h, k, c, p);
     if (room_of(k) == 0) trim_list(h, k, c, h->class_cap[c] / 2);
     push(h, k, p);
     return;
   }
-  if (carries_key) cached_double_free(NULL, p);
+  if (carries_key) cached_double_free(h, NULL, c, p);
   section_free(h, h->class_section[c], p);
 }
 
@@ -1296,7 +1307,8 @@ void brisk_hybrid_free_other_(brisk_hybrid_t *h, void *p) {
                        atomic_load_explicit(r->u.pool.carved, memory_order_relaxed)))
       bad_free(p, "not an object of this hybrid's bucket (or never handed out)");
     if (r->code != CLASS_CODE(NO_CLASS)) return cache_free(h, p, r->code);
-    brisk_pool_free(h->buckets[r->index], p);
+    /* Its pool checks the key (a double free) in the program's name. */
+    _brisk_pool_free_as(h->buckets[r->index], p, "brisk_hybrid_free");
     return;
   }
   if ((offset & r->u.buddy.unit_mask) != 0) bad_free(p, "not the start of a block");
