@@ -996,8 +996,9 @@ TEST_F(HybridDeathTest, DoubleFreeAborts) {
 // Without the caches (a config without BRISK_REGION_THREAD_CACHE) every
 // free goes to the block's section: a bucket's object freed twice (at
 // once, after another free, from another thread) is caught by the key its
-// pool keeps in free objects, in the name of brisk_hybrid_free. Release
-// builds used to take it, and hand the object out twice.
+// pool keeps in free objects, a region's block by its buddy's index, both
+// in the name of brisk_hybrid_free. Release builds used to take the
+// bucket's object, and hand it out twice.
 TEST_F(HybridDeathTest, DoubleFreeWithoutCachesAborts) {
   brisk_hybrid_config_t config;
   brisk_hybrid_default_config(&config);
@@ -1005,7 +1006,7 @@ TEST_F(HybridDeathTest, DoubleFreeWithoutCachesAborts) {
   HybridPtr h(brisk_hybrid_create(&config));
   ASSERT_NE(h, nullptr);
   const char *const kHow[] = {"at once", "after another free", "from another thread"};
-  for (size_t size : {size_t{16}, size_t{40}}) {
+  for (size_t size : {size_t{16}, size_t{40}, size_t{200}, size_t{3000}}) {
     for (int how = 0; how < 3; how++) {
       EXPECT_DEATH(
           {
@@ -1155,21 +1156,45 @@ TEST_F(HybridDeathTest, DoubleFreeThroughTheExportedFreeAborts) {
 
 // A pointer inside a block is not a block: inside a region block's first
 // unit (the inline free's rotated check), at a later unit of it (no index
-// byte there: the buddy says why), inside a bucket's object; nor is an
-// object of the bucket that was never handed out (past its carved count).
+// byte there: the buddy finds the block around it), of a block of an order
+// no class caches, inside a bucket's object; nor is an object of the
+// bucket that was never handed out (past its carved count). The messages
+// name brisk_hybrid_free (a later unit's named brisk_buddy_free, and
+// called it a double free, or not the start of a block).
 TEST_F(HybridDeathTest, PointerInsideABlockAborts) {
   HybridPtr h(brisk_hybrid_create(nullptr));
   ASSERT_NE(h, nullptr);
   char *region_block = static_cast<char *>(brisk_hybrid_alloc(h.get(), 400, 0));  // 512 B
   char *bucket_object = static_cast<char *>(brisk_hybrid_alloc(h.get(), 40, 0));  // 64 B
-  ASSERT_TRUE(region_block && bucket_object);
-  EXPECT_DEATH(brisk_hybrid_free(h.get(), region_block + 16), "not the start of a block");
-  EXPECT_DEATH(brisk_hybrid_free(h.get(), region_block + 128), "not the start of a block");
+  char *large_block = static_cast<char *>(brisk_hybrid_alloc(h.get(), 200000, 0));  // 256 KiB
+  ASSERT_TRUE(region_block && bucket_object && large_block);
+  const char *const kInside = "brisk: brisk_hybrid_free\\(0x[0-9a-f]+\\): not the start of a block";
+  EXPECT_DEATH(brisk_hybrid_free(h.get(), region_block + 16), kInside);
+  EXPECT_DEATH(brisk_hybrid_free(h.get(), region_block + 128), kInside);
+  EXPECT_DEATH(brisk_hybrid_free(h.get(), large_block + 4096), kInside);
+  EXPECT_DEATH(brisk_hybrid_free(h.get(), large_block + 128 * 1024), kInside);
   EXPECT_DEATH(brisk_hybrid_free(h.get(), bucket_object + 8), "not an object of this hybrid");
   EXPECT_DEATH(brisk_hybrid_free(h.get(), bucket_object + 16), "not an object of this hybrid");
   EXPECT_DEATH(brisk_hybrid_free(h.get(), bucket_object + 64 * 1000), "never handed out");
   brisk_hybrid_free(h.get(), region_block);
   brisk_hybrid_free(h.get(), bucket_object);
+  brisk_hybrid_free(h.get(), large_block);
+}
+
+// A region's block that was never handed out (free memory of the buddy,
+// no cache in between) is named so, not as a pointer inside a block.
+TEST_F(HybridDeathTest, RegionBlockNeverHandedOutIsNamed) {
+  brisk_hybrid_config_t config;
+  brisk_hybrid_default_config(&config);
+  config.flags = 0;
+  HybridPtr h(brisk_hybrid_create(&config));
+  ASSERT_NE(h, nullptr);
+  char *p = static_cast<char *>(brisk_hybrid_alloc(h.get(), 4096, 0));
+  ASSERT_NE(p, nullptr);
+  EXPECT_DEATH(brisk_hybrid_free(h.get(), p + 8192),
+               "brisk: brisk_hybrid_free\\(0x[0-9a-f]+\\): double free, or a block never "
+               "handed out");
+  brisk_hybrid_free(h.get(), p);
 }
 
 // The inline free's code table marks the bucket objects handed out (their

@@ -996,7 +996,7 @@ static void section_free(brisk_hybrid_t *h, size_t s, void *p) {
     return;
   }
   if (s == h->bucket_count && h->cached) set_code(h, p, CLASS_CODE(NO_CLASS));
-  brisk_buddy_free(h->regions[s - h->bucket_count], p);
+  _brisk_buddy_free_as(h->regions[s - h->bucket_count], p, "brisk_hybrid_free");
 }
 
 /* Blocks of class c go back to its section together: a bucket's as one
@@ -1312,7 +1312,8 @@ void brisk_hybrid_free_other_(brisk_hybrid_t *h, void *p) {
     return;
   }
   if ((offset & r->u.buddy.unit_mask) != 0) bad_free(p, "not the start of a block");
-  brisk_buddy_free(h->regions[r->index], p);
+  /* Its buddy tells a pointer inside a block from one to a free block. */
+  _brisk_buddy_free_as(h->regions[r->index], p, "brisk_hybrid_free");
 }
 
 /* The exported brisk_hybrid_free: brisk/hybrid.h's inline path. */
