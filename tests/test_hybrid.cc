@@ -16,6 +16,7 @@
 #include <algorithm>
 #include <atomic>
 #include <cstdint>
+#include <cstring>
 #include <thread>
 #include <vector>
 
@@ -54,6 +55,34 @@ brisk_hybrid_config_t small_config(size_t bucket_count, size_t region_size, unsi
   c.region_max_block = region_size;
   c.flags = flags;
   return c;
+}
+
+// A NULL hybrid (brisk/hybrid.h): destroy does nothing, the statistics
+// are zeros (EINVAL), and the exported alloc fails with EINVAL and its free
+// of NULL does nothing (the inline ones, which test no handle, crash).
+// The totals and the exported calls dereferenced the handle before.
+TEST(Hybrid, NullHybridFailsWithEinval) {
+  brisk_hybrid_destroy(nullptr);
+  brisk_hybrid_section_stats_t section;
+  size_t fallbacks = 7;
+  errno = 0;
+  EXPECT_EQ(brisk_hybrid_stats(nullptr, &section, 1, &fallbacks), 0u);
+  EXPECT_EQ(errno, EINVAL);
+  EXPECT_EQ(fallbacks, 0u);
+  brisk_region_stats_t totals;
+  std::memset(&totals, 0xff, sizeof totals);
+  errno = 0;
+  brisk_hybrid_totals(nullptr, &totals);
+  EXPECT_EQ(errno, EINVAL);
+  EXPECT_EQ(totals.bytes_requested, 0u);
+  EXPECT_EQ(totals.bytes_in_use, 0u);
+  EXPECT_EQ(totals.bytes_held, 0u);
+  EXPECT_EQ(totals.system_requests, 0u);
+  EXPECT_EQ(totals.allocations, 0u);
+  errno = 0;
+  EXPECT_EQ(brisk_test_hybrid_alloc_exported(nullptr, 64, 0), nullptr);
+  EXPECT_EQ(errno, EINVAL);
+  brisk_test_hybrid_free_exported(nullptr, nullptr);
 }
 
 TEST(Hybrid, DefaultServesEverySizeUpToOneMiB) {
@@ -960,6 +989,13 @@ class HybridDeathTest : public ::testing::Test {
  protected:
   void SetUp() override { GTEST_FLAG_SET(death_test_style, "threadsafe"); }
 };
+
+// The exported free of a pointer with a NULL hybrid.
+TEST_F(HybridDeathTest, ExportedFreeWithANullHybridAborts) {
+  static char block[64];
+  EXPECT_DEATH(brisk_test_hybrid_free_exported(nullptr, block),
+               "brisk: brisk_hybrid_free\\(0x[0-9a-f]+\\): the hybrid is NULL");
+}
 
 TEST_F(HybridDeathTest, ForeignPointerAborts) {
   HybridPtr h(brisk_hybrid_create(nullptr));

@@ -88,6 +88,37 @@ TEST(Pool, BadArgumentsFailWithEinval) {
   brisk_pool_destroy(nullptr);
 }
 
+// A NULL pool (brisk/pool.h): destroy does nothing, alloc fails with
+// EINVAL, a free of NULL does nothing, the statistics are zeros (EINVAL),
+// and a local cache over it hands out nothing, inline or not. (Each of
+// these dereferenced the handle before.)
+TEST(Pool, NullPoolFailsWithEinval) {
+  brisk_pool_destroy(nullptr);
+  errno = 0;
+  EXPECT_EQ(brisk_pool_alloc(nullptr), nullptr);
+  EXPECT_EQ(errno, EINVAL);
+  brisk_pool_free(nullptr, nullptr);
+  brisk_region_stats_t s;
+  std::memset(&s, 0xff, sizeof s);
+  errno = 0;
+  brisk_pool_stats(nullptr, &s);
+  EXPECT_EQ(errno, EINVAL);
+  EXPECT_EQ(s.bytes_requested, 0u);
+  EXPECT_EQ(s.bytes_in_use, 0u);
+  EXPECT_EQ(s.bytes_held, 0u);
+  EXPECT_EQ(s.system_requests, 0u);
+  EXPECT_EQ(s.allocations, 0u);
+  brisk_pool_local_t local;
+  brisk_pool_local_init(&local, nullptr, 0);
+  for (int i = 0; i < 3; i++) {
+    errno = 0;
+    EXPECT_EQ(brisk_pool_local_alloc(&local), nullptr);
+    EXPECT_EQ(errno, EINVAL);
+  }
+  brisk_pool_local_free(&local, nullptr);
+  brisk_pool_local_flush(&local);
+}
+
 TEST(Pool, EveryObjectIsAligned) {
   const size_t aligns[] = {0, 1, 2, 8, 16, 32, 64, 256, 4096};
   const size_t sizes[] = {1, 7, 8, 24, 100, 1000};
@@ -771,6 +802,24 @@ TEST_F(PoolDeathTest, InteriorPointerAborts) {
         "brisk_pool_free\\(0x[0-9a-f]+\\): not an object of this pool")
         << offset;
   }
+}
+
+// A free of a pointer with a NULL pool, or through a local cache of none.
+TEST_F(PoolDeathTest, FreeWithANullPoolAborts) {
+  brisk_pool_t *pool = brisk_pool_create(64, 0, 0);
+  void *p = brisk_pool_alloc(pool);
+  ASSERT_NE(p, nullptr);
+  EXPECT_DEATH(brisk_pool_free(nullptr, p),
+               "brisk: brisk_pool_free\\(0x[0-9a-f]+\\): the pool is NULL");
+  EXPECT_DEATH(
+      {
+        brisk_pool_local_t local;
+        brisk_pool_local_init(&local, nullptr, 0);
+        brisk_pool_local_free(&local, p);
+      },
+      "brisk: brisk_pool_local_free\\(0x[0-9a-f]+\\): the pool is NULL");
+  brisk_pool_free(pool, p);
+  brisk_pool_destroy(pool);
 }
 
 // A second free of an object that waits free aborts in every build: at

@@ -6,6 +6,16 @@
  * and free make no system call afterwards. Frees find a block's class by
  * its address: a byte per 16 bytes of the blocks (anything else by a
  * read-only table of ranges).
+ *
+ * A NULL hybrid (a create that failed, unchecked): brisk_hybrid_destroy
+ * does nothing (as free(NULL)); brisk_hybrid_stats returns 0 and
+ * brisk_hybrid_totals reports zeros (errno EINVAL); the library's exported
+ * brisk_hybrid_alloc returns NULL with errno EINVAL, its brisk_hybrid_free
+ * does nothing for NULL and aborts with a message for any other pointer.
+ * The inline brisk_hybrid_alloc and brisk_hybrid_free below, which a
+ * program that includes this header calls, do not test the handle (a
+ * test and a branch on every call): with a NULL hybrid they crash (a
+ * segmentation fault), whatever the pointer.
  */
 #ifndef BRISK_HYBRID_H
 #define BRISK_HYBRID_H

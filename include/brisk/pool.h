@@ -10,6 +10,15 @@
  * Any thread may allocate and free. With BRISK_REGION_THREAD_CACHE, up to a
  * few dozen objects per thread wait in a per-thread cache, so a bounded
  * pool may report exhaustion while other threads cache free objects.
+ *
+ * A NULL pool (a create that failed, unchecked): every function of the
+ * library takes it. brisk_pool_destroy does nothing (as free(NULL));
+ * brisk_pool_alloc returns NULL with errno EINVAL; brisk_pool_free of NULL
+ * does nothing, of any other pointer aborts with a message;
+ * brisk_pool_stats reports zeros (errno EINVAL); a local cache
+ * initialised with it hands out nothing (NULL/EINVAL) and takes only
+ * NULL. The inline functions below test no handle, but a local cache of
+ * no pool sends every call out of line.
  */
 #ifndef BRISK_POOL_H
 #define BRISK_POOL_H

@@ -1207,8 +1207,13 @@ void *brisk_hybrid_alloc_slow_(brisk_hybrid_t *h, size_t size, size_t align) {
   return NULL;
 }
 
-/* The exported brisk_hybrid_alloc: brisk/hybrid.h's inline path. */
+/* The exported brisk_hybrid_alloc: brisk/hybrid.h's inline path, after
+ * the NULL handle's test that the inline path leaves out. */
 void *brisk_hybrid_alloc(brisk_hybrid_t *h, size_t size, size_t align) {
+  if (BRISK_UNLIKELY(h == NULL)) {
+    errno = EINVAL;
+    return NULL;
+  }
   return brisk_hybrid_alloc_inline_(h, size, align);
 }
 
@@ -1316,8 +1321,15 @@ void brisk_hybrid_free_other_(brisk_hybrid_t *h, void *p) {
   _brisk_buddy_free_as(h->regions[r->index], p, "brisk_hybrid_free");
 }
 
-/* The exported brisk_hybrid_free: brisk/hybrid.h's inline path. */
-void brisk_hybrid_free(brisk_hybrid_t *h, void *p) { brisk_hybrid_free_inline_(h, p); }
+/* The exported brisk_hybrid_free: brisk/hybrid.h's inline path, after the
+ * NULL handle's test. */
+void brisk_hybrid_free(brisk_hybrid_t *h, void *p) {
+  if (BRISK_UNLIKELY(h == NULL)) {
+    if (p != NULL) bad_free(p, "the hybrid is NULL");
+    return;
+  }
+  brisk_hybrid_free_inline_(h, p);
+}
 
 /* ---- Statistics ---- */
 
@@ -1357,7 +1369,11 @@ static void section_counts(const brisk_hybrid_t *h, size_t s, size_t *in_use,
 
 size_t brisk_hybrid_stats(const brisk_hybrid_t *h, brisk_hybrid_section_stats_t *out, size_t max,
                           size_t *fallbacks) {
-  if (h == NULL) return 0;
+  if (h == NULL) {
+    if (fallbacks != NULL) *fallbacks = 0;
+    errno = EINVAL;
+    return 0;
+  }
   brisk_hybrid_t *m = (brisk_hybrid_t *)h;
   size_t n = 0;
   for (size_t i = 0; i < h->bucket_count; i++, n++) {
@@ -1393,6 +1409,11 @@ size_t brisk_hybrid_stats(const brisk_hybrid_t *h, brisk_hybrid_section_stats_t 
 }
 
 void brisk_hybrid_totals(const brisk_hybrid_t *h, brisk_region_stats_t *out) {
+  if (h == NULL) {
+    memset(out, 0, sizeof *out);
+    errno = EINVAL;
+    return;
+  }
   brisk_hybrid_t *m = (brisk_hybrid_t *)h;
   brisk_region_stats_t total = {
       .bytes_held = h->mapping_size,

@@ -331,7 +331,14 @@ BRISK_INLINE brisk_pool_slot_t *entry_at(brisk_pool_t *pool, uint32_t line) {
 
 BRISK_INLINE uint32_t slot_of(uint32_t line) { return line / BRISK_CACHE_LINE - 1; }
 
+/* A NULL pool: NULL/EINVAL (brisk/pool.h's NULL handles). */
+static BRISK_COLD void *no_pool(void) {
+  errno = EINVAL;
+  return NULL;
+}
+
 void *brisk_pool_alloc(brisk_pool_t *pool) {
+  if (BRISK_UNLIKELY(pool == NULL)) return no_pool();
   uint32_t line = brisk_thread_slot_line_;
   if (BRISK_UNLIKELY(line == 0)) return alloc_no_slot(pool);
   brisk_pool_slot_t *entry = entry_at(pool, line);
@@ -396,6 +403,7 @@ static BRISK_NOINLINE void free_to_shared(brisk_pool_t *pool, uint32_t line, uin
  * each copy): brisk_pool_free and _brisk_pool_free_as. */
 BRISK_INLINE void free_object(brisk_pool_t *pool, void *ptr, const char *caller) {
   if (ptr == NULL) return;
+  if (BRISK_UNLIKELY(pool == NULL)) _brisk_os_fatal_pointer(caller, ptr, "the pool is NULL");
   uint8_t *p = ptr;
   size_t index = brisk_pool_index_of(pool, p);
   /* carved <= max_objects: one compare catches foreign, interior and
@@ -779,6 +787,11 @@ void _brisk_pool_counters(const brisk_pool_t *pool, brisk_pool_counters_t *out) 
 }
 
 void brisk_pool_stats(const brisk_pool_t *pool, brisk_region_stats_t *out) {
+  if (pool == NULL) {
+    memset(out, 0, sizeof *out);
+    errno = EINVAL;
+    return;
+  }
   brisk_pool_counters_t counters;
   _brisk_pool_counters(pool, &counters);
   brisk_pool_t *p = (brisk_pool_t *)pool;

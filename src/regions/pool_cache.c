@@ -149,13 +149,14 @@ void brisk_pool_local_init(brisk_pool_local_t *local, brisk_pool_t *pool, unsign
   if (max < 2) max = 2;
   local->head = NULL;
   local->count = 0;
-  /* Debug checks or a watching tool must see every object: max 0 sends
-   * every call to the pool (the inline paths never succeed). */
-  local->max = BRISK_DEBUG || brisk_tools_watch_blocks() ? 0 : max;
-  local->lo = (uintptr_t)pool->objects;
+  /* Debug checks or a watching tool must see every object, and a NULL
+   * pool has none: max 0 sends every call out of line (the inline paths
+   * never succeed: the list stays empty, nothing is in range). */
+  local->max = BRISK_DEBUG || brisk_tools_watch_blocks() || pool == NULL ? 0 : max;
+  local->lo = pool != NULL ? (uintptr_t)pool->objects : 0;
   local->span = 0;
-  local->key = pool->key;
-  local->key_at = pool->key_at;
+  local->key = pool != NULL ? pool->key : 0;
+  local->key_at = pool != NULL ? pool->key_at : 0;
   local->pool = pool;
 }
 
