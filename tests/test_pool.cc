@@ -877,7 +877,8 @@ TEST_F(PoolDeathTest, DoubleFreeThroughLocalCachesAborts) {
   const char *const kLocal = "brisk: brisk_pool_local_free\\(0x[0-9a-f]+\\): double free";
   const char *const kPool = "brisk: brisk_pool_free\\(0x[0-9a-f]+\\): double free";
   struct Case {
-    int first, second;  // 0: this thread's local cache, 1: the pool, 2: another thread's local cache
+    // 0: this thread's local cache, 1: the pool, 2: another thread's local cache
+    int first, second;
     const char *message;
   };
   for (const Case &c : {Case{0, 0, kLocal}, Case{0, 1, kPool}, Case{1, 0, kLocal},

@@ -129,15 +129,15 @@ static inline void *brisk_pool_local_alloc(brisk_pool_local_t *local) {
 /* NULL does nothing. Inline while p is in range, does not carry the key
  * and the cache has room. */
 static inline void brisk_pool_local_free(brisk_pool_local_t *local, void *p) {
-  brisk_pool_word_t_ *key = (brisk_pool_word_t_ *)(void *)((char *)p + local->key_at);
-  if (__builtin_expect((uintptr_t)p - local->lo < local->span && local->count < local->max &&
-                           *key != local->key,
-                       1)) {
-    *key = local->key;
-    *(brisk_pool_word_t_ *)p = (uintptr_t)local->head;
-    local->head = p;
-    local->count += 1;
-    return;
+  if (__builtin_expect((uintptr_t)p - local->lo < local->span && local->count < local->max, 1)) {
+    brisk_pool_word_t_ *key = (brisk_pool_word_t_ *)(void *)((char *)p + local->key_at);
+    if (__builtin_expect(*key != local->key, 1)) {
+      *key = local->key;
+      *(brisk_pool_word_t_ *)p = (uintptr_t)local->head;
+      local->head = p;
+      local->count += 1;
+      return;
+    }
   }
   brisk_pool_local_free_slow_(local, p);
 }

@@ -572,7 +572,8 @@ static brisk_pool_t *init_pool(uint8_t *base, uint8_t *objects, size_t total, si
   /* The key (pool_internal.h's Keys): drawn from the header's address and
    * the time, as the hybrid's, odd so that it is never 0. An object of 8
    * bytes has no second word for it. */
-  if (key == 0) key = ((uintptr_t)base ^ (uintptr_t)_brisk_os_now_ms() << 20) * 0x9E3779B97F4A7C15ull;
+  if (key == 0)
+    key = ((uintptr_t)base ^ (uintptr_t)_brisk_os_now_ms() << 20) * 0x9E3779B97F4A7C15ull;
   pool->key = key | 1;
   pool->key_at = stride >= 2 * sizeof(uintptr_t) ? sizeof(uintptr_t) : 0;
   pool->live = (_Atomic uint64_t *)(base + header_size);

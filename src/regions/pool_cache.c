@@ -59,9 +59,9 @@ void *_brisk_pool_cache_refill(brisk_pool_t *pool, brisk_pool_slot_t *entry, uin
     carved = true;
   }
   /* The rest of the batch becomes the magazine, its index links rewritten
-   * as pointers (freshly carved objects have no links: they are
-   * consecutive; nor the key, which every free object carries, written
-   * before the link that may share its word). */
+   * as pointers. Freshly carved objects have no links (they are
+   * consecutive) and no key yet: each gets the key every free object
+   * carries, before its link, which may share its word. */
   uint8_t *first = brisk_pool_object_at(pool, first1);
   if (n > 1) {
     uint8_t *object = first;
