@@ -755,7 +755,15 @@ TEST_F(BuddyDeathTest, InteriorPointerAborts) {
         char *p = static_cast<char *>(brisk_buddy_alloc(b, 256, 0));
         brisk_buddy_free(b, p + 64);  // a unit's start inside the block
       },
-      "brisk_buddy_free\\(0x[0-9a-f]+\\): double free, or not the start of a block");
+      "brisk_buddy_free\\(0x[0-9a-f]+\\): not the start of a block");
+  // A unit's start in free memory: no block around it.
+  EXPECT_DEATH(
+      {
+        brisk_buddy_t *b = brisk_buddy_create(kMiB, 64);
+        char *p = static_cast<char *>(brisk_buddy_alloc(b, 256, 0));
+        brisk_buddy_free(b, p + 512);
+      },
+      "brisk_buddy_free\\(0x[0-9a-f]+\\): double free, or a block never handed out");
 }
 
 TEST_F(BuddyDeathTest, DoubleFreeAborts) {

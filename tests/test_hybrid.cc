@@ -16,6 +16,7 @@
 #include <algorithm>
 #include <atomic>
 #include <cstdint>
+#include <cstring>
 #include <thread>
 #include <vector>
 
@@ -54,6 +55,34 @@ brisk_hybrid_config_t small_config(size_t bucket_count, size_t region_size, unsi
   c.region_max_block = region_size;
   c.flags = flags;
   return c;
+}
+
+// A NULL hybrid (brisk/hybrid.h): destroy does nothing, the statistics
+// are zeros (EINVAL), and the exported alloc fails with EINVAL and its free
+// of NULL does nothing (the inline ones, which test no handle, crash).
+// The totals and the exported calls dereferenced the handle before.
+TEST(Hybrid, NullHybridFailsWithEinval) {
+  brisk_hybrid_destroy(nullptr);
+  brisk_hybrid_section_stats_t section;
+  size_t fallbacks = 7;
+  errno = 0;
+  EXPECT_EQ(brisk_hybrid_stats(nullptr, &section, 1, &fallbacks), 0u);
+  EXPECT_EQ(errno, EINVAL);
+  EXPECT_EQ(fallbacks, 0u);
+  brisk_region_stats_t totals;
+  std::memset(&totals, 0xff, sizeof totals);
+  errno = 0;
+  brisk_hybrid_totals(nullptr, &totals);
+  EXPECT_EQ(errno, EINVAL);
+  EXPECT_EQ(totals.bytes_requested, 0u);
+  EXPECT_EQ(totals.bytes_in_use, 0u);
+  EXPECT_EQ(totals.bytes_held, 0u);
+  EXPECT_EQ(totals.system_requests, 0u);
+  EXPECT_EQ(totals.allocations, 0u);
+  errno = 0;
+  EXPECT_EQ(brisk_test_hybrid_alloc_exported(nullptr, 64, 0), nullptr);
+  EXPECT_EQ(errno, EINVAL);
+  brisk_test_hybrid_free_exported(nullptr, nullptr);
 }
 
 TEST(Hybrid, DefaultServesEverySizeUpToOneMiB) {
@@ -961,6 +990,13 @@ class HybridDeathTest : public ::testing::Test {
   void SetUp() override { GTEST_FLAG_SET(death_test_style, "threadsafe"); }
 };
 
+// The exported free of a pointer with a NULL hybrid.
+TEST_F(HybridDeathTest, ExportedFreeWithANullHybridAborts) {
+  static char block[64];
+  EXPECT_DEATH(brisk_test_hybrid_free_exported(nullptr, block),
+               "brisk: brisk_hybrid_free\\(0x[0-9a-f]+\\): the hybrid is NULL");
+}
+
 TEST_F(HybridDeathTest, ForeignPointerAborts) {
   HybridPtr h(brisk_hybrid_create(nullptr));
   ASSERT_NE(h, nullptr);
@@ -991,6 +1027,78 @@ TEST_F(HybridDeathTest, DoubleFreeAborts) {
           << size << (other_thread ? " from another thread" : "");
     }
   }
+}
+
+// Without the caches (a config without BRISK_REGION_THREAD_CACHE) every
+// free goes to the block's section: a bucket's object freed twice (at
+// once, after another free, from another thread) is caught by the key its
+// pool keeps in free objects, a region's block by its buddy's index, both
+// in the name of brisk_hybrid_free. Release builds used to take the
+// bucket's object, and hand it out twice.
+TEST_F(HybridDeathTest, DoubleFreeWithoutCachesAborts) {
+  brisk_hybrid_config_t config;
+  brisk_hybrid_default_config(&config);
+  config.flags = 0;
+  HybridPtr h(brisk_hybrid_create(&config));
+  ASSERT_NE(h, nullptr);
+  const char *const kHow[] = {"at once", "after another free", "from another thread"};
+  for (size_t size : {size_t{16}, size_t{40}, size_t{200}, size_t{3000}}) {
+    for (int how = 0; how < 3; how++) {
+      EXPECT_DEATH(
+          {
+            void *p = brisk_hybrid_alloc(h.get(), size, 0);
+            void *q = brisk_hybrid_alloc(h.get(), size, 0);
+            brisk_hybrid_free(h.get(), p);
+            if (how == 1) brisk_hybrid_free(h.get(), q);
+            if (how == 2) {
+              std::thread([&] { brisk_hybrid_free(h.get(), p); }).join();
+            } else {
+              brisk_hybrid_free(h.get(), p);
+            }
+          },
+          "brisk: brisk_hybrid_free\\(0x[0-9a-f]+\\): double free")
+          << size << " " << kHow[how];
+    }
+  }
+}
+
+// With the caches, a bucket's object that went back from the thread's
+// list to its pool (the list's older half, trimmed when it filled) and is
+// freed again: it carries the hybrid's key there too. It used to be
+// pushed onto the list while on its pool's free list, whose link the push
+// overwrote (a crash, or an object handed out twice).
+TEST_F(HybridDeathTest, DoubleFreeOfABlockBackInItsBucketAborts) {
+#if defined(__SANITIZE_ADDRESS__)
+  GTEST_SKIP() << "the hybrid's thread caches are off under ASan";
+#endif
+  HybridPtr h(brisk_hybrid_create(nullptr));
+  ASSERT_NE(h, nullptr);
+  EXPECT_DEATH(
+      {
+        std::vector<void *> blocks(300);
+        for (void *&p : blocks) p = brisk_hybrid_alloc(h.get(), 40, 0);
+        for (void *p : blocks) brisk_hybrid_free(h.get(), p);
+        brisk_hybrid_free(h.get(), blocks[0]);  // freed first: trimmed to the pool
+      },
+      "brisk: brisk_hybrid_free\\(0x[0-9a-f]+\\): double free, or a block never handed out "
+      "\\(it waits in another thread's cache or in its bucket\\)");
+}
+
+// A block a refill put in the thread's list beside the one it handed out
+// was never handed out: its free says so, not only "double free".
+TEST_F(HybridDeathTest, FreeOfACachedBlockNeverHandedOutIsNamed) {
+#if defined(__SANITIZE_ADDRESS__)
+  GTEST_SKIP() << "the hybrid's thread caches are off under ASan";
+#endif
+  HybridPtr h(brisk_hybrid_create(nullptr));
+  ASSERT_NE(h, nullptr);
+  EXPECT_DEATH(
+      {
+        char *p = static_cast<char *>(brisk_hybrid_alloc(h.get(), 4096, 0));
+        brisk_hybrid_free(h.get(), p + 8192);
+      },
+      "brisk: brisk_hybrid_free\\(0x[0-9a-f]+\\): double free, or a block never handed out "
+      "\\(it waits in this thread's cache\\)");
 }
 
 // A thread past its slot's destructor (its later key destructors) frees
@@ -1084,21 +1192,45 @@ TEST_F(HybridDeathTest, DoubleFreeThroughTheExportedFreeAborts) {
 
 // A pointer inside a block is not a block: inside a region block's first
 // unit (the inline free's rotated check), at a later unit of it (no index
-// byte there: the buddy says why), inside a bucket's object; nor is an
-// object of the bucket that was never handed out (past its carved count).
+// byte there: the buddy finds the block around it), of a block of an order
+// no class caches, inside a bucket's object; nor is an object of the
+// bucket that was never handed out (past its carved count). The messages
+// name brisk_hybrid_free (a later unit's named brisk_buddy_free, and
+// called it a double free, or not the start of a block).
 TEST_F(HybridDeathTest, PointerInsideABlockAborts) {
   HybridPtr h(brisk_hybrid_create(nullptr));
   ASSERT_NE(h, nullptr);
   char *region_block = static_cast<char *>(brisk_hybrid_alloc(h.get(), 400, 0));  // 512 B
   char *bucket_object = static_cast<char *>(brisk_hybrid_alloc(h.get(), 40, 0));  // 64 B
-  ASSERT_TRUE(region_block && bucket_object);
-  EXPECT_DEATH(brisk_hybrid_free(h.get(), region_block + 16), "not the start of a block");
-  EXPECT_DEATH(brisk_hybrid_free(h.get(), region_block + 128), "not the start of a block");
+  char *large_block = static_cast<char *>(brisk_hybrid_alloc(h.get(), 200000, 0));  // 256 KiB
+  ASSERT_TRUE(region_block && bucket_object && large_block);
+  const char *const kInside = "brisk: brisk_hybrid_free\\(0x[0-9a-f]+\\): not the start of a block";
+  EXPECT_DEATH(brisk_hybrid_free(h.get(), region_block + 16), kInside);
+  EXPECT_DEATH(brisk_hybrid_free(h.get(), region_block + 128), kInside);
+  EXPECT_DEATH(brisk_hybrid_free(h.get(), large_block + 4096), kInside);
+  EXPECT_DEATH(brisk_hybrid_free(h.get(), large_block + 128 * 1024), kInside);
   EXPECT_DEATH(brisk_hybrid_free(h.get(), bucket_object + 8), "not an object of this hybrid");
   EXPECT_DEATH(brisk_hybrid_free(h.get(), bucket_object + 16), "not an object of this hybrid");
   EXPECT_DEATH(brisk_hybrid_free(h.get(), bucket_object + 64 * 1000), "never handed out");
   brisk_hybrid_free(h.get(), region_block);
   brisk_hybrid_free(h.get(), bucket_object);
+  brisk_hybrid_free(h.get(), large_block);
+}
+
+// A region's block that was never handed out (free memory of the buddy,
+// no cache in between) is named so, not as a pointer inside a block.
+TEST_F(HybridDeathTest, RegionBlockNeverHandedOutIsNamed) {
+  brisk_hybrid_config_t config;
+  brisk_hybrid_default_config(&config);
+  config.flags = 0;
+  HybridPtr h(brisk_hybrid_create(&config));
+  ASSERT_NE(h, nullptr);
+  char *p = static_cast<char *>(brisk_hybrid_alloc(h.get(), 4096, 0));
+  ASSERT_NE(p, nullptr);
+  EXPECT_DEATH(brisk_hybrid_free(h.get(), p + 8192),
+               "brisk: brisk_hybrid_free\\(0x[0-9a-f]+\\): double free, or a block never "
+               "handed out");
+  brisk_hybrid_free(h.get(), p);
 }
 
 // The inline free's code table marks the bucket objects handed out (their

@@ -88,6 +88,37 @@ TEST(Pool, BadArgumentsFailWithEinval) {
   brisk_pool_destroy(nullptr);
 }
 
+// A NULL pool (brisk/pool.h): destroy does nothing, alloc fails with
+// EINVAL, a free of NULL does nothing, the statistics are zeros (EINVAL),
+// and a local cache over it hands out nothing, inline or not. (Each of
+// these dereferenced the handle before.)
+TEST(Pool, NullPoolFailsWithEinval) {
+  brisk_pool_destroy(nullptr);
+  errno = 0;
+  EXPECT_EQ(brisk_pool_alloc(nullptr), nullptr);
+  EXPECT_EQ(errno, EINVAL);
+  brisk_pool_free(nullptr, nullptr);
+  brisk_region_stats_t s;
+  std::memset(&s, 0xff, sizeof s);
+  errno = 0;
+  brisk_pool_stats(nullptr, &s);
+  EXPECT_EQ(errno, EINVAL);
+  EXPECT_EQ(s.bytes_requested, 0u);
+  EXPECT_EQ(s.bytes_in_use, 0u);
+  EXPECT_EQ(s.bytes_held, 0u);
+  EXPECT_EQ(s.system_requests, 0u);
+  EXPECT_EQ(s.allocations, 0u);
+  brisk_pool_local_t local;
+  brisk_pool_local_init(&local, nullptr, 0);
+  for (int i = 0; i < 3; i++) {
+    errno = 0;
+    EXPECT_EQ(brisk_pool_local_alloc(&local), nullptr);
+    EXPECT_EQ(errno, EINVAL);
+  }
+  brisk_pool_local_free(&local, nullptr);
+  brisk_pool_local_flush(&local);
+}
+
 TEST(Pool, EveryObjectIsAligned) {
   const size_t aligns[] = {0, 1, 2, 8, 16, 32, 64, 256, 4096};
   const size_t sizes[] = {1, 7, 8, 24, 100, 1000};
@@ -502,6 +533,56 @@ TEST(PoolLocal, ObjectsTravelBetweenLocalCaches) {
   brisk_pool_destroy(pool);
 }
 
+// A free object carries the pool's key (brisk/pool.h), and every way out
+// clears it: objects handed out and freed again without a write of the
+// program's, by every path (the shards, magazines filled from the shards
+// or freshly carved, local caches, batches), and those of a pool made
+// from a destroyed one's mapping (whose objects hold that pool's keys),
+// are never taken for a double free. Objects of 8 bytes, which have no
+// room for the key, and of 16, which just hold it.
+TEST(Pool, FreesOfObjectsNeverWrittenAreNotDoubleFrees) {
+  for (const Mode &mode : kModes) {
+    for (size_t size : {size_t{8}, size_t{16}, size_t{24}, size_t{64}}) {
+      SCOPED_TRACE(testing::Message() << mode.name << " size " << size);
+      for (int generation = 0; generation < 3; generation++) {
+        // align 8: an 8-byte object's stride is 8.
+        brisk_pool_t *pool = brisk_pool_create_ex(size, 8, 2000, mode.flags);
+        ASSERT_NE(pool, nullptr);
+        std::vector<void *> objects(300);
+        for (int round = 0; round < 3; round++) {
+          for (void *&p : objects) ASSERT_NE(p = brisk_pool_alloc(pool), nullptr);
+          for (void *p : objects) brisk_pool_free(pool, p);
+        }
+        brisk_pool_local_t local;
+        brisk_pool_local_init(&local, pool, 16);
+        for (int round = 0; round < 3; round++) {
+          for (void *&p : objects) ASSERT_NE(p = brisk_pool_local_alloc(&local), nullptr);
+          for (void *p : objects) brisk_pool_local_free(&local, p);
+        }
+        for (void *&p : objects) ASSERT_NE(p = brisk_pool_local_alloc(&local), nullptr);
+        for (void *p : objects) brisk_pool_free(pool, p);
+        brisk_pool_local_flush(&local);
+        void *batch[40];
+        for (int round = 0; round < 3; round++) {
+          size_t n = brisk_test_pool_take_batch(pool, 40, batch);
+          ASSERT_GT(n, 0u);
+          brisk_test_pool_give_batch(pool, batch, n);
+        }
+        for (void *&p : objects) ASSERT_NE(p = brisk_pool_alloc(pool), nullptr);
+        // Freed by another thread: into its magazine or home shard.
+        std::thread([&] {
+          for (void *p : objects) brisk_pool_free(pool, p);
+        }).join();
+        for (void *&p : objects) ASSERT_NE(p = brisk_pool_alloc(pool), nullptr);
+        for (void *p : objects) brisk_pool_free(pool, p);
+        brisk_test_pool_validate(pool);
+        EXPECT_EQ(stats_of(pool).bytes_in_use, 0u);
+        brisk_pool_destroy(pool);  // the next generation takes its mapping
+      }
+    }
+  }
+}
+
 TEST(PoolThreads, ConcurrentFillStopsAtCapacity) {
   constexpr int kThreads = 8;
   const size_t capacity = 5000;
@@ -706,7 +787,7 @@ TEST_F(PoolDeathTest, ForeignPointerThroughLocalCacheAborts) {
         static char not_ours[64];
         brisk_pool_local_free(&local, not_ours);
       },
-      "brisk_pool_free\\(0x[0-9a-f]+\\): not an object of this pool");
+      "brisk: brisk_pool_local_free\\(0x[0-9a-f]+\\): not an object of this pool");
 }
 
 TEST_F(PoolDeathTest, InteriorPointerAborts) {
@@ -723,20 +804,128 @@ TEST_F(PoolDeathTest, InteriorPointerAborts) {
   }
 }
 
-TEST_F(PoolDeathTest, DoubleFreeAbortsInDebugBuilds) {
-#if defined(BRISK_DEBUG) && BRISK_DEBUG
-  for (unsigned flags : {0u, unsigned{BRISK_REGION_THREAD_CACHE}}) {
+// A free of a pointer with a NULL pool, or through a local cache of none.
+TEST_F(PoolDeathTest, FreeWithANullPoolAborts) {
+  brisk_pool_t *pool = brisk_pool_create(64, 0, 0);
+  void *p = brisk_pool_alloc(pool);
+  ASSERT_NE(p, nullptr);
+  EXPECT_DEATH(brisk_pool_free(nullptr, p),
+               "brisk: brisk_pool_free\\(0x[0-9a-f]+\\): the pool is NULL");
+  EXPECT_DEATH(
+      {
+        brisk_pool_local_t local;
+        brisk_pool_local_init(&local, nullptr, 0);
+        brisk_pool_local_free(&local, p);
+      },
+      "brisk: brisk_pool_local_free\\(0x[0-9a-f]+\\): the pool is NULL");
+  brisk_pool_free(pool, p);
+  brisk_pool_destroy(pool);
+}
+
+// A second free of an object that waits free aborts in every build: at
+// once, after other frees (p, q, p), from another thread, or after the
+// object went on from the magazine to a shard (the per-thread cache: the
+// frees after it flush the magazine's older half); bounded pools and
+// unbounded ones, in every mode. Release builds used to push the object
+// twice, and hand it out twice.
+TEST_F(PoolDeathTest, DoubleFreeAborts) {
+  const char *const kHow[] = {"at once", "after another free", "from another thread",
+                              "after 100 other frees"};
+  for (const Mode &mode : kModes) {
+    for (size_t capacity : {size_t{0}, size_t{1000}}) {
+      for (int how = 0; how < 4; how++) {
+        EXPECT_DEATH(
+            {
+              brisk_pool_t *pool = brisk_pool_create_ex(32, 0, capacity, mode.flags);
+              std::vector<void *> others(101);
+              for (void *&p : others) p = brisk_pool_alloc(pool);
+              void *p = others.back();
+              others.pop_back();
+              brisk_pool_free(pool, p);
+              if (how == 1) brisk_pool_free(pool, others[0]);
+              if (how == 3)
+                for (void *q : others) brisk_pool_free(pool, q);
+              if (how == 2) {
+                std::thread([&] { brisk_pool_free(pool, p); }).join();
+              } else {
+                brisk_pool_free(pool, p);
+              }
+            },
+            "brisk: brisk_pool_free\\(0x[0-9a-f]+\\): double free")
+            << mode.name << " capacity " << capacity << ", " << kHow[how];
+      }
+    }
+  }
+}
+
+// A free of an object the pool never handed out but holds in a thread's
+// cache (carved with the one handed out) is one of a free object.
+TEST_F(PoolDeathTest, FreeOfAnObjectWaitingInACacheAborts) {
+  EXPECT_DEATH(
+      {
+        brisk_pool_t *pool = brisk_pool_create_ex(32, 0, 0, BRISK_REGION_THREAD_CACHE);
+        char *p = static_cast<char *>(brisk_pool_alloc(pool));
+        brisk_pool_free(pool, p + 32);
+      },
+      "brisk: brisk_pool_free\\(0x[0-9a-f]+\\): double free");
+}
+
+// Through a local cache: the second free into the same local cache, into
+// the pool after the local cache, into the local cache after the pool, or
+// into another thread's local cache. Each message names the call made.
+TEST_F(PoolDeathTest, DoubleFreeThroughLocalCachesAborts) {
+  const char *const kLocal = "brisk: brisk_pool_local_free\\(0x[0-9a-f]+\\): double free";
+  const char *const kPool = "brisk: brisk_pool_free\\(0x[0-9a-f]+\\): double free";
+  struct Case {
+    // 0: this thread's local cache, 1: the pool, 2: another thread's local cache
+    int first, second;
+    const char *message;
+  };
+  for (const Case &c : {Case{0, 0, kLocal}, Case{0, 1, kPool}, Case{1, 0, kLocal},
+                        Case{0, 2, kLocal}}) {
     EXPECT_DEATH(
         {
-          brisk_pool_t *pool = brisk_pool_create_ex(32, 0, 0, flags);
-          void *p = brisk_pool_alloc(pool);
-          escape(brisk_pool_alloc(pool));
-          brisk_pool_free(pool, p);
-          brisk_pool_free(pool, p);
+          brisk_pool_t *pool = brisk_pool_create(64, 0, 0);
+          brisk_pool_local_t local;
+          brisk_pool_local_init(&local, pool, 0);
+          void *p = brisk_pool_local_alloc(&local);
+          escape(brisk_pool_local_alloc(&local));
+          auto free_by = [&](int who) {
+            if (who == 0) {
+              brisk_pool_local_free(&local, p);
+            } else if (who == 1) {
+              brisk_pool_free(pool, p);
+            } else {
+              // Its first free goes out of line (it has seen no object
+              // yet), where the key is tested as inline.
+              std::thread([&] {
+                brisk_pool_local_t theirs;
+                brisk_pool_local_init(&theirs, pool, 0);
+                brisk_pool_local_free(&theirs, p);
+              }).join();
+            }
+          };
+          free_by(c.first);
+          free_by(c.second);
         },
-        "brisk_pool_free\\(0x[0-9a-f]+\\): double free")
-        << flags;
+        c.message)
+        << c.first << " then " << c.second;
   }
+}
+
+// Objects of 8 bytes or less (align 8 or less) have no room for the key:
+// a double free is caught by debug builds' live bits only (brisk/pool.h).
+TEST_F(PoolDeathTest, DoubleFreeOfAnEightByteObjectAbortsInDebugBuilds) {
+#if defined(BRISK_DEBUG) && BRISK_DEBUG
+  EXPECT_DEATH(
+      {
+        brisk_pool_t *pool = brisk_pool_create(8, 8, 0);
+        void *p = brisk_pool_alloc(pool);
+        escape(brisk_pool_alloc(pool));
+        brisk_pool_free(pool, p);
+        brisk_pool_free(pool, p);
+      },
+      "brisk_pool_free\\(0x[0-9a-f]+\\): double free");
 #else
   GTEST_SKIP() << "needs BRISK_DEBUG (on in sanitizer builds)";
 #endif
@@ -849,33 +1038,27 @@ TEST_F(PoolValidatorDeathTest, ObjectInUsePushedAsFreeIsNamed) {
 }
 
 // What a local cache's inline free lets through (brisk/pool.h): an
-// interior pointer, a double free. Debug builds send every local call
-// through the pool, which catches both at the free.
+// interior pointer (a double free it catches: DoubleFreeThroughLocalCachesAborts).
+// Debug builds send every local call through the pool, which catches it
+// at the free.
 TEST_F(PoolValidatorDeathTest, LocalCacheMisuseIsNamed) {
 #if defined(BRISK_DEBUG) && BRISK_DEBUG
   GTEST_SKIP() << "debug builds catch these at the free (their local caches hold nothing)";
 #else
-  auto with_local = [](int misuse) {
-    brisk_pool_t *pool = brisk_pool_create(64, 0, 0);
-    brisk_pool_local_t local;
-    brisk_pool_local_init(&local, pool, 0);
-    auto *p = static_cast<char *>(brisk_pool_local_alloc(&local));
-    escape(brisk_pool_local_alloc(&local));
-    const brisk_pool_local_t *locals[] = {&local};
-    brisk_test_pool_validate_locals(pool, locals, 1);
-    if (misuse == 0) {
-      brisk_pool_local_free(&local, p + 8);
-    } else {
-      brisk_pool_local_free(&local, p);
-      brisk_pool_local_free(&local, p);
-    }
-    brisk_test_pool_validate_locals(pool, locals, 1);
-  };
-  EXPECT_DEATH(with_local(0),
-               "brisk_pool_validate\\(0x[0-9a-f]+\\): a cache holds a pointer that is no "
-               "object \\(interior or foreign\\?\\) \\(local cache 0\\)");
-  EXPECT_DEATH(with_local(1),
-               "brisk_pool_validate\\(0x[0-9a-f]+\\): an object is free twice .*\\(local cache 0\\)");
+  EXPECT_DEATH(
+      {
+        brisk_pool_t *pool = brisk_pool_create(64, 0, 0);
+        brisk_pool_local_t local;
+        brisk_pool_local_init(&local, pool, 0);
+        auto *p = static_cast<char *>(brisk_pool_local_alloc(&local));
+        escape(brisk_pool_local_alloc(&local));
+        const brisk_pool_local_t *locals[] = {&local};
+        brisk_test_pool_validate_locals(pool, locals, 1);
+        brisk_pool_local_free(&local, p + 8);
+        brisk_test_pool_validate_locals(pool, locals, 1);
+      },
+      "brisk_pool_validate\\(0x[0-9a-f]+\\): a cache holds a pointer that is no "
+      "object \\(interior or foreign\\?\\) \\(local cache 0\\)");
 #endif
 }
 

@@ -6,6 +6,16 @@
  * and free make no system call afterwards. Frees find a block's class by
  * its address: a byte per 16 bytes of the blocks (anything else by a
  * read-only table of ranges).
+ *
+ * A NULL hybrid (a create that failed, unchecked): brisk_hybrid_destroy
+ * does nothing (as free(NULL)); brisk_hybrid_stats returns 0 and
+ * brisk_hybrid_totals reports zeros (errno EINVAL); the library's exported
+ * brisk_hybrid_alloc returns NULL with errno EINVAL, its brisk_hybrid_free
+ * does nothing for NULL and aborts with a message for any other pointer.
+ * The inline brisk_hybrid_alloc and brisk_hybrid_free below, which a
+ * program that includes this header calls, do not test the handle (a
+ * test and a branch on every call): with a NULL hybrid they crash (a
+ * segmentation fault), whatever the pointer.
  */
 #ifndef BRISK_HYBRID_H
 #define BRISK_HYBRID_H
@@ -76,9 +86,12 @@ BRISK_API brisk_hybrid_t *brisk_hybrid_create(const brisk_hybrid_config_t *confi
  * section (and not from brisk_malloc with the fallback on), not a block's
  * start, or freed twice aborts with a message (a double free is caught
  * while the block is still in a thread's cache, the freeing thread's or
- * another's, or back in its region; in a bucket, debug builds catch it
- * there too). Inline (below)
- * and exported, as alloc. */
+ * another's, or back in its section: a region by its index of blocks, a
+ * bucket of objects of 16 bytes or more by a key a free object carries in
+ * its second 8 bytes, with or without the caches; a bucket of 8-byte
+ * objects in debug builds only). Two frees of one block racing each other
+ * (neither made after the other) can both pass. Inline (below) and
+ * exported, as alloc. */
 BRISK_API void brisk_hybrid_destroy(brisk_hybrid_t *hybrid);
 
 typedef struct brisk_hybrid_section_stats_s {

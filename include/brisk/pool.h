@@ -10,6 +10,15 @@
  * Any thread may allocate and free. With BRISK_REGION_THREAD_CACHE, up to a
  * few dozen objects per thread wait in a per-thread cache, so a bounded
  * pool may report exhaustion while other threads cache free objects.
+ *
+ * A NULL pool (a create that failed, unchecked): every function of the
+ * library takes it. brisk_pool_destroy does nothing (as free(NULL));
+ * brisk_pool_alloc returns NULL with errno EINVAL; brisk_pool_free of NULL
+ * does nothing, of any other pointer aborts with a message;
+ * brisk_pool_stats reports zeros (errno EINVAL); a local cache
+ * initialised with it hands out nothing (NULL/EINVAL) and takes only
+ * NULL. The inline functions below test no handle, but a local cache of
+ * no pool sends every call out of line.
  */
 #ifndef BRISK_POOL_H
 #define BRISK_POOL_H
@@ -41,7 +50,14 @@ BRISK_API brisk_pool_t *brisk_pool_create_ex(size_t obj_size, size_t align, size
 BRISK_API void *brisk_pool_alloc(brisk_pool_t *pool);
 /* NULL does nothing. A pointer outside the pool, not at an object's start,
  * or at an object never handed out aborts with a message; so does a double
- * free in debug builds (BRISK_DEBUG). */
+ * free, from any thread, while the object waits free (on the pool's lists,
+ * in a thread's or a local cache), if the object is 16 bytes or more
+ * (obj_size > 8, or align 16 or more): a free object carries a key in its
+ * second 8 bytes, which the pool clears when it hands the object out.
+ * Objects of 8 bytes or less with align 8 or less have no room for it:
+ * their double free is caught in debug builds (BRISK_DEBUG) only. Two
+ * frees of one object racing each other (neither made after the other)
+ * can both pass. */
 BRISK_API void brisk_pool_free(brisk_pool_t *pool, void *p);
 BRISK_API void brisk_pool_destroy(brisk_pool_t *pool);
 /*
@@ -66,11 +82,14 @@ BRISK_API void brisk_pool_stats(const brisk_pool_t *pool, brisk_region_stats_t *
  *   p = brisk_pool_local_alloc(&local);  ...  brisk_pool_local_free(&local, p);
  *   brisk_pool_local_flush(&local);             (before the thread or the cache goes)
  *
- * One thread per local cache. Its inline free checks only that p lies in
- * objects the pool has handed out; a double free or an interior pointer
- * given to it is not caught (as brisk_free's fast path). Objects not
- * flushed are lost to the pool until it is destroyed. Debug, ASan and
- * Valgrind builds send every call through the pool itself.
+ * One thread per local cache. Its inline free checks that p lies in
+ * objects the pool has handed out and that p does not carry the pool's
+ * key (brisk_pool_free above): a double free of an object of 16 bytes or
+ * more aborts, whether the object waits in this local cache or in the
+ * pool; an interior pointer given to it is not caught (as brisk_free's
+ * fast path). Objects not flushed are lost to the pool until it is
+ * destroyed. Debug, ASan and Valgrind builds send every call through the
+ * pool itself.
  */
 typedef struct brisk_pool_local_s {
   void *head;        /* free objects, each holding the next in its first 8 bytes */
@@ -78,6 +97,8 @@ typedef struct brisk_pool_local_s {
   unsigned max;      /* a free with this many hands half back; 0: always out of line */
   uintptr_t lo;      /* the pool's first object... */
   uintptr_t span;    /* ...and the bytes from there that the pool had handed out */
+  uintptr_t key;     /* the pool's key, which a free object holds... */
+  size_t key_at;     /* ...at this offset: 8 (0 for 8-byte objects: not kept) */
   brisk_pool_t *pool;
 } brisk_pool_local_t;
 
@@ -88,24 +109,35 @@ BRISK_API void brisk_pool_local_flush(brisk_pool_local_t *local);
 BRISK_API void *brisk_pool_local_alloc_slow_(brisk_pool_local_t *local);
 BRISK_API void brisk_pool_local_free_slow_(brisk_pool_local_t *local, void *p);
 
-/* An object of the pool; NULL/ENOMEM as brisk_pool_alloc. Inline. */
+/* A word of an object, accessed as any type may be, so that the compiler
+ * keeps these accesses in order with the program's own. */
+typedef uintptr_t brisk_pool_word_t_ __attribute__((may_alias));
+
+/* An object of the pool; NULL/ENOMEM as brisk_pool_alloc. Inline: the
+ * link read, the key cleared. */
 static inline void *brisk_pool_local_alloc(brisk_pool_local_t *local) {
   void *p = local->head;
   if (__builtin_expect(p != NULL, 1)) {
-    local->head = *(void **)p;
+    local->head = (void *)*(brisk_pool_word_t_ *)p;
+    *(brisk_pool_word_t_ *)(void *)((char *)p + local->key_at) = 0;
     local->count -= 1;
     return p;
   }
   return brisk_pool_local_alloc_slow_(local);
 }
 
-/* NULL does nothing. Inline while p is in range and the cache has room. */
+/* NULL does nothing. Inline while p is in range, does not carry the key
+ * and the cache has room. */
 static inline void brisk_pool_local_free(brisk_pool_local_t *local, void *p) {
   if (__builtin_expect((uintptr_t)p - local->lo < local->span && local->count < local->max, 1)) {
-    *(void **)p = local->head;
-    local->head = p;
-    local->count += 1;
-    return;
+    brisk_pool_word_t_ *key = (brisk_pool_word_t_ *)(void *)((char *)p + local->key_at);
+    if (__builtin_expect(*key != local->key, 1)) {
+      *key = local->key;
+      *(brisk_pool_word_t_ *)p = (uintptr_t)local->head;
+      local->head = p;
+      local->count += 1;
+      return;
+    }
   }
   brisk_pool_local_free_slow_(local, p);
 }

@@ -117,6 +117,13 @@ brisk_valgrind_mempool_alloc(const void *pool, void *p, size_t size) {
   return p;
 }
 
+static BRISK_NOINLINE __attribute__((unused)) void *
+brisk_valgrind_mempool_alloc_clear(const void *pool, void *p, size_t size, size_t word_at) {
+  VALGRIND_MEMPOOL_ALLOC(pool, p, size);
+  *(uintptr_t *)(void *)((char *)p + word_at) = 0;
+  return p;
+}
+
 static BRISK_NOINLINE __attribute__((unused)) void
 brisk_valgrind_mempool_free(const void *pool, void *p, size_t keep) {
   VALGRIND_MEMPOOL_FREE(pool, p);
@@ -156,6 +163,24 @@ BRISK_INLINE void *brisk_annotate_mempool_alloc(const void *pool, void *p, size_
 #endif
   (void)pool;
   (void)size;
+  return p;
+}
+
+/* As brisk_annotate_mempool_alloc, then the word at p + word_at (inside
+ * the block) set to 0, once the tools let the allocator write it: still
+ * one tail call at most. */
+BRISK_INLINE void *brisk_annotate_mempool_alloc_clear(const void *pool, void *p, size_t size,
+                                                      size_t word_at) {
+#if BRISK_VALGRIND
+  if (BRISK_UNLIKELY(_brisk_under_valgrind))
+    return brisk_valgrind_mempool_alloc_clear(pool, p, size, word_at);
+#endif
+#if BRISK_ASAN
+  ASAN_UNPOISON_MEMORY_REGION(p, size);
+#endif
+  (void)pool;
+  (void)size;
+  *(uintptr_t *)(void *)((char *)p + word_at) = 0;
   return p;
 }
 

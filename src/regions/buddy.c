@@ -273,8 +273,25 @@ struct brisk_buddy_s {
 
 /* ---- Messages ---- */
 
-static BRISK_COLD BRISK_NORETURN void fatal(const void *p, const char *why) {
-  _brisk_os_fatal_pointer("brisk_buddy_free", p, why);
+static BRISK_COLD BRISK_NORETURN void fatal(const char *caller, const void *p, const char *why) {
+  _brisk_os_fatal_pointer(caller, p, why);
+}
+
+/* A free of p, at the start of unit `unit`, found its index byte 0: no
+ * live block starts there. Inside one (a block of order k >= 1 whose
+ * start, unit rounded down to 2^k, holds k + 1 or more), or not: then the
+ * unit lies in free memory, freed before or never handed out. The index
+ * bytes read may be moving (other threads' allocations and frees): a
+ * message, not a promise. */
+static BRISK_COLD BRISK_NORETURN void not_a_live_block(const brisk_buddy_t *b, const void *p,
+                                                      size_t unit, const char *caller) {
+  for (uint32_t k = 1; k <= b->depth; k++) {
+    size_t start = unit & ~(((size_t)1 << k) - 1);
+    uint8_t tag = atomic_load_explicit(&b->index[start], memory_order_relaxed);
+    if (tag != 0 && start + ((size_t)1 << (tag - 1)) > unit)
+      fatal(caller, p, "not the start of a block");
+  }
+  fatal(caller, p, "double free, or a block never handed out");
 }
 
 /* ---- Tree operations ---- */
@@ -579,15 +596,18 @@ void *brisk_buddy_alloc(brisk_buddy_t *b, size_t size, size_t align) {
 
 /* ---- Free ---- */
 
-void brisk_buddy_free(brisk_buddy_t *b, void *p) {
+/* brisk_buddy_free's body, its messages naming `caller` (a constant in
+ * each copy): brisk_buddy_free and _brisk_buddy_free_as. */
+BRISK_INLINE void free_block(brisk_buddy_t *b, void *p, const char *caller) {
   if (p == NULL) return;
-  if (BRISK_UNLIKELY(b == NULL)) fatal(p, "no buddy allocator (NULL) to free it to");
+  if (BRISK_UNLIKELY(b == NULL)) fatal(caller, p, "no buddy allocator (NULL) to free it to");
   uintptr_t offset = (uintptr_t)p - (uintptr_t)b->base;
-  if (BRISK_UNLIKELY(offset >= b->total)) fatal(p, "not a block of this buddy allocator");
-  if (BRISK_UNLIKELY((offset & (b->min_block - 1)) != 0)) fatal(p, "not the start of a block");
+  if (BRISK_UNLIKELY(offset >= b->total)) fatal(caller, p, "not a block of this buddy allocator");
+  if (BRISK_UNLIKELY((offset & (b->min_block - 1)) != 0))
+    fatal(caller, p, "not the start of a block");
   size_t unit = offset >> b->min_shift;
   uint8_t tag = atomic_exchange_explicit(&b->index[unit], 0, memory_order_relaxed);
-  if (BRISK_UNLIKELY(tag == 0)) fatal(p, "double free, or not the start of a block");
+  if (BRISK_UNLIKELY(tag == 0)) not_a_live_block(b, p, unit, caller);
   uint32_t k = (uint32_t)tag - 1;
   size_t bytes = b->min_block << k;
   brisk_annotate_mempool_free(b, p, bytes, 0);
@@ -600,6 +620,12 @@ void brisk_buddy_free(brisk_buddy_t *b, void *p) {
     return;
   }
   release_block(b, unit, k);
+}
+
+void brisk_buddy_free(brisk_buddy_t *b, void *p) { free_block(b, p, "brisk_buddy_free"); }
+
+void _brisk_buddy_free_as(brisk_buddy_t *b, void *p, const char *caller) {
+  free_block(b, p, caller);
 }
 
 /*
@@ -647,7 +673,8 @@ void _brisk_buddy_free_batch(brisk_buddy_t *b, void *const *blocks, size_t n) {
       size_t unit = address_unit(b, p);
       /* The tag was k + 1 above; a racing free of the same block finds 0. */
       uint8_t tag = atomic_exchange_explicit(&b->index[unit], 0, memory_order_relaxed);
-      if (BRISK_UNLIKELY(tag != k + 1)) fatal(p, "double free, or not the start of a block");
+      if (BRISK_UNLIKELY(tag != k + 1))
+        fatal("brisk_buddy_free", p, "double free, or not the start of a block");
       brisk_annotate_mempool_free(b, p, b->min_block << k, 0);
       size_t node = (unit >> b->depth) * b->nodes_per_tree + ((size_t)1 << (b->depth - k)) +
                     ((unit & (((size_t)1 << b->depth) - 1)) >> k);
@@ -1062,10 +1089,10 @@ void _brisk_buddy_forget_blocks(brisk_buddy_t *b, void (*visit)(void *ctx, void 
    * _brisk_buddy_create_in over this memory relies on). */
   for (size_t i = 0; i < b->ntrees * b->nodes_per_tree; i++)
     if (atomic_load_explicit(&b->nodes[i], memory_order_relaxed) != 0)
-      fatal(b->base, "forget_blocks left a tree counter set");
+      fatal("brisk_buddy_free", b->base, "forget_blocks left a tree counter set");
   for (size_t u = 0; u < (b->total >> b->min_shift); u++)
     if (atomic_load_explicit(&b->index[u], memory_order_relaxed) != 0)
-      fatal(unit_address(b, u), "forget_blocks left an index byte set");
+      fatal("brisk_buddy_free", unit_address(b, u), "forget_blocks left an index byte set");
 #endif
   /* The blocks' bytes went with them. */
   for (uint32_t i = 0; i <= BRISK_THREAD_SLOTS; i++)

@@ -97,6 +97,11 @@ __attribute__((visibility("hidden"))) void _brisk_buddy_forget_blocks(
 __attribute__((visibility("hidden"))) size_t _brisk_buddy_take_run(brisk_buddy_t *b, uint32_t k,
                                                                    uint32_t j, void **out);
 
+/* brisk_buddy_free, its messages naming `caller`, the call the program
+ * made (a hybrid's regions). */
+__attribute__((visibility("hidden"))) void _brisk_buddy_free_as(brisk_buddy_t *b, void *p,
+                                                                const char *caller);
+
 /* n blocks handed out by this buddy (a cache in front gives back half a
  * list), each checked as brisk_buddy_free checks it: the same as freeing
  * them one by one, with one atomic per distinct tree node above them

@@ -60,10 +60,13 @@
  * free_other_ finds what is wrong. A block in a cache carries the key in
  * its second word, which alloc clears: a free that finds the key aborts
  * (a double free while the block is still in a thread's cache: the
- * freeing thread's list is walked only to say which); a double free of a block
- * that went back to its section is caught by the buddy's index byte
- * (regions) and, in debug builds, the pool's live bits (buckets). Buckets
- * of 8 bytes have no room for the key and are not cached.
+ * freeing thread's list is walked only to say which). So does a bucket's
+ * object back in its pool, which carries the same key there (the pools
+ * are created with the hybrid's: pool_internal.h's Keys), whether the
+ * caches are on or off; a block back in its region is caught by the
+ * buddy's index byte. Buckets of 8 bytes have no room for the key and are
+ * not cached; their double free is caught in debug builds only (the
+ * pool's live bits). The sections' messages name brisk_hybrid_free.
  *
  * The bound with caches: one thread meets it exactly (a region that
  * cannot serve a request first takes back this thread's cached blocks of
@@ -878,8 +881,12 @@ brisk_hybrid_t *brisk_hybrid_create(const brisk_hybrid_config_t *config) {
     size_t size = config->bucket_sizes[i];
     h->bucket_sizes[i] = size;
     h->bucket_align[i] = natural_align(size);
+    /* The hybrid's key: a bucket object free in its pool carries the key
+     * the caches' blocks carry (pool_internal.h's Keys), so that a free of
+     * either finds it. */
     h->buckets[i] = _brisk_pool_create_in(map + l.header_at[i], map + l.objects_at[i], size,
-                                          h->bucket_align[i], config->bucket_counts[i], flags);
+                                          h->bucket_align[i], config->bucket_counts[i], flags,
+                                          h->key);
     if (h->buckets[i] == NULL) goto fail;
     h->bucket_stride[i] = _brisk_pool_object_size(h->buckets[i]);
     brisk_pool_geometry_t g;
@@ -985,11 +992,11 @@ BRISK_INLINE void *clear_key(void *p) {
  * first). */
 static void section_free(brisk_hybrid_t *h, size_t s, void *p) {
   if (s < h->bucket_count) {
-    brisk_pool_free(h->buckets[s], p);
+    _brisk_pool_free_as(h->buckets[s], p, "brisk_hybrid_free");
     return;
   }
   if (s == h->bucket_count && h->cached) set_code(h, p, CLASS_CODE(NO_CLASS));
-  brisk_buddy_free(h->regions[s - h->bucket_count], p);
+  _brisk_buddy_free_as(h->regions[s - h->bucket_count], p, "brisk_hybrid_free");
 }
 
 /* Blocks of class c go back to its section together: a bucket's as one
@@ -1200,8 +1207,13 @@ void *brisk_hybrid_alloc_slow_(brisk_hybrid_t *h, size_t size, size_t align) {
   return NULL;
 }
 
-/* The exported brisk_hybrid_alloc: brisk/hybrid.h's inline path. */
+/* The exported brisk_hybrid_alloc: brisk/hybrid.h's inline path, after
+ * the NULL handle's test that the inline path leaves out. */
 void *brisk_hybrid_alloc(brisk_hybrid_t *h, size_t size, size_t align) {
+  if (BRISK_UNLIKELY(h == NULL)) {
+    errno = EINVAL;
+    return NULL;
+  }
   return brisk_hybrid_alloc_inline_(h, size, align);
 }
 
@@ -1211,18 +1223,26 @@ static BRISK_COLD BRISK_NORETURN void bad_free(const void *p, const char *why) {
   _brisk_os_fatal_pointer("brisk_hybrid_free", p, why);
 }
 
-/* The block at p carries the key: it waits in a thread's list, since
- * every block of a class is handed out with that word cleared (pop,
- * clear_key) and goes back to its section with it cleared (trim_list). In
- * the calling thread's own list of its class (k; NULL for a thread with no
- * slot, which has none): a double free; else in another thread's list, a
- * double free all the same, which pushing it would turn into a block
- * handed out to two threads. The program's own data equals the key only by
- * a 2^-63 chance. */
-static BRISK_COLD BRISK_NORETURN void cached_double_free(const cache_class_t *k, const void *p) {
+/* The block at p, of class c, carries the key: it waits in a thread's
+ * list, since every block of a class is handed out with that word cleared
+ * (pop, clear_key) and goes back to its section with it cleared
+ * (trim_list), or, a bucket's object, in its pool, which keeps the same
+ * key in free objects. In the calling thread's own list of its class (k;
+ * NULL for a thread with no slot, which has none), or elsewhere; a double
+ * free either way, which pushing it would turn into a block handed out to
+ * two threads, or the free of a block never handed out that waits there
+ * (a refill's neighbours of the block handed out). The program's own data
+ * equals the key only by a 2^-63 chance. */
+static BRISK_COLD BRISK_NORETURN void cached_double_free(const brisk_hybrid_t *h,
+                                                         const cache_class_t *k, size_t c,
+                                                         const void *p) {
   for (const void *q = k != NULL ? k->head : NULL; q != NULL; q = ((void *const *)q)[0])
-    if (q == p) bad_free(p, "double free");
-  bad_free(p, "double free (the block waits in another thread's cache)");
+    if (q == p)
+      bad_free(p, "double free, or a block never handed out (it waits in this thread's cache)");
+  if (h->class_section[c] < h->bucket_count)
+    bad_free(p, "double free, or a block never handed out (it waits in another thread's cache "
+                "or in its bucket)");
+  bad_free(p, "double free, or a block never handed out (it waits in another thread's cache)");
 }
 
 /* Block p of class c (not class 0), which the calling thread's list did
@@ -1234,12 +1254,12 @@ static void free_to_class(brisk_hybrid_t *h, void *p, size_t c) {
   if (slot != BRISK_NO_THREAD_SLOT) {
     hybrid_slot_t *e = ready_entry(h, slot);
     cache_class_t *k = &e->classes[c];
-    if (carries_key) cached_double_free(k, p);
+    if (carries_key) cached_double_free(h, k, c, p);
     if (room_of(k) == 0) trim_list(h, k, c, h->class_cap[c] / 2);
     push(h, k, p);
     return;
   }
-  if (carries_key) cached_double_free(NULL, p);
+  if (carries_key) cached_double_free(h, NULL, c, p);
   section_free(h, h->class_section[c], p);
 }
 
@@ -1292,15 +1312,24 @@ void brisk_hybrid_free_other_(brisk_hybrid_t *h, void *p) {
                        atomic_load_explicit(r->u.pool.carved, memory_order_relaxed)))
       bad_free(p, "not an object of this hybrid's bucket (or never handed out)");
     if (r->code != CLASS_CODE(NO_CLASS)) return cache_free(h, p, r->code);
-    brisk_pool_free(h->buckets[r->index], p);
+    /* Its pool checks the key (a double free) in the program's name. */
+    _brisk_pool_free_as(h->buckets[r->index], p, "brisk_hybrid_free");
     return;
   }
   if ((offset & r->u.buddy.unit_mask) != 0) bad_free(p, "not the start of a block");
-  brisk_buddy_free(h->regions[r->index], p);
+  /* Its buddy tells a pointer inside a block from one to a free block. */
+  _brisk_buddy_free_as(h->regions[r->index], p, "brisk_hybrid_free");
 }
 
-/* The exported brisk_hybrid_free: brisk/hybrid.h's inline path. */
-void brisk_hybrid_free(brisk_hybrid_t *h, void *p) { brisk_hybrid_free_inline_(h, p); }
+/* The exported brisk_hybrid_free: brisk/hybrid.h's inline path, after the
+ * NULL handle's test. */
+void brisk_hybrid_free(brisk_hybrid_t *h, void *p) {
+  if (BRISK_UNLIKELY(h == NULL)) {
+    if (p != NULL) bad_free(p, "the hybrid is NULL");
+    return;
+  }
+  brisk_hybrid_free_inline_(h, p);
+}
 
 /* ---- Statistics ---- */
 
@@ -1340,7 +1369,11 @@ static void section_counts(const brisk_hybrid_t *h, size_t s, size_t *in_use,
 
 size_t brisk_hybrid_stats(const brisk_hybrid_t *h, brisk_hybrid_section_stats_t *out, size_t max,
                           size_t *fallbacks) {
-  if (h == NULL) return 0;
+  if (h == NULL) {
+    if (fallbacks != NULL) *fallbacks = 0;
+    errno = EINVAL;
+    return 0;
+  }
   brisk_hybrid_t *m = (brisk_hybrid_t *)h;
   size_t n = 0;
   for (size_t i = 0; i < h->bucket_count; i++, n++) {
@@ -1376,6 +1409,11 @@ size_t brisk_hybrid_stats(const brisk_hybrid_t *h, brisk_hybrid_section_stats_t 
 }
 
 void brisk_hybrid_totals(const brisk_hybrid_t *h, brisk_region_stats_t *out) {
+  if (h == NULL) {
+    memset(out, 0, sizeof *out);
+    errno = EINVAL;
+    return;
+  }
   brisk_hybrid_t *m = (brisk_hybrid_t *)h;
   brisk_region_stats_t total = {
       .bytes_held = h->mapping_size,

@@ -44,7 +44,9 @@
  *     THREAD_CACHE          pop the thread's magazine: no atomics
  *       cache_refill        (pool_cache.c)
  *   brisk_pool_free         index_of (range + object start, O(1), abort if
- *                           bad); [debug] live bit; then by mode:
+ *                           bad); [debug] live bit; the key (abort if the
+ *                           object carries it: a double free; else set);
+ *                           then by mode:
  *     shards                push onto the home shard (CAS), mark nonempty
  *     THREAD_CACHE          push onto the magazine; full: cache_flush
  *                           (pool_cache.c)
@@ -52,6 +54,8 @@
  *                           take_shared a batch (one CAS), else carve one
  *   _brisk_pool_give_batch  ... and gives back: each object checked as by
  *                           free, one chain onto the home shard (one CAS)
+ *   _brisk_pool_free_as     brisk_pool_free naming another call (a hybrid's
+ *                           buckets, local caches)
  *   carve                   commit up to the claim, then CAS(carved);
  *     ensure_committed      (cold) commit a slab, CAS-max `committed`
  *   brisk_pool_stats / _brisk_pool_counters: sum the per-slot counters
@@ -99,17 +103,19 @@ BRISK_INLINE void announce_free(brisk_pool_t *pool, uint8_t *p) {
 }
 
 /* The object at p comes back: its live bit must be set (debug builds). */
-BRISK_INLINE void debug_mark_free(brisk_pool_t *pool, size_t index, const void *p) {
+BRISK_INLINE void debug_mark_free(brisk_pool_t *pool, size_t index, const void *p,
+                                  const char *caller) {
 #if BRISK_DEBUG
   if (index >= atomic_load_explicit(&pool->carved, memory_order_relaxed))
-    _brisk_os_fatal_pointer("brisk_pool_free", p, "not an object of this pool (never handed out)");
+    _brisk_os_fatal_pointer(caller, p, "not an object of this pool (never handed out)");
   uint64_t bit = (uint64_t)1 << (index % 64);
   uint64_t old = atomic_fetch_and_explicit(&pool->live[index / 64], ~bit, memory_order_relaxed);
-  if (!(old & bit)) _brisk_os_fatal_pointer("brisk_pool_free", p, "double free");
+  if (!(old & bit)) _brisk_os_fatal_pointer(caller, p, "double free");
 #endif
   (void)pool;
   (void)index;
   (void)p;
+  (void)caller;
 }
 
 /* ---- Counters ---- */
@@ -325,7 +331,14 @@ BRISK_INLINE brisk_pool_slot_t *entry_at(brisk_pool_t *pool, uint32_t line) {
 
 BRISK_INLINE uint32_t slot_of(uint32_t line) { return line / BRISK_CACHE_LINE - 1; }
 
+/* A NULL pool: NULL/EINVAL (brisk/pool.h's NULL handles). */
+static BRISK_COLD void *no_pool(void) {
+  errno = EINVAL;
+  return NULL;
+}
+
 void *brisk_pool_alloc(brisk_pool_t *pool) {
+  if (BRISK_UNLIKELY(pool == NULL)) return no_pool();
   uint32_t line = brisk_thread_slot_line_;
   if (BRISK_UNLIKELY(line == 0)) return alloc_no_slot(pool);
   brisk_pool_slot_t *entry = entry_at(pool, line);
@@ -355,18 +368,24 @@ void *brisk_pool_alloc(brisk_pool_t *pool) {
   return brisk_pool_hand_out(pool, p);
 }
 
-void _brisk_pool_bad_free(const void *p) {
-  _brisk_os_fatal_pointer("brisk_pool_free", p, "not an object of this pool (or never handed out)");
+void _brisk_pool_bad_free(const void *p, const char *caller) {
+  _brisk_os_fatal_pointer(caller, p, "not an object of this pool (or never handed out)");
+}
+
+void _brisk_pool_double_free(const void *p, const char *caller) {
+  _brisk_os_fatal_pointer(caller, p, "double free");
 }
 
 /* See alloc_no_slot. */
-static BRISK_NOINLINE void free_no_slot(brisk_pool_t *pool, uint8_t *p, size_t index) {
+static BRISK_NOINLINE void free_no_slot(brisk_pool_t *pool, uint8_t *p, size_t index,
+                                        const char *caller) {
   uint32_t slot = brisk_thread_slot();
   if (slot != BRISK_NO_THREAD_SLOT) {
-    brisk_pool_free(pool, p);
+    _brisk_pool_free_as(pool, p, caller);
     return;
   }
-  debug_mark_free(pool, index, p);
+  debug_mark_free(pool, index, p, caller);
+  brisk_pool_key_in(pool, p, caller);
   announce_free(pool, p);
   brisk_pool_count(&pool->slots[slot].frees, slot);
   brisk_pool_push_chain(pool, brisk_pool_home_shard(slot), (uint32_t)index + 1, p);
@@ -380,20 +399,26 @@ static BRISK_NOINLINE void free_to_shared(brisk_pool_t *pool, uint32_t line, uin
   brisk_pool_push_chain(pool, brisk_pool_home_shard(slot_of(line)), (uint32_t)index + 1, p);
 }
 
-void brisk_pool_free(brisk_pool_t *pool, void *ptr) {
+/* brisk_pool_free's body, its messages naming `caller` (a constant in
+ * each copy): brisk_pool_free and _brisk_pool_free_as. */
+BRISK_INLINE void free_object(brisk_pool_t *pool, void *ptr, const char *caller) {
   if (ptr == NULL) return;
+  if (BRISK_UNLIKELY(pool == NULL)) _brisk_os_fatal_pointer(caller, ptr, "the pool is NULL");
   uint8_t *p = ptr;
   size_t index = brisk_pool_index_of(pool, p);
   /* carved <= max_objects: one compare catches foreign, interior and
    * never-handed-out pointers. */
   if (BRISK_UNLIKELY(index >= atomic_load_explicit(&pool->carved, memory_order_relaxed)))
-    _brisk_pool_bad_free(p);
+    _brisk_pool_bad_free(p, caller);
   uint32_t line = brisk_thread_slot_line_;
   if (BRISK_UNLIKELY(line == 0)) {
-    free_no_slot(pool, p, index);
+    free_no_slot(pool, p, index, caller);
     return;
   }
-  debug_mark_free(pool, index, p);
+  debug_mark_free(pool, index, p, caller);
+  /* An object already free (on a shard, in a magazine or a local cache)
+   * carries the key: a double free. */
+  brisk_pool_key_in(pool, p, caller);
   announce_free(pool, p);
   brisk_pool_slot_t *entry = entry_at(pool, line);
   bump(&entry->frees);
@@ -409,6 +434,12 @@ void brisk_pool_free(brisk_pool_t *pool, void *ptr) {
     return;
   }
   free_to_shared(pool, line, p, index);
+}
+
+void brisk_pool_free(brisk_pool_t *pool, void *ptr) { free_object(pool, ptr, "brisk_pool_free"); }
+
+void _brisk_pool_free_as(brisk_pool_t *pool, void *ptr, const char *caller) {
+  free_object(pool, ptr, caller);
 }
 
 /* ---- Batches for a cache in front (the hybrid's thread lists) ---- */
@@ -457,8 +488,9 @@ void _brisk_pool_give_batch(brisk_pool_t *pool, void *const *objects, size_t n) 
   for (size_t i = 0; i < n; i++) {
     uint8_t *p = objects[i];
     size_t index = brisk_pool_index_of(pool, p);
-    if (BRISK_UNLIKELY(index >= carved)) _brisk_pool_bad_free(p);
-    debug_mark_free(pool, index, p);
+    if (BRISK_UNLIKELY(index >= carved)) _brisk_pool_bad_free(p, "brisk_pool_free");
+    debug_mark_free(pool, index, p, "brisk_pool_free");
+    brisk_pool_key_in(pool, p, "brisk_pool_free");
     announce_free(pool, p);
     if (prev != NULL)
       brisk_pool_link_store(prev, (uint32_t)index + 1);
@@ -517,10 +549,10 @@ static size_t bitmap_bytes(size_t max_objects, size_t page) {
 }
 
 /* Fill in the header of a pool at base (zero: fresh or cleared), its live
- * bits after it, its objects at `objects`. */
+ * bits after it, its objects at `objects`; key 0: a key of its own. */
 static brisk_pool_t *init_pool(uint8_t *base, uint8_t *objects, size_t total, size_t bitmap_size,
                                size_t obj_size, size_t stride, size_t capacity, size_t max_objects,
-                               unsigned flags) {
+                               unsigned flags, uintptr_t key) {
   size_t page = _brisk_os_page_size();
   size_t header_size = header_bytes(page);
   brisk_pool_t *pool = (brisk_pool_t *)base;
@@ -537,6 +569,13 @@ static brisk_pool_t *init_pool(uint8_t *base, uint8_t *objects, size_t total, si
   if (mag < 2) mag = 2;
   if (mag > MAG_MAX) mag = MAG_MAX;
   pool->mag_max = (uint32_t)mag;
+  /* The key (pool_internal.h's Keys): drawn from the header's address and
+   * the time, as the hybrid's, odd so that it is never 0. An object of 8
+   * bytes has no second word for it. */
+  if (key == 0)
+    key = ((uintptr_t)base ^ (uintptr_t)_brisk_os_now_ms() << 20) * 0x9E3779B97F4A7C15ull;
+  pool->key = key | 1;
+  pool->key_at = stride >= 2 * sizeof(uintptr_t) ? sizeof(uintptr_t) : 0;
   pool->live = (_Atomic uint64_t *)(base + header_size);
   pool->base = base;
   pool->reservation_size = total;
@@ -596,7 +635,7 @@ brisk_pool_t *_brisk_pool_create(size_t obj_size, size_t align, size_t capacity,
   /* Fresh (or cleared) pages read as zero: heads, bitmap, counters and
    * magazines start empty. */
   brisk_pool_t *pool = init_pool(base, base + header_size + bitmap_size, total, bitmap_size,
-                                 obj_size, stride, capacity, max_objects, flags);
+                                 obj_size, stride, capacity, max_objects, flags, 0);
   bool pin = (flags & (BRISK_REGION_PREFAULT | BRISK_REGION_LOCK)) != 0;
   int error = ENOMEM;
   errno = 0;
@@ -636,7 +675,7 @@ int _brisk_pool_footprint(size_t obj_size, size_t align, size_t capacity, size_t
 }
 
 brisk_pool_t *_brisk_pool_create_in(void *header, void *objects, size_t obj_size, size_t align,
-                                    size_t capacity, unsigned flags) {
+                                    size_t capacity, unsigned flags, uintptr_t key) {
   size_t stride, max_objects;
   int shape_error = capacity == 0 ? EINVAL
                                   : pool_shape(obj_size, align, capacity, flags, &stride,
@@ -653,7 +692,7 @@ brisk_pool_t *_brisk_pool_create_in(void *header, void *objects, size_t obj_size
    * zero (the objects need not). */
   memset(header, 0, header_size);
   brisk_pool_t *pool = init_pool(header, objects, header_size, bitmap_size, obj_size, stride,
-                                 capacity, max_objects, flags);
+                                 capacity, max_objects, flags, key);
   pool->external = true;
   atomic_init(&pool->system_requests, 0);
   atomic_init(&pool->committed, object_bytes);
@@ -749,6 +788,11 @@ void _brisk_pool_counters(const brisk_pool_t *pool, brisk_pool_counters_t *out) 
 }
 
 void brisk_pool_stats(const brisk_pool_t *pool, brisk_region_stats_t *out) {
+  if (pool == NULL) {
+    memset(out, 0, sizeof *out);
+    errno = EINVAL;
+    return;
+  }
   brisk_pool_counters_t counters;
   _brisk_pool_counters(pool, &counters);
   brisk_pool_t *p = (brisk_pool_t *)pool;

@@ -40,9 +40,16 @@ BRISK_HIDDEN int _brisk_pool_footprint(size_t obj_size, size_t align, size_t cap
  * `objects` of _brisk_pool_footprint's sizes, page-aligned, read-write,
  * holding anything (the header and live bits are cleared here). It makes
  * no system call but PREFAULT's and LOCK's over them, and destroy leaves
- * the memory to its creator. NULL with errno as _brisk_pool_create. */
+ * the memory to its creator. `key`: what its free objects carry in their
+ * second word (odd; pool_internal.h's Keys), 0 for a key of its own.
+ * NULL with errno as _brisk_pool_create. */
 BRISK_HIDDEN brisk_pool_t *_brisk_pool_create_in(void *header, void *objects, size_t obj_size,
-                                                 size_t align, size_t capacity, unsigned flags);
+                                                 size_t align, size_t capacity, unsigned flags,
+                                                 uintptr_t key);
+
+/* brisk_pool_free, its messages naming `caller`, the call the program
+ * made (a hybrid's bucket objects go back through it). */
+BRISK_HIDDEN void _brisk_pool_free_as(brisk_pool_t *pool, void *p, const char *caller);
 
 /* An upper bound of the bytes of the pool's memory in RAM: the header,
  * the live bits and every object ever carved. */

@@ -8,8 +8,8 @@
  * Call tree:
  *   brisk_pool_alloc        THREAD_CACHE, the magazine empty:
  *     _brisk_pool_cache_refill  take_shared a batch (ONE CAS), else carve
- *                           a batch, else fail; one object out, the rest
- *                           into the magazine
+ *                           a batch (each given the key), else fail; one
+ *                           object out, the rest into the magazine
  *   brisk_pool_free         THREAD_CACHE, the magazine full:
  *     _brisk_pool_cache_flush   its older half to the home shard as one
  *                           chain (ONE CAS), then the object in
@@ -59,7 +59,9 @@ void *_brisk_pool_cache_refill(brisk_pool_t *pool, brisk_pool_slot_t *entry, uin
     carved = true;
   }
   /* The rest of the batch becomes the magazine, its index links rewritten
-   * as pointers (freshly carved objects have no links: they are consecutive). */
+   * as pointers. Freshly carved objects have no links (they are
+   * consecutive) and no key yet: each gets the key every free object
+   * carries, before its link, which may share its word. */
   uint8_t *first = brisk_pool_object_at(pool, first1);
   if (n > 1) {
     uint8_t *object = first;
@@ -67,6 +69,7 @@ void *_brisk_pool_cache_refill(brisk_pool_t *pool, brisk_pool_slot_t *entry, uin
     for (uint32_t i = 1; i < n; i++) {
       index1 = carved ? index1 + 1 : brisk_pool_link_load(object);
       uint8_t *next = brisk_pool_object_at(pool, index1);
+      if (carved) *brisk_pool_key_word(pool, next) = pool->key;
       if (i > 1)
         brisk_pool_mag_link_store(object, next);
       else
@@ -113,12 +116,16 @@ void _brisk_pool_cache_flush(brisk_pool_t *pool, brisk_pool_slot_t *entry, uint3
  * (in use, for the statistics). The inline free trusts an address inside
  * [lo, lo + span): span is the bytes the pool had carved at the last slow
  * call, so anything the pool has not handed out goes out of line and is
- * checked here.
+ * checked here. An object in a local cache carries the pool's key as one
+ * in the pool does (pool_internal.h's Keys: pushed with it, popped
+ * without it), so a free of it, to the local cache or to the pool, finds
+ * it. Its messages name the call the program made.
  */
 
 #define LOCAL_DEFAULT_MAX 32u
 
 static void local_push(brisk_pool_local_t *local, void *p) {
+  *(uintptr_t *)(void *)((uint8_t *)p + local->key_at) = local->key;
   *(void **)p = local->head;
   local->head = p;
   local->count += 1;
@@ -127,6 +134,7 @@ static void local_push(brisk_pool_local_t *local, void *p) {
 static void *local_pop(brisk_pool_local_t *local) {
   void *p = local->head;
   local->head = *(void **)p;
+  *(uintptr_t *)(void *)((uint8_t *)p + local->key_at) = 0;
   local->count -= 1;
   return p;
 }
@@ -141,16 +149,20 @@ void brisk_pool_local_init(brisk_pool_local_t *local, brisk_pool_t *pool, unsign
   if (max < 2) max = 2;
   local->head = NULL;
   local->count = 0;
-  /* Debug checks or a watching tool must see every object: max 0 sends
-   * every call to the pool (the inline paths never succeed). */
-  local->max = BRISK_DEBUG || brisk_tools_watch_blocks() ? 0 : max;
-  local->lo = (uintptr_t)pool->objects;
+  /* Debug checks or a watching tool must see every object, and a NULL
+   * pool has none: max 0 sends every call out of line (the inline paths
+   * never succeed: the list stays empty, nothing is in range). */
+  local->max = BRISK_DEBUG || brisk_tools_watch_blocks() || pool == NULL ? 0 : max;
+  local->lo = pool != NULL ? (uintptr_t)pool->objects : 0;
   local->span = 0;
+  local->key = pool != NULL ? pool->key : 0;
+  local->key_at = pool != NULL ? pool->key_at : 0;
   local->pool = pool;
 }
 
 void brisk_pool_local_flush(brisk_pool_local_t *local) {
-  while (local->head != NULL) brisk_pool_free(local->pool, local_pop(local));
+  while (local->head != NULL)
+    _brisk_pool_free_as(local->pool, local_pop(local), "brisk_pool_local_flush");
 }
 
 /* Empty: one object for the caller and up to max / 2 - 1 more from the
@@ -172,19 +184,24 @@ void *brisk_pool_local_alloc_slow_(brisk_pool_local_t *local) {
 }
 
 /* Out of range for the inline check (maybe only because span is stale),
- * or the cache is full: check p as brisk_pool_free would, hand half of the
- * cache back if full, keep p. */
+ * the key seen, or the cache is full: check p as brisk_pool_free would,
+ * hand half of the cache back if full, keep p. */
 void brisk_pool_local_free_slow_(brisk_pool_local_t *local, void *p) {
   if (p == NULL) return;
   brisk_pool_t *pool = local->pool;
   if (local->max == 0) {
-    brisk_pool_free(pool, p);
+    _brisk_pool_free_as(pool, p, "brisk_pool_local_free");
     return;
   }
   size_t carved = atomic_load_explicit(&pool->carved, memory_order_relaxed);
-  if (BRISK_UNLIKELY(brisk_pool_index_of(pool, p) >= carved)) _brisk_pool_bad_free(p);
+  if (BRISK_UNLIKELY(brisk_pool_index_of(pool, p) >= carved))
+    _brisk_pool_bad_free(p, "brisk_pool_local_free");
+  /* Free already: in this local cache, another, or the pool. */
+  if (BRISK_UNLIKELY(*brisk_pool_key_word(pool, p) == pool->key))
+    _brisk_pool_double_free(p, "brisk_pool_local_free");
   if (local->count >= local->max) {
-    for (unsigned n = local->max / 2; n > 0; n--) brisk_pool_free(pool, local_pop(local));
+    for (unsigned n = local->max / 2; n > 0; n--)
+      _brisk_pool_free_as(pool, local_pop(local), "brisk_pool_local_free");
   }
   local_update_span(local);
   local_push(local, p);

@@ -29,6 +29,28 @@
  * Indexes fit 32 bits: at most 2^32 - 1 objects. A magazine links its
  * objects by pointer instead, through the same first 8 bytes.
  *
+ * Keys. A free object of a stride of 16 bytes or more carries the pool's
+ * key, an odd word drawn at creation, in its second 8 bytes (key_at = 8):
+ * every way back in (brisk_pool_free, _brisk_pool_give_batch, a local
+ * cache's free) tests that word and then writes the key there, every way
+ * out (brisk_pool_hand_out, a local cache's alloc) clears it, and objects
+ * carved straight into a magazine get it. So the key marks exactly the
+ * objects that wait on a shard, in a magazine or in a local cache, and a
+ * free that finds it is a double free (or the free of an object that was
+ * never handed out but waits in a cache): message, abort. A live object
+ * holds it only if the program wrote those 8 bytes equal to the key (a
+ * 2^-63 chance for data it did not copy from a free object). Two frees of
+ * one object that race (neither ordered before the other) may both find
+ * no key; a free ordered after the first, on any thread, finds it. With
+ * a stride of 8 there is no second word: key_at is 0, the word tested and
+ * written is the link's, which the link overwrites at once, so such a
+ * double free is not caught (debug builds' live bits catch it). A
+ * hybrid's bucket takes its hybrid's key (_brisk_pool_create_in), which
+ * the hybrid's thread caches write into the same word, so each sees the
+ * other's free objects. The key word of an object the pool holds is read
+ * only by a double free: it is written before the object is poisoned and
+ * cleared after it is unpoisoned (Tools, below).
+ *
  * Who touches which field, and with what memory order:
  *   shards[s].head   every thread, alone on its cache line. Loads acquire
  *                    (the links and bytes a pusher wrote before its CAS are
@@ -86,7 +108,10 @@
  *
  * Tools: a free object is ASan-poisoned except its first 8 bytes (the link
  * that concurrent pops may read; ASan granules are 8 bytes), and unpoisoned
- * in full (stride bytes) when handed out. Objects committed for the first
+ * in full (stride bytes) when handed out. Its key word is written before
+ * and cleared after, so only a double free reads it while poisoned: debug
+ * builds (ASan's) abort on the live bit before that read, and under
+ * Valgrind memcheck reports the read before the pool aborts. Objects committed for the first
  * time are not poisoned. Under Valgrind the pool is a mempool (annotate.h),
  * so destroy frees every object at once; a freed object's link is marked
  * defined so the pool may read and write it.
@@ -122,7 +147,7 @@ typedef struct brisk_pool_slot_s {
 } BRISK_ALIGNED(BRISK_CACHE_LINE) brisk_pool_slot_t;
 
 struct brisk_pool_s {
-  /* Read by every call, written at creation only (and `committed`, rarely). */
+  /* Read by every call, written at creation only: one cache line. */
   uintptr_t bias;       /* objects - stride: object index+1 i is at bias + i * stride */
   uint8_t *objects;
   size_t stride;
@@ -131,6 +156,9 @@ struct brisk_pool_s {
   uint32_t mode;        /* enum brisk_pool_mode_e */
   size_t max_objects;   /* capacity, or the unbounded reservation's */
   uint32_t mag_max;     /* THREAD_CACHE: magazine size, refill batch mag_max / 2 */
+  uint32_t key_at;      /* the key word's offset in an object: 8, or 0 (see Keys) */
+  uintptr_t key;        /* what a free object's key word holds (odd, never 0) */
+  /* Read by the slow paths (`committed` written rarely). */
   uint32_t flags;
   _Atomic size_t committed; /* bytes of objects accessible */
   _Atomic uint64_t *live;   /* BRISK_DEBUG: one bit per object */
@@ -196,10 +224,31 @@ BRISK_INLINE size_t brisk_pool_index_of(const brisk_pool_t *pool, const void *p)
   return (size_t)(rotated * pool->inverse);
 }
 
+/* ---- Keys (see Keys above) ---- */
+
+/* The key word of the object at p. */
+BRISK_INLINE uintptr_t *brisk_pool_key_word(const brisk_pool_t *pool, uint8_t *p) {
+  return (uintptr_t *)(void *)(p + pool->key_at);
+}
+
+/* pool.c: the message and abort for an object that carries the key. */
+BRISK_HIDDEN BRISK_COLD BRISK_NORETURN void _brisk_pool_double_free(const void *p,
+                                                                    const char *caller);
+
+/* The object at p comes back to the pool or a cache of it (`caller` is
+ * the call the program made): abort if it carries the key, else it gets
+ * it. Before the object is poisoned. */
+BRISK_INLINE void brisk_pool_key_in(const brisk_pool_t *pool, uint8_t *p, const char *caller) {
+  uintptr_t *word = brisk_pool_key_word(pool, p);
+  if (BRISK_UNLIKELY(*word == pool->key)) _brisk_pool_double_free(p, caller);
+  *word = pool->key;
+}
+
 /* ---- Handing out and counting ---- */
 
 /* The object at p goes to the program, all of its stride usable (counted
- * by the caller): its live bit in debug builds, the tools. Returns p. */
+ * by the caller): its live bit in debug builds, the tools, then its key
+ * word cleared. Returns p. */
 BRISK_INLINE void *brisk_pool_hand_out(brisk_pool_t *pool, uint8_t *p) {
 #if BRISK_DEBUG
   size_t i = brisk_pool_index_of(pool, p);
@@ -211,7 +260,7 @@ BRISK_INLINE void *brisk_pool_hand_out(brisk_pool_t *pool, uint8_t *p) {
     _brisk_os_fatal_pointer("brisk_pool_alloc", p,
                             "object handed out twice: free list corrupted (a write after free?)");
 #endif
-  return brisk_annotate_mempool_alloc(pool, p, pool->stride);
+  return brisk_annotate_mempool_alloc_clear(pool, p, pool->stride, pool->key_at);
 }
 
 /* A counter of slot `slot`'s entry: its own thread adds without an atomic
@@ -262,8 +311,10 @@ BRISK_HIDDEN uint32_t _brisk_pool_take_shared(brisk_pool_t *pool, uint32_t home,
 BRISK_HIDDEN uint32_t _brisk_pool_carve(brisk_pool_t *pool, uint32_t want, uint32_t *first1);
 /* pool.c: an allocation failed: counted, NULL with errno ENOMEM. */
 BRISK_HIDDEN BRISK_COLD void *_brisk_pool_fail(brisk_pool_slot_t *entry, uint32_t slot);
-/* pool.c: the message and abort for a pointer that is no object handed out. */
-BRISK_HIDDEN BRISK_COLD BRISK_NORETURN void _brisk_pool_bad_free(const void *p);
+/* pool.c: the message and abort for a pointer that is no object handed
+ * out (`caller`: the call the program made). */
+BRISK_HIDDEN BRISK_COLD BRISK_NORETURN void _brisk_pool_bad_free(const void *p,
+                                                                 const char *caller);
 
 /* pool_cache.c: the calling thread's magazine is empty; refill it and hand
  * out one object (or fail). */
