@@ -931,6 +931,48 @@ TEST_F(PoolDeathTest, DoubleFreeOfAnEightByteObjectAbortsInDebugBuilds) {
 #endif
 }
 
+// A pool made in a destroyed pool's memory (the mapping cache hands the
+// reservation to the next pool of its size, at the same address, often
+// within the same millisecond) has a key no other pool has had: the old
+// pool's free objects left its key in bytes the new pool hands out
+// unwritten, and a program may copy such bytes. A 48-byte stride over a
+// 32-byte one's objects puts old object 1's key word (offset 40) in new
+// object 0's last 16 bytes; copied to the head of new object 1, they made
+// its free die of "double free" (the keys were drawn from the address and
+// the millisecond alone).
+TEST_F(PoolDeathTest, BytesLeftByADestroyedPoolAreNotTakenForItsKey) {
+  // Debug builds keep pools out of the mapping cache: nothing to test.
+  brisk_pool_t *probe = brisk_pool_create_ex(32, 0, 128, 0);
+  ASSERT_NE(probe, nullptr);
+  void *first = brisk_pool_alloc(probe);
+  brisk_pool_destroy(probe);
+  brisk_pool_t *next = brisk_pool_create_ex(48, 0, 85, 0);
+  ASSERT_NE(next, nullptr);
+  void *first_of_next = brisk_pool_alloc(next);
+  brisk_pool_destroy(next);
+  if (first != first_of_next) GTEST_SKIP() << "the mapping cache did not hand the pool's memory on";
+  EXPECT_EXIT(
+      {
+        for (int round = 0; round < 20; round++) {
+          brisk_pool_t *old_pool = brisk_pool_create_ex(32, 0, 128, 0);
+          std::vector<void *> objects(128);
+          for (void *&p : objects) p = brisk_pool_alloc(old_pool);
+          for (void *p : objects) brisk_pool_free(old_pool, p);
+          brisk_pool_destroy(old_pool);
+          brisk_pool_t *pool = brisk_pool_create_ex(48, 0, 85, 0);
+          char *a = static_cast<char *>(brisk_pool_alloc(pool));
+          char *b = static_cast<char *>(brisk_pool_alloc(pool));
+          if (a == nullptr || b == nullptr) std::exit(2);
+          std::memcpy(b, a + 32, 16);
+          brisk_pool_free(pool, b);
+          brisk_pool_free(pool, a);
+          brisk_pool_destroy(pool);
+        }
+        std::exit(0);
+      },
+      testing::ExitedWithCode(0), "");
+}
+
 // The validator names a corruption made on purpose behind the API's back,
 // as a bug in the program (or in brisk) would leave it. Each pool is
 // validated sound first, so the death is the corruption's.

@@ -874,8 +874,9 @@ brisk_hybrid_t *brisk_hybrid_create(const brisk_hybrid_config_t *config) {
   h->cached = (config->flags & BRISK_REGION_THREAD_CACHE) != 0 && !brisk_tools_watch_blocks();
   unsigned flags = config->flags;
   if (h->cached) flags &= ~(unsigned)BRISK_REGION_THREAD_CACHE;
-  uintptr_t key = ((uintptr_t)h ^ (uintptr_t)_brisk_os_now_ms() << 20) * 0x9E3779B97F4A7C15ull;
-  h->key = key | 1;
+  /* A key no other hybrid or pool has had: a kept mapping holds the last
+   * hybrid's cached blocks, keys and all. */
+  h->key = _brisk_pool_new_key();
 
   for (size_t i = 0; i < bucket_count; i++) {
     size_t size = config->bucket_sizes[i];
@@ -978,11 +979,8 @@ BRISK_INLINE void *pop(cache_class_t *k, void *p) {
 }
 
 /* A block of a class handed out without a pop (a refill's first block,
- * or one from its section directly). Blocks go back to their sections
- * with the key cleared (trim_list), but memory from the mapping cache may
- * hold a destroyed hybrid's cached blocks, whose key a hybrid made at the
- * same address in the same millisecond shares; a live block must never
- * look cached (cached_double_free). */
+ * or one from its section directly), its key word cleared as pop clears
+ * it: a live block must never look cached (cached_double_free). */
 BRISK_INLINE void *clear_key(void *p) {
   ((void **)p)[1] = NULL;
   return p;

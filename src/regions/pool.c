@@ -31,7 +31,8 @@
  *                           (bounded + PREFAULT/LOCK: commit, prefault and
  *                           lock everything), register (registry.h; a
  *                           hybrid's buckets, made by _brisk_pool_create,
- *                           do not)
+ *                           do not); a key of its own (_brisk_pool_new_key,
+ *                           which the hybrid's create calls too)
  *   _brisk_pool_create_in   the same over memory its creator gives (a
  *                           hybrid's bucket): the header cleared, no system
  *                           call but PREFAULT/LOCK's; destroy leaves the
@@ -548,6 +549,32 @@ static size_t bitmap_bytes(size_t max_objects, size_t page) {
   return BRISK_DEBUG ? brisk_align_up((max_objects + 63) / 64 * 8, page) : 0;
 }
 
+/*
+ * A key (pool_internal.h's Keys) that no pool or hybrid of this process
+ * has had: the n-th is ((n ^ salt) * C) << 1 | 1, odd, and distinct for
+ * every n below 2^63 (C is odd, so multiplying by it permutes the numbers
+ * mod 2^63). A destroyed pool's or hybrid's free objects keep its key in
+ * memory that the mapping cache hands to the next one of its size, at the
+ * same address; with a key that can repeat (one drawn from the address and
+ * the time does, within a millisecond), bytes there that the program never
+ * wrote, copied into an object's second word, would pass for a free
+ * object's. The salt, drawn once from an address and the time, makes the
+ * keys differ from one run to the next.
+ */
+uintptr_t _brisk_pool_new_key(void) {
+  static _Atomic uintptr_t made, salt;
+  uintptr_t s = atomic_load_explicit(&salt, memory_order_relaxed);
+  if (s == 0) {
+    uintptr_t drawn = ((uintptr_t)&made ^ (uintptr_t)_brisk_os_now_ms() << 20) | 1;
+    /* The first thread's salt serves every thread (s: the winner's). */
+    if (atomic_compare_exchange_strong_explicit(&salt, &s, drawn, memory_order_relaxed,
+                                                memory_order_relaxed))
+      s = drawn;
+  }
+  uintptr_t n = atomic_fetch_add_explicit(&made, 1, memory_order_relaxed);
+  return ((n ^ s) * 0x9E3779B97F4A7C15ull) << 1 | 1;
+}
+
 /* Fill in the header of a pool at base (zero: fresh or cleared), its live
  * bits after it, its objects at `objects`; key 0: a key of its own. */
 static brisk_pool_t *init_pool(uint8_t *base, uint8_t *objects, size_t total, size_t bitmap_size,
@@ -569,12 +596,9 @@ static brisk_pool_t *init_pool(uint8_t *base, uint8_t *objects, size_t total, si
   if (mag < 2) mag = 2;
   if (mag > MAG_MAX) mag = MAG_MAX;
   pool->mag_max = (uint32_t)mag;
-  /* The key (pool_internal.h's Keys): drawn from the header's address and
-   * the time, as the hybrid's, odd so that it is never 0. An object of 8
-   * bytes has no second word for it. */
-  if (key == 0)
-    key = ((uintptr_t)base ^ (uintptr_t)_brisk_os_now_ms() << 20) * 0x9E3779B97F4A7C15ull;
-  pool->key = key | 1;
+  /* The key (pool_internal.h's Keys): the hybrid's for its buckets, else
+   * one of its own. An object of 8 bytes has no second word for it. */
+  pool->key = key != 0 ? key : _brisk_pool_new_key();
   pool->key_at = stride >= 2 * sizeof(uintptr_t) ? sizeof(uintptr_t) : 0;
   pool->live = (_Atomic uint64_t *)(base + header_size);
   pool->base = base;

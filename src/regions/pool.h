@@ -47,6 +47,10 @@ BRISK_HIDDEN brisk_pool_t *_brisk_pool_create_in(void *header, void *objects, si
                                                  size_t align, size_t capacity, unsigned flags,
                                                  uintptr_t key);
 
+/* A key for a pool or a hybrid, odd, that no other pool or hybrid of the
+ * process has had (pool_internal.h's Keys). */
+BRISK_HIDDEN uintptr_t _brisk_pool_new_key(void);
+
 /* brisk_pool_free, its messages naming `caller`, the call the program
  * made (a hybrid's bucket objects go back through it). */
 BRISK_HIDDEN void _brisk_pool_free_as(brisk_pool_t *pool, void *p, const char *caller);

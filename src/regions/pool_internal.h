@@ -30,7 +30,10 @@
  * objects by pointer instead, through the same first 8 bytes.
  *
  * Keys. A free object of a stride of 16 bytes or more carries the pool's
- * key, an odd word drawn at creation, in its second 8 bytes (key_at = 8):
+ * key, an odd word drawn at creation that no other pool or hybrid of the
+ * process has had (_brisk_pool_new_key: memory the mapping cache hands on
+ * holds the keys of a destroyed one's free objects), in its second 8
+ * bytes (key_at = 8):
  * every way back in (brisk_pool_free, _brisk_pool_give_batch, a local
  * cache's free) tests that word and then writes the key there, every way
  * out (brisk_pool_hand_out, a local cache's alloc) clears it, and objects
