@@ -118,3 +118,7 @@ size_t brisk_test_own_batches_left(void) {
 uint64_t brisk_test_clock_hold(uint64_t advance_ms) { return _brisk_os_clock_hold(advance_ms); }
 
 void brisk_test_clock_release(void) { _brisk_os_clock_release(); }
+
+int brisk_test_heap_abandoned(const void *p) {
+  return brisk_load_relaxed(&brisk_segment_of((uintptr_t)p)->heap->abandoned);
+}

@@ -64,6 +64,10 @@ void brisk_test_clock_release(void);
 // BRISK_HEAP_BATCHES, BRISK_BATCH_CHUNKS). At a quiet point.
 size_t brisk_test_own_batches_left(void);
 
+// Whether the heap that owns p's size-class block is abandoned (its thread
+// has exited and no other has adopted it yet).
+int brisk_test_heap_abandoned(const void *p);
+
 #ifdef __cplusplus
 }
 #endif

@@ -130,9 +130,10 @@ static uintptr_t remote_next(const brisk_heap_t *heap, brisk_remote_node_t *node
 /* Append node (marked unlinked already) to the queue; tag says what it is. */
 static void remote_push(brisk_heap_t *heap, brisk_remote_node_t *node, uintptr_t tag) {
   /* The exchange orders us after the previous producer's exchange (acq_rel
-   * would do for that). seq_cst because the abandoned-heap handshake below
-   * needs a single order of this exchange, the `abandoned` flag and the
-   * drain_lock; on x86 an exchange is a full barrier anyway. */
+   * would do for that; on x86 an exchange is a full barrier anyway). It
+   * orders nothing after it: the link stored below is what the
+   * abandoned-heap handshake needs ordered, by the fence in
+   * _brisk_heap_post_remote. */
   brisk_remote_node_t *previous =
       atomic_exchange_explicit(&heap->remote_tail, node, memory_order_seq_cst);
   /* release: the consumer that follows this link sees the node's contents
@@ -452,9 +453,16 @@ static size_t tidy_stale_abandoned(uint64_t now, bool wait) {
 void _brisk_heap_post_remote(brisk_heap_t *owner, brisk_remote_node_t *node, uintptr_t tag) {
   remote_mark_unlinked(node);
   remote_push(owner, node, tag);
-  /* seq_cst pairs with the exiting thread's seq_cst store of `abandoned`:
-   * either we see the flag, or that thread's drain sees our block. */
-  if (BRISK_UNLIKELY(atomic_load_explicit(&owner->abandoned, memory_order_seq_cst))) {
+  /* A store-then-load handshake with thread_exit, which stores `abandoned`,
+   * then drains: either we see the flag, or its drain sees our link. Each
+   * side needs a seq_cst fence between its store and its load: without
+   * this one, our link (a release store) may still wait in this core's
+   * store buffer while the load below reads the flag as it was, and the
+   * exiting thread's drain then finds the queue empty too (seen on x86):
+   * the blocks stayed queued, their pages counted in use, until some later
+   * free or adoption drained that heap. One fence per posted batch. */
+  atomic_thread_fence(memory_order_seq_cst);
+  if (BRISK_UNLIKELY(atomic_load_explicit(&owner->abandoned, memory_order_relaxed))) {
     drain_abandoned(owner);
   }
 }
@@ -678,6 +686,9 @@ static void thread_exit(void *value) {
   bool warm = atomic_load_explicit(&untidied_abandoned, memory_order_relaxed) < WARM_ABANDONED_MAX;
   atomic_store_explicit(&heap->tidied, false, memory_order_relaxed);
   atomic_store_explicit(&heap->abandoned, true, memory_order_seq_cst);
+  /* The other half of _brisk_heap_post_remote's handshake: the drain below
+   * reads the queue's links after the flag is stored. */
+  atomic_thread_fence(memory_order_seq_cst);
   /* The batches it may keep were for this thread's posts (drain_batch):
    * kept while abandoned, or by an adopter that has posted nothing yet,
    * they would wait unused. */
