@@ -278,6 +278,46 @@ TEST(Lifecycle, ForkFromASignalHandler) {
 }
 
 // ---------------------------------------------------------------------------
+// Other fork handlers. pthread_atfork runs the prepare handlers in the
+// reverse order of their registration and the parent and child handlers in
+// order. brisk's prepare handler holds every heap's locks until its parent
+// or child handler lets them go, so it must run after every other prepare
+// handler (one may allocate, or wait for a lock of its program's that a
+// thread holds while it allocates), and its parent and child handlers
+// before the others: brisk registers them first, when the library is
+// loaded. A handler registered before the process's first heap (when brisk
+// registered its own) and allocating in its prepare waited for ever inside
+// fork() on a lock its own thread held. Threadsafe death tests re-execute
+// the test binary, so the child process registers its handler before it
+// allocates anything from brisk.
+
+void *g_prepared_block;
+
+void prepare_allocates() {
+  // A page of a class not used yet, and a huge block: both take the heap's
+  // memory lock.
+  g_prepared_block = brisk_malloc(20000);
+  brisk_free(brisk_malloc(3 * kMiB));
+}
+
+int fork_with_a_handler_that_allocates() {
+  alarm(10);  // a fork that waits for ever ends in SIGALRM
+  pthread_atfork(prepare_allocates, nullptr, nullptr);
+  brisk_free(brisk_malloc(16));  // the process's first heap
+  pid_t pid = fork();
+  if (pid == 0) _exit(0);
+  int status = 0;
+  if (pid < 0 || waitpid(pid, &status, 0) != pid) return 1;
+  brisk_free(g_prepared_block);
+  return WIFEXITED(status) && WEXITSTATUS(status) == 0 ? 0 : 2;
+}
+
+TEST(LifecycleDeathTest, AForkHandlerRegisteredBeforeTheFirstHeapMayAllocate) {
+  GTEST_FLAG_SET(death_test_style, "threadsafe");
+  EXPECT_EXIT(_exit(fork_with_a_handler_that_allocates()), testing::ExitedWithCode(0), "");
+}
+
+// ---------------------------------------------------------------------------
 // exit(): atexit handlers and the main thread's thread_local destructors
 // allocate and free, while other threads may still be allocating.
 

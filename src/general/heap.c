@@ -36,7 +36,8 @@
  * a thread that holds a drain_lock only tries heaps_lock (fork_prepare
  * waits for every drain_lock under it).
  * pthread_atfork holds it, every drain_lock and every memory_lock across
- * fork().
+ * fork(), with handlers registered when the library is loaded
+ * (_brisk_heaps_register_fork_handlers).
  */
 #define _GNU_SOURCE
 #include "general/internal.h"
@@ -814,9 +815,28 @@ static void fork_child(void) {
   }
 }
 
+static pthread_once_t fork_handlers_once = PTHREAD_ONCE_INIT;
+
+static void register_fork_handlers(void) {
+  pthread_atfork(fork_prepare, fork_parent, fork_child);
+}
+
+/* pthread_atfork runs prepare handlers in the reverse order of their
+ * registration, parent and child handlers in order. Ours must come last
+ * and first: once fork_prepare holds the locks, this thread's own malloc
+ * waits for ever on its heap's memory lock (a later prepare handler may
+ * allocate), and so does any thread's, which another prepare handler may
+ * wait for (a lock of the program's, held around a malloc). So they are
+ * registered when the library is loaded (stats.c's constructor), before
+ * the program's and most libraries', or by the process's first heap if
+ * that comes sooner. */
+void _brisk_heaps_register_fork_handlers(void) {
+  pthread_once(&fork_handlers_once, register_fork_handlers);
+}
+
 static void process_init(void) {
   pthread_key_create(&heap_key, thread_exit);
-  pthread_atfork(fork_prepare, fork_parent, fork_child);
+  _brisk_heaps_register_fork_handlers();
 }
 
 brisk_heap_t *_brisk_heap_init_thread(bool cold) {

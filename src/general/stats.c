@@ -783,8 +783,12 @@ void _brisk_stats_start(void) {
 }
 
 /* Options first, then what they ask for, when the library is loaded.
- * Mallocs that come earlier (other libraries' constructors) see defaults. */
+ * Mallocs that come earlier (other libraries' constructors) see defaults.
+ * The heaps' fork handlers before the statistics' (whose child handler
+ * starts a thread, which allocates), and before any other library's or
+ * the program's (heap.c: _brisk_heaps_register_fork_handlers). */
 static void __attribute__((constructor(101))) brisk_start(void) {
   _brisk_options_init();
+  _brisk_heaps_register_fork_handlers();
   _brisk_stats_start();
 }
