@@ -122,3 +122,8 @@ void brisk_test_clock_release(void) { _brisk_os_clock_release(); }
 int brisk_test_heap_abandoned(const void *p) {
   return brisk_load_relaxed(&brisk_segment_of((uintptr_t)p)->heap->abandoned);
 }
+
+void brisk_test_push_unlinked(void *p) {
+  brisk_heap_t *heap = brisk_segment_of((uintptr_t)p)->heap;
+  atomic_exchange_explicit(&heap->remote_tail, (brisk_remote_node_t *)p, memory_order_acq_rel);
+}

@@ -68,6 +68,12 @@ size_t brisk_test_own_batches_left(void);
 // has exited and no other has adopted it yet).
 int brisk_test_heap_abandoned(const void *p);
 
+// What a thread caught by fork() inside free() may leave in the child: p,
+// a block of another heap's, appended to that heap's remote queue by the
+// exchange of the queue's tail, and never linked to the node before it
+// (the thread is not in the child). p is lost to its heap.
+void brisk_test_push_unlinked(void *p);
+
 #ifdef __cplusplus
 }
 #endif

@@ -317,6 +317,45 @@ TEST(LifecycleDeathTest, AForkHandlerRegisteredBeforeTheFirstHeapMayAllocate) {
   EXPECT_EXIT(_exit(fork_with_a_handler_that_allocates()), testing::ExitedWithCode(0), "");
 }
 
+// A thread caught by fork() between the two steps of a remote free's post
+// (the exchange of an owner heap's queue tail, then the link from the node
+// before) leaves that queue with a tail the child can never reach from its
+// head: the child's later posts link behind it, and the drains stop at the
+// gap. For the forking thread's own heap the child ends the queue at its
+// last linked node; an abandoned heap, which a thread of the child may
+// free to or adopt, needs the same. A fresh process (a threadsafe death
+// test) makes the state the fork would catch: the blocks of an exited
+// thread, one of them appended to its heap's queue and never linked.
+size_t bytes_in_use();
+
+int fork_after_a_post_stopped_halfway() {
+  alarm(10);
+  constexpr int kBlocks = 100;
+  std::vector<void *> blocks(kBlocks);
+  brisk_free(brisk_malloc(16));  // this thread's own heap, before the other's
+  std::thread([&blocks] {
+    for (void *&p : blocks) p = brisk_malloc(1000);
+  }).join();  // its heap is abandoned
+  brisk_test_push_unlinked(blocks[0]);
+  pid_t pid = fork();
+  if (pid == 0) {
+    const size_t before = bytes_in_use();
+    for (int i = 1; i < kBlocks; i++) brisk_free(blocks[i]);
+    brisk_collect(false);  // posts them: the abandoned heap takes them back
+    const size_t after = bytes_in_use();
+    _exit(after + (kBlocks - 1) * 1000 <= before ? 0 : 3);
+  }
+  int status = 0;
+  if (pid < 0 || waitpid(pid, &status, 0) != pid) return 1;
+  if (WIFSIGNALED(status)) return 100 + WTERMSIG(status);
+  return WEXITSTATUS(status);
+}
+
+TEST(LifecycleDeathTest, AnAbandonedHeapsQueueWorksInAChildForkedMidPost) {
+  GTEST_FLAG_SET(death_test_style, "threadsafe");
+  EXPECT_EXIT(_exit(fork_after_a_post_stopped_halfway()), testing::ExitedWithCode(0), "");
+}
+
 // ---------------------------------------------------------------------------
 // exit(): atexit handlers and the main thread's thread_local destructors
 // allocate and free, while other threads may still be allocating.

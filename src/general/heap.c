@@ -802,10 +802,14 @@ static void fork_child(void) {
     if (other != _brisk_tls_heap) _brisk_segments_set_owner_thread(other, 0);
   }
   /* A thread of the parent may have been between its exchange and its link
-   * on our queue: that producer is gone, so end the queue at the last node
-   * we can reach (the unlinked blocks are lost to the child, not corrupted). */
-  brisk_heap_t *heap = _brisk_tls_heap;
-  if (!heap->is_empty_heap) {
+   * on a heap's queue: that producer is gone, and the child's posts would
+   * link behind a node no drain reaches. So the queues of our heap and of
+   * every abandoned one (the child's frees drain it, its threads may adopt
+   * it) end at the last node their head reaches (the unlinked blocks are
+   * lost to the child, not corrupted). The other threads' heaps are
+   * drained by nobody in the child. */
+  for (brisk_heap_t *heap = all_heaps; heap != NULL; heap = heap->next_all) {
+    if (heap != _brisk_tls_heap && !brisk_load_relaxed(&heap->abandoned)) continue;
     brisk_remote_node_t *last = link_node(heap->remote_head);
     uintptr_t next;
     while ((next = remote_next(heap, last, memory_order_relaxed)) != 0) {
