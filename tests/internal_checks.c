@@ -127,3 +127,9 @@ void brisk_test_push_unlinked(void *p) {
   brisk_heap_t *heap = brisk_segment_of((uintptr_t)p)->heap;
   atomic_exchange_explicit(&heap->remote_tail, (brisk_remote_node_t *)p, memory_order_acq_rel);
 }
+
+int brisk_test_heap_queue_empty(const void *p) {
+  brisk_heap_t *heap = brisk_segment_of((uintptr_t)p)->heap;
+  return heap->remote_head == (uintptr_t)&heap->remote_stub &&
+         atomic_load_explicit(&heap->remote_tail, memory_order_acquire) == &heap->remote_stub;
+}

@@ -68,6 +68,11 @@ size_t brisk_test_own_batches_left(void);
 // has exited and no other has adopted it yet).
 int brisk_test_heap_abandoned(const void *p);
 
+// Whether the remote-free queue of the heap that owns p's size-class block
+// is empty: every block posted to it taken back. At a quiet point (no
+// thread draining or posting to it).
+int brisk_test_heap_queue_empty(const void *p);
+
 // What a thread caught by fork() inside free() may leave in the child: p,
 // a block of another heap's, appended to that heap's remote queue by the
 // exchange of the queue's tail, and never linked to the node before it

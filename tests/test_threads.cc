@@ -575,22 +575,6 @@ TEST(BriskThreads, AConsumerOfExitedProducersGetsItsBatchesBack) {
   EXPECT_GE(after + 16, before) << "the exited producers' heaps kept its batches";
 }
 
-// The blocks in use of the size class that serves requests of `size`
-// bytes (the secure build's blocks hold 16 bytes more). Counted apart from
-// other classes: with brisk as the C library's malloc, each std::thread
-// frees the state its creator allocated for it, a remote free that counts
-// as in use until the creator takes it back.
-size_t blocks_in_use_of_class(size_t size) {
-#ifdef BRISK_TEST_SECURE
-  size += 16;
-#endif
-  const brisk_stats_t stats = brisk_test::stats_snapshot();
-  for (const brisk_class_stats_t &of_class : stats.classes) {
-    if (of_class.block_size >= size) return of_class.blocks_in_use;
-  }
-  return 0;
-}
-
 // A batch posted to a heap just as its thread exits. The exiting thread
 // stores the heap's `abandoned` flag, then drains its queue; the poster
 // links its batch into the queue, then reads the flag, and drains the heap
@@ -601,7 +585,8 @@ size_t blocks_in_use_of_class(size_t size) {
 // before heap.c fenced them.) The window is narrow, so the poster times
 // its post by a delay after the owner starts to exit, tuned each round to
 // land where the flag is stored: brisk_test_heap_abandoned, just after the
-// post, says whether it came late.
+// post, says whether it came late. After each round the heap's queue must
+// be empty.
 TEST(BriskThreads, ABatchPostedAsItsOwnerExitsIsTakenBack) {
   constexpr int kBatch = 64;  // types.h: BRISK_OUTBOX_BATCH, posted when full
   constexpr size_t kSize = 1000;
@@ -637,20 +622,21 @@ TEST(BriskThreads, ABatchPostedAsItsOwnerExitsIsTakenBack) {
   const long rounds = scaled(100000, 1000);
   long stranded = 0;
   for (long round = 0; round < rounds; round++) {
-    const size_t in_use = blocks_in_use_of_class(kSize);
     std::thread owner([&] {
       for (void *&p : blocks) p = brisk_malloc(kSize);
       stage.store(1);
-      while (stage.load() < 2) {
+      // Spins, to exit as soon as the poster is ready; yields when the
+      // poster does not run (more threads than cores).
+      for (int spin = 0; stage.load() < 2; spin++) {
+        if (spin > 1000) std::this_thread::yield();
       }
     });
     owner.join();
     while (stage.load() != 3) std::this_thread::yield();
     stage.store(0);
-    // Every block is free, and back on its page: the owner's exit or the
-    // poster drained the batch. (A stranded one goes back when the next
-    // round's owner adopts the heap.)
-    if (blocks_in_use_of_class(kSize) > in_use) stranded++;
+    // The owner's exit or the poster drained the batch. (A stranded one
+    // goes back when the next round's owner adopts the heap.)
+    if (!brisk_test_heap_queue_empty(blocks[0])) stranded++;
   }
   quit.store(true);
   poster.join();
