@@ -118,3 +118,18 @@ size_t brisk_test_own_batches_left(void) {
 uint64_t brisk_test_clock_hold(uint64_t advance_ms) { return _brisk_os_clock_hold(advance_ms); }
 
 void brisk_test_clock_release(void) { _brisk_os_clock_release(); }
+
+int brisk_test_heap_abandoned(const void *p) {
+  return brisk_load_relaxed(&brisk_segment_of((uintptr_t)p)->heap->abandoned);
+}
+
+void brisk_test_push_unlinked(void *p) {
+  brisk_heap_t *heap = brisk_segment_of((uintptr_t)p)->heap;
+  atomic_exchange_explicit(&heap->remote_tail, (brisk_remote_node_t *)p, memory_order_acq_rel);
+}
+
+int brisk_test_heap_queue_empty(const void *p) {
+  brisk_heap_t *heap = brisk_segment_of((uintptr_t)p)->heap;
+  return heap->remote_head == (uintptr_t)&heap->remote_stub &&
+         atomic_load_explicit(&heap->remote_tail, memory_order_acquire) == &heap->remote_stub;
+}

@@ -64,6 +64,21 @@ void brisk_test_clock_release(void);
 // BRISK_HEAP_BATCHES, BRISK_BATCH_CHUNKS). At a quiet point.
 size_t brisk_test_own_batches_left(void);
 
+// Whether the heap that owns p's size-class block is abandoned (its thread
+// has exited and no other has adopted it yet).
+int brisk_test_heap_abandoned(const void *p);
+
+// Whether the remote-free queue of the heap that owns p's size-class block
+// is empty: every block posted to it taken back. At a quiet point (no
+// thread draining or posting to it).
+int brisk_test_heap_queue_empty(const void *p);
+
+// What a thread caught by fork() inside free() may leave in the child: p,
+// a block of another heap's, appended to that heap's remote queue by the
+// exchange of the queue's tail, and never linked to the node before it
+// (the thread is not in the child). p is lost to its heap.
+void brisk_test_push_unlinked(void *p);
+
 #ifdef __cplusplus
 }
 #endif

@@ -2,10 +2,12 @@
 // other threads are inside malloc and free, fork from a signal handler,
 // allocation in exit handlers and in the main thread's thread_local
 // destructors while other threads still allocate, a thread whose first
-// call is free() of another thread's block, and a thread whose memory use
-// rises and falls more slowly than the purge delay. (Allocation in
-// thread-exit destructors and a fork with a busier child are in
-// test_threads.cc.)
+// call is free() of another thread's block, a thread whose memory use
+// rises and falls more slowly than the purge delay, fork handlers of the
+// program's that allocate, a child forked while a post to an abandoned heap
+// was halfway, and threads exiting while every other path runs at once.
+// (Allocation in thread-exit destructors and a fork with a busier child are
+// in test_threads.cc.)
 #include <brisk.h>
 #include <gtest/gtest.h>
 #include <pthread.h>
@@ -16,6 +18,7 @@
 #include <algorithm>
 #include <atomic>
 #include <cerrno>
+#include <chrono>
 #include <cstdint>
 #include <cstdlib>
 #include <cstring>
@@ -275,6 +278,85 @@ TEST(Lifecycle, ForkFromASignalHandler) {
   hammers.stop();
   sigaction(SIGUSR1, &previous, nullptr);
   EXPECT_EQ(hammers.failures(), 0);
+}
+
+// ---------------------------------------------------------------------------
+// Other fork handlers. pthread_atfork runs the prepare handlers in the
+// reverse order of their registration and the parent and child handlers in
+// order. brisk's prepare handler holds every heap's locks until its parent
+// or child handler lets them go, so it must run after every other prepare
+// handler (one may allocate, or wait for a lock of its program's that a
+// thread holds while it allocates), and its parent and child handlers
+// before the others: brisk registers them first, when the library is
+// loaded. A handler registered before the process's first heap (when brisk
+// registered its own) and allocating in its prepare waited for ever inside
+// fork() on a lock its own thread held. Threadsafe death tests re-execute
+// the test binary, so the child process registers its handler before it
+// allocates anything from brisk.
+
+void *g_prepared_block;
+
+void prepare_allocates() {
+  // A page of a class not used yet, and a huge block: both take the heap's
+  // memory lock.
+  g_prepared_block = brisk_malloc(20000);
+  brisk_free(brisk_malloc(3 * kMiB));
+}
+
+int fork_with_a_handler_that_allocates() {
+  alarm(10);  // a fork that waits for ever ends in SIGALRM
+  pthread_atfork(prepare_allocates, nullptr, nullptr);
+  brisk_free(brisk_malloc(16));  // the process's first heap
+  pid_t pid = fork();
+  if (pid == 0) _exit(0);
+  int status = 0;
+  if (pid < 0 || waitpid(pid, &status, 0) != pid) return 1;
+  brisk_free(g_prepared_block);
+  return WIFEXITED(status) && WEXITSTATUS(status) == 0 ? 0 : 2;
+}
+
+TEST(LifecycleDeathTest, AForkHandlerRegisteredBeforeTheFirstHeapMayAllocate) {
+  GTEST_FLAG_SET(death_test_style, "threadsafe");
+  EXPECT_EXIT(_exit(fork_with_a_handler_that_allocates()), testing::ExitedWithCode(0), "");
+}
+
+// A thread caught by fork() between the two steps of a remote free's post
+// (the exchange of an owner heap's queue tail, then the link from the node
+// before) leaves that queue with a tail the child can never reach from its
+// head: the child's later posts link behind it, and the drains stop at the
+// gap. For the forking thread's own heap the child ends the queue at its
+// last linked node; an abandoned heap, which a thread of the child may
+// free to or adopt, needs the same. A fresh process (a threadsafe death
+// test) makes the state the fork would catch: the blocks of an exited
+// thread, one of them appended to its heap's queue and never linked.
+size_t bytes_in_use();
+
+int fork_after_a_post_stopped_halfway() {
+  alarm(10);
+  constexpr int kBlocks = 100;
+  std::vector<void *> blocks(kBlocks);
+  brisk_free(brisk_malloc(16));  // this thread's own heap, before the other's
+  std::thread([&blocks] {
+    for (void *&p : blocks) p = brisk_malloc(1000);
+  }).join();  // its heap is abandoned
+  brisk_test_push_unlinked(blocks[0]);
+  pid_t pid = fork();
+  if (pid == 0) {
+    const size_t before = bytes_in_use();
+    for (int i = 1; i < kBlocks; i++) brisk_free(blocks[i]);
+    brisk_collect(false);  // posts them: the abandoned heap takes them back
+    const size_t after = bytes_in_use();
+    _exit(after + (kBlocks - 1) * 1000 <= before ? 0 : 3);
+  }
+  int status = 0;
+  if (pid < 0 || waitpid(pid, &status, 0) != pid) return 1;
+  if (WIFSIGNALED(status)) return 100 + WTERMSIG(status);
+  return WEXITSTATUS(status);
+}
+
+TEST(LifecycleDeathTest, AnAbandonedHeapsQueueWorksInAChildForkedMidPost) {
+  GTEST_FLAG_SET(death_test_style, "threadsafe");
+  EXPECT_EXIT(_exit(fork_after_a_post_stopped_halfway()), testing::ExitedWithCode(0), "");
 }
 
 // ---------------------------------------------------------------------------
@@ -967,6 +1049,253 @@ TEST(Lifecycle, PurgeDelayZeroPurgesAtOnceAfterTheHeapLearntToKeep) {
     brisk_test_set_purge_delay_ms(old_delay);
     EXPECT_GE(purged, kCycleBytes * 3 / 4);
   }).join();
+}
+
+// ---------------------------------------------------------------------------
+// Everything at once. Threads (more than cores) live a few hundred steps
+// each and exit while others free, realloc (across classes, into and out of
+// huge blocks) and free the plain, aligned and zeroed blocks they made; some
+// start with a free of another thread's block, some allocate and free in
+// thread_local destructors and in key destructors that run after brisk's
+// exit handler; two threads sleep now and then past the purge delays
+// (shortened) while the others' housekeeping purges their heaps; one
+// collects and takes snapshots all the time. Blocks change hands through
+// shared slots, each with a header (its size and serial) and a pattern
+// checked whenever it moves. When every thread is gone: no block was broken,
+// the heaps are valid, and the counts are back where they were (blocks in
+// use per class, huge blocks, live heaps).
+namespace everything {
+
+constexpr int kSlots = 512;
+std::atomic<void *> g_slots[kSlots];
+std::atomic<long> g_failures{0};
+std::atomic<uint64_t> g_serial{1};
+std::atomic<bool> g_stop{false};
+pthread_key_t g_late_key;
+
+// The pattern covers a block's first 8 KiB at most: a block handed out
+// twice, or a realloc that lost its contents, shows there.
+size_t covered(size_t size) { return std::min<size_t>(size, 8192) - 16; }
+
+struct Header {
+  uint64_t size;
+  uint64_t serial;
+};
+
+void stamp(void *p, size_t size) {
+  const Header h{size, g_serial.fetch_add(1, std::memory_order_relaxed)};
+  std::memcpy(p, &h, sizeof h);
+  fill_pattern(static_cast<char *>(p) + 16, covered(size), block_seed(p, size, h.serial));
+}
+
+// Whether p's header and pattern are whole; *out gets the header.
+bool intact(const void *p, Header *out) {
+  Header h;
+  std::memcpy(&h, p, sizeof h);
+  *out = h;
+  if (h.size < 16 || h.size > 8 * kMiB) return false;
+  return pattern_intact(static_cast<const char *>(p) + 16, covered(h.size),
+                        block_seed(p, h.size, h.serial));
+}
+
+size_t random_size(brisk_test::Rng &rng) {
+  const size_t pick = rng.below(1000);
+  if (pick < 700) return 16 + rng.below(1024);
+  if (pick < 900) return 1024 + rng.below(63 * 1024);
+  if (pick < 985) return 64 * 1024 + rng.below(448 * 1024);
+  return 512 * 1024 + rng.below(3 * kMiB);  // huge
+}
+
+void *make(brisk_test::Rng &rng) {
+  const size_t size = random_size(rng);
+  void *p = nullptr;
+  switch (rng.below(8)) {
+    case 0: {
+      const size_t alignment = size_t{16} << rng.below(17);  // up to 1 MiB
+      p = brisk_aligned_alloc(alignment, size);
+      if (p != nullptr && reinterpret_cast<uintptr_t>(p) % alignment != 0) g_failures++;
+      break;
+    }
+    case 1:
+      p = brisk_calloc(1, size);
+      if (p != nullptr && !brisk_test::all_bytes_are(p, std::min<size_t>(size, 8192), 0)) g_failures++;
+      break;
+    default:
+      p = brisk_malloc(size);
+  }
+  if (p == nullptr) {
+    g_failures++;
+    return nullptr;
+  }
+  stamp(p, size);
+  return p;
+}
+
+void put(brisk_test::Rng &rng, void *p);
+
+// A block taken from a slot: checked, then freed, or resized (its kept
+// contents checked) and put back.
+void consume(brisk_test::Rng &rng, void *p) {
+  Header h;
+  if (!intact(p, &h)) {
+    g_failures++;
+    return;  // leaked: its memory cannot be trusted
+  }
+  if (rng.below(4) != 0) {
+    brisk_free(p);
+    return;
+  }
+  const size_t size = random_size(rng);
+  void *q = brisk_realloc(p, size);
+  if (q == nullptr) {
+    g_failures++;
+    return;
+  }
+  Header moved;
+  std::memcpy(&moved, q, sizeof moved);
+  const size_t kept = covered(std::min(size, h.size));
+  if (moved.size != h.size || moved.serial != h.serial ||
+      !pattern_intact(static_cast<char *>(q) + 16, kept, block_seed(p, h.size, h.serial))) {
+    g_failures++;
+  }
+  stamp(q, size);
+  put(rng, q);
+}
+
+void put(brisk_test::Rng &rng, void *p) {
+  void *old = g_slots[rng.below(kSlots)].exchange(p, std::memory_order_acq_rel);
+  if (old == nullptr) return;
+  Header h;
+  if (!intact(old, &h)) {
+    g_failures++;
+    return;
+  }
+  brisk_free(old);
+}
+
+void take_one(brisk_test::Rng &rng) {
+  void *p = g_slots[rng.below(kSlots)].exchange(nullptr, std::memory_order_acq_rel);
+  if (p != nullptr) consume(rng, p);
+}
+
+void steps(brisk_test::Rng &rng, int count) {
+  void *own[8] = {};
+  for (int i = 0; i < count; i++) {
+    void *&mine = own[rng.below(8)];
+    if (mine != nullptr) {
+      Header h;
+      if (intact(mine, &h)) brisk_free(mine);
+      else g_failures++;
+    }
+    mine = make(rng);
+    if (void *shared = make(rng)) put(rng, shared);
+    if (rng.below(2) == 0) take_one(rng);
+  }
+  for (void *p : own) {
+    Header h;
+    if (p != nullptr && !intact(p, &h)) g_failures++;
+    brisk_free(p);
+  }
+}
+
+struct AtThreadExit {
+  bool armed = false;
+  ~AtThreadExit() {
+    if (!armed) return;
+    brisk_test::Rng rng(reinterpret_cast<uintptr_t>(this));
+    take_one(rng);
+    if (void *p = make(rng)) put(rng, p);
+  }
+};
+thread_local AtThreadExit t_at_exit;
+
+// A key created after brisk's: it runs after brisk's exit handler, in
+// three rounds.
+void late_destructor(void *round) {
+  brisk_test::Rng rng(reinterpret_cast<uintptr_t>(round) * 977 + reinterpret_cast<uintptr_t>(&rng));
+  take_one(rng);
+  if (void *p = make(rng)) put(rng, p);
+  const uintptr_t next = reinterpret_cast<uintptr_t>(round) + 1;
+  if (next <= 3) pthread_setspecific(g_late_key, reinterpret_cast<void *>(next));
+}
+
+void short_thread(uint64_t seed) {
+  brisk_test::Rng rng(seed);
+  switch (rng.below(4)) {
+    case 0: take_one(rng); break;  // its first call may free another thread's block
+    case 1: t_at_exit.armed = true; break;
+#if !defined(__SANITIZE_THREAD__)
+    // ThreadSanitizer cannot run code after its own key destructor.
+    case 2: pthread_setspecific(g_late_key, reinterpret_cast<void *>(1)); break;
+#endif
+    default: break;
+  }
+  steps(rng, 20 + static_cast<int>(rng.below(200)));
+}
+
+}  // namespace everything
+
+TEST(Lifecycle, ThreadsExitWhileOthersFreeReallocCollectAndSleep) {
+  using namespace everything;
+  brisk_free(brisk_malloc(1));  // brisk's exit handler's key comes before ours
+  ASSERT_EQ(pthread_key_create(&g_late_key, late_destructor), 0);
+  const uint64_t old_delay = brisk_test_set_purge_delay_ms(2);
+  const uint64_t old_max = brisk_test_set_purge_delay_max_ms(5);
+  brisk_collect(true);
+  const brisk_stats_t before = brisk_test::stats_snapshot();
+  const int kRounds = static_cast<int>(scaled(200, 20));
+  std::atomic<int> spawners_left{3};
+  std::vector<std::thread> threads;
+  for (int s = 0; s < 3; s++) {
+    threads.emplace_back([s, kRounds, &spawners_left] {
+      brisk_test::Rng rng(1000 + s);
+      for (int round = 0; round < kRounds; round++) {
+        std::thread a(short_thread, rng.next()), b(short_thread, rng.next());
+        a.join();
+        b.join();
+      }
+      if (--spawners_left == 0) g_stop = true;
+    });
+  }
+  for (int s = 0; s < 2; s++) {
+    threads.emplace_back([s] {
+      brisk_test::Rng rng(2000 + s);
+      while (!g_stop.load()) {
+        steps(rng, 50);
+        std::this_thread::sleep_for(std::chrono::milliseconds(rng.below(20)));
+      }
+    });
+  }
+  threads.emplace_back([] {
+    brisk_test::Rng rng(3000);
+    while (!g_stop.load()) {
+      steps(rng, 20);
+      brisk_collect(rng.below(2) == 0);
+      brisk_test::stats_snapshot();
+      brisk_test_validate_idle_heaps();
+    }
+  });
+  for (std::thread &t : threads) t.join();
+  for (std::atomic<void *> &slot : g_slots) {
+    void *p = slot.exchange(nullptr);
+    Header h;
+    if (p != nullptr && !intact(p, &h)) g_failures++;
+    brisk_free(p);
+  }
+  pthread_key_delete(g_late_key);
+  brisk_collect(false);  // this thread's own queue, drained
+  brisk_test_validate_own_heap();
+  brisk_test_validate_idle_heaps();
+  const brisk_stats_t after = brisk_test::stats_snapshot();
+  brisk_test_set_purge_delay_ms(old_delay);
+  brisk_test_set_purge_delay_max_ms(old_max);
+  EXPECT_EQ(g_failures.load(), 0);
+  for (size_t c = 1; c < BRISK_STATS_CLASSES; c++) {
+    EXPECT_EQ(after.classes[c].blocks_in_use, before.classes[c].blocks_in_use)
+        << after.classes[c].block_size << "-byte blocks";
+  }
+  EXPECT_EQ(after.general.huge_blocks, before.general.huge_blocks);
+  EXPECT_EQ(after.general.heaps_live, before.general.heaps_live);
 }
 
 }  // namespace

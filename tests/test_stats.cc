@@ -306,6 +306,43 @@ TEST(Stats, ResetStartsTheCountsAgain) {
   }).join();
 }
 
+// A snapshot reads a running thread's allocations, then the blocks live on
+// its pages: mallocs in between count as live but not yet as allocated, so
+// its frees (allocations less live blocks) may come out a few lower than
+// an earlier snapshot's. Counts since a reset must then read 0, not wrap
+// around below the reset's baseline. A thread that mostly allocates, and
+// snapshots right after resets.
+TEST(Stats, CountsSinceAResetNeverGoBelowZero) {
+  std::atomic<bool> stop{false};
+  std::atomic<bool> started{false};
+  std::thread worker([&] {
+    std::vector<void *> blocks(20000);
+    while (!stop.load(std::memory_order_relaxed)) {
+      for (void *&p : blocks) p = brisk_malloc(64);
+      started.store(true);
+      for (void *p : blocks) brisk_free(p);
+    }
+  });
+  while (!started.load()) std::this_thread::yield();
+  const int kResets = static_cast<int>(brisk_test::scaled(200, 40));
+  uint64_t wrapped = 0, first = 0;
+  for (int round = 0; round < kResets; round++) {
+    brisk_stats_reset();
+    for (int i = 0; i < 20; i++) {
+      const brisk_stats_t s = stats_snapshot();
+      bool bad = s.general.frees > (uint64_t{1} << 62);
+      for (const brisk_class_stats_t &of_class : s.classes) {
+        bad |= of_class.frees > (uint64_t{1} << 62) || of_class.allocations > (uint64_t{1} << 62);
+      }
+      if (bad && wrapped++ == 0) first = s.general.frees;
+    }
+  }
+  stop.store(true);
+  worker.join();
+  EXPECT_EQ(wrapped, 0u) << "snapshots with a count below the reset's, of " << kResets * 20
+                         << "; the first read " << first << " frees";
+}
+
 TEST(Stats, PeakCoversWhatWasInUse) {
   std::thread([] {
     brisk_stats_reset();

@@ -575,6 +575,74 @@ TEST(BriskThreads, AConsumerOfExitedProducersGetsItsBatchesBack) {
   EXPECT_GE(after + 16, before) << "the exited producers' heaps kept its batches";
 }
 
+// A batch posted to a heap just as its thread exits. The exiting thread
+// stores the heap's `abandoned` flag, then drains its queue; the poster
+// links its batch into the queue, then reads the flag, and drains the heap
+// itself if it is set. One of them must see the other's store, or the
+// batch waits in the queue of a heap nobody drains, its blocks counted in
+// use, until a later free to that heap or its adoption. (x86 let the
+// poster's load of the flag pass its link, still in its store buffer,
+// before heap.c fenced them.) The window is narrow, so the poster times
+// its post by a delay after the owner starts to exit, tuned each round to
+// land where the flag is stored: brisk_test_heap_abandoned, just after the
+// post, says whether it came late. After each round the heap's queue must
+// be empty.
+TEST(BriskThreads, ABatchPostedAsItsOwnerExitsIsTakenBack) {
+  constexpr int kBatch = 64;  // types.h: BRISK_OUTBOX_BATCH, posted when full
+  constexpr size_t kSize = 1000;
+  void *blocks[kBatch];
+  // 1: the owner's blocks are ready; 2: the poster holds all but one in
+  // its outbox, the owner exits; 3: the poster posted the last.
+  std::atomic<int> stage{0};
+  std::atomic<bool> quit{false};
+  std::thread poster([&] {
+    brisk_free(brisk_malloc(1));  // a heap of its own, for its outbox
+    brisk_test::Rng rng(1);
+    unsigned delay = 0;
+    while (!quit.load()) {
+      if (stage.load() != 1) {
+        std::this_thread::yield();
+        continue;
+      }
+      for (int i = 0; i < kBatch - 1; i++) brisk_free(blocks[i]);
+      stage.store(2);
+      for (volatile unsigned spin = delay + static_cast<unsigned>(rng.below(64)); spin > 0;
+           spin = spin - 1) {
+      }
+      void *last = blocks[kBatch - 1];
+      brisk_free(last);  // the batch is full: posted
+      if (brisk_test_heap_abandoned(last)) {
+        if (delay > 0) delay--;
+      } else {
+        delay++;
+      }
+      stage.store(3);
+    }
+  });
+  const long rounds = scaled(100000, 1000);
+  long stranded = 0;
+  for (long round = 0; round < rounds; round++) {
+    std::thread owner([&] {
+      for (void *&p : blocks) p = brisk_malloc(kSize);
+      stage.store(1);
+      // Spins, to exit as soon as the poster is ready; yields when the
+      // poster does not run (more threads than cores).
+      for (int spin = 0; stage.load() < 2; spin++) {
+        if (spin > 1000) std::this_thread::yield();
+      }
+    });
+    owner.join();
+    while (stage.load() != 3) std::this_thread::yield();
+    stage.store(0);
+    // The owner's exit or the poster drained the batch. (A stranded one
+    // goes back when the next round's owner adopts the heap.)
+    if (!brisk_test_heap_queue_empty(blocks[0])) stranded++;
+  }
+  quit.store(true);
+  poster.join();
+  EXPECT_EQ(stranded, 0) << "rounds whose batch stayed queued in the abandoned heap, of " << rounds;
+}
+
 TEST(BriskThreads, FreeAfterTheExitHandlerTakesNoHeap) {
 #if defined(__SANITIZE_THREAD__)
   // ThreadSanitizer ends its own record of a thread in the last destructor

@@ -36,7 +36,8 @@
  * a thread that holds a drain_lock only tries heaps_lock (fork_prepare
  * waits for every drain_lock under it).
  * pthread_atfork holds it, every drain_lock and every memory_lock across
- * fork().
+ * fork(), with handlers registered when the library is loaded
+ * (_brisk_heaps_register_fork_handlers).
  */
 #define _GNU_SOURCE
 #include "general/internal.h"
@@ -130,9 +131,10 @@ static uintptr_t remote_next(const brisk_heap_t *heap, brisk_remote_node_t *node
 /* Append node (marked unlinked already) to the queue; tag says what it is. */
 static void remote_push(brisk_heap_t *heap, brisk_remote_node_t *node, uintptr_t tag) {
   /* The exchange orders us after the previous producer's exchange (acq_rel
-   * would do for that). seq_cst because the abandoned-heap handshake below
-   * needs a single order of this exchange, the `abandoned` flag and the
-   * drain_lock; on x86 an exchange is a full barrier anyway. */
+   * would do for that; on x86 an exchange is a full barrier anyway). It
+   * orders nothing after it: the link stored below is what the
+   * abandoned-heap handshake needs ordered, by the fence in
+   * _brisk_heap_post_remote. */
   brisk_remote_node_t *previous =
       atomic_exchange_explicit(&heap->remote_tail, node, memory_order_seq_cst);
   /* release: the consumer that follows this link sees the node's contents
@@ -452,9 +454,16 @@ static size_t tidy_stale_abandoned(uint64_t now, bool wait) {
 void _brisk_heap_post_remote(brisk_heap_t *owner, brisk_remote_node_t *node, uintptr_t tag) {
   remote_mark_unlinked(node);
   remote_push(owner, node, tag);
-  /* seq_cst pairs with the exiting thread's seq_cst store of `abandoned`:
-   * either we see the flag, or that thread's drain sees our block. */
-  if (BRISK_UNLIKELY(atomic_load_explicit(&owner->abandoned, memory_order_seq_cst))) {
+  /* A store-then-load handshake with thread_exit, which stores `abandoned`,
+   * then drains: either we see the flag, or its drain sees our link. Each
+   * side needs a seq_cst fence between its store and its load: without
+   * this one, our link (a release store) may still wait in this core's
+   * store buffer while the load below reads the flag as it was, and the
+   * exiting thread's drain then finds the queue empty too (seen on x86):
+   * the blocks stayed queued, their pages counted in use, until some later
+   * free or adoption drained that heap. One fence per posted batch. */
+  atomic_thread_fence(memory_order_seq_cst);
+  if (BRISK_UNLIKELY(atomic_load_explicit(&owner->abandoned, memory_order_relaxed))) {
     drain_abandoned(owner);
   }
 }
@@ -678,6 +687,9 @@ static void thread_exit(void *value) {
   bool warm = atomic_load_explicit(&untidied_abandoned, memory_order_relaxed) < WARM_ABANDONED_MAX;
   atomic_store_explicit(&heap->tidied, false, memory_order_relaxed);
   atomic_store_explicit(&heap->abandoned, true, memory_order_seq_cst);
+  /* The other half of _brisk_heap_post_remote's handshake: the drain below
+   * reads the queue's links after the flag is stored. */
+  atomic_thread_fence(memory_order_seq_cst);
   /* The batches it may keep were for this thread's posts (drain_batch):
    * kept while abandoned, or by an adopter that has posted nothing yet,
    * they would wait unused. */
@@ -790,10 +802,14 @@ static void fork_child(void) {
     if (other != _brisk_tls_heap) _brisk_segments_set_owner_thread(other, 0);
   }
   /* A thread of the parent may have been between its exchange and its link
-   * on our queue: that producer is gone, so end the queue at the last node
-   * we can reach (the unlinked blocks are lost to the child, not corrupted). */
-  brisk_heap_t *heap = _brisk_tls_heap;
-  if (!heap->is_empty_heap) {
+   * on a heap's queue: that producer is gone, and the child's posts would
+   * link behind a node no drain reaches. So the queues of our heap and of
+   * every abandoned one (the child's frees drain it, its threads may adopt
+   * it) end at the last node their head reaches (the unlinked blocks are
+   * lost to the child, not corrupted). The other threads' heaps are
+   * drained by nobody in the child. */
+  for (brisk_heap_t *heap = all_heaps; heap != NULL; heap = heap->next_all) {
+    if (heap != _brisk_tls_heap && !brisk_load_relaxed(&heap->abandoned)) continue;
     brisk_remote_node_t *last = link_node(heap->remote_head);
     uintptr_t next;
     while ((next = remote_next(heap, last, memory_order_relaxed)) != 0) {
@@ -803,9 +819,28 @@ static void fork_child(void) {
   }
 }
 
+static pthread_once_t fork_handlers_once = PTHREAD_ONCE_INIT;
+
+static void register_fork_handlers(void) {
+  pthread_atfork(fork_prepare, fork_parent, fork_child);
+}
+
+/* pthread_atfork runs prepare handlers in the reverse order of their
+ * registration, parent and child handlers in order. Ours must come last
+ * and first: once fork_prepare holds the locks, this thread's own malloc
+ * waits for ever on its heap's memory lock (a later prepare handler may
+ * allocate), and so does any thread's, which another prepare handler may
+ * wait for (a lock of the program's, held around a malloc). So they are
+ * registered when the library is loaded (stats.c's constructor), before
+ * the program's and most libraries', or by the process's first heap if
+ * that comes sooner. */
+void _brisk_heaps_register_fork_handlers(void) {
+  pthread_once(&fork_handlers_once, register_fork_handlers);
+}
+
 static void process_init(void) {
   pthread_key_create(&heap_key, thread_exit);
-  pthread_atfork(fork_prepare, fork_parent, fork_child);
+  _brisk_heaps_register_fork_handlers();
 }
 
 brisk_heap_t *_brisk_heap_init_thread(bool cold) {

@@ -453,6 +453,9 @@ BRISK_HIDDEN void _brisk_heaps_tidy_stale(uint64_t now_ms);
 /* Drain the heap's remote queue and purge its free pages that waited long
  * enough: a thread that only frees does this from free's slow path. */
 BRISK_HIDDEN void _brisk_heap_free_only_chores(brisk_heap_t *heap);
+/* Register the fork handlers (heap.c), once: when the library is loaded,
+ * so that they run last of the prepare handlers and first of the others. */
+BRISK_HIDDEN void _brisk_heaps_register_fork_handlers(void);
 /* Tidy every abandoned heap not yet tidied (brisk_collect). */
 BRISK_HIDDEN void _brisk_heaps_tidy_all(void);
 /* Append a node, a batch (tag BRISK_REMOTE_BATCH_TAG) or one block (tag 0),

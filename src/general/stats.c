@@ -315,7 +315,15 @@ static void raw_snapshot(brisk_stats_t *out) {
   _brisk_os_cache_stats(&out->region_cache);
 }
 
-#define SUBTRACT(field) out->field -= baseline.field
+/* A count since the reset; 0 where it reads below the baseline. Frees are
+ * allocations less the blocks live, which a snapshot reads a few operations
+ * after a running thread's allocations: the mallocs in between count as
+ * live and not yet as allocated, so a snapshot may find a few frees fewer
+ * than the baseline did, and the difference must not wrap around. (A count
+ * read after an owner stalled in a fold may be one fold low too:
+ * heap_allocations.) */
+#define SUBTRACT(field) \
+  out->field = out->field > baseline.field ? out->field - baseline.field : 0
 
 static void subtract_baseline(brisk_stats_t *out) {
   for (size_t c = 1; c < BRISK_CLASS_COUNT; c++) {
@@ -783,8 +791,12 @@ void _brisk_stats_start(void) {
 }
 
 /* Options first, then what they ask for, when the library is loaded.
- * Mallocs that come earlier (other libraries' constructors) see defaults. */
+ * Mallocs that come earlier (other libraries' constructors) see defaults.
+ * The heaps' fork handlers before the statistics' (whose child handler
+ * starts a thread, which allocates), and before any other library's or
+ * the program's (heap.c: _brisk_heaps_register_fork_handlers). */
 static void __attribute__((constructor(101))) brisk_start(void) {
   _brisk_options_init();
+  _brisk_heaps_register_fork_handlers();
   _brisk_stats_start();
 }
