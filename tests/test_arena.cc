@@ -522,11 +522,7 @@ TEST(Arena, NullArenaIsEinvalOrNothing) {
   brisk_region_stats_t st;
   std::memset(&st, 0xff, sizeof st);
   brisk_arena_stats(nullptr, &st);
-  EXPECT_EQ(st.bytes_requested, 0u);
-  EXPECT_EQ(st.bytes_in_use, 0u);
-  EXPECT_EQ(st.bytes_held, 0u);
-  EXPECT_EQ(st.system_requests, 0u);
-  EXPECT_EQ(st.allocations, 0u);
+  EXPECT_TRUE(brisk_test::all_counts_zero(st));
   brisk_arena_cursor_t cursor;
   brisk_arena_cursor_init(&cursor, nullptr, 0);
   for (size_t size : {size_t{0}, size_t{16}, size_t{100000}}) {

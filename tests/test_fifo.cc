@@ -245,11 +245,7 @@ TEST(Fifo, NullFifoIsEinvalOrNothing) {
   brisk_region_stats_t st;
   std::memset(&st, 0xff, sizeof st);
   brisk_fifo_stats(nullptr, &st);
-  EXPECT_EQ(st.bytes_requested, 0u);
-  EXPECT_EQ(st.bytes_in_use, 0u);
-  EXPECT_EQ(st.bytes_held, 0u);
-  EXPECT_EQ(st.system_requests, 0u);
-  EXPECT_EQ(st.allocations, 0u);
+  EXPECT_TRUE(brisk_test::all_counts_zero(st));
 }
 
 TEST(Fifo, AllocIsZeroedAfterReuseOfDirtyMemory) {

@@ -74,11 +74,7 @@ TEST(Hybrid, NullHybridFailsWithEinval) {
   errno = 0;
   brisk_hybrid_totals(nullptr, &totals);
   EXPECT_EQ(errno, EINVAL);
-  EXPECT_EQ(totals.bytes_requested, 0u);
-  EXPECT_EQ(totals.bytes_in_use, 0u);
-  EXPECT_EQ(totals.bytes_held, 0u);
-  EXPECT_EQ(totals.system_requests, 0u);
-  EXPECT_EQ(totals.allocations, 0u);
+  EXPECT_TRUE(brisk_test::all_counts_zero(totals));
   errno = 0;
   EXPECT_EQ(brisk_test_hybrid_alloc_exported(nullptr, 64, 0), nullptr);
   EXPECT_EQ(errno, EINVAL);

@@ -103,11 +103,7 @@ TEST(Pool, NullPoolFailsWithEinval) {
   errno = 0;
   brisk_pool_stats(nullptr, &s);
   EXPECT_EQ(errno, EINVAL);
-  EXPECT_EQ(s.bytes_requested, 0u);
-  EXPECT_EQ(s.bytes_in_use, 0u);
-  EXPECT_EQ(s.bytes_held, 0u);
-  EXPECT_EQ(s.system_requests, 0u);
-  EXPECT_EQ(s.allocations, 0u);
+  EXPECT_TRUE(brisk_test::all_counts_zero(s));
   brisk_pool_local_t local;
   brisk_pool_local_init(&local, nullptr, 0);
   for (int i = 0; i < 3; i++) {

@@ -11,7 +11,10 @@
 #include <cstring>
 
 #include <atomic>
+#include <string>
 #include <thread>
+
+#include <gtest/gtest.h>
 
 namespace brisk_test {
 
@@ -153,6 +156,24 @@ inline brisk_stats_t stats_snapshot() {
 // Keeps the compiler from proving a pointer unused and deleting the
 // allocation that produced it (it may do so for malloc and new).
 inline void escape(const void *p) { asm volatile("" : : "g"(p) : "memory"); }
+
+// Every count of a region allocator's statistics reads 0, as for a NULL
+// handle; the failure names the counts that do not.
+inline ::testing::AssertionResult all_counts_zero(const brisk_region_stats_t &s) {
+  const struct {
+    const char *name;
+    size_t value;
+  } counts[] = {{"bytes_requested", s.bytes_requested},
+                {"bytes_in_use", s.bytes_in_use},
+                {"bytes_held", s.bytes_held},
+                {"system_requests", s.system_requests},
+                {"allocations", s.allocations}};
+  std::string nonzero;
+  for (const auto &c : counts)
+    if (c.value != 0) nonzero += std::string(" ") + c.name + "=" + std::to_string(c.value);
+  if (nonzero.empty()) return ::testing::AssertionSuccess();
+  return ::testing::AssertionFailure() << "counts not 0:" << nonzero;
+}
 
 inline bool is_aligned(const void *p, size_t alignment) {
   return reinterpret_cast<uintptr_t>(p) % alignment == 0;
