@@ -3,8 +3,9 @@
  * of every size class at random (the shape of mimalloc's stress test; this
  * program is written from scratch).
  *
- * usage: mstress [--quick] [threads [rounds [scale [seed]]]]
- *        defaults 16 threads, 50 rounds, scale 1200 (--quick: 20 rounds, scale 600), seed 42
+ * usage: mstress [--quick] [threads [rounds [scale [seed [max_size]]]]]
+ *        defaults 16 threads, 50 rounds, scale 1200 (--quick: 20 rounds, scale 600), seed 42,
+ *        max_size 4 MiB
  *
  * Each round creates `threads` threads and joins them. A thread does
  * scale * 100 iterations; each iteration, at random:
@@ -16,7 +17,9 @@
  *   10%  moves one of its local items into a random shared slot.
  * An item is one block, or 1 time in 10 an array block holding 2..8 blocks.
  * Block sizes are mostly small and log-uniform in 8..1023 B, 1 in 50 is
- * 1..64 KiB, 1 in 5000 is 1..4 MiB. Every block carries its size and a hash of
+ * 1..64 KiB, 1 in 5000 is 1..4 MiB. A max_size below 64 KiB leaves out the
+ * 1..64 KiB blocks, one below 4 MiB the 1..4 MiB ones (both draws then give
+ * a small block instead), so that a run can tell which sizes cost what. Every block carries its size and a hash of
  * size and address in its first 8 bytes and a check byte at its end, checked
  * on free (exit 1 on a mismatch). When a thread ends, a quarter of its local
  * items go to random shared slots and it frees the rest; after each round the
@@ -46,6 +49,7 @@ static struct {
     uint64_t rounds;
     uint64_t scale;
     uint64_t seed;
+    size_t max_size;
 } cfg;
 
 /* A slot holds an item: a block pointer, with bit 0 set if it is an array
@@ -110,9 +114,9 @@ static void free_block(void *block)
 static size_t pick_size(bench_rng *rng)
 {
     uint64_t r = bench_rng_next(rng);
-    if (r % 5000 == 0)
+    if (r % 5000 == 0 && cfg.max_size >= ((size_t)4 << 20))
         return bench_rng_range(rng, (size_t)1 << 20, (size_t)4 << 20);
-    if ((r >> 16) % 50 == 0)
+    if ((r >> 16) % 50 == 0 && cfg.max_size >= 65536)
         return bench_rng_range(rng, 1024, 65536);
     unsigned c = (unsigned)((r >> 32) % 7); /* 8..15, 16..31, ..., 512..1023 */
     return bench_rng_range(rng, (size_t)8 << c, ((size_t)16 << c) - 1);
@@ -198,11 +202,13 @@ static void *worker_main(void *arg)
 static void usage(FILE *out)
 {
     fprintf(out,
-            "usage: mstress [--quick] [threads [rounds [scale [seed]]]]\n"
+            "usage: mstress [--quick] [threads [rounds [scale [seed [max_size]]]]]\n"
             "  threads  threads per round                        default 16\n"
             "  rounds   rounds of create, run, join              default 50 (--quick 20)\n"
             "  scale    iterations per thread and round, / 100   default 1200 (--quick 600)\n"
             "  seed     PRNG seed                                default 42\n"
+            "  max_size below 65536: no 1..64 KiB blocks; below 4194304: no 1..4 MiB\n"
+            "           blocks                                   default 4194304\n"
             "Prints key=value lines; the last is ops_per_sec (op = one malloc).\n");
 }
 
@@ -210,11 +216,12 @@ int main(int argc, char **argv)
 {
     bool quick;
     char **pos;
-    int n = bench_args(argc, argv, 4, usage, &quick, &pos);
+    int n = bench_args(argc, argv, 5, usage, &quick, &pos);
     cfg.threads = 16;
     cfg.rounds = quick ? 20 : 50;
     cfg.scale = quick ? 600 : 1200;
     cfg.seed = 42;
+    cfg.max_size = (size_t)4 << 20;
     if (n > 0)
         cfg.threads = bench_parse_uint("mstress", "threads", pos[0]);
     if (n > 1)
@@ -223,6 +230,8 @@ int main(int argc, char **argv)
         cfg.scale = bench_parse_uint("mstress", "scale", pos[2]);
     if (n > 3)
         cfg.seed = bench_parse_uint("mstress", "seed", pos[3]);
+    if (n > 4)
+        cfg.max_size = bench_parse_uint("mstress", "max_size", pos[4]);
     if (cfg.threads < 1) {
         fprintf(stderr, "mstress: threads must be at least 1\n");
         return 2;
