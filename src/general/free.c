@@ -243,9 +243,12 @@ void _brisk_free_local_not_block_start(brisk_segment_t *segment, brisk_page_t *p
 }
 
 /* _brisk_class_info (size_class.h), made by the compiler: ten classes a
- * line, then the last four. */
-#define CLASS_INFO(c) {BRISK_CLASS_SIZE(c) == 0 ? 0 : UINT64_MAX / BRISK_CLASS_SIZE(c) + 1, \
-                       BRISK_CLASS_SIZE(c)}
+ * line, then the last four. Class 0 gets {0, 0}; its divisor is made 1,
+ * not 0, in the arm it does not take (compilers warn on a constant
+ * division by zero there too). */
+#define CLASS_DIVISOR(c) (BRISK_CLASS_SIZE(c) + (BRISK_CLASS_SIZE(c) == 0))
+#define CLASS_INFO(c) \
+  {BRISK_CLASS_SIZE(c) == 0 ? 0 : UINT64_MAX / CLASS_DIVISOR(c) + 1, BRISK_CLASS_SIZE(c)}
 #define CLASS_INFO_10(c)                                                                  \
   CLASS_INFO(c), CLASS_INFO(c + 1), CLASS_INFO(c + 2), CLASS_INFO(c + 3), CLASS_INFO(c + 4), \
       CLASS_INFO(c + 5), CLASS_INFO(c + 6), CLASS_INFO(c + 7), CLASS_INFO(c + 8), CLASS_INFO(c + 9)

@@ -48,16 +48,20 @@ BRISK_INLINE size_t brisk_class_to_size(size_t class_index) {
   return ((size_t)1 << b) + ((step_index + 1) << (b - 3));
 }
 
-/* brisk_class_to_size as a constant expression, for tables (class 0: 0). */
-#define BRISK_CLASS_SIZE(c)                                                               \
-  ((c) == 0   ? (size_t)0                                                                 \
-   : (c) == 1 ? (size_t)8                                                                 \
-   : (c) <= 9 ? (size_t)((c)-1) * 16                                                      \
-   : (c) <= BRISK_CLASS_MEDIUM_LAST                                                       \
-       ? ((size_t)1 << (7 + ((c)-10) / 8)) + ((size_t)(((c)-10) % 8 + 1) << (4 + ((c)-10) / 8)) \
-       : ((size_t)1 << (16 + ((c)-BRISK_CLASS_MEDIUM_LAST - 1) / 4)) +                   \
-             ((size_t)(((c)-BRISK_CLASS_MEDIUM_LAST - 1) % 4 + 1)                        \
-              << (14 + ((c)-BRISK_CLASS_MEDIUM_LAST - 1) / 4)))
+/* brisk_class_to_size as a constant expression, for tables (class 0: 0).
+ * The steps are clamped at 0 so that no arm, even one not taken, shifts
+ * by a negative count (compilers warn on those). */
+#define BRISK_CLASS_MSTEP_(c) ((c) < 10 ? 0 : (c)-10)
+#define BRISK_CLASS_LSTEP_(c) ((c) <= BRISK_CLASS_MEDIUM_LAST ? 0 : (c)-BRISK_CLASS_MEDIUM_LAST - 1)
+#define BRISK_CLASS_SIZE(c)                                                              \
+  ((c) == 0   ? (size_t)0                                                                \
+   : (c) == 1 ? (size_t)8                                                                \
+   : (c) <= 9 ? (size_t)((c)-1) * 16                                                     \
+   : (c) <= BRISK_CLASS_MEDIUM_LAST                                                      \
+       ? ((size_t)1 << (7 + BRISK_CLASS_MSTEP_(c) / 8)) +                                \
+             ((size_t)(BRISK_CLASS_MSTEP_(c) % 8 + 1) << (4 + BRISK_CLASS_MSTEP_(c) / 8)) \
+       : ((size_t)1 << (16 + BRISK_CLASS_LSTEP_(c) / 4)) +                               \
+             ((size_t)(BRISK_CLASS_LSTEP_(c) % 4 + 1) << (14 + BRISK_CLASS_LSTEP_(c) / 4)))
 
 /* A class's block size and ceil(2^64 / size) (brisk_block_magic), for a
  * path that has only the class index (free() of another thread's block,
