@@ -868,6 +868,36 @@ TEST_F(FifoDeathTest, ExportedFreeToANullFifoAborts) {
       "brisk: brisk_fifo_free\\(0x[0-9a-f]+\\): no fifo \\(NULL\\) to free it to");
 }
 
+// A second destroy: of a fifo whose control page the mapping cache keeps
+// (zeroed), or of one that its live blocks keep.
+TEST_F(FifoDeathTest, DoubleDestroyAborts) {
+  const char *kNotLive =
+      "brisk: brisk_fifo_destroy\\(0x[0-9a-f]+\\): not a live fifo \\(destroyed already\\?\\)";
+  brisk_fifo_t *fifo = brisk_fifo_create(0);
+  ASSERT_NE(fifo, nullptr);
+  brisk_fifo_destroy(fifo);
+  if (brisk_test_os_cache_holds(fifo))
+    EXPECT_DEATH(brisk_fifo_destroy(fifo), kNotLive);
+  EXPECT_DEATH(
+      {
+        brisk_fifo_t *kept = brisk_fifo_create(0);
+        escape(brisk_fifo_alloc(kept, 10));
+        brisk_fifo_destroy(kept);
+        brisk_fifo_destroy(kept);
+      },
+      kNotLive);
+}
+
+// Another kind's live handle, read where a fifo keeps its entry.
+TEST_F(FifoDeathTest, DestroyOfAnotherKindsHandleAborts) {
+  EXPECT_DEATH(
+      {
+        brisk_pool_t *pool = brisk_pool_create(64, 0, 100);
+        brisk_fifo_destroy(reinterpret_cast<brisk_fifo_t *>(pool));
+      },
+      "brisk: brisk_fifo_destroy\\(0x[0-9a-f]+\\): not a live fifo");
+}
+
 TEST_F(FifoDeathTest, AllocAfterDestroyAborts) {
   EXPECT_DEATH(
       {

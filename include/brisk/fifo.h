@@ -11,6 +11,11 @@
  * with a message for a block (NULL does nothing). The inline
  * brisk_fifo_alloc and brisk_fifo_free that a program compiles read the
  * fifo without a test: a NULL fifo crashes them.
+ *
+ * A destroyed fifo: brisk_fifo_destroy of it again (or of another kind's
+ * handle) aborts with a message while its control page is mapped, kept by
+ * its live blocks or by the mapping cache (brisk/region.h: destroyed
+ * handles); alloc and realloc with it abort while live blocks keep it.
  */
 #ifndef BRISK_FIFO_H
 #define BRISK_FIFO_H

@@ -30,8 +30,9 @@
  *                     │   whose destructor is tls_destroy; when the list has doubled,
  *                     └── tls_unlink_dead: the stacks of threads that died without
  *                         tls_destroy (a call in glibc's last destructor round) destroyed
- *   tls_destroy (key destructor) ── unlink, drop the token, stack_destroy (brisk_stack_destroy
- *                     of a default stack aborts: it is destroyed here)
+ *   tls_destroy (key destructor) ── unlink, drop the token, unregister, stack_destroy
+ *                     (brisk_stack_destroy of a default stack aborts: it is destroyed
+ *                     here; of a handle that is no live stack too)
  *
  * Data layout
  *
@@ -196,6 +197,9 @@ struct brisk_stack_s {
   brisk_exit_token_t tls_token;
   frame_t inline_frames[];  /* up to the end of the stack's page */
 };
+_Static_assert(offsetof(brisk_stack_t, entry) + sizeof(brisk_region_entry_t) <=
+                   BRISK_REGION_ENTRY_END,
+               "any kind's handle can be read where a stack keeps its entry (registry.h)");
 
 /* ---- Small helpers ---------------------------------------------------- */
 
@@ -732,19 +736,25 @@ brisk_stack_t *brisk_stack_create(size_t first_block) {
   return stack;
 }
 
+/* A stack unregistered already: its blocks, frame records and page to
+ * the mapping cache. */
 static void stack_destroy(brisk_stack_t *stack) {
-  _brisk_region_unregister(&stack->entry);
   while (stack->head.next != &stack->head) block_destroy(stack, stack->head.next);
   if (stack->hot.frames != stack->inline_frames)
     _brisk_os_release_cached(BRISK_OS_CACHE_STACK, stack->hot.frames, stack->frames_bytes, NULL);
   _brisk_os_release_cached(BRISK_OS_CACHE_STACK, stack, _brisk_os_page_size(), NULL);
 }
 
-/* A thread's default stack is linked in tls_stacks (tls_pprev set) until
+/* A handle that is no live stack (destroyed already: its page in the
+ * mapping cache as destroy left it; another kind's) has no live entry, and
+ * destroying it again would give its blocks to the cache twice. A
+ * thread's default stack is linked in tls_stacks (tls_pprev set) until
  * its thread's destructor or a sweep destroys it: destroyed here, it would
  * be destroyed again by them. */
 void brisk_stack_destroy(brisk_stack_t *stack) {
   if (stack == NULL) return;
+  if (BRISK_UNLIKELY(!_brisk_region_unregister(&stack->entry, BRISK_REGION_STACK)))
+    _brisk_os_fatal_pointer("brisk_stack_destroy", stack, "not a live stack (destroyed already?)");
   if (BRISK_UNLIKELY(stack->tls_pprev != NULL))
     _brisk_os_fatal_pointer("brisk_stack_destroy", stack,
                             "a thread's default stack (brisk_stack_tls), destroyed when the "
@@ -868,6 +878,8 @@ static brisk_stack_t *tls_unlink_dead(void) {
 /* A stack unlinked, its token unheld: the token, then the stack. */
 static void tls_stack_destroy(brisk_stack_t *stack) {
   _brisk_exit_token_fini(&stack->tls_token);
+  /* Registered by brisk_stack_create, and unregistered only here. */
+  (void)_brisk_region_unregister(&stack->entry, BRISK_REGION_STACK);
   stack_destroy(stack);
 }
 
