@@ -1047,6 +1047,22 @@ TEST_F(BriskStackDeathTest, DestroyOfAnExitedThreadsDefaultStackAborts) {
                "brisk: brisk_stack_destroy\\(0x[0-9a-f]+\\): not a live stack");
 }
 
+// A stack used after its destroy: a push that outgrows its frame records
+// gave the mapping cache, which holds them (they went with the stack), the
+// old records again, for two later stacks to share.
+TEST_F(BriskStackDeathTest, PushAfterDestroyDoesNotGiveTheCacheItsRecordsAgain) {
+  brisk_stack_t *s = brisk_stack_create(0);
+  ASSERT_NE(s, nullptr);
+  for (int i = 0; i < 200; i++) brisk_stack_push(s);  // past the records in its page
+  brisk_stack_destroy(s);
+  EXPECT_DEATH(
+      {
+        for (int i = 0; i < 1000; i++) brisk_stack_push(s);
+      },
+      "brisk: brisk_stack_push\\(0x[0-9a-f]+\\): memory the mapping cache holds already "
+      "\\(the stack was destroyed\\?\\)");
+}
+
 // Another kind's live handle: its bytes are no stack's.
 TEST_F(BriskStackDeathTest, DestroyOfAnotherKindsHandleAborts) {
   EXPECT_DEATH(

@@ -21,7 +21,10 @@
  * destroy gave it back at once: memory locked with BRISK_REGION_LOCK, a
  * pool of a debug build, a buddy allocator whose blocks were not all
  * freed) the call may crash. Other calls with a destroyed handle are not
- * checked (but the fifo's, brisk/fifo.h).
+ * checked (but the fifo's, brisk/fifo.h), except that the mapping cache
+ * takes no memory it holds already: a call that would give it a destroyed
+ * allocator's memory again (a push that outgrows a destroyed stack's
+ * frame records) aborts with "memory the mapping cache holds already".
  */
 #ifndef BRISK_REGION_H
 #define BRISK_REGION_H

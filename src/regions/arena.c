@@ -288,9 +288,15 @@ void brisk_arena_destroy(brisk_arena_t *arena) {
   if (touched < arena->touched) touched = arena->touched;
   if (touched > mapped) touched = mapped;
   size_t header_size = arena->header_size;
-  _brisk_os_cache_put(BRISK_OS_CACHE_ARENA, arena->base, arena->reservation_size,
-                      header_size + mapped,
-                      header_size + brisk_align_up(touched, arena->page), NULL);
+  /* Refused where the cache holds the reservation already (a header
+   * garbled to name a destroyed one's): kept twice, two later arenas
+   * would share it. */
+  if (BRISK_UNLIKELY(!_brisk_os_cache_put(BRISK_OS_CACHE_ARENA, arena->base,
+                                          arena->reservation_size, header_size + mapped,
+                                          header_size + brisk_align_up(touched, arena->page),
+                                          NULL)))
+    _brisk_os_fatal_pointer("brisk_arena_destroy", arena,
+                            "its memory is in the mapping cache already");
 }
 
 /* The chunk to commit beyond `committed` bytes: grows with the arena. */

@@ -990,13 +990,17 @@ static void buddy_destroy(brisk_buddy_t *b) {
   }
   size_t region_resident, meta_resident;
   bool clean = quiesce(b, &region_resident, &meta_resident);
-  _brisk_os_cache_put(BRISK_OS_CACHE_BUDDY_REGION, b->base, b->region_size, b->region_size,
-                      region_resident, NULL);
-  if (clean)
-    _brisk_os_cache_put(BRISK_OS_CACHE_BUDDY_META, b, b->meta_size, b->meta_size, meta_resident,
-                        NULL);
-  else
+  /* Refused where the cache holds a mapping already (a header garbled to
+   * name a destroyed buddy's): kept twice, two later buddies would share
+   * it. The meta mapping, with the header, last. */
+  if (BRISK_UNLIKELY(!_brisk_os_cache_put(BRISK_OS_CACHE_BUDDY_REGION, b->base, b->region_size,
+                                          b->region_size, region_resident, NULL)))
+    fatal("brisk_buddy_destroy", b, "its memory is in the mapping cache already");
+  if (!clean)
     _brisk_os_release(b, b->meta_size, NULL);
+  else if (BRISK_UNLIKELY(!_brisk_os_cache_put(BRISK_OS_CACHE_BUDDY_META, b, b->meta_size,
+                                               b->meta_size, meta_resident, NULL)))
+    fatal("brisk_buddy_destroy", b, "its memory is in the mapping cache already");
 }
 
 void brisk_buddy_destroy(brisk_buddy_t *b) {

@@ -335,7 +335,15 @@ static page_t *page_map(brisk_fifo_t *fifo, size_t map_size, bool big) {
   return page;
 }
 
-static void page_release(brisk_fifo_t *fifo, page_t *page) {
+/* A page or the control page to the OS layer's mapping cache, which
+ * refuses memory it holds already (kept twice, two later fifos would
+ * share it). `caller`: the call the program made. */
+static void release_cached(void *base, size_t size, size_t *calls, const char *caller) {
+  if (BRISK_UNLIKELY(!_brisk_os_release_cached(BRISK_OS_CACHE_FIFO, base, size, calls)))
+    fatal(caller, base, "memory the mapping cache holds already (the fifo was destroyed?)");
+}
+
+static void page_release(brisk_fifo_t *fifo, page_t *page, const char *caller) {
   fifo->nb_pages--;
   fifo->bytes_held -= page->map_size;
   char *base = (char *)page - page->hot.color;
@@ -353,7 +361,7 @@ static void page_release(brisk_fifo_t *fifo, page_t *page) {
     return;
   }
   memset(area_of(page), 0, page->hot.size != 0 ? page->hot.used_size : big_span(page));
-  _brisk_os_release_cached(BRISK_OS_CACHE_FIFO, base, page->map_size, &fifo->system_requests);
+  release_cached(base, page->map_size, &fifo->system_requests, caller);
 }
 
 /* An empty page back in service: its used part zeroed, used_size 0. */
@@ -375,20 +383,20 @@ static page_t *page_new(brisk_fifo_t *fifo) {
   return page_map(fifo, fifo->page_size, false);
 }
 
-/* An empty normal page the policy lets go: cached while there is room. */
+/* An empty normal page the policy lets go (a free emptied it): cached
+ * while there is room. */
 static void page_drop(brisk_fifo_t *fifo, page_t *page) {
   if (fifo->cached < fifo->cache_max) {
     fifo->cache[fifo->cached++] = page;
   } else {
-    page_release(fifo, page);
+    page_release(fifo, page, "brisk_fifo_free");
   }
 }
 
 /* The control page goes last: after destroy, once no page is left. */
-static void fifo_release(brisk_fifo_t *fifo) {
+static void fifo_release(brisk_fifo_t *fifo, const char *caller) {
   memset(fifo, 0, sizeof *fifo); /* zero past the head, as page_release leaves pages */
-  _brisk_os_release_cached(BRISK_OS_CACHE_FIFO, (char *)fifo - FIFO_COLOR, _brisk_os_page_size(),
-                           NULL);
+  release_cached((char *)fifo - FIFO_COLOR, _brisk_os_page_size(), NULL, caller);
 }
 
 /* ---- alloc ---- */
@@ -503,9 +511,9 @@ void brisk_fifo_page_empty_(brisk_fifo_t *fifo, brisk_fifo_page_hot_t *page_hot)
   page_t *page = (page_t *)page_hot;
   if (page->hot.size == 0) { /* a big page */
     fifo->hot.in_use -= big_span(page);
-    page_release(fifo, page);
+    page_release(fifo, page, "brisk_fifo_free");
   } else if (!fifo->alive) {
-    page_release(fifo, page);
+    page_release(fifo, page, "brisk_fifo_free");
   } else if (fifo->spare == NULL) {
     fifo->spare = page;
   } else {
@@ -518,7 +526,7 @@ void brisk_fifo_page_empty_(brisk_fifo_t *fifo, brisk_fifo_page_hot_t *page_hot)
       page_drop(fifo, page);
     }
   }
-  if (!fifo->alive && fifo->nb_pages == 0) fifo_release(fifo);
+  if (!fifo->alive && fifo->nb_pages == 0) fifo_release(fifo, "brisk_fifo_free");
 }
 
 /* brisk/fifo.h's inline free comes here when a check fails (which names
@@ -662,7 +670,7 @@ brisk_fifo_t *brisk_fifo_create(size_t page_size) {
   fifo->max_span = page_size - AREA - fifo->hot.color_mask;
   page_t *page = page_map(fifo, page_size, false);
   if (page == NULL) {
-    fifo_release(fifo);
+    fifo_release(fifo, "brisk_fifo_create");
     return NULL;
   }
   fifo->hot.current = &page->hot;
@@ -679,12 +687,13 @@ void brisk_fifo_destroy(brisk_fifo_t *fifo) {
   if (BRISK_UNLIKELY(!_brisk_region_unregister(&fifo->entry, BRISK_REGION_FIFO)))
     fatal("brisk_fifo_destroy", fifo, "not a live fifo (destroyed already?)");
   fifo->alive = false;
-  if (fifo->spare != NULL) page_release(fifo, fifo->spare);
+  if (fifo->spare != NULL) page_release(fifo, fifo->spare, "brisk_fifo_destroy");
   fifo->spare = NULL;
-  while (fifo->cached > 0) page_release(fifo, fifo->cache[--fifo->cached]);
-  if (current_of(fifo)->hot.used_blocks == 0) page_release(fifo, current_of(fifo));
+  while (fifo->cached > 0) page_release(fifo, fifo->cache[--fifo->cached], "brisk_fifo_destroy");
+  if (current_of(fifo)->hot.used_blocks == 0)
+    page_release(fifo, current_of(fifo), "brisk_fifo_destroy");
   fifo->hot.current = &dead_page.hot;
-  if (fifo->nb_pages == 0) fifo_release(fifo);
+  if (fifo->nb_pages == 0) fifo_release(fifo, "brisk_fifo_destroy");
 }
 
 /* One of the owner's words, read from any thread (see brisk_fifo_stats). */

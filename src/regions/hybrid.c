@@ -1525,9 +1525,12 @@ void brisk_hybrid_destroy(brisk_hybrid_t *h) {
    * mlock'ed memory, which would stay locked after its hybrid is gone. */
   if (h->locked)
     _brisk_os_release(map, size, NULL);
-  else
-    _brisk_os_cache_put(BRISK_OS_CACHE_HYBRID, map, size, size, resident < size ? resident : size,
-                        NULL);
+  else if (BRISK_UNLIKELY(!_brisk_os_cache_put(BRISK_OS_CACHE_HYBRID, map, size, size,
+                                               resident < size ? resident : size, NULL)))
+    /* The cache holds the mapping already (a hybrid garbled to name a
+     * destroyed one's): kept twice, two later hybrids would share it. */
+    _brisk_os_fatal_pointer("brisk_hybrid_destroy", h,
+                            "its memory is in the mapping cache already");
 }
 
 /* ---- Validation ---- */

@@ -777,8 +777,14 @@ static void pool_destroy(brisk_pool_t *pool) {
   /* In RAM at most: the header and the objects ever carved. */
   size_t carved = atomic_load_explicit(&pool->carved, memory_order_relaxed) * pool->stride;
   size_t resident = pool->header_size + brisk_align_up(carved, pool->page);
-  _brisk_os_cache_put(BRISK_OS_CACHE_POOL, pool->base, pool->reservation_size, committed,
-                      resident < committed ? resident : committed, NULL);
+  /* Refused where the cache holds the reservation already (a header
+   * garbled to name a destroyed one's): kept twice, two later pools would
+   * share it. */
+  if (BRISK_UNLIKELY(!_brisk_os_cache_put(BRISK_OS_CACHE_POOL, pool->base, pool->reservation_size,
+                                          committed, resident < committed ? resident : committed,
+                                          NULL)))
+    _brisk_os_fatal_pointer("brisk_pool_destroy", pool,
+                            "its memory is in the mapping cache already");
 }
 
 void brisk_pool_destroy(brisk_pool_t *pool) {

@@ -361,12 +361,22 @@ static block_t *block_create(brisk_stack_t *stack, size_t take, size_t align) {
   return blk;
 }
 
-static void block_destroy(brisk_stack_t *stack, block_t *blk) {
+/* A block, the frame records or the stack's page to the OS layer's
+ * mapping cache, which refuses memory it holds already: what a stack used
+ * after its destroy (its blocks went with it) would give it again, for
+ * two later stacks to share. `caller`: the call the program made. */
+static void release_cached(void *p, size_t size, size_t *calls, const char *caller) {
+  if (BRISK_UNLIKELY(!_brisk_os_release_cached(BRISK_OS_CACHE_STACK, p, size, calls)))
+    _brisk_os_fatal_pointer(caller, p,
+                            "memory the mapping cache holds already (the stack was destroyed?)");
+}
+
+static void block_destroy(brisk_stack_t *stack, block_t *blk, const char *caller) {
   list_remove(blk);
   stack->held -= blk->size;
   size_t size = blk->size;
   brisk_annotate_internal(blk, size);
-  _brisk_os_release_cached(BRISK_OS_CACHE_STACK, blk, size, &stack->system_requests);
+  release_cached(blk, size, &stack->system_requests, caller);
 }
 
 /*
@@ -389,7 +399,7 @@ static block_t *next_block(brisk_stack_t *stack, size_t take, size_t align) {
     if (destroyed >= needed) break;
     if (stack->held - cur->below <= keep) continue;
     destroyed += blk->size;
-    block_destroy(stack, blk);
+    block_destroy(stack, blk, "brisk_stack_alloc");
   }
   return block_create(stack, take, align);
 }
@@ -628,8 +638,8 @@ static BRISK_NOINLINE void push_slow(brisk_stack_t *stack) {
   if (bigger == NULL) stack_fatal("brisk_stack_push", "out of memory for frame records");
   memcpy(bigger, stack->hot.frames, used);
   if (stack->hot.frames != stack->inline_frames)
-    _brisk_os_release_cached(BRISK_OS_CACHE_STACK, stack->hot.frames, stack->frames_bytes,
-                             &stack->system_requests);
+    release_cached(stack->hot.frames, stack->frames_bytes, &stack->system_requests,
+                   "brisk_stack_push");
   stack->hot.frames = bigger;
   stack->frames_bytes = bytes;
   stack->hot.top = bigger + depth;
@@ -658,7 +668,7 @@ static void trim_free_blocks(brisk_stack_t *stack) {
     stack->recent = in_use;
   }
   size_t keep = stack->peak > STACK_KEEP_MIN ? stack->peak : STACK_KEEP_MIN;
-  while (stack->held - in_use > keep) block_destroy(stack, stack->head.prev);
+  while (stack->held - in_use > keep) block_destroy(stack, stack->head.prev, "brisk_stack_pop");
 }
 
 /* The popped frame spanned blocks: poison them and trim the free list. */
@@ -721,7 +731,7 @@ brisk_stack_t *brisk_stack_create(size_t first_block) {
 
   block_t *blk = block_create(stack, stack->min_block - sizeof(block_t), STACK_DEFAULT_ALIGN);
   if (blk == NULL) {
-    _brisk_os_release_cached(BRISK_OS_CACHE_STACK, stack, page, NULL);
+    release_cached(stack, page, NULL, "brisk_stack_create");
     return NULL;
   }
   list_insert_after(&stack->head, blk);
@@ -739,10 +749,11 @@ brisk_stack_t *brisk_stack_create(size_t first_block) {
 /* A stack unregistered already: its blocks, frame records and page to
  * the mapping cache. */
 static void stack_destroy(brisk_stack_t *stack) {
-  while (stack->head.next != &stack->head) block_destroy(stack, stack->head.next);
+  while (stack->head.next != &stack->head)
+    block_destroy(stack, stack->head.next, "brisk_stack_destroy");
   if (stack->hot.frames != stack->inline_frames)
-    _brisk_os_release_cached(BRISK_OS_CACHE_STACK, stack->hot.frames, stack->frames_bytes, NULL);
-  _brisk_os_release_cached(BRISK_OS_CACHE_STACK, stack, _brisk_os_page_size(), NULL);
+    release_cached(stack->hot.frames, stack->frames_bytes, NULL, "brisk_stack_destroy");
+  release_cached(stack, _brisk_os_page_size(), NULL, "brisk_stack_destroy");
 }
 
 /* A handle that is no live stack (destroyed already: its page in the
