@@ -270,6 +270,14 @@ BRISK_HIDDEN bool _brisk_os_only_thread_left(int status_fd);
  * Allocates nothing. */
 BRISK_HIDDEN void _brisk_os_random(void *buffer, size_t size);
 
+/* Copy n bytes at src, which may lie in memory that is not mapped or not
+ * readable, to dst: true when all could be read, false (dst's bytes then
+ * unspecified) when not, or when the kernel refuses the call (a seccomp
+ * filter). One system call (process_vm_readv on the process itself), not
+ * counted: for misuse messages, which look at what a bad pointer points
+ * at without faulting on it. */
+BRISK_HIDDEN bool _brisk_os_try_read(void *dst, const void *src, size_t n);
+
 /* Write a message to stderr without allocating. */
 BRISK_HIDDEN void _brisk_os_write_error(const char *message);
 
