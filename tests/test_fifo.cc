@@ -856,6 +856,25 @@ TEST_F(FifoDeathTest, DoubleFreeThroughTheExportedFreeAborts) {
       "brisk: brisk_fifo_free\\(0x[0-9a-f]+\\): double free");
 }
 
+// A fifo destroyed with a live block goes with that block's free: its
+// page and its control page wait in the mapping cache, zeroed. A second
+// free of the block then finds a zero header and a zero control block
+// (no current page, no set of pages): each free names it.
+TEST_F(FifoDeathTest, DoubleFreeAfterTheFreeThatReleasedTheFifoAborts) {
+  const char *kNotABlock = "brisk: brisk_fifo_free\\(0x[0-9a-f]+\\): not a block of a fifo";
+  brisk_fifo_t *fifo = brisk_fifo_create(0);
+  ASSERT_NE(fifo, nullptr);
+  void *p = brisk_fifo_alloc(fifo, 100);
+  ASSERT_NE(p, nullptr);
+  brisk_fifo_destroy(fifo);
+  brisk_fifo_free(fifo, p);
+  if (!brisk_test_os_cache_holds(fifo) || !brisk_test_os_cache_holds(p))
+    GTEST_SKIP() << "the mapping cache did not keep the fifo's memory";
+  EXPECT_DEATH(brisk_fifo_free(fifo, p), kNotABlock);
+  EXPECT_DEATH(brisk_test_fifo_free_exported(fifo, p), kNotABlock);
+  EXPECT_DEATH(brisk_fifo_free_slow_(fifo, p), kNotABlock);
+}
+
 // The other fifo's pages are sized and aligned differently, so the page
 // this fifo computes from the address is not the one the header names.
 TEST_F(FifoDeathTest, BlockOfAFifoWithAnotherPageSizeAborts) {

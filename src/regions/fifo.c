@@ -415,6 +415,11 @@ static void page_set_remove(brisk_fifo_t *fifo, uintptr_t base) {
  * block header may not even be mapped. Reads nothing at p. */
 BRISK_INLINE page_t *owned_page(const brisk_fifo_t *fifo, const void *p) {
   uintptr_t base = (uintptr_t)p & fifo->hot.window_mask;
+  /* No page lies at 0. That is also every p's base once the fifo went
+   * with its last block and its control block waits in the mapping cache,
+   * zeroed (a free of that block again): no window, no current page, no
+   * set to look in. */
+  if (base == 0) return NULL;
   page_t *page = page_of(fifo, p);
   /* The current page, where realloc finds most blocks it grows in place,
    * is the fifo's without a lookup. */
