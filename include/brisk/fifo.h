@@ -47,10 +47,13 @@ BRISK_API brisk_fifo_t *brisk_fifo_create(size_t page_size);
  * 16-aligned p before it knows where p lies (one load, no lookup): a p
  * whose preceding bytes are not mapped or not readable (the first bytes
  * of a mapping after a hole or a guard page; a buddy allocator's or a
- * hybrid's first block) crashes it (SIGSEGV). The exported free sends
- * such a p, one at the start of a 4 KiB page, out of line, where p is
- * looked up among the fifo's pages first and gets its message; it reads
- * the bytes before any other p, which lie on p's own page.
+ * hybrid's first block), or a p in memory no longer mapped (a block freed
+ * again after its page went back to the system: at once for a block of
+ * 1 MiB or more, else once the mapping cache lets the page go), crashes
+ * it (SIGSEGV). The exported free sends a p at the start of a 4 KiB page
+ * out of line, where p is looked up among the fifo's pages first and gets
+ * its message; it reads the bytes before any other p, which lie on p's
+ * own page, so a p in memory no longer mapped crashes it too.
  */
 /*
  * The same pointer when shrinking, or when p is the last block of its page
