@@ -1055,6 +1055,7 @@ TEST_F(BriskStackDeathTest, PushAfterDestroyDoesNotGiveTheCacheItsRecordsAgain) 
   ASSERT_NE(s, nullptr);
   for (int i = 0; i < 200; i++) brisk_stack_push(s);  // past the records in its page
   brisk_stack_destroy(s);
+  if (!brisk_test_os_cache_holds(s)) GTEST_SKIP() << "the mapping cache did not keep it";
   EXPECT_DEATH(
       {
         for (int i = 0; i < 1000; i++) brisk_stack_push(s);
