@@ -1105,6 +1105,25 @@ TEST_F(FifoValidatorDeathTest, LiveBlockTaggedFreedIsNamed) {
       "brisk_fifo_validate\\(0x[0-9a-f]+\\): a page's count of live blocks disagrees");
 }
 
+// A page left behind by a live block is reached only through its blocks
+// and the fifo's set of pages: its header garbled (an overflow out of the
+// mapping before it would do that) is named all the same.
+TEST_F(FifoValidatorDeathTest, GarbledHeaderOfAPageLeftBehindIsNamed) {
+  // A 4 KiB page has one color: its header starts the mapping, 40 bytes
+  // (8 of them the magic, last) before its first block's header.
+  const size_t kMagicBeforeFirstBlock = kBlockHeader + 8;
+  EXPECT_DEATH(
+      {
+        brisk_fifo_t *fifo = brisk_fifo_create(4096);
+        auto *a = static_cast<unsigned char *>(brisk_fifo_alloc(fifo, 3000));
+        escape(brisk_fifo_alloc(fifo, 3000));  // a second page: the first is left behind
+        brisk_test_fifo_validate(fifo);
+        poke_value<uint64_t>(a - kMagicBeforeFirstBlock, 0);
+        brisk_test_fifo_validate(fifo);
+      },
+      "brisk_fifo_validate\\(0x[0-9a-f]+\\): a page in the fifo's set of pages is garbled");
+}
+
 // One byte written past the last block: the zeroes alloc hands out are gone.
 TEST_F(FifoValidatorDeathTest, WritePastTheLastBlockIsNamed) {
   EXPECT_DEATH(

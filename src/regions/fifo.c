@@ -75,7 +75,8 @@
  *   brisk_fifo_destroy  release spare, cache and an empty current; the rest
  *                       goes with the last free, the control page last
  *   _brisk_fifo_validate  (regions/fifo.h; the end of this file) the pages
- *                       kept, block by block, against the counters; debug
+ *                       kept, block by block, and every page's header (the
+ *                       set of pages), against the counters; debug
  *                       builds run it from alloc_slow every 64th time
  *
  * The page policy (the seed's):
@@ -557,7 +558,7 @@ static BRISK_NOINLINE void *alloc_slow(brisk_fifo_t *fifo, size_t size) {
   if (BRISK_UNLIKELY(!fifo->alive)) fatal("brisk_fifo_alloc", fifo, "the fifo was destroyed");
   /* Debug builds check the whole fifo now and then: here, between two of
    * its calls, it is consistent, and every 64th page filled costs a walk of
-   * at most 18 pages. */
+   * the blocks of at most 18 pages and a read of every page's header. */
   if (BRISK_DEBUG && (++fifo->slow_allocs & 63) == 0) _brisk_fifo_validate(fifo);
   if (size >= MAX_REQUEST) {
     errno = ENOMEM;
@@ -883,13 +884,15 @@ BRISK_NO_TSAN void brisk_fifo_stats(const brisk_fifo_t *fifo, brisk_region_stats
  *
  * The fifo keeps no list of its pages (see the page policy): a page left
  * behind full of live blocks, and a big page, are reachable only through
- * their blocks (the set of pages has their addresses, for free's checks).
- * So the pages walked are those it keeps, current, spare and cached, and
- * the counters are checked against the others by bounds: each page
- * neither kept nor released holds a live block at least, and maps a
- * page_size at least. With no such page the counts must match exactly.
+ * their blocks and the set of pages (their addresses, for free's checks).
  * The set of pages holds nb_pages addresses, each found from its slot,
- * the kept pages' among them.
+ * the kept pages' among them, each the mapping of a page of this fifo:
+ * its header where the address puts it, with the magic, the owner, the
+ * color and the sizes of a normal or a big page; their mappings add up to
+ * bytes_held. The blocks walked are those of the pages it keeps, current,
+ * spare and cached, and in_use is checked against the others' by a bound:
+ * each page neither kept nor released holds a live block of 16 bytes at
+ * least. With no such page it must match exactly.
  *
  * Checked, for each page kept: its header where its mapping's address puts
  * it (page_of), in the set of pages, its magic, owner and sizes; its
@@ -898,8 +901,8 @@ BRISK_NO_TSAN void brisk_fifo_stats(const brisk_fifo_t *fifo, brisk_region_stats
  * the used part; as many live blocks as used_blocks (none for the spare
  * and cached pages); the free space past used_size all zero (the zeroing
  * alloc relies on). For the
- * fifo: the cache within its bounds, no page kept twice, and nb_pages,
- * bytes_held and in_use against the pages and blocks seen.
+ * fifo: the cache within its bounds, no page kept twice, and nb_pages and
+ * in_use against the pages and blocks seen.
  */
 
 static BRISK_COLD BRISK_NORETURN void check_failed(const void *p, const char *what) {
@@ -967,9 +970,10 @@ static size_t check_page(const brisk_fifo_t *fifo, const page_t *page) {
 }
 
 /* The set of pages holds nb_pages addresses, each where a lookup from its
- * home slot finds it. */
+ * home slot finds it, each a page of this fifo's; their mappings are the
+ * bytes held. */
 static void check_page_set(const brisk_fifo_t *fifo) {
-  size_t slots = fifo->page_set_mask + 1, held = 0;
+  size_t slots = fifo->page_set_mask + 1, held = 0, bytes = 0;
   CHECK(brisk_is_power_of_two(slots) && 2 * fifo->nb_pages <= slots &&
             (fifo->page_set_bytes == 0 ? fifo->page_set == fifo->page_set_inline &&
                                              slots == PAGE_SET_INLINE
@@ -981,8 +985,19 @@ static void check_page_set(const brisk_fifo_t *fifo) {
     held++;
     CHECK((base & ~fifo->hot.window_mask) == 0 && page_set_has(fifo, base), (const void *)base,
           "the fifo's set of pages lost a page (a lookup misses it)");
+    /* Pages left behind are found only here: a header garbled (an
+     * overflow out of the mapping before, say) shows. */
+    const page_t *page = page_of(fifo, (const void *)base);
+    uint32_t color = (uint32_t)((uintptr_t)page - base);
+    CHECK(page->magic == PAGE_MAGIC && page->hot.fifo == fifo && page->hot.color == color &&
+              (page->hot.size != 0 ? page->map_size == fifo->page_size &&
+                                         page->hot.size == page->map_size - color - AREA
+                                   : page->map_size > fifo->page_size),
+          page, "a page in the fifo's set of pages is garbled (its magic, owner or sizes)");
+    bytes += page->map_size;
   }
   CHECK(held == fifo->nb_pages, fifo, "the fifo's set of pages disagrees with its count of pages");
+  CHECK(bytes == fifo->bytes_held, fifo, "the fifo's bytes held disagree with its pages");
 }
 
 void _brisk_fifo_validate(const brisk_fifo_t *fifo) {
@@ -1004,14 +1019,13 @@ void _brisk_fifo_validate(const brisk_fifo_t *fifo) {
   const page_t *current = current_of(fifo);
   CHECK(current != NULL && current != &dead_page, fifo, "a live fifo has no current page");
   size_t live_spans = check_page(fifo, current);
-  size_t kept = 1, kept_bytes = current->map_size;
+  size_t kept = 1;
   const page_t *spare = fifo->spare;
   if (spare != NULL) {
     CHECK(spare != current, spare, "a page is kept twice (spare and current)");
     check_page(fifo, spare);
     CHECK(spare->hot.used_blocks == 0, spare, "the spare page holds live blocks");
     kept++;
-    kept_bytes += spare->map_size;
   }
   for (uint32_t i = 0; i < fifo->cached; i++) {
     const page_t *page = fifo->cache[i];
@@ -1021,15 +1035,11 @@ void _brisk_fifo_validate(const brisk_fifo_t *fifo) {
     check_page(fifo, page);
     CHECK(page->hot.used_blocks == 0, page, "a cached page holds live blocks");
     kept++;
-    kept_bytes += page->map_size;
   }
   CHECK(fifo->nb_pages >= kept, fifo, "the fifo counts fewer pages than it keeps");
-  /* Left behind with live blocks, or big: each maps page_size bytes or
-   * more and holds a live block of 16 bytes or more. */
+  /* Left behind with live blocks, or big: each holds a live block of 16
+   * bytes or more (their bytes held: check_page_set). */
   size_t elsewhere = fifo->nb_pages - kept;
-  CHECK(elsewhere != 0 ? fifo->bytes_held >= kept_bytes + elsewhere * fifo->page_size
-                       : fifo->bytes_held == kept_bytes,
-        fifo, "the fifo's bytes held disagree with its pages");
   CHECK(elsewhere != 0 ? fifo->hot.in_use >= live_spans + elsewhere * 16 : fifo->hot.in_use == live_spans,
         fifo, "the fifo's bytes in use disagree with its live blocks");
 }
