@@ -230,6 +230,38 @@ TEST(Fifo, ThousandsOfPagesLeftBehindStayFindable) {
   EXPECT_EQ(stats_of(f).bytes_in_use, 0u);
 }
 
+// A fifo whose set of pages moved to a mapping of its own leaves its
+// control page to the mapping cache with the inline slots zero (the next
+// fifo there clears only the control block before them): the next fifo
+// to take the page starts with an empty set.
+TEST(Fifo, AControlPageWhoseSetMovedOutComesBackWithAnEmptySet) {
+  brisk_test_os_cache_flush();
+  brisk_fifo_t *f = brisk_fifo_create(64 * kKiB);
+  ASSERT_NE(f, nullptr);
+  std::vector<void *> blocks;
+  for (int i = 0; i < 100; i++) {  // one per page: past the 64 the inline slots hold
+    void *p = brisk_fifo_alloc(f, 40 * kKiB);
+    ASSERT_NE(p, nullptr);
+    blocks.push_back(p);
+  }
+  ASSERT_GT(stats_of(f).bytes_held, 100 * 64 * kKiB + kControlPage) << "the set has a mapping";
+  brisk_fifo_destroy(f);
+  for (void *p : blocks) brisk_fifo_free(f, p);
+  if (!brisk_test_os_cache_holds(f)) GTEST_SKIP() << "the mapping cache did not keep it";
+  brisk_fifo_t *g = brisk_fifo_create(64 * kKiB);
+  ASSERT_NE(g, nullptr);
+  if (g != f) {
+    brisk_fifo_destroy(g);
+    GTEST_SKIP() << "the next fifo took another control page";
+  }
+  brisk_test_fifo_validate(g);
+  void *p = brisk_fifo_alloc(g, 100);
+  ASSERT_NE(p, nullptr);
+  brisk_fifo_free(g, p);
+  brisk_test_fifo_validate(g);
+  brisk_fifo_destroy(g);
+}
+
 TEST(Fifo, BlocksAre16AlignedAndDisjoint) {
   FifoPtr fifo = make_fifo();
   std::vector<std::pair<char *, size_t>> blocks;

@@ -181,8 +181,11 @@
 /* The control block sits in the middle of its page, away from the colors. */
 #define FIFO_COLOR        ((size_t)2048)
 /* A fifo's mapping in the OS layer's cache is zero past its first
- * CACHE_DIRTY_HEAD bytes (a page header at any color, the control block). */
-#define CACHE_DIRTY_HEAD  (FIFO_COLOR + sizeof(brisk_fifo_t))
+ * CACHE_DIRTY_HEAD bytes (a page header at any color, the control block
+ * up to its inline set of pages: that is zero when the fifo goes, every
+ * page having left it, and page_set_room clears it when the set moves to
+ * a mapping). */
+#define CACHE_DIRTY_HEAD  (FIFO_COLOR + offsetof(brisk_fifo_t, page_set_inline))
 /* Big pages (a block of their own) up to this size go to that cache. */
 #define BIG_CACHED        ((size_t)1 << 20)
 /* The block header's layout is brisk/internal.h's: free's fast path is
@@ -387,7 +390,10 @@ static bool page_set_room(brisk_fifo_t *fifo) {
   fifo->page_set_bytes = bytes;
   for (size_t i = 0; i < slots; i++)
     if (old[i] != 0) page_set_put(fifo, old[i]);
-  if (old_bytes != 0) _brisk_os_release(old, old_bytes, &fifo->system_requests);
+  if (old_bytes != 0)
+    _brisk_os_release(old, old_bytes, &fifo->system_requests);
+  else
+    memset(old, 0, slots * sizeof *old); /* the inline slots: see CACHE_DIRTY_HEAD */
   return true;
 }
 
@@ -516,7 +522,9 @@ static void page_drop(brisk_fifo_t *fifo, page_t *page) {
 /* The control page goes last: after destroy, once no page is left. */
 static void fifo_release(brisk_fifo_t *fifo, const char *caller) {
   if (fifo->page_set_bytes != 0) _brisk_os_release(fifo->page_set, fifo->page_set_bytes, NULL);
-  memset(fifo, 0, sizeof *fifo); /* zero past the head, as page_release leaves pages */
+  /* Zero past the head, as page_release leaves pages: the inline slots of
+   * the set of pages are zero already (no page is left). */
+  memset(fifo, 0, offsetof(brisk_fifo_t, page_set_inline));
   release_cached((char *)fifo - FIFO_COLOR, _brisk_os_page_size(), NULL, caller);
 }
 
@@ -985,6 +993,12 @@ static void check_page_set(const brisk_fifo_t *fifo) {
     held++;
     CHECK((base & ~fifo->hot.window_mask) == 0 && page_set_has(fifo, base), (const void *)base,
           "the fifo's set of pages lost a page (a lookup misses it)");
+  }
+  /* Before any address is followed: one too many may name a mapping gone. */
+  CHECK(held == fifo->nb_pages, fifo, "the fifo's set of pages disagrees with its count of pages");
+  for (size_t i = 0; i < slots; i++) {
+    uintptr_t base = fifo->page_set[i];
+    if (base == 0) continue;
     /* Pages left behind are found only here: a header garbled (an
      * overflow out of the mapping before, say) shows. */
     const page_t *page = page_of(fifo, (const void *)base);
@@ -996,8 +1010,10 @@ static void check_page_set(const brisk_fifo_t *fifo) {
           page, "a page in the fifo's set of pages is garbled (its magic, owner or sizes)");
     bytes += page->map_size;
   }
-  CHECK(held == fifo->nb_pages, fifo, "the fifo's set of pages disagrees with its count of pages");
   CHECK(bytes == fifo->bytes_held, fifo, "the fifo's bytes held disagree with its pages");
+  CHECK(fifo->page_set_bytes == 0 ||
+            first_nonzero((const char *)fifo->page_set_inline, sizeof fifo->page_set_inline) == NULL,
+        fifo, "the fifo's inline set of pages is not zero since the set moved to a mapping");
 }
 
 void _brisk_fifo_validate(const brisk_fifo_t *fifo) {
