@@ -66,6 +66,16 @@ void brisk_test_os_cache_defaults(void) {
 
 int brisk_test_os_cache_holds(const void *p) { return _brisk_os_cache_holds(p); }
 
+int brisk_test_os_cache_put(void *p, size_t size) {
+  return _brisk_os_cache_put(BRISK_OS_CACHE_ARENA, p, size, size, 0, NULL);
+}
+
+void *brisk_test_os_cache_take(size_t size) {
+  size_t committed, resident;
+  return _brisk_os_cache_take(BRISK_OS_CACHE_ARENA, size, _brisk_os_page_size(), &committed,
+                              &resident, NULL);
+}
+
 void brisk_test_os_cache_expire(void) { _brisk_os_cache_expire(_brisk_os_now_ms()); }
 
 size_t brisk_test_os_resident(void *p, size_t size) { return _brisk_os_resident(p, size, NULL); }

@@ -59,6 +59,11 @@ void brisk_test_os_cache_configure(size_t max_bytes, size_t max_entries, uint64_
 void brisk_test_os_cache_defaults(void);
 // Whether p lies in a mapping the cache keeps.
 int brisk_test_os_cache_holds(const void *p);
+// [p, p + size), an arena's reservation all read-write, given to the
+// cache: 0 when it refused it (it holds part of it already).
+int brisk_test_os_cache_put(void *p, size_t size);
+// Such a mapping of `size` bytes taken back, NULL when it holds none.
+void *brisk_test_os_cache_take(size_t size);
 // _brisk_os_cache_expire at the current time.
 void brisk_test_os_cache_expire(void);
 // Bytes of [p, p + size) resident in RAM (mincore).

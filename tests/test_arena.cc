@@ -640,9 +640,37 @@ TEST(Arena, StatsCountWhatWasAskedAndEveryOsCall) {
   brisk_arena_destroy(arena);
 }
 
-TEST(ArenaDeathTest, UseAfterResetIsCaught) {
+// "threadsafe" death tests re-execute the binary instead of forking.
+class ArenaDeathTest : public testing::Test {
+ protected:
+  void SetUp() override { GTEST_FLAG_SET(death_test_style, "threadsafe"); }
+};
+
+// A second destroy while the mapping cache keeps the reservation, its
+// header as the first destroy left it, gave the cache the reservation
+// twice: the next two arenas of the size were one.
+TEST_F(ArenaDeathTest, DoubleDestroyAborts) {
+  brisk_arena_t *arena = brisk_arena_create(kMiB);
+  ASSERT_NE(arena, nullptr);
+  brisk_arena_destroy(arena);
+  if (!brisk_test_os_cache_holds(arena)) GTEST_SKIP() << "the mapping cache did not keep it";
+  EXPECT_DEATH(brisk_arena_destroy(arena),
+               "brisk: brisk_arena_destroy\\(0x[0-9a-f]+\\): not a live arena \\(destroyed "
+               "already\\?\\)");
+}
+
+// Another kind's live handle: its bytes are no arena's header.
+TEST_F(ArenaDeathTest, DestroyOfAnotherKindsHandleAborts) {
+  EXPECT_DEATH(
+      {
+        brisk_stack_t *stack = brisk_stack_create(0);
+        brisk_arena_destroy(reinterpret_cast<brisk_arena_t *>(stack));
+      },
+      "brisk: brisk_arena_destroy\\(0x[0-9a-f]+\\): not a live arena");
+}
+
+TEST_F(ArenaDeathTest, UseAfterResetIsCaught) {
 #if defined(__SANITIZE_ADDRESS__)
-  GTEST_FLAG_SET(death_test_style, "threadsafe");
   brisk_arena_t *arena = brisk_arena_create(kMiB);
   ASSERT_NE(arena, nullptr);
   char *p = static_cast<char *>(brisk_arena_alloc(arena, 64, 0));

@@ -793,6 +793,30 @@ TEST_F(BuddyDeathTest, FreeToANullBuddyAborts) {
       "brisk: brisk_buddy_free\\(0x[0-9a-f]+\\): no buddy allocator \\(NULL\\) to free it to");
 }
 
+// A second destroy while the mapping cache keeps the meta mapping (every
+// block was freed), its header as the first destroy left it, gave the
+// cache both mappings twice: the next two buddies of the shape were one.
+TEST_F(BuddyDeathTest, DoubleDestroyAborts) {
+  brisk_buddy_t *b = brisk_buddy_create(kMiB, 64);
+  ASSERT_NE(b, nullptr);
+  brisk_buddy_free(b, brisk_buddy_alloc(b, 100, 0));
+  brisk_buddy_destroy(b);
+  if (!brisk_test_os_cache_holds(b)) GTEST_SKIP() << "the mapping cache did not keep it";
+  EXPECT_DEATH(brisk_buddy_destroy(b),
+               "brisk: brisk_buddy_destroy\\(0x[0-9a-f]+\\): not a live buddy allocator "
+               "\\(destroyed already\\?\\)");
+}
+
+// Another kind's live handle: a pool's header read as a buddy's.
+TEST_F(BuddyDeathTest, DestroyOfAnotherKindsHandleAborts) {
+  EXPECT_DEATH(
+      {
+        brisk_pool_t *pool = brisk_pool_create(64, 0, 100);
+        brisk_buddy_destroy(reinterpret_cast<brisk_buddy_t *>(pool));
+      },
+      "brisk: brisk_buddy_destroy\\(0x[0-9a-f]+\\): not a live buddy allocator");
+}
+
 TEST(BuddyDeathTestAsan, UseAfterFreeIsCaught) {
 #if defined(__SANITIZE_ADDRESS__)
   GTEST_FLAG_SET(death_test_style, "threadsafe");

@@ -169,6 +169,99 @@ TEST(Fifo, ExportedFunctionsShareTheFifoWithTheInlineOnes) {
   brisk_test_fifo_validate(f);
 }
 
+// A block that starts a 4 KiB page: the exported free sends it out of line
+// (its header lies on the page before), where it is freed all the same.
+TEST(Fifo, ExportedFreeOfABlockThatStartsAPage) {
+  FifoPtr fifo = make_fifo();
+  brisk_fifo_t *f = fifo.get();
+  std::vector<void *> before;
+  void *p = nullptr;
+  for (int i = 0; i < 1000 && p == nullptr; i++) {
+    void *q = brisk_fifo_alloc(f, 8);  // spans of 16: one starts each 4 KiB
+    ASSERT_NE(q, nullptr);
+    if ((reinterpret_cast<uintptr_t>(q) & 4095) == 0)
+      p = q;
+    else
+      before.push_back(q);
+  }
+  ASSERT_NE(p, nullptr) << "no block started a 4 KiB page";
+  brisk_test_fifo_free_exported(f, p);
+  EXPECT_EQ(stats_of(f).bytes_in_use, before.size() * span_of(8));
+  brisk_test_fifo_validate(f);
+  for (void *q : before) brisk_test_fifo_free_exported(f, q);
+  EXPECT_EQ(stats_of(f).bytes_in_use, 0u);
+  brisk_test_fifo_validate(f);
+}
+
+// Thousands of pages, each left behind by a block: the set of pages that
+// free and realloc look a pointer up in before they read its header grows
+// past the control block into a mapping of its own (counted as held and
+// as system requests), follows each page out, and frees, reallocs and the
+// validator find every page through it.
+TEST(Fifo, ThousandsOfPagesLeftBehindStayFindable) {
+  brisk_test_os_cache_flush();  // every mapping from the OS: counted by both
+  const uint64_t os_before = brisk_test_os_calls();
+  FifoPtr fifo = make_fifo(4096);
+  brisk_fifo_t *f = fifo.get();
+  const size_t n = static_cast<size_t>(scaled(3000, 600));
+  std::vector<unsigned char *> blocks;
+  for (size_t i = 0; i < n; i++) {
+    auto *p = static_cast<unsigned char *>(brisk_fifo_alloc(f, 2100));  // one per page
+    ASSERT_NE(p, nullptr);
+    fill_pattern(p, 2100, block_seed(p, 2100));
+    blocks.push_back(p);
+  }
+  brisk_test_fifo_validate(f);
+  brisk_region_stats_t s = stats_of(f);
+  EXPECT_GT(s.bytes_held, n * 4096 + kControlPage) << "the set of pages is mapped and held";
+  EXPECT_EQ(s.system_requests, brisk_test_os_calls() - os_before);
+  // Shrunk in place (each is its page's last block), then freed in a
+  // scattered order: pages go, the set follows.
+  std::mt19937_64 rng(7);
+  std::shuffle(blocks.begin(), blocks.end(), rng);
+  for (size_t i = 0; i < blocks.size(); i++) {
+    unsigned char *p = blocks[i];
+    ASSERT_EQ(brisk_fifo_realloc(f, p, 1000), p);
+    EXPECT_TRUE(pattern_intact(p, 1000, block_seed(p, 2100)));
+    brisk_fifo_free(f, p);
+    if (i % 500 == 0) brisk_test_fifo_validate(f);
+  }
+  brisk_test_fifo_validate(f);
+  EXPECT_EQ(stats_of(f).bytes_in_use, 0u);
+}
+
+// A fifo whose set of pages moved to a mapping of its own leaves its
+// control page to the mapping cache with the inline slots zero (the next
+// fifo there clears only the control block before them): the next fifo
+// to take the page starts with an empty set.
+TEST(Fifo, AControlPageWhoseSetMovedOutComesBackWithAnEmptySet) {
+  brisk_test_os_cache_flush();
+  brisk_fifo_t *f = brisk_fifo_create(64 * kKiB);
+  ASSERT_NE(f, nullptr);
+  std::vector<void *> blocks;
+  for (int i = 0; i < 100; i++) {  // one per page: past the 64 the inline slots hold
+    void *p = brisk_fifo_alloc(f, 40 * kKiB);
+    ASSERT_NE(p, nullptr);
+    blocks.push_back(p);
+  }
+  ASSERT_GT(stats_of(f).bytes_held, 100 * 64 * kKiB + kControlPage) << "the set has a mapping";
+  brisk_fifo_destroy(f);
+  for (void *p : blocks) brisk_fifo_free(f, p);
+  if (!brisk_test_os_cache_holds(f)) GTEST_SKIP() << "the mapping cache did not keep it";
+  brisk_fifo_t *g = brisk_fifo_create(64 * kKiB);
+  ASSERT_NE(g, nullptr);
+  if (g != f) {
+    brisk_fifo_destroy(g);
+    GTEST_SKIP() << "the next fifo took another control page";
+  }
+  brisk_test_fifo_validate(g);
+  void *p = brisk_fifo_alloc(g, 100);
+  ASSERT_NE(p, nullptr);
+  brisk_fifo_free(g, p);
+  brisk_test_fifo_validate(g);
+  brisk_fifo_destroy(g);
+}
+
 TEST(Fifo, BlocksAre16AlignedAndDisjoint) {
   FifoPtr fifo = make_fifo();
   std::vector<std::pair<char *, size_t>> blocks;
@@ -795,6 +888,25 @@ TEST_F(FifoDeathTest, DoubleFreeThroughTheExportedFreeAborts) {
       "brisk: brisk_fifo_free\\(0x[0-9a-f]+\\): double free");
 }
 
+// A fifo destroyed with a live block goes with that block's free: its
+// page and its control page wait in the mapping cache, zeroed. A second
+// free of the block then finds a zero header and a zero control block
+// (no current page, no set of pages): each free names it.
+TEST_F(FifoDeathTest, DoubleFreeAfterTheFreeThatReleasedTheFifoAborts) {
+  const char *kNotABlock = "brisk: brisk_fifo_free\\(0x[0-9a-f]+\\): not a block of a fifo";
+  brisk_fifo_t *fifo = brisk_fifo_create(0);
+  ASSERT_NE(fifo, nullptr);
+  void *p = brisk_fifo_alloc(fifo, 100);
+  ASSERT_NE(p, nullptr);
+  brisk_fifo_destroy(fifo);
+  brisk_fifo_free(fifo, p);
+  if (!brisk_test_os_cache_holds(fifo) || !brisk_test_os_cache_holds(p))
+    GTEST_SKIP() << "the mapping cache did not keep the fifo's memory";
+  EXPECT_DEATH(brisk_fifo_free(fifo, p), kNotABlock);
+  EXPECT_DEATH(brisk_test_fifo_free_exported(fifo, p), kNotABlock);
+  EXPECT_DEATH(brisk_fifo_free_slow_(fifo, p), kNotABlock);
+}
+
 // The other fifo's pages are sized and aligned differently, so the page
 // this fifo computes from the address is not the one the header names.
 TEST_F(FifoDeathTest, BlockOfAFifoWithAnotherPageSizeAborts) {
@@ -866,6 +978,73 @@ TEST_F(FifoDeathTest, ExportedFreeToANullFifoAborts) {
         brisk_test_fifo_free_exported(nullptr, brisk_fifo_alloc(fifo, 10));
       },
       "brisk: brisk_fifo_free\\(0x[0-9a-f]+\\): no fifo \\(NULL\\) to free it to");
+}
+
+// A second destroy: of a fifo whose control page the mapping cache keeps
+// (zeroed), or of one that its live blocks keep.
+TEST_F(FifoDeathTest, DoubleDestroyAborts) {
+  const char *kNotLive =
+      "brisk: brisk_fifo_destroy\\(0x[0-9a-f]+\\): not a live fifo \\(destroyed already\\?\\)";
+  brisk_fifo_t *fifo = brisk_fifo_create(0);
+  ASSERT_NE(fifo, nullptr);
+  brisk_fifo_destroy(fifo);
+  if (brisk_test_os_cache_holds(fifo))
+    EXPECT_DEATH(brisk_fifo_destroy(fifo), kNotLive);
+  EXPECT_DEATH(
+      {
+        brisk_fifo_t *kept = brisk_fifo_create(0);
+        escape(brisk_fifo_alloc(kept, 10));
+        brisk_fifo_destroy(kept);
+        brisk_fifo_destroy(kept);
+      },
+      kNotLive);
+}
+
+// A pointer whose header would lie in memory that is not mapped, or not
+// readable: the first bytes of a mapping after a guard page, or of a buddy
+// allocator's region. realloc, the exported free and the free past the
+// inline path (what an annotated fifo's frees take, and a pointer that is
+// no multiple of 16) find that it lies in none of the fifo's pages before
+// they read anything there. (The inline free reads the header first:
+// brisk/fifo.h.)
+unsigned char *after_a_guard_page() {
+  auto *m = static_cast<unsigned char *>(
+      mmap(nullptr, 2 * 4096, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0));
+  if (m == MAP_FAILED) std::abort();
+  mprotect(m, 4096, PROT_NONE);
+  return m + 4096;
+}
+
+TEST_F(FifoDeathTest, PointerAfterAGuardPageAborts) {
+  const char *kFree = "brisk: brisk_fifo_free\\(0x[0-9a-f]+\\): not a block of a fifo";
+  const char *kRealloc = "brisk: brisk_fifo_realloc\\(0x[0-9a-f]+\\): not a block of a fifo";
+  EXPECT_DEATH(brisk_fifo_realloc(brisk_fifo_create(0), after_a_guard_page(), 100), kRealloc);
+  EXPECT_DEATH(brisk_test_fifo_free_exported(brisk_fifo_create(0), after_a_guard_page()), kFree);
+  EXPECT_DEATH(brisk_fifo_free_slow_(brisk_fifo_create(0), after_a_guard_page()), kFree);
+  EXPECT_DEATH(brisk_fifo_free(brisk_fifo_create(0), after_a_guard_page() + 4), kFree);
+  EXPECT_DEATH(brisk_fifo_realloc(brisk_fifo_create(0), after_a_guard_page() + 4, 100), kRealloc);
+}
+
+TEST_F(FifoDeathTest, FirstBlockOfABuddyAllocatorAborts) {
+  auto buddy_block = [] {
+    void *p = brisk_buddy_alloc(brisk_buddy_create(kMiB, 64), kMiB, 0);  // at the region's start
+    if (p == nullptr) std::abort();
+    return p;
+  };
+  EXPECT_DEATH(brisk_fifo_realloc(brisk_fifo_create(0), buddy_block(), 100),
+               "brisk: brisk_fifo_realloc\\(0x[0-9a-f]+\\): not a block of a fifo");
+  EXPECT_DEATH(brisk_test_fifo_free_exported(brisk_fifo_create(0), buddy_block()),
+               "brisk: brisk_fifo_free\\(0x[0-9a-f]+\\): not a block of a fifo");
+}
+
+// Another kind's live handle, read where a fifo keeps its entry.
+TEST_F(FifoDeathTest, DestroyOfAnotherKindsHandleAborts) {
+  EXPECT_DEATH(
+      {
+        brisk_pool_t *pool = brisk_pool_create(64, 0, 100);
+        brisk_fifo_destroy(reinterpret_cast<brisk_fifo_t *>(pool));
+      },
+      "brisk: brisk_fifo_destroy\\(0x[0-9a-f]+\\): not a live fifo");
 }
 
 TEST_F(FifoDeathTest, AllocAfterDestroyAborts) {
@@ -956,6 +1135,25 @@ TEST_F(FifoValidatorDeathTest, LiveBlockTaggedFreedIsNamed) {
         brisk_test_fifo_validate(t.fifo);
       },
       "brisk_fifo_validate\\(0x[0-9a-f]+\\): a page's count of live blocks disagrees");
+}
+
+// A page left behind by a live block is reached only through its blocks
+// and the fifo's set of pages: its header garbled (an overflow out of the
+// mapping before it would do that) is named all the same.
+TEST_F(FifoValidatorDeathTest, GarbledHeaderOfAPageLeftBehindIsNamed) {
+  // A 4 KiB page has one color: its header starts the mapping, 40 bytes
+  // (8 of them the magic, last) before its first block's header.
+  const size_t kMagicBeforeFirstBlock = kBlockHeader + 8;
+  EXPECT_DEATH(
+      {
+        brisk_fifo_t *fifo = brisk_fifo_create(4096);
+        auto *a = static_cast<unsigned char *>(brisk_fifo_alloc(fifo, 3000));
+        escape(brisk_fifo_alloc(fifo, 3000));  // a second page: the first is left behind
+        brisk_test_fifo_validate(fifo);
+        poke_value<uint64_t>(a - kMagicBeforeFirstBlock, 0);
+        brisk_test_fifo_validate(fifo);
+      },
+      "brisk_fifo_validate\\(0x[0-9a-f]+\\): a page in the fifo's set of pages is garbled");
 }
 
 // One byte written past the last block: the zeroes alloc hands out are gone.

@@ -986,6 +986,34 @@ class HybridDeathTest : public ::testing::Test {
   void SetUp() override { GTEST_FLAG_SET(death_test_style, "threadsafe"); }
 };
 
+// A second destroy while the mapping cache keeps the mapping, the hybrid
+// as the first destroy left it, gave the cache the mapping twice (and a
+// further region's): the next two hybrids of the config were one.
+TEST_F(HybridDeathTest, DoubleDestroyAborts) {
+  brisk_hybrid_config_t config;
+  brisk_hybrid_default_config(&config);
+  config.region_sizes[1] = 1 << 20;  // a further region, in a mapping of its own
+  brisk_hybrid_t *h = brisk_hybrid_create(&config);
+  ASSERT_NE(h, nullptr);
+  brisk_hybrid_free(h, brisk_hybrid_alloc(h, 100, 0));
+  brisk_hybrid_destroy(h);
+  if (!brisk_test_os_cache_holds(h)) GTEST_SKIP() << "the mapping cache did not keep it";
+  EXPECT_DEATH(brisk_hybrid_destroy(h),
+               "brisk: brisk_hybrid_destroy\\(0x[0-9a-f]+\\): not a live hybrid pool "
+               "\\(destroyed already\\?\\)");
+}
+
+// Another kind's live handle: a fifo's, whose control block has the fewest
+// mapped bytes after it of any kind's, read where a hybrid keeps its entry.
+TEST_F(HybridDeathTest, DestroyOfAnotherKindsHandleAborts) {
+  EXPECT_DEATH(
+      {
+        brisk_fifo_t *fifo = brisk_fifo_create(0);
+        brisk_hybrid_destroy(reinterpret_cast<brisk_hybrid_t *>(fifo));
+      },
+      "brisk: brisk_hybrid_destroy\\(0x[0-9a-f]+\\): not a live hybrid pool");
+}
+
 // The exported free of a pointer with a NULL hybrid.
 TEST_F(HybridDeathTest, ExportedFreeWithANullHybridAborts) {
   static char block[64];

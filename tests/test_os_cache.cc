@@ -108,6 +108,36 @@ TEST_F(MapCache, ArenaTakesItsPredecessorsReservation) {
   brisk_arena_destroy(b);
 }
 
+// A range that overlaps a mapping the cache keeps, the same one given
+// again included, is refused and left alone: kept twice, the mapping went
+// to two takers (a region allocator destroyed twice did that).
+TEST_F(MapCache, MemoryItHoldsIsRefused) {
+  const size_t page = static_cast<size_t>(sysconf(_SC_PAGESIZE));
+  auto *p = static_cast<unsigned char *>(
+      mmap(nullptr, 3 * page, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0));
+  ASSERT_NE(p, MAP_FAILED);
+  ASSERT_TRUE(brisk_test_os_cache_put(p + page, page));
+  const brisk_test_cache_info_t before = cache_info();
+  EXPECT_FALSE(brisk_test_os_cache_put(p + page, page));      // the same
+  EXPECT_FALSE(brisk_test_os_cache_put(p, 2 * page));         // its head
+  EXPECT_FALSE(brisk_test_os_cache_put(p + page, 2 * page));  // its start and past its end
+  const brisk_test_cache_info_t after = cache_info();
+  EXPECT_EQ(after.entries, before.entries);
+  EXPECT_EQ(after.puts, before.puts);
+  EXPECT_TRUE(is_mapped(p) && is_mapped(p + 2 * page)) << "a refused range is not released";
+  EXPECT_EQ(brisk_test_os_cache_take(page), p + page);
+  EXPECT_EQ(brisk_test_os_cache_take(page), nullptr) << "kept once";
+  // Next to it, not over it: kept.
+  ASSERT_TRUE(brisk_test_os_cache_put(p + page, page));
+  EXPECT_TRUE(brisk_test_os_cache_put(p, page));
+  EXPECT_TRUE(brisk_test_os_cache_put(p + 2 * page, page));
+  EXPECT_EQ(cache_info().entries, before.entries + 2);
+  // Out of the cache again, to be unmapped here: the OS layer did not map
+  // them, so it must not count their release.
+  for (int i = 0; i < 3; i++) EXPECT_NE(brisk_test_os_cache_take(page), nullptr);
+  munmap(p, 3 * page);
+}
+
 // Another size, or another kind, does not get it.
 TEST_F(MapCache, OnlyTheSameKindAndSize) {
   const uint64_t hits = cache_info().hits;

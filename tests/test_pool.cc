@@ -969,6 +969,31 @@ TEST_F(PoolDeathTest, BytesLeftByADestroyedPoolAreNotTakenForItsKey) {
       testing::ExitedWithCode(0), "");
 }
 
+// A second destroy while the mapping cache keeps the reservation, its
+// header as the first destroy left it, gave the cache the reservation
+// twice: the next two pools of the size were one. (Debug builds, the
+// sanitizers', give a pool's memory back to the system at destroy: a
+// second destroy may crash there.)
+TEST_F(PoolDeathTest, DoubleDestroyAborts) {
+  brisk_pool_t *pool = brisk_pool_create(64, 0, 100);
+  ASSERT_NE(pool, nullptr);
+  brisk_pool_destroy(pool);
+  if (!brisk_test_os_cache_holds(pool)) GTEST_SKIP() << "the mapping cache did not keep it";
+  EXPECT_DEATH(brisk_pool_destroy(pool),
+               "brisk: brisk_pool_destroy\\(0x[0-9a-f]+\\): not a live pool \\(destroyed "
+               "already\\?\\)");
+}
+
+// Another kind's live handle: an arena's header read as a pool's.
+TEST_F(PoolDeathTest, DestroyOfAnotherKindsHandleAborts) {
+  EXPECT_DEATH(
+      {
+        brisk_arena_t *arena = brisk_arena_create(1 << 20);
+        brisk_pool_destroy(reinterpret_cast<brisk_pool_t *>(arena));
+      },
+      "brisk: brisk_pool_destroy\\(0x[0-9a-f]+\\): not a live pool");
+}
+
 // The validator names a corruption made on purpose behind the API's back,
 // as a bug in the program (or in brisk) would leave it. Each pool is
 // validated sound first, so the death is the corruption's.

@@ -1023,6 +1023,57 @@ TEST_F(BriskStackDeathTest, DestroyOfAThreadsDefaultStackAborts) {
                "brisk: brisk_stack_destroy\\(0x[0-9a-f]+\\): a thread's default stack");
 }
 
+// A second destroy while the mapping cache keeps the stack's page, as
+// the first destroy left it (its list of blocks too), gave the cache the
+// page and every block again: later stacks shared them.
+TEST_F(BriskStackDeathTest, DoubleDestroyAborts) {
+  brisk_stack_t *s = brisk_stack_create(0);
+  ASSERT_NE(s, nullptr);
+  ASSERT_NE(brisk_stack_alloc(s, 100, 0), nullptr);
+  brisk_stack_destroy(s);
+  if (!brisk_test_os_cache_holds(s)) GTEST_SKIP() << "the mapping cache did not keep it";
+  EXPECT_DEATH(brisk_stack_destroy(s),
+               "brisk: brisk_stack_destroy\\(0x[0-9a-f]+\\): not a live stack \\(destroyed "
+               "already\\?\\)");
+}
+
+// The default stack of a thread that exited: its key destructor destroyed
+// it (the stack was taken for a live default stack before).
+TEST_F(BriskStackDeathTest, DestroyOfAnExitedThreadsDefaultStackAborts) {
+  brisk_stack_t *s = nullptr;
+  std::thread([&s] { s = brisk_stack_tls(); }).join();
+  if (!brisk_test_os_cache_holds(s)) GTEST_SKIP() << "the mapping cache did not keep it";
+  EXPECT_DEATH(brisk_stack_destroy(s),
+               "brisk: brisk_stack_destroy\\(0x[0-9a-f]+\\): not a live stack");
+}
+
+// A stack used after its destroy: a push that outgrows its frame records
+// gave the mapping cache, which holds them (they went with the stack), the
+// old records again, for two later stacks to share.
+TEST_F(BriskStackDeathTest, PushAfterDestroyDoesNotGiveTheCacheItsRecordsAgain) {
+  brisk_stack_t *s = brisk_stack_create(0);
+  ASSERT_NE(s, nullptr);
+  for (int i = 0; i < 200; i++) brisk_stack_push(s);  // past the records in its page
+  brisk_stack_destroy(s);
+  if (!brisk_test_os_cache_holds(s)) GTEST_SKIP() << "the mapping cache did not keep it";
+  EXPECT_DEATH(
+      {
+        for (int i = 0; i < 1000; i++) brisk_stack_push(s);
+      },
+      "brisk: brisk_stack_push\\(0x[0-9a-f]+\\): memory the mapping cache holds already "
+      "\\(the stack was destroyed\\?\\)");
+}
+
+// Another kind's live handle: its bytes are no stack's.
+TEST_F(BriskStackDeathTest, DestroyOfAnotherKindsHandleAborts) {
+  EXPECT_DEATH(
+      {
+        brisk_arena_t *arena = brisk_arena_create(kMiB);
+        brisk_stack_destroy(reinterpret_cast<brisk_stack_t *>(arena));
+      },
+      "brisk: brisk_stack_destroy\\(0x[0-9a-f]+\\): not a live stack");
+}
+
 TEST_F(BriskStackDeathTest, UseAfterPopIsCaughtByAsan) {
 #if defined(__SANITIZE_ADDRESS__)
   EXPECT_DEATH(

@@ -12,6 +12,10 @@
  * allocation of a cursor made on it fail with EINVAL, reset and destroy
  * do nothing, brisk_arena_used is 0 and brisk_arena_stats all zero. A
  * NULL cursor is not tested for (brisk_arena_cursor_alloc is inline).
+ *
+ * brisk_arena_destroy of an arena destroyed already, or of another kind's
+ * handle, aborts with a message while the memory behind it is mapped
+ * (brisk/region.h: destroyed handles).
  */
 #ifndef BRISK_ARENA_H
 #define BRISK_ARENA_H

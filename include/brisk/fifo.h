@@ -11,6 +11,11 @@
  * with a message for a block (NULL does nothing). The inline
  * brisk_fifo_alloc and brisk_fifo_free that a program compiles read the
  * fifo without a test: a NULL fifo crashes them.
+ *
+ * A destroyed fifo: brisk_fifo_destroy of it again (or of another kind's
+ * handle) aborts with a message while its control page is mapped, kept by
+ * its live blocks or by the mapping cache (brisk/region.h: destroyed
+ * handles); alloc and realloc with it abort while live blocks keep it.
  */
 #ifndef BRISK_FIFO_H
 #define BRISK_FIFO_H
@@ -38,14 +43,25 @@ BRISK_API brisk_fifo_t *brisk_fifo_create(size_t page_size);
  * does nothing; a pointer that is not a live block of this fifo (freed
  * already, of another fifo, no fifo's at all) aborts with a message. Both
  * are inline (below); the library exports them too, for callers that
- * cannot inline them.
+ * cannot inline them. The inline free reads the 8 bytes before a
+ * 16-aligned p before it knows where p lies (one load, no lookup): a p
+ * whose preceding bytes are not mapped or not readable (the first bytes
+ * of a mapping after a hole or a guard page; a buddy allocator's or a
+ * hybrid's first block), or a p in memory no longer mapped (a block freed
+ * again after its page went back to the system: at once for a block of
+ * 1 MiB or more, else once the mapping cache lets the page go), crashes
+ * it (SIGSEGV). The exported free sends a p at the start of a 4 KiB page
+ * out of line, where p is looked up among the fifo's pages first and gets
+ * its message; it reads the bytes before any other p, which lie on p's
+ * own page, so a p in memory no longer mapped crashes it too.
  */
 /*
  * The same pointer when shrinking, or when p is the last block of its page
  * and the page has room; else a new zeroed block with p's contents. p ==
  * NULL allocates; NULL/ENOMEM when memory can't be had (p is left as it
- * was). A p that is not a live block of this fifo aborts with a message
- * before anything is read from it past its header, as brisk_fifo_free.
+ * was). A p that is not a live block of this fifo aborts with a message,
+ * as brisk_fifo_free's: realloc looks p up among the fifo's pages before
+ * it reads anything at or before p.
  */
 BRISK_API void *brisk_fifo_realloc(brisk_fifo_t *fifo, void *p, size_t new_size);
 /*
@@ -103,7 +119,9 @@ static inline void *brisk_fifo_alloc_inline_(brisk_fifo_t *fifo, size_t size) {
  * fails a check (the slow path names the misuse) and annotated fifos
  * (whose block headers are poisoned for ASan) go out of line; the header
  * is read only once p is aligned and the fifo is not annotated, the page
- * only once the header leads to it.
+ * only once the header leads to it. Not checked here: that p lies in one
+ * of the fifo's pages before its header is read (a lookup per free); the
+ * slow path checks that first.
  */
 static inline void brisk_fifo_free_inline_(brisk_fifo_t *fifo, void *p) {
   brisk_fifo_hot_t *hot = (brisk_fifo_hot_t *)fifo;

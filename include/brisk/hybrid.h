@@ -16,6 +16,11 @@
  * program that includes this header calls, do not test the handle (a
  * test and a branch on every call): with a NULL hybrid they crash (a
  * segmentation fault), whatever the pointer.
+ *
+ * brisk_hybrid_destroy of a hybrid destroyed already, or of another
+ * kind's handle, aborts with a message while the memory behind it is
+ * mapped (brisk/region.h: destroyed handles; one mlock'ed with
+ * BRISK_REGION_LOCK is unmapped at destroy).
  */
 #ifndef BRISK_HYBRID_H
 #define BRISK_HYBRID_H

@@ -10,6 +10,11 @@
  * push, pop and BRISK_STACK_SCOPE read the stack without a test: a NULL
  * stack crashes them.
  *
+ * brisk_stack_destroy of a stack destroyed already (a thread's default
+ * stack after its thread exited too), or of another kind's handle, aborts
+ * with a message while the memory behind it is mapped (brisk/region.h:
+ * destroyed handles).
+ *
  * Not caught: a frame popped by hand inside a BRISK_STACK_SCOPE (the
  * scope's own pop then takes the frame below it, or aborts with "no frame
  * to pop"), and a stack used by two threads at once.

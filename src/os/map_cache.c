@@ -8,10 +8,11 @@
  *
  * Call tree:
  *   _brisk_os_cache_put     measure what is resident if asked (mincore);
- *                           under the lock: expire, make room (oldest
- *                           first), keep it; after the lock: release what
- *                           went (munmap), or the mapping itself when it
- *                           cannot be kept
+ *                           under the lock: refuse a range that overlaps
+ *                           an entry, expire, make room (oldest first),
+ *                           keep it; after the lock: release what went
+ *                           (munmap), or the mapping itself when it cannot
+ *                           be kept
  *   _brisk_os_cache_take    under the lock: expire, take the newest entry
  *                           of the kind and size; after it: release
  *   _brisk_os_cache_expire  one relaxed load of the oldest entry's time;
@@ -165,15 +166,32 @@ static void expire_locked(uint64_t now, victims_t *v) {
   }
 }
 
-void _brisk_os_cache_put(brisk_os_cache_kind_t kind, void *p, size_t size, size_t committed,
+/* Under the lock: whether [p, p + size) overlaps a kept mapping. */
+static bool overlaps_locked(const uint8_t *p, size_t size) {
+  for (size_t i = 0; i < count; i++)
+    if ((uintptr_t)p - (uintptr_t)entries[i].p < entries[i].size ||
+        (uintptr_t)entries[i].p - (uintptr_t)p < size)
+      return true;
+  return false;
+}
+
+bool _brisk_os_cache_put(brisk_os_cache_kind_t kind, void *p, size_t size, size_t committed,
                          size_t resident, size_t *calls) {
-  if (p == NULL || size == 0) return;
+  if (p == NULL || size == 0) return true;
   if (resident == BRISK_OS_CACHE_MEASURE) resident = _brisk_os_resident(p, committed, calls);
   if (resident > committed) resident = committed;
   uint64_t now = _brisk_os_now_ms();
   victims_t v = {.n = 0};
   bool kept = false;
   if (try_lock()) {
+    /* Memory the cache holds already, given again (a region allocator
+     * destroyed twice, say): kept twice, two takers would share it;
+     * released, the cache would hand out a hole. Neither: the caller
+     * names the misuse. */
+    if (BRISK_UNLIKELY(overlaps_locked(p, size))) {
+      unlock();
+      return false;
+    }
     expire_locked(now, &v);
     /* A bound of 0 (bytes, entries or delay) keeps nothing, not even a
      * mapping with nothing resident. */
@@ -194,6 +212,7 @@ void _brisk_os_cache_put(brisk_os_cache_kind_t kind, void *p, size_t size, size_
     count_one(&stats.declined, &stats.declined_bytes, size);
     _brisk_os_release(p, size, calls);
   }
+  return true;
 }
 
 void *_brisk_os_reserve_cached(brisk_os_cache_kind_t kind, size_t size, size_t align,
@@ -205,9 +224,9 @@ void *_brisk_os_reserve_cached(brisk_os_cache_kind_t kind, size_t size, size_t a
   return p != NULL ? p : _brisk_os_reserve(size, align, 0, calls);
 }
 
-void _brisk_os_release_cached(brisk_os_cache_kind_t kind, void *p, size_t size, size_t *calls) {
-  _brisk_os_cache_put(kind, p, size, size, size <= MEASURE_ABOVE ? size : BRISK_OS_CACHE_MEASURE,
-                      calls);
+bool _brisk_os_release_cached(brisk_os_cache_kind_t kind, void *p, size_t size, size_t *calls) {
+  return _brisk_os_cache_put(kind, p, size, size,
+                             size <= MEASURE_ABOVE ? size : BRISK_OS_CACHE_MEASURE, calls);
 }
 
 void *_brisk_os_cache_take(brisk_os_cache_kind_t kind, size_t size, size_t align,

@@ -154,8 +154,12 @@ typedef enum brisk_os_cache_kind_e {
  * The system calls it makes (the measuring, that release, and the release
  * of older mappings it makes room by) are added to *calls: the caller's,
  * as its allocator made them; those of expire and flush are nobody's.
+ * Returns false, and does nothing, when the range overlaps a mapping the
+ * cache keeps (a region allocator destroyed twice): the caller aborts
+ * with its message. Checked under the cache's lock: when the lock is busy
+ * the range is released unchecked, as ever.
  */
-BRISK_HIDDEN void _brisk_os_cache_put(brisk_os_cache_kind_t kind, void *p, size_t size,
+BRISK_HIDDEN bool _brisk_os_cache_put(brisk_os_cache_kind_t kind, void *p, size_t size,
                                       size_t committed, size_t resident, size_t *calls);
 /* A kept mapping of this kind, exactly `size` bytes, whose start is a
  * multiple of `align`; NULL when there is none. *committed and *resident:
@@ -168,8 +172,9 @@ BRISK_HIDDEN void *_brisk_os_cache_take(brisk_os_cache_kind_t kind, size_t size,
 BRISK_HIDDEN void *_brisk_os_reserve_cached(brisk_os_cache_kind_t kind, size_t size, size_t align,
                                            bool *reused, size_t *calls);
 /* _brisk_os_release of such a mapping, through the cache (all of it
- * read-write; its resident bytes measured when it is over 1 MiB). */
-BRISK_HIDDEN void _brisk_os_release_cached(brisk_os_cache_kind_t kind, void *p, size_t size,
+ * read-write; its resident bytes measured when it is over 1 MiB); false
+ * as _brisk_os_cache_put. */
+BRISK_HIDDEN bool _brisk_os_release_cached(brisk_os_cache_kind_t kind, void *p, size_t size,
                                            size_t *calls);
 /* Release what has waited longer than the delay: one relaxed load when
  * nothing has (the general allocator's housekeeping calls it). */
@@ -264,6 +269,14 @@ BRISK_HIDDEN bool _brisk_os_only_thread_left(int status_fd);
  * process id and addresses of the randomised layout (AT_RANDOM first).
  * Allocates nothing. */
 BRISK_HIDDEN void _brisk_os_random(void *buffer, size_t size);
+
+/* Copy n bytes at src, which may lie in memory that is not mapped or not
+ * readable, to dst: true when all could be read, false (dst's bytes then
+ * unspecified) when not, or when the kernel refuses the call (a seccomp
+ * filter). One system call (process_vm_readv on the process itself), not
+ * counted: for misuse messages, which look at what a bad pointer points
+ * at without faulting on it. */
+BRISK_HIDDEN bool _brisk_os_try_read(void *dst, const void *src, size_t n);
 
 /* Write a message to stderr without allocating. */
 BRISK_HIDDEN void _brisk_os_write_error(const char *message);

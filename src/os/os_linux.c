@@ -14,6 +14,7 @@
 #include <sys/auxv.h>
 #include <sys/mman.h>
 #include <sys/random.h>
+#include <sys/uio.h>
 #include <time.h>
 #include <unistd.h>
 
@@ -434,6 +435,14 @@ void _brisk_os_random(void *buffer, size_t size) {
     z = (z ^ (z >> 27)) * 0x94D049BB133111EBull;
     out[done] = (uint8_t)(z ^ (z >> 31));
   }
+}
+
+bool _brisk_os_try_read(void *dst, const void *src, size_t n) {
+  /* The kernel copies from our own address space as it would another
+   * process's, and says EFAULT where a page is missing or no-access. */
+  struct iovec local = {dst, n};
+  struct iovec remote = {(void *)(uintptr_t)src, n};
+  return process_vm_readv(getpid(), &local, 1, &remote, 1, 0) == (ssize_t)n;
 }
 
 void _brisk_os_write_error(const char *message) {

@@ -38,7 +38,8 @@
  *     hand_out           count it in the thread's slot; ASan/Valgrind
  *   brisk_arena_reset    poison what was used, offset = 0, maybe uncommit
  *   brisk_arena_used / brisk_arena_stats / brisk_arena_destroy (unregister
- *                        first, then to the mapping cache)
+ *                        first, aborting for a handle that is no live
+ *                        arena; then to the mapping cache)
  *
  * Who touches which field, and with what memory order:
  *   offset         every allocating thread: fetch_add, relaxed. It only
@@ -160,6 +161,9 @@ struct brisk_arena_s {
 };
 
 _Static_assert(sizeof(arena_slot_t) == BRISK_CACHE_LINE, "slot entries are one cache line");
+_Static_assert(offsetof(brisk_arena_t, entry) + sizeof(brisk_region_entry_t) <=
+                   BRISK_REGION_ENTRY_END,
+               "any kind's handle can be read where an arena keeps its entry (registry.h)");
 
 /* ---- Counting ---- */
 
@@ -267,7 +271,12 @@ brisk_arena_t *brisk_arena_create(size_t reserve) {
 
 void brisk_arena_destroy(brisk_arena_t *arena) {
   if (arena == NULL) return;
-  _brisk_region_unregister(&arena->entry);
+  /* Before anything is read past the entry: a second destroy (the
+   * reservation in the mapping cache, its header as we leave it) or
+   * another kind's handle would otherwise give a mapping to the cache
+   * twice, or one that is no arena's. */
+  if (BRISK_UNLIKELY(!_brisk_region_unregister(&arena->entry, BRISK_REGION_ARENA)))
+    _brisk_os_fatal_pointer("brisk_arena_destroy", arena, "not a live arena (destroyed already?)");
   /* Every block goes, and our poisoning with it (resets' and, under
    * Valgrind, the blocks handed out since), so whatever is mapped here
    * next starts clean. */
@@ -279,9 +288,15 @@ void brisk_arena_destroy(brisk_arena_t *arena) {
   if (touched < arena->touched) touched = arena->touched;
   if (touched > mapped) touched = mapped;
   size_t header_size = arena->header_size;
-  _brisk_os_cache_put(BRISK_OS_CACHE_ARENA, arena->base, arena->reservation_size,
-                      header_size + mapped,
-                      header_size + brisk_align_up(touched, arena->page), NULL);
+  /* Refused where the cache holds the reservation already (a header
+   * garbled to name a destroyed one's): kept twice, two later arenas
+   * would share it. */
+  if (BRISK_UNLIKELY(!_brisk_os_cache_put(BRISK_OS_CACHE_ARENA, arena->base,
+                                          arena->reservation_size, header_size + mapped,
+                                          header_size + brisk_align_up(touched, arena->page),
+                                          NULL)))
+    _brisk_os_fatal_pointer("brisk_arena_destroy", arena,
+                            "its memory is in the mapping cache already");
 }
 
 /* The chunk to commit beyond `committed` bytes: grows with the arena. */

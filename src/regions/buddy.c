@@ -100,10 +100,13 @@
  *   brisk_buddy_validate     (quiescent) recompute the trees, compare with
  *                            the index
  *   brisk_buddy_stats / _brisk_buddy_counters / _brisk_buddy_range
- *   brisk_buddy_destroy      unregister, flush the caches, both reservations
+ *   brisk_buddy_destroy      unregister (abort for a handle that is no live
+ *                            buddy), flush the caches, both reservations
  *                            to the OS layer's mapping cache (the meta one
  *                            only when every tree is free: it is then zero
- *                            past the header, which a reuse clears)
+ *                            past the header, which a reuse clears);
+ *                            _brisk_buddy_destroy_unregistered: the same
+ *                            for a hybrid's further regions
  *
  * Statistics: allocations and bytes_requested (the sizes asked, before
  * rounding) are counted per thread slot; bytes_in_use is block sizes;
@@ -270,6 +273,10 @@ struct brisk_buddy_s {
   BRISK_ALIGNED(BRISK_CACHE_LINE) _Atomic size_t high_water;
   slot_t slots[BRISK_THREAD_SLOTS + 1]; /* the last: threads without a slot */
 };
+
+_Static_assert(offsetof(brisk_buddy_t, entry) + sizeof(brisk_region_entry_t) <=
+                   BRISK_REGION_ENTRY_END,
+               "any kind's handle can be read where a buddy keeps its entry (registry.h)");
 
 /* ---- Messages ---- */
 
@@ -958,9 +965,9 @@ bool _brisk_buddy_destroy_in(brisk_buddy_t *b, size_t *resident) {
   return clean;
 }
 
-void brisk_buddy_destroy(brisk_buddy_t *b) {
-  if (b == NULL) return;
-  _brisk_region_unregister(&b->entry); /* nothing for a hybrid's region */
+/* A buddy no longer (or never) registered: both mappings to the mapping
+ * cache or back to the system, or left to its creator. */
+static void buddy_destroy(brisk_buddy_t *b) {
   if (b->external) {
     size_t resident;
     (void)_brisk_buddy_destroy_in(b, &resident);
@@ -983,14 +990,31 @@ void brisk_buddy_destroy(brisk_buddy_t *b) {
   }
   size_t region_resident, meta_resident;
   bool clean = quiesce(b, &region_resident, &meta_resident);
-  _brisk_os_cache_put(BRISK_OS_CACHE_BUDDY_REGION, b->base, b->region_size, b->region_size,
-                      region_resident, NULL);
-  if (clean)
-    _brisk_os_cache_put(BRISK_OS_CACHE_BUDDY_META, b, b->meta_size, b->meta_size, meta_resident,
-                        NULL);
-  else
+  /* Refused where the cache holds a mapping already (a header garbled to
+   * name a destroyed buddy's): kept twice, two later buddies would share
+   * it. The meta mapping, with the header, last. */
+  if (BRISK_UNLIKELY(!_brisk_os_cache_put(BRISK_OS_CACHE_BUDDY_REGION, b->base, b->region_size,
+                                          b->region_size, region_resident, NULL)))
+    fatal("brisk_buddy_destroy", b, "its memory is in the mapping cache already");
+  if (!clean)
     _brisk_os_release(b, b->meta_size, NULL);
+  else if (BRISK_UNLIKELY(!_brisk_os_cache_put(BRISK_OS_CACHE_BUDDY_META, b, b->meta_size,
+                                               b->meta_size, meta_resident, NULL)))
+    fatal("brisk_buddy_destroy", b, "its memory is in the mapping cache already");
 }
+
+void brisk_buddy_destroy(brisk_buddy_t *b) {
+  if (b == NULL) return;
+  /* A buddy destroyed already (its meta mapping in the mapping cache, the
+   * header as destroy left it), a hybrid's region or another kind's
+   * handle has no live entry: destroying it would give the cache its
+   * mappings twice, or ones that are no buddy's. */
+  if (BRISK_UNLIKELY(!_brisk_region_unregister(&b->entry, BRISK_REGION_BUDDY)))
+    fatal("brisk_buddy_destroy", b, "not a live buddy allocator (destroyed already?)");
+  buddy_destroy(b);
+}
+
+void _brisk_buddy_destroy_unregistered(brisk_buddy_t *b) { buddy_destroy(b); }
 
 /* ---- Statistics ---- */
 

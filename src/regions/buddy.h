@@ -61,6 +61,10 @@ __attribute__((visibility("hidden"))) brisk_buddy_t *_brisk_buddy_create_in(void
 __attribute__((visibility("hidden"))) bool _brisk_buddy_destroy_in(brisk_buddy_t *b,
                                                                    size_t *resident);
 
+/* brisk_buddy_destroy of a buddy made by _brisk_buddy_create(..., false)
+ * (a hybrid's further regions, never registered). */
+__attribute__((visibility("hidden"))) void _brisk_buddy_destroy_unregistered(brisk_buddy_t *b);
+
 /* The region's address range [*lo, *hi): every block lies inside it.
  * Fixed at creation, so free's dispatch by address needs no lock. */
 __attribute__((visibility("hidden"))) void _brisk_buddy_range(const brisk_buddy_t *b,

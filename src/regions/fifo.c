@@ -41,7 +41,11 @@
  * alone on a big page) and a 5-bit state tag (live or freed). Free checks
  * the tag and that the offset leads to the very page the address names,
  * so a pointer that is no fifo block, or is freed twice, aborts with a
- * message.
+ * message. Past the inline free (realloc, the slow path, the exported
+ * free for a p that starts a 4 KiB page) p is first looked up in the set
+ * of the fifo's pages (their mappings' addresses, see page_set_has), so
+ * that a header that is not in a page of the fifo is never read: it may
+ * not be mapped.
  *
  * Call tree. brisk_fifo_alloc and brisk_fifo_free are inline in
  * <brisk/fifo.h> (over brisk_fifo_hot_t and brisk_fifo_page_hot_t, the
@@ -50,6 +54,7 @@
  * anything else; the library also exports brisk_fifo_alloc and free
  * themselves, over the same inline paths, for callers that do not inline.
  *   brisk_fifo_create   map the control page and the first (current) page
+ *   page_map / page_release  a page in and out of the set of pages
  *   brisk_fifo_alloc    (inline) the span fits in current: carve at
  *                       used_size, the header and the counts
  *     brisk_fifo_alloc_slow_  annotated fifos (carve with annotations) and
@@ -60,15 +65,18 @@
  *                       page (page_new) becomes current
  *   brisk_fifo_free     (inline) page_of, check the header, --used_blocks
  *     brisk_fifo_free_slow_  a check failed (bad_pointer names it), or an
- *                       annotated fifo: the same free with annotations
+ *                       annotated fifo: the same free with annotations,
+ *                       p's page looked up first (owned_page)
  *     brisk_fifo_page_empty_  a page other than current emptied: the page
  *                       policy
- *   brisk_fifo_realloc  fits the span: same pointer; last block of its page
- *                       with room: grows in place; else alloc + copy + free
+ *   brisk_fifo_realloc  p's page looked up, its header checked; fits the
+ *                       span: same pointer; last block of its page with
+ *                       room: grows in place; else alloc + copy + free
  *   brisk_fifo_destroy  release spare, cache and an empty current; the rest
  *                       goes with the last free, the control page last
  *   _brisk_fifo_validate  (regions/fifo.h; the end of this file) the pages
- *                       kept, block by block, against the counters; debug
+ *                       kept, block by block, and every page's header (the
+ *                       set of pages), against the counters; debug
  *                       builds run it from alloc_slow every 64th time
  *
  * The page policy (the seed's):
@@ -159,6 +167,9 @@
 /* Pages a fifo keeps for reuse after dropping them: at most this many bytes. */
 #define PAGE_CACHE_BYTES  ((size_t)1 << 20)
 #define PAGE_CACHE_MAX    16
+/* Slots of the set of pages in the control block: up to half as many
+ * pages, 4 MiB of the default 64 KiB pages, need no mapping for it. */
+#define PAGE_SET_INLINE   128
 /* Page headers start 0, 64, ..., 960 bytes into their mappings (colors),
  * chosen by the mapping's address (see page_of). Every mapping is aligned
  * to an OS page at least, so a header's address modulo the smallest page
@@ -170,8 +181,11 @@
 /* The control block sits in the middle of its page, away from the colors. */
 #define FIFO_COLOR        ((size_t)2048)
 /* A fifo's mapping in the OS layer's cache is zero past its first
- * CACHE_DIRTY_HEAD bytes (a page header at any color, the control block). */
-#define CACHE_DIRTY_HEAD  (FIFO_COLOR + sizeof(brisk_fifo_t))
+ * CACHE_DIRTY_HEAD bytes (a page header at any color, the control block
+ * up to its inline set of pages: that is zero when the fifo goes, every
+ * page having left it, and page_set_room clears it when the set moves to
+ * a mapping). */
+#define CACHE_DIRTY_HEAD  (FIFO_COLOR + offsetof(brisk_fifo_t, page_set_inline))
 /* Big pages (a block of their own) up to this size go to that cache. */
 #define BIG_CACHED        ((size_t)1 << 20)
 /* The block header's layout is brisk/internal.h's: free's fast path is
@@ -241,9 +255,21 @@ struct brisk_fifo_s {
   size_t system_requests; /* OS calls made for this fifo so far */
   brisk_region_entry_t entry;
   page_t *cache[PAGE_CACHE_MAX];
+  /* The set of the pages' mappings (see "the set of the fifo's pages"):
+   * its slots (page_set_inline, or a mapping of page_set_bytes), how many
+   * less one, and log2 of the window, which every mapping is a multiple
+   * of. */
+  uintptr_t *page_set;
+  size_t page_set_mask;
+  size_t page_set_bytes;  /* 0 while the slots are page_set_inline */
+  uint32_t window_shift;
+  uintptr_t page_set_inline[PAGE_SET_INLINE];
 };
 
 _Static_assert(offsetof(brisk_fifo_t, hot) == 0, "brisk/fifo.h reads the hot fields at the fifo");
+_Static_assert(offsetof(brisk_fifo_t, entry) + sizeof(brisk_region_entry_t) <=
+                   BRISK_REGION_ENTRY_END,
+               "any kind's handle can be read where a fifo keeps its entry (registry.h)");
 
 /* What a destroyed fifo's current points at: no room, so alloc goes slow. */
 static page_t dead_page;
@@ -310,9 +336,110 @@ BRISK_INLINE void write_header(block_t *block, size_t page_offs, size_t span) {
   asan_close(block, BLOCK_HEADER);
 }
 
+/* ---- the set of the fifo's pages ----
+ *
+ * brisk_fifo_realloc and the free past the inline path must know that a
+ * pointer lies in one of this fifo's pages before they read its block
+ * header: the bytes before a pointer that is no fifo block may be
+ * unmapped, or no-access. The fifo keeps no list of its pages (see the
+ * page policy), so it keeps this set of their mappings' addresses, each a
+ * multiple of the window: open addressing, linear probing, never more
+ * than half full, in the control block (PAGE_SET_INLINE slots) while the
+ * fifo maps few pages, in a mapping of its own past that (doubled when it
+ * fills; let go with the control page). page_map adds a page (first
+ * making room, which can fail as the page's own mapping can), and
+ * page_release removes it, so it holds nb_pages addresses.
+ */
+
+BRISK_INLINE size_t set_slot(const brisk_fifo_t *fifo, uintptr_t base) {
+  return (size_t)(((base >> fifo->window_shift) * 0x9E3779B97F4A7C15ull) >> 32) &
+         fifo->page_set_mask;
+}
+
+/* Whether the mapping at base (a multiple of the window) is a page of the
+ * fifo. */
+BRISK_INLINE bool page_set_has(const brisk_fifo_t *fifo, uintptr_t base) {
+  if (base == 0) return false; /* what an empty slot holds */
+  for (size_t i = set_slot(fifo, base);; i = (i + 1) & fifo->page_set_mask) {
+    uintptr_t at = fifo->page_set[i];
+    if (at == base) return true;
+    if (at == 0) return false;
+  }
+}
+
+/* Into a set with room. */
+static void page_set_put(brisk_fifo_t *fifo, uintptr_t base) {
+  size_t i = set_slot(fifo, base);
+  while (fifo->page_set[i] != 0) i = (i + 1) & fifo->page_set_mask;
+  fifo->page_set[i] = base;
+}
+
+/* Room for one more page, the set at most half full after it: false
+ * (errno ENOMEM) when the system refuses a bigger one. */
+static bool page_set_room(brisk_fifo_t *fifo) {
+  size_t slots = fifo->page_set_mask + 1;
+  if (2 * (fifo->nb_pages + 1) <= slots) return true;
+  size_t page = _brisk_os_page_size();
+  size_t bytes = brisk_align_up(2 * slots * sizeof(uintptr_t), page);
+  uintptr_t *bigger = _brisk_os_reserve(bytes, page, 0, &fifo->system_requests);
+  if (bigger == NULL) return false;
+  uintptr_t *old = fifo->page_set;
+  size_t old_bytes = fifo->page_set_bytes;
+  fifo->page_set = bigger;
+  fifo->page_set_mask = bytes / sizeof(uintptr_t) - 1;
+  fifo->page_set_bytes = bytes;
+  for (size_t i = 0; i < slots; i++)
+    if (old[i] != 0) page_set_put(fifo, old[i]);
+  if (old_bytes != 0)
+    _brisk_os_release(old, old_bytes, &fifo->system_requests);
+  else
+    memset(old, 0, slots * sizeof *old); /* the inline slots: see CACHE_DIRTY_HEAD */
+  return true;
+}
+
+/* Out of the set. Backward shift: each later address of the run moves
+ * into the hole when its home slot is not between the hole and where it
+ * lies, so that every address stays reachable from its home. */
+static void page_set_remove(brisk_fifo_t *fifo, uintptr_t base) {
+  uintptr_t *set = fifo->page_set;
+  size_t mask = fifo->page_set_mask;
+  size_t i = set_slot(fifo, base);
+  for (; set[i] != base; i = (i + 1) & mask)
+    if (set[i] == 0) return;
+  for (size_t j = (i + 1) & mask; set[j] != 0; j = (j + 1) & mask) {
+    size_t home = set_slot(fifo, set[j]);
+    if (((j - home) & mask) >= ((j - i) & mask)) {
+      set[i] = set[j];
+      i = j;
+    }
+  }
+  set[i] = 0;
+}
+
+/* The page of this fifo that p would be a block of, or NULL when p lies
+ * in none (the mapping its address names is no page of the fifo, or p
+ * falls before the page's first block or past its mapping): then its
+ * block header may not even be mapped. Reads nothing at p. */
+BRISK_INLINE page_t *owned_page(const brisk_fifo_t *fifo, const void *p) {
+  uintptr_t base = (uintptr_t)p & fifo->hot.window_mask;
+  /* No page lies at 0. That is also every p's base once the fifo went
+   * with its last block and its control block waits in the mapping cache,
+   * zeroed (a free of that block again): no window, no current page, no
+   * set to look in. */
+  if (base == 0) return NULL;
+  page_t *page = page_of(fifo, p);
+  /* The current page, where realloc finds most blocks it grows in place,
+   * is the fifo's without a lookup. */
+  if (page != current_of(fifo) && !page_set_has(fifo, base)) return NULL;
+  if ((const char *)p < area_of(page) + BLOCK_HEADER || (uintptr_t)p - base >= page->map_size)
+    return NULL;
+  return page;
+}
+
 /* ---- pages ---- */
 
 static page_t *page_map(brisk_fifo_t *fifo, size_t map_size, bool big) {
+  if (!page_set_room(fifo)) return NULL;
   bool reused;
   char *base = _brisk_os_reserve_cached(BRISK_OS_CACHE_FIFO, map_size, ~fifo->hot.window_mask + 1,
                                         &reused, &fifo->system_requests);
@@ -326,16 +453,26 @@ static page_t *page_map(brisk_fifo_t *fifo, size_t map_size, bool big) {
   page->hot.fifo = fifo;
   page->map_size = map_size;
   page->magic = PAGE_MAGIC;
+  page_set_put(fifo, (uintptr_t)base);
   fifo->nb_pages++;
   fifo->bytes_held += map_size;
   asan_close(area_of(page), map_size - color - AREA);
   return page;
 }
 
-static void page_release(brisk_fifo_t *fifo, page_t *page) {
+/* A page or the control page to the OS layer's mapping cache, which
+ * refuses memory it holds already (kept twice, two later fifos would
+ * share it). `caller`: the call the program made. */
+static void release_cached(void *base, size_t size, size_t *calls, const char *caller) {
+  if (BRISK_UNLIKELY(!_brisk_os_release_cached(BRISK_OS_CACHE_FIFO, base, size, calls)))
+    fatal(caller, base, "memory the mapping cache holds already (the fifo was destroyed?)");
+}
+
+static void page_release(brisk_fifo_t *fifo, page_t *page, const char *caller) {
   fifo->nb_pages--;
   fifo->bytes_held -= page->map_size;
   char *base = (char *)page - page->hot.color;
+  page_set_remove(fifo, (uintptr_t)base);
   /* The whole mapping back to plain memory before the memset below writes
    * it: ASan's poison, and Valgrind's view of the blocks freed in it
    * (brisk_annotate_free left them no-access), which would otherwise also
@@ -350,7 +487,7 @@ static void page_release(brisk_fifo_t *fifo, page_t *page) {
     return;
   }
   memset(area_of(page), 0, page->hot.size != 0 ? page->hot.used_size : big_span(page));
-  _brisk_os_release_cached(BRISK_OS_CACHE_FIFO, base, page->map_size, &fifo->system_requests);
+  release_cached(base, page->map_size, &fifo->system_requests, caller);
 }
 
 /* An empty page back in service: its used part zeroed, used_size 0. */
@@ -372,20 +509,23 @@ static page_t *page_new(brisk_fifo_t *fifo) {
   return page_map(fifo, fifo->page_size, false);
 }
 
-/* An empty normal page the policy lets go: cached while there is room. */
+/* An empty normal page the policy lets go (a free emptied it): cached
+ * while there is room. */
 static void page_drop(brisk_fifo_t *fifo, page_t *page) {
   if (fifo->cached < fifo->cache_max) {
     fifo->cache[fifo->cached++] = page;
   } else {
-    page_release(fifo, page);
+    page_release(fifo, page, "brisk_fifo_free");
   }
 }
 
 /* The control page goes last: after destroy, once no page is left. */
-static void fifo_release(brisk_fifo_t *fifo) {
-  memset(fifo, 0, sizeof *fifo); /* zero past the head, as page_release leaves pages */
-  _brisk_os_release_cached(BRISK_OS_CACHE_FIFO, (char *)fifo - FIFO_COLOR, _brisk_os_page_size(),
-                           NULL);
+static void fifo_release(brisk_fifo_t *fifo, const char *caller) {
+  if (fifo->page_set_bytes != 0) _brisk_os_release(fifo->page_set, fifo->page_set_bytes, NULL);
+  /* Zero past the head, as page_release leaves pages: the inline slots of
+   * the set of pages are zero already (no page is left). */
+  memset(fifo, 0, offsetof(brisk_fifo_t, page_set_inline));
+  release_cached((char *)fifo - FIFO_COLOR, _brisk_os_page_size(), NULL, caller);
 }
 
 /* ---- alloc ---- */
@@ -426,7 +566,7 @@ static BRISK_NOINLINE void *alloc_slow(brisk_fifo_t *fifo, size_t size) {
   if (BRISK_UNLIKELY(!fifo->alive)) fatal("brisk_fifo_alloc", fifo, "the fifo was destroyed");
   /* Debug builds check the whole fifo now and then: here, between two of
    * its calls, it is consistent, and every 64th page filled costs a walk of
-   * at most 18 pages. */
+   * the blocks of at most 18 pages and a read of every page's header. */
   if (BRISK_DEBUG && (++fifo->slow_allocs & 63) == 0) _brisk_fifo_validate(fifo);
   if (size >= MAX_REQUEST) {
     errno = ENOMEM;
@@ -464,31 +604,55 @@ void *brisk_fifo_alloc_slow_(brisk_fifo_t *fifo, size_t size) {
 
 /* ---- free ---- */
 
-static BRISK_COLD BRISK_NORETURN void bad_pointer(brisk_fifo_t *fifo, void *p, const char *caller) {
-  block_t *block = block_of(p);
-  block_t header = *block;
-  page_t *page = (page_t *)((char *)block - header_page_offs(header));
-  bool tagged = header_state(header) == BLOCK_LIVE || header_state(header) == BLOCK_FREED;
-  if (((uintptr_t)p & 15) != 0 || !tagged || header_page_offs(header) < AREA ||
-      ((uintptr_t)page & PAGE_ALIGN_MASK) != 0) {
-    fatal(caller, p, "not a block of a fifo");
-  }
-  if (page->hot.fifo != fifo) {
-    fatal(caller, p, page->magic == PAGE_MAGIC ? "a block of another fifo" : "not a block of a fifo");
-  }
-  if (page != page_of(fifo, p)) fatal(caller, p, "not a block of a fifo");
-  fatal(caller, p, strcmp(caller, "brisk_fifo_free") == 0 ? "double free" : "a freed block");
+/* Whether a header found at `block` is a fifo block's, tagged `state`,
+ * leading back to a page header where one can lie. */
+BRISK_INLINE bool header_leads_to_page(const void *block, block_t header, uint32_t state) {
+  uintptr_t page = (uintptr_t)block - header_page_offs(header);
+  return header_state(header) == state && header_page_offs(header) >= AREA &&
+         (page & PAGE_ALIGN_MASK) == 0;
 }
 
-/* p's header and page, checked: p is a live block of this fifo. */
-BRISK_INLINE page_t *checked_page(brisk_fifo_t *fifo, void *p, block_t *header, const char *caller) {
+/* p is no live block of this fifo: say what it is. p in one of this
+ * fifo's pages (owned_page): a freed block, or no block. Elsewhere its
+ * neighbourhood may be unmapped, so its header, and the page header that
+ * leads to, are read only through the OS layer's checked read (where the
+ * kernel refuses that call, such a p is just "not a block of a fifo"): a
+ * live block of another fifo has both. */
+static BRISK_COLD BRISK_NORETURN void bad_pointer(brisk_fifo_t *fifo, void *p, const char *caller) {
   block_t *block = block_of(p);
-  page_t *page = page_of(fifo, p);
+  page_t *page = ((uintptr_t)p & 15) == 0 ? owned_page(fifo, p) : NULL;
+  if (page != NULL) {
+    asan_open(block, BLOCK_HEADER);
+    if (header_leads_to_page(block, *block, BLOCK_FREED) &&
+        (char *)block - header_page_offs(*block) == (char *)page)
+      fatal(caller, p, strcmp(caller, "brisk_fifo_free") == 0 ? "double free" : "a freed block");
+    fatal(caller, p, "not a block of a fifo");
+  }
+  block_t header;
+  uint64_t magic;
+  if (((uintptr_t)p & 15) == 0 && _brisk_os_try_read(&header, block, sizeof header) &&
+      (header_leads_to_page(block, header, BLOCK_LIVE) ||
+       header_leads_to_page(block, header, BLOCK_FREED)) &&
+      _brisk_os_try_read(&magic, (char *)block - header_page_offs(header) + offsetof(page_t, magic),
+                         sizeof magic) &&
+      magic == PAGE_MAGIC)
+    fatal(caller, p, "a block of another fifo");
+  fatal(caller, p, "not a block of a fifo");
+}
+
+/* p's header and page, checked: p is a live block of this fifo. Before
+ * its header is read, p must lie in one of the fifo's pages
+ * (owned_page): the bytes before a pointer that is no block may be
+ * unmapped. */
+BRISK_INLINE page_t *checked_page(brisk_fifo_t *fifo, void *p, block_t *header, const char *caller) {
+  page_t *page = ((uintptr_t)p & 15) == 0 ? owned_page(fifo, p) : NULL;
+  if (BRISK_UNLIKELY(page == NULL)) bad_pointer(fifo, p, caller);
+  block_t *block = block_of(p);
   asan_open(block, BLOCK_HEADER);
   *header = *block;
   /* A live block's tag and the offset back to the very page its address
-   * names; only then is the page itself read. */
-  bool plausible = header_state(*header) == BLOCK_LIVE && ((uintptr_t)p & 15) == 0 &&
+   * names. */
+  bool plausible = header_state(*header) == BLOCK_LIVE &&
                    (char *)block - header_page_offs(*header) == (char *)page;
   if (BRISK_UNLIKELY(!plausible) || BRISK_UNLIKELY(page->hot.fifo != fifo)) bad_pointer(fifo, p, caller);
   return page;
@@ -500,9 +664,9 @@ void brisk_fifo_page_empty_(brisk_fifo_t *fifo, brisk_fifo_page_hot_t *page_hot)
   page_t *page = (page_t *)page_hot;
   if (page->hot.size == 0) { /* a big page */
     fifo->hot.in_use -= big_span(page);
-    page_release(fifo, page);
+    page_release(fifo, page, "brisk_fifo_free");
   } else if (!fifo->alive) {
-    page_release(fifo, page);
+    page_release(fifo, page, "brisk_fifo_free");
   } else if (fifo->spare == NULL) {
     fifo->spare = page;
   } else {
@@ -515,7 +679,7 @@ void brisk_fifo_page_empty_(brisk_fifo_t *fifo, brisk_fifo_page_hot_t *page_hot)
       page_drop(fifo, page);
     }
   }
-  if (!fifo->alive && fifo->nb_pages == 0) fifo_release(fifo);
+  if (!fifo->alive && fifo->nb_pages == 0) fifo_release(fifo, "brisk_fifo_free");
 }
 
 /* brisk/fifo.h's inline free comes here when a check fails (which names
@@ -538,7 +702,8 @@ void brisk_fifo_free_slow_(brisk_fifo_t *fifo, void *p) {
 }
 
 /* The exported functions, for callers that do not inline brisk/fifo.h's,
- * test for a NULL fifo first (brisk/fifo.h: the rule for NULL handles). */
+ * test for a NULL fifo first (brisk/fifo.h: the rule for NULL handles);
+ * the exported free also keeps a page-aligned p from the inline path. */
 static BRISK_COLD void *no_fifo(void) {
   errno = EINVAL;
   return NULL;
@@ -552,6 +717,16 @@ void *brisk_fifo_alloc(brisk_fifo_t *fifo, size_t size) {
 void brisk_fifo_free(brisk_fifo_t *fifo, void *p) {
   if (BRISK_UNLIKELY(fifo == NULL)) {
     if (p != NULL) fatal("brisk_fifo_free", p, "no fifo (NULL) to free it to");
+    return;
+  }
+  /* The inline path reads the header before p, which for p at the start
+   * of a 4 KiB page lies on the page before: for a p that is no block of
+   * this fifo (the first block of a buddy allocator or a hybrid, a mapping
+   * after a guard page) perhaps unmapped. The slow path finds p's page
+   * first. (NULL goes there too, and returns.) Elsewhere the header lies
+   * on p's own page. */
+  if (BRISK_UNLIKELY(((uintptr_t)p & (BRISK_OS_MIN_PAGE_SIZE - 1)) == 0)) {
+    brisk_fifo_free_slow_(fifo, p);
     return;
   }
   brisk_fifo_free_inline_(fifo, p);
@@ -650,6 +825,9 @@ brisk_fifo_t *brisk_fifo_create(size_t page_size) {
   size_t window = os_page;
   while (window < page_size) window <<= 1;
   fifo->hot.window_mask = ~(uintptr_t)(window - 1);
+  fifo->window_shift = (uint32_t)__builtin_ctzll(window);
+  fifo->page_set = fifo->page_set_inline;
+  fifo->page_set_mask = PAGE_SET_INLINE - 1;
   /* Colors: a power of two, at most one per 4 KiB of the page, picked by
    * the window number (see page_of). */
   size_t colors = 1;
@@ -659,7 +837,7 @@ brisk_fifo_t *brisk_fifo_create(size_t page_size) {
   fifo->max_span = page_size - AREA - fifo->hot.color_mask;
   page_t *page = page_map(fifo, page_size, false);
   if (page == NULL) {
-    fifo_release(fifo);
+    fifo_release(fifo, "brisk_fifo_create");
     return NULL;
   }
   fifo->hot.current = &page->hot;
@@ -670,15 +848,19 @@ brisk_fifo_t *brisk_fifo_create(size_t page_size) {
 
 void brisk_fifo_destroy(brisk_fifo_t *fifo) {
   if (fifo == NULL) return;
-  if (BRISK_UNLIKELY(!fifo->alive)) fatal("brisk_fifo_destroy", fifo, "the fifo was destroyed already");
-  _brisk_region_unregister(&fifo->entry);
+  /* Before anything else is read: a fifo destroyed already (its control
+   * block kept with live blocks, or zero in the mapping cache), or a
+   * handle of another kind, has no live entry. */
+  if (BRISK_UNLIKELY(!_brisk_region_unregister(&fifo->entry, BRISK_REGION_FIFO)))
+    fatal("brisk_fifo_destroy", fifo, "not a live fifo (destroyed already?)");
   fifo->alive = false;
-  if (fifo->spare != NULL) page_release(fifo, fifo->spare);
+  if (fifo->spare != NULL) page_release(fifo, fifo->spare, "brisk_fifo_destroy");
   fifo->spare = NULL;
-  while (fifo->cached > 0) page_release(fifo, fifo->cache[--fifo->cached]);
-  if (current_of(fifo)->hot.used_blocks == 0) page_release(fifo, current_of(fifo));
+  while (fifo->cached > 0) page_release(fifo, fifo->cache[--fifo->cached], "brisk_fifo_destroy");
+  if (current_of(fifo)->hot.used_blocks == 0)
+    page_release(fifo, current_of(fifo), "brisk_fifo_destroy");
   fifo->hot.current = &dead_page.hot;
-  if (fifo->nb_pages == 0) fifo_release(fifo);
+  if (fifo->nb_pages == 0) fifo_release(fifo, "brisk_fifo_destroy");
 }
 
 /* One of the owner's words, read from any thread (see brisk_fifo_stats). */
@@ -699,7 +881,9 @@ BRISK_NO_TSAN void brisk_fifo_stats(const brisk_fifo_t *fifo, brisk_region_stats
   }
   out->bytes_requested = OWNER_WORD(fifo->hot.bytes_requested);
   out->bytes_in_use = OWNER_WORD(fifo->hot.in_use);
-  out->bytes_held = OWNER_WORD(fifo->bytes_held) + _brisk_os_page_size(); /* + the control page */
+  /* + the control page, and the set of pages once it needs a mapping */
+  out->bytes_held = OWNER_WORD(fifo->bytes_held) + _brisk_os_page_size() +
+                    OWNER_WORD(fifo->page_set_bytes);
   out->system_requests = OWNER_WORD(fifo->system_requests);
   out->allocations = OWNER_WORD(fifo->hot.allocations);
 }
@@ -708,19 +892,25 @@ BRISK_NO_TSAN void brisk_fifo_stats(const brisk_fifo_t *fifo, brisk_region_stats
  *
  * The fifo keeps no list of its pages (see the page policy): a page left
  * behind full of live blocks, and a big page, are reachable only through
- * their blocks. So the pages walked are those it keeps, current, spare and
- * cached, and the counters are checked against the others by bounds: each
- * page neither kept nor released holds a live block at least, and maps a
- * page_size at least. With no such page the counts must match exactly.
+ * their blocks and the set of pages (their addresses, for free's checks).
+ * The set of pages holds nb_pages addresses, each found from its slot,
+ * the kept pages' among them, each the mapping of a page of this fifo:
+ * its header where the address puts it, with the magic, the owner, the
+ * color and the sizes of a normal or a big page; their mappings add up to
+ * bytes_held. The blocks walked are those of the pages it keeps, current,
+ * spare and cached, and in_use is checked against the others' by a bound:
+ * each page neither kept nor released holds a live block of 16 bytes at
+ * least. With no such page it must match exactly.
  *
  * Checked, for each page kept: its header where its mapping's address puts
- * it (page_of), its magic, owner and sizes; its blocks in address order,
- * from the area's start to used_size, each header tagged live or freed,
- * leading back to the page, its span inside the used part; as many live
- * blocks as used_blocks (none for the spare and cached pages); the free
- * space past used_size all zero (the zeroing alloc relies on). For the
- * fifo: the cache within its bounds, no page kept twice, and nb_pages,
- * bytes_held and in_use against the pages and blocks seen.
+ * it (page_of), in the set of pages, its magic, owner and sizes; its
+ * blocks in address order, from the area's start to used_size, each
+ * header tagged live or freed, leading back to the page, its span inside
+ * the used part; as many live blocks as used_blocks (none for the spare
+ * and cached pages); the free space past used_size all zero (the zeroing
+ * alloc relies on). For the
+ * fifo: the cache within its bounds, no page kept twice, and nb_pages and
+ * in_use against the pages and blocks seen.
  */
 
 static BRISK_COLD BRISK_NORETURN void check_failed(const void *p, const char *what) {
@@ -752,6 +942,8 @@ static BRISK_NO_ASAN BRISK_NOINLINE const char *first_nonzero(const char *p, siz
 static size_t check_page(const brisk_fifo_t *fifo, const page_t *page) {
   CHECK(((uintptr_t)page & PAGE_ALIGN_MASK) == 0 && page_of(fifo, page) == page, page,
         "a page header is not where its mapping's address puts it");
+  CHECK(page_set_has(fifo, (uintptr_t)page & fifo->hot.window_mask), page,
+        "a page the fifo keeps is not in its set of pages");
   CHECK(page->magic == PAGE_MAGIC, page, "a page header is garbled (its magic)");
   CHECK(page->hot.fifo == fifo, page, "a page of another fifo");
   uintptr_t color = (uintptr_t)page & ~fifo->hot.window_mask;
@@ -785,7 +977,47 @@ static size_t check_page(const brisk_fifo_t *fifo, const page_t *page) {
   return live_spans;
 }
 
+/* The set of pages holds nb_pages addresses, each where a lookup from its
+ * home slot finds it, each a page of this fifo's; their mappings are the
+ * bytes held. */
+static void check_page_set(const brisk_fifo_t *fifo) {
+  size_t slots = fifo->page_set_mask + 1, held = 0, bytes = 0;
+  CHECK(brisk_is_power_of_two(slots) && 2 * fifo->nb_pages <= slots &&
+            (fifo->page_set_bytes == 0 ? fifo->page_set == fifo->page_set_inline &&
+                                             slots == PAGE_SET_INLINE
+                                       : slots * sizeof(uintptr_t) == fifo->page_set_bytes),
+        fifo, "the fifo's set of pages is garbled");
+  for (size_t i = 0; i < slots; i++) {
+    uintptr_t base = fifo->page_set[i];
+    if (base == 0) continue;
+    held++;
+    CHECK((base & ~fifo->hot.window_mask) == 0 && page_set_has(fifo, base), (const void *)base,
+          "the fifo's set of pages lost a page (a lookup misses it)");
+  }
+  /* Before any address is followed: one too many may name a mapping gone. */
+  CHECK(held == fifo->nb_pages, fifo, "the fifo's set of pages disagrees with its count of pages");
+  for (size_t i = 0; i < slots; i++) {
+    uintptr_t base = fifo->page_set[i];
+    if (base == 0) continue;
+    /* Pages left behind are found only here: a header garbled (an
+     * overflow out of the mapping before, say) shows. */
+    const page_t *page = page_of(fifo, (const void *)base);
+    uint32_t color = (uint32_t)((uintptr_t)page - base);
+    CHECK(page->magic == PAGE_MAGIC && page->hot.fifo == fifo && page->hot.color == color &&
+              (page->hot.size != 0 ? page->map_size == fifo->page_size &&
+                                         page->hot.size == page->map_size - color - AREA
+                                   : page->map_size > fifo->page_size),
+          page, "a page in the fifo's set of pages is garbled (its magic, owner or sizes)");
+    bytes += page->map_size;
+  }
+  CHECK(bytes == fifo->bytes_held, fifo, "the fifo's bytes held disagree with its pages");
+  CHECK(fifo->page_set_bytes == 0 ||
+            first_nonzero((const char *)fifo->page_set_inline, sizeof fifo->page_set_inline) == NULL,
+        fifo, "the fifo's inline set of pages is not zero since the set moved to a mapping");
+}
+
 void _brisk_fifo_validate(const brisk_fifo_t *fifo) {
+  check_page_set(fifo);
   if (!fifo->alive) {
     /* Destroyed with live blocks: only they hold pages now. */
     CHECK(current_of(fifo) == &dead_page && fifo->spare == NULL && fifo->cached == 0 &&
@@ -803,14 +1035,13 @@ void _brisk_fifo_validate(const brisk_fifo_t *fifo) {
   const page_t *current = current_of(fifo);
   CHECK(current != NULL && current != &dead_page, fifo, "a live fifo has no current page");
   size_t live_spans = check_page(fifo, current);
-  size_t kept = 1, kept_bytes = current->map_size;
+  size_t kept = 1;
   const page_t *spare = fifo->spare;
   if (spare != NULL) {
     CHECK(spare != current, spare, "a page is kept twice (spare and current)");
     check_page(fifo, spare);
     CHECK(spare->hot.used_blocks == 0, spare, "the spare page holds live blocks");
     kept++;
-    kept_bytes += spare->map_size;
   }
   for (uint32_t i = 0; i < fifo->cached; i++) {
     const page_t *page = fifo->cache[i];
@@ -820,15 +1051,11 @@ void _brisk_fifo_validate(const brisk_fifo_t *fifo) {
     check_page(fifo, page);
     CHECK(page->hot.used_blocks == 0, page, "a cached page holds live blocks");
     kept++;
-    kept_bytes += page->map_size;
   }
   CHECK(fifo->nb_pages >= kept, fifo, "the fifo counts fewer pages than it keeps");
-  /* Left behind with live blocks, or big: each maps page_size bytes or
-   * more and holds a live block of 16 bytes or more. */
+  /* Left behind with live blocks, or big: each holds a live block of 16
+   * bytes or more (their bytes held: check_page_set). */
   size_t elsewhere = fifo->nb_pages - kept;
-  CHECK(elsewhere != 0 ? fifo->bytes_held >= kept_bytes + elsewhere * fifo->page_size
-                       : fifo->bytes_held == kept_bytes,
-        fifo, "the fifo's bytes held disagree with its pages");
   CHECK(elsewhere != 0 ? fifo->hot.in_use >= live_spans + elsewhere * 16 : fifo->hot.in_use == live_spans,
         fifo, "the fifo's bytes in use disagree with its live blocks");
 }

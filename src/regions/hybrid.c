@@ -120,7 +120,8 @@
  *                         every range (brisk_free with the fallback on,
  *                         else a message and abort)
  *   brisk_hybrid_stats / brisk_hybrid_totals  the per-slot counts summed
- *   brisk_hybrid_destroy  unregister; the code table zeroed (clear_codes:
+ *   brisk_hybrid_destroy  unregister (abort for a handle that is no live
+ *                         hybrid); the code table zeroed (clear_codes:
  *                         the buckets' marked objects, and the region's
  *                         whole part while the program holds blocks); a
  *                         region whose blocks were all freed forgets what
@@ -351,6 +352,9 @@ struct brisk_hybrid_s {
    * align-0 request of that size (the inline alloc's table; 0, class 0,
    * without caches, for size 0 and for sizes no class holds). */
   uint8_t code_of_size[CLASS_TABLE_ENTRIES];
+  /* The registry's (under its lock), before the slots: every kind keeps its
+   * entry near its handle (registry.h's BRISK_REGION_ENTRY_END). */
+  brisk_region_entry_t entry;
   /* Per thread slot (SLOT_NONE, slot i at i + 1, SLOT_SHARED): its lists
    * and counts, SLOT_BYTES apart. */
   BRISK_ALIGNED(SLOT_BYTES) unsigned char slots[BRISK_THREAD_SLOTS + 2][SLOT_BYTES];
@@ -402,7 +406,6 @@ struct brisk_hybrid_s {
    * touched ones), else 0. */
   size_t clean_meta_at;
   uintptr_t clean_slots_at;
-  brisk_region_entry_t entry;
   /* Written on the fallback path only. */
   _Atomic size_t fallbacks;
   /* Bit i: thread slot i (BRISK_NO_THREAD_SLOT: the shared entry) wrote
@@ -421,6 +424,9 @@ _Static_assert(SAME_FIELD(brisk_hybrid_t, brisk_hybrid_hot_t, key) &&
                    sizeof(((brisk_hybrid_t *)0)->slots) ==
                        sizeof(((brisk_hybrid_hot_t *)0)->entries),
                "brisk/hybrid.h's view of the hybrid");
+_Static_assert(offsetof(brisk_hybrid_t, entry) + sizeof(brisk_region_entry_t) <=
+                   BRISK_REGION_ENTRY_END,
+               "any kind's handle can be read where a hybrid keeps its entry (registry.h)");
 _Static_assert(sizeof(brisk_hybrid_t) <= CODES_AT && CODES_AT % 65536 == 0,
                "the code table lies past the hybrid, at a page boundary");
 
@@ -520,7 +526,7 @@ static size_t destroy_sections(brisk_hybrid_t *h, bool *meta_clean) {
   for (size_t i = 0; i < BRISK_HYBRID_MAX_BUCKETS; i++) {
     if (h->buckets[i] == NULL) continue;
     resident += _brisk_pool_resident(h->buckets[i]);
-    brisk_pool_destroy(h->buckets[i]);
+    _brisk_pool_destroy_unregistered(h->buckets[i]);
   }
   if (h->regions[0] != NULL) {
     size_t region_resident;
@@ -528,7 +534,7 @@ static size_t destroy_sections(brisk_hybrid_t *h, bool *meta_clean) {
     resident += region_resident;
   }
   for (size_t i = 1; i < BRISK_HYBRID_MAX_REGIONS; i++)
-    if (h->regions[i] != NULL) brisk_buddy_destroy(h->regions[i]);
+    if (h->regions[i] != NULL) _brisk_buddy_destroy_unregistered(h->regions[i]);
   return resident;
 }
 
@@ -1481,7 +1487,13 @@ static void forget_code(void *hybrid, void *p) {
 
 void brisk_hybrid_destroy(brisk_hybrid_t *h) {
   if (h == NULL) return;
-  _brisk_region_unregister(&h->entry);
+  /* A hybrid destroyed already (its mapping in the mapping cache, as
+   * destroy left it) or another kind's handle has no live entry:
+   * destroying it would give the cache the mapping twice, or one that is
+   * no hybrid's. */
+  if (BRISK_UNLIKELY(!_brisk_region_unregister(&h->entry, BRISK_REGION_HYBRID)))
+    _brisk_os_fatal_pointer("brisk_hybrid_destroy", h,
+                            "not a live hybrid pool (destroyed already?)");
   /* A region whose blocks the program all gave back holds only cached
    * ones, which go with the hybrid: it forgets them, so that its metadata
    * is clean for the mapping cache. */
@@ -1513,9 +1525,12 @@ void brisk_hybrid_destroy(brisk_hybrid_t *h) {
    * mlock'ed memory, which would stay locked after its hybrid is gone. */
   if (h->locked)
     _brisk_os_release(map, size, NULL);
-  else
-    _brisk_os_cache_put(BRISK_OS_CACHE_HYBRID, map, size, size, resident < size ? resident : size,
-                        NULL);
+  else if (BRISK_UNLIKELY(!_brisk_os_cache_put(BRISK_OS_CACHE_HYBRID, map, size, size,
+                                               resident < size ? resident : size, NULL)))
+    /* The cache holds the mapping already (a hybrid garbled to name a
+     * destroyed one's): kept twice, two later hybrids would share it. */
+    _brisk_os_fatal_pointer("brisk_hybrid_destroy", h,
+                            "its memory is in the mapping cache already");
 }
 
 /* ---- Validation ---- */

@@ -60,7 +60,10 @@
  *   carve                   commit up to the claim, then CAS(carved);
  *     ensure_committed      (cold) commit a slab, CAS-max `committed`
  *   brisk_pool_stats / _brisk_pool_counters: sum the per-slot counters
- *   brisk_pool_destroy      unregister, the reservation to the mapping cache
+ *   brisk_pool_destroy      unregister (abort for a handle that is no live
+ *                           pool), the reservation to the mapping cache;
+ *                           _brisk_pool_destroy_unregistered: a hybrid's
+ *                           bucket, its memory left to the hybrid
  *   _brisk_pool_validate    (pool_validate.c) every free object against the
  *                           geometry and counters, at a quiet point
  *
@@ -752,9 +755,9 @@ brisk_pool_t *brisk_pool_create(size_t obj_size, size_t align, size_t capacity) 
   return _brisk_pool_create(obj_size, align, capacity, 0, true);
 }
 
-void brisk_pool_destroy(brisk_pool_t *pool) {
-  if (pool == NULL) return;
-  _brisk_region_unregister(&pool->entry); /* nothing for a hybrid's bucket */
+/* A pool no longer (or never) registered: its memory to the mapping
+ * cache, back to the system, or to its creator. */
+static void pool_destroy(brisk_pool_t *pool) {
   /* Every object goes, and our poisoning with it (Valgrind's too: a free
    * object is no-access but its link), so whatever is laid here next (a
    * hybrid's bucket's memory is its mapping's) starts clean. */
@@ -774,9 +777,28 @@ void brisk_pool_destroy(brisk_pool_t *pool) {
   /* In RAM at most: the header and the objects ever carved. */
   size_t carved = atomic_load_explicit(&pool->carved, memory_order_relaxed) * pool->stride;
   size_t resident = pool->header_size + brisk_align_up(carved, pool->page);
-  _brisk_os_cache_put(BRISK_OS_CACHE_POOL, pool->base, pool->reservation_size, committed,
-                      resident < committed ? resident : committed, NULL);
+  /* Refused where the cache holds the reservation already (a header
+   * garbled to name a destroyed one's): kept twice, two later pools would
+   * share it. */
+  if (BRISK_UNLIKELY(!_brisk_os_cache_put(BRISK_OS_CACHE_POOL, pool->base, pool->reservation_size,
+                                          committed, resident < committed ? resident : committed,
+                                          NULL)))
+    _brisk_os_fatal_pointer("brisk_pool_destroy", pool,
+                            "its memory is in the mapping cache already");
 }
+
+void brisk_pool_destroy(brisk_pool_t *pool) {
+  if (pool == NULL) return;
+  /* A pool destroyed already (its reservation in the mapping cache, the
+   * header as destroy left it), a hybrid's bucket or another kind's
+   * handle has no live entry: destroying it would give the cache a
+   * mapping twice, or one that is no pool's. */
+  if (BRISK_UNLIKELY(!_brisk_region_unregister(&pool->entry, BRISK_REGION_POOL)))
+    _brisk_os_fatal_pointer("brisk_pool_destroy", pool, "not a live pool (destroyed already?)");
+  pool_destroy(pool);
+}
+
+void _brisk_pool_destroy_unregistered(brisk_pool_t *pool) { pool_destroy(pool); }
 
 void _brisk_pool_range(const brisk_pool_t *pool, uintptr_t *lo, uintptr_t *hi) {
   *lo = (uintptr_t)pool->objects;

@@ -47,6 +47,10 @@ BRISK_HIDDEN brisk_pool_t *_brisk_pool_create_in(void *header, void *objects, si
                                                  size_t align, size_t capacity, unsigned flags,
                                                  uintptr_t key);
 
+/* brisk_pool_destroy of a pool that was never registered (a hybrid's
+ * bucket, made by _brisk_pool_create_in): its memory is its creator's. */
+BRISK_HIDDEN void _brisk_pool_destroy_unregistered(brisk_pool_t *pool);
+
 /* A key for a pool or a hybrid, odd, that no other pool or hybrid of the
  * process has had (pool_internal.h's Keys). */
 BRISK_HIDDEN uintptr_t _brisk_pool_new_key(void);

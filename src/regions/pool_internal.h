@@ -182,6 +182,9 @@ struct brisk_pool_s {
   brisk_pool_slot_t slots[BRISK_THREAD_SLOTS + 1];
 };
 
+_Static_assert(offsetof(brisk_pool_t, entry) + sizeof(brisk_region_entry_t) <=
+                   BRISK_REGION_ENTRY_END,
+               "any kind's handle can be read where a pool keeps its entry (registry.h)");
 _Static_assert(BRISK_POOL_SHARDS <= 64 && (BRISK_POOL_SHARDS & (BRISK_POOL_SHARDS - 1)) == 0,
                "shards: a power of two, one bitmap word");
 

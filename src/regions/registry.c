@@ -2,17 +2,20 @@
  * registry.c — every live region allocator, by kind (registry.h), so that
  * brisk_stats_get can sum them.
  *
- *   _brisk_region_register     lock; link the entry after its kind's head;
- *                              live and created counts up; unlock
- *   _brisk_region_unregister   lock; unlink (an entry never registered:
- *                              nothing); live count down; unlock
+ *   _brisk_region_register     lock; link the entry after its kind's head,
+ *                              mark it; live and created counts up; unlock
+ *   _brisk_region_unregister   lock; an entry marked live as this kind,
+ *                              whose neighbours link to it: unlink, clear
+ *                              the mark, live count down (else nothing,
+ *                              false: the caller's destroy aborts); unlock
  *   _brisk_regions_stats       lock; each kind's entries' stats summed;
  *                              unlock
  *
  * One mutex, registry_lock, guards everything here: the per-kind lists
  * (circular, around a static head per kind, so an entry unlinks in O(1)),
- * the live counts and the created counts. Creation and destruction of a
- * region allocator take it once; its allocations and frees never do.
+ * the entries' marks, the live counts and the created counts. Creation
+ * and destruction of a region allocator take it once; its allocations and
+ * frees never do.
  *
  * The stats callbacks run under the lock, so an allocator that unregisters
  * before it gives its memory back (every destroy does, first thing) is
@@ -36,7 +39,7 @@
 static pthread_mutex_t registry_lock = PTHREAD_MUTEX_INITIALIZER;
 
 /* The heads of the per-kind lists: an empty list is a head linked to itself. */
-#define HEAD(kind) {&heads[kind], &heads[kind], (brisk_region_kind_t)(kind), NULL}
+#define HEAD(k) {.next = &heads[k], .prev = &heads[k], .kind = (brisk_region_kind_t)(k)}
 static brisk_region_entry_t heads[BRISK_REGION_KINDS] = {HEAD(0), HEAD(1), HEAD(2),
                                                          HEAD(3), HEAD(4), HEAD(5)};
 _Static_assert(BRISK_REGION_KINDS == 6, "one HEAD() per kind of region allocator");
@@ -44,6 +47,14 @@ _Static_assert(BRISK_REGION_KINDS == 6, "one HEAD() per kind of region allocator
 
 static size_t live[BRISK_REGION_KINDS];
 static uint64_t created[BRISK_REGION_KINDS];
+
+/* A registered entry's mark: its address xor a constant of its kind (odd
+ * multiples of the golden ratio's, all different and none 0), so that
+ * neither another kind's entry at the same address, nor a word that
+ * points at itself, nor a 0 left by a destroy or a fresh page passes. */
+static uintptr_t mark_of(const brisk_region_entry_t *entry, brisk_region_kind_t kind) {
+  return (uintptr_t)entry ^ (0x9E3779B97F4A7C15ull * (2 * (uint64_t)kind + 1));
+}
 
 void _brisk_region_register(brisk_region_entry_t *entry, brisk_region_kind_t kind,
                             void (*stats)(const brisk_region_entry_t *, brisk_region_stats_t *)) {
@@ -55,23 +66,29 @@ void _brisk_region_register(brisk_region_entry_t *entry, brisk_region_kind_t kin
   entry->next = head->next;
   head->next->prev = entry;
   head->next = entry;
+  entry->mark = mark_of(entry, kind);
   live[kind]++;
   created[kind]++;
   pthread_mutex_unlock(&registry_lock);
 }
 
-void _brisk_region_unregister(brisk_region_entry_t *entry) {
+bool _brisk_region_unregister(brisk_region_entry_t *entry, brisk_region_kind_t kind) {
   pthread_mutex_lock(&registry_lock);
-  /* Never registered (a hybrid's pools and buddies), or already
-   * unregistered: its links are NULL. Read under the lock, since a
-   * neighbour's registration writes them. */
-  if (entry->next != NULL) {
+  /* Read under the lock: a registration writes the mark and a neighbour's
+   * the links. The mark first, so that bytes which are no entry of this
+   * kind are never followed as links. */
+  bool live_entry = entry->mark == mark_of(entry, kind) && entry->kind == kind &&
+                    entry->next != NULL && entry->next->prev == entry &&
+                    entry->prev->next == entry;
+  if (live_entry) {
     entry->prev->next = entry->next;
     entry->next->prev = entry->prev;
     entry->next = entry->prev = NULL;
-    live[entry->kind]--;
+    entry->mark = 0;
+    live[kind]--;
   }
   pthread_mutex_unlock(&registry_lock);
+  return live_entry;
 }
 
 void _brisk_regions_stats(brisk_region_kind_stats_t out[BRISK_REGION_KINDS]) {

@@ -30,8 +30,9 @@
  *                     │   whose destructor is tls_destroy; when the list has doubled,
  *                     └── tls_unlink_dead: the stacks of threads that died without
  *                         tls_destroy (a call in glibc's last destructor round) destroyed
- *   tls_destroy (key destructor) ── unlink, drop the token, stack_destroy (brisk_stack_destroy
- *                     of a default stack aborts: it is destroyed here)
+ *   tls_destroy (key destructor) ── unlink, drop the token, unregister, stack_destroy
+ *                     (brisk_stack_destroy of a default stack aborts: it is destroyed
+ *                     here; of a handle that is no live stack too)
  *
  * Data layout
  *
@@ -196,6 +197,9 @@ struct brisk_stack_s {
   brisk_exit_token_t tls_token;
   frame_t inline_frames[];  /* up to the end of the stack's page */
 };
+_Static_assert(offsetof(brisk_stack_t, entry) + sizeof(brisk_region_entry_t) <=
+                   BRISK_REGION_ENTRY_END,
+               "any kind's handle can be read where a stack keeps its entry (registry.h)");
 
 /* ---- Small helpers ---------------------------------------------------- */
 
@@ -357,12 +361,22 @@ static block_t *block_create(brisk_stack_t *stack, size_t take, size_t align) {
   return blk;
 }
 
-static void block_destroy(brisk_stack_t *stack, block_t *blk) {
+/* A block, the frame records or the stack's page to the OS layer's
+ * mapping cache, which refuses memory it holds already: what a stack used
+ * after its destroy (its blocks went with it) would give it again, for
+ * two later stacks to share. `caller`: the call the program made. */
+static void release_cached(void *p, size_t size, size_t *calls, const char *caller) {
+  if (BRISK_UNLIKELY(!_brisk_os_release_cached(BRISK_OS_CACHE_STACK, p, size, calls)))
+    _brisk_os_fatal_pointer(caller, p,
+                            "memory the mapping cache holds already (the stack was destroyed?)");
+}
+
+static void block_destroy(brisk_stack_t *stack, block_t *blk, const char *caller) {
   list_remove(blk);
   stack->held -= blk->size;
   size_t size = blk->size;
   brisk_annotate_internal(blk, size);
-  _brisk_os_release_cached(BRISK_OS_CACHE_STACK, blk, size, &stack->system_requests);
+  release_cached(blk, size, &stack->system_requests, caller);
 }
 
 /*
@@ -385,7 +399,7 @@ static block_t *next_block(brisk_stack_t *stack, size_t take, size_t align) {
     if (destroyed >= needed) break;
     if (stack->held - cur->below <= keep) continue;
     destroyed += blk->size;
-    block_destroy(stack, blk);
+    block_destroy(stack, blk, "brisk_stack_alloc");
   }
   return block_create(stack, take, align);
 }
@@ -624,8 +638,8 @@ static BRISK_NOINLINE void push_slow(brisk_stack_t *stack) {
   if (bigger == NULL) stack_fatal("brisk_stack_push", "out of memory for frame records");
   memcpy(bigger, stack->hot.frames, used);
   if (stack->hot.frames != stack->inline_frames)
-    _brisk_os_release_cached(BRISK_OS_CACHE_STACK, stack->hot.frames, stack->frames_bytes,
-                             &stack->system_requests);
+    release_cached(stack->hot.frames, stack->frames_bytes, &stack->system_requests,
+                   "brisk_stack_push");
   stack->hot.frames = bigger;
   stack->frames_bytes = bytes;
   stack->hot.top = bigger + depth;
@@ -654,7 +668,7 @@ static void trim_free_blocks(brisk_stack_t *stack) {
     stack->recent = in_use;
   }
   size_t keep = stack->peak > STACK_KEEP_MIN ? stack->peak : STACK_KEEP_MIN;
-  while (stack->held - in_use > keep) block_destroy(stack, stack->head.prev);
+  while (stack->held - in_use > keep) block_destroy(stack, stack->head.prev, "brisk_stack_pop");
 }
 
 /* The popped frame spanned blocks: poison them and trim the free list. */
@@ -717,7 +731,7 @@ brisk_stack_t *brisk_stack_create(size_t first_block) {
 
   block_t *blk = block_create(stack, stack->min_block - sizeof(block_t), STACK_DEFAULT_ALIGN);
   if (blk == NULL) {
-    _brisk_os_release_cached(BRISK_OS_CACHE_STACK, stack, page, NULL);
+    release_cached(stack, page, NULL, "brisk_stack_create");
     return NULL;
   }
   list_insert_after(&stack->head, blk);
@@ -732,19 +746,26 @@ brisk_stack_t *brisk_stack_create(size_t first_block) {
   return stack;
 }
 
+/* A stack unregistered already: its blocks, frame records and page to
+ * the mapping cache. */
 static void stack_destroy(brisk_stack_t *stack) {
-  _brisk_region_unregister(&stack->entry);
-  while (stack->head.next != &stack->head) block_destroy(stack, stack->head.next);
+  while (stack->head.next != &stack->head)
+    block_destroy(stack, stack->head.next, "brisk_stack_destroy");
   if (stack->hot.frames != stack->inline_frames)
-    _brisk_os_release_cached(BRISK_OS_CACHE_STACK, stack->hot.frames, stack->frames_bytes, NULL);
-  _brisk_os_release_cached(BRISK_OS_CACHE_STACK, stack, _brisk_os_page_size(), NULL);
+    release_cached(stack->hot.frames, stack->frames_bytes, NULL, "brisk_stack_destroy");
+  release_cached(stack, _brisk_os_page_size(), NULL, "brisk_stack_destroy");
 }
 
-/* A thread's default stack is linked in tls_stacks (tls_pprev set) until
+/* A handle that is no live stack (destroyed already: its page in the
+ * mapping cache as destroy left it; another kind's) has no live entry, and
+ * destroying it again would give its blocks to the cache twice. A
+ * thread's default stack is linked in tls_stacks (tls_pprev set) until
  * its thread's destructor or a sweep destroys it: destroyed here, it would
  * be destroyed again by them. */
 void brisk_stack_destroy(brisk_stack_t *stack) {
   if (stack == NULL) return;
+  if (BRISK_UNLIKELY(!_brisk_region_unregister(&stack->entry, BRISK_REGION_STACK)))
+    _brisk_os_fatal_pointer("brisk_stack_destroy", stack, "not a live stack (destroyed already?)");
   if (BRISK_UNLIKELY(stack->tls_pprev != NULL))
     _brisk_os_fatal_pointer("brisk_stack_destroy", stack,
                             "a thread's default stack (brisk_stack_tls), destroyed when the "
@@ -868,6 +889,8 @@ static brisk_stack_t *tls_unlink_dead(void) {
 /* A stack unlinked, its token unheld: the token, then the stack. */
 static void tls_stack_destroy(brisk_stack_t *stack) {
   _brisk_exit_token_fini(&stack->tls_token);
+  /* Registered by brisk_stack_create, and unregistered only here. */
+  (void)_brisk_region_unregister(&stack->entry, BRISK_REGION_STACK);
   stack_destroy(stack);
 }
 
