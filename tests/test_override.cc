@@ -1,6 +1,7 @@
 // The libc names (malloc, posix_memalign, pvalloc, ...) when brisk is linked
 // in statically: they must be brisk's and behave exactly as glibc/POSIX say.
 #include <brisk.h>
+#include <dlfcn.h>
 #include <gtest/gtest.h>
 #include <malloc.h>
 #include <unistd.h>
@@ -420,6 +421,36 @@ TEST(BriskOverride, BytesRequestedCountsTheSizesAskedFor) {
       for (void *p : blocks) free(p);
     }).join();
   }
+}
+
+// A library opened with RTLD_DEEPBIND (php opens every extension so) looks
+// symbols up in its own dependencies first: its malloc and free would be
+// libc's while the program, and libc's own strdup, use brisk's, and a block
+// crossing between them would reach the wrong allocator (glibc's free of a
+// brisk block crashes, or corrupts glibc's heap). brisk's dlopen drops the
+// flag, so the library's calls are brisk's too.
+TEST(BriskOverride, LibraryOpenedWithDeepBindUsesBrisk) {
+  void *library = dlopen(BRISK_DEEPBIND_PLUGIN, RTLD_NOW | RTLD_LOCAL | RTLD_DEEPBIND);
+  ASSERT_NE(library, nullptr) << dlerror();
+  using malloc_fn = void *(*)(size_t);
+  auto plugin_malloc = reinterpret_cast<malloc_fn (*)()>(dlsym(library, "deepbind_plugin_malloc"));
+  auto plugin_copy = reinterpret_cast<char *(*)(const char *)>(dlsym(library, "deepbind_plugin_copy"));
+  auto plugin_free = reinterpret_cast<void (*)(void *)>(dlsym(library, "deepbind_plugin_free"));
+  auto plugin_strdup_length =
+      reinterpret_cast<size_t (*)(const char *)>(dlsym(library, "deepbind_plugin_strdup_length"));
+  ASSERT_TRUE(plugin_malloc && plugin_copy && plugin_free && plugin_strdup_length);
+  // Checked first: the blocks below would crash the test on the wrong one.
+  ASSERT_EQ(reinterpret_cast<void *>(plugin_malloc()), reinterpret_cast<void *>(&malloc));
+  char *copy = plugin_copy("deep");
+  ASSERT_NE(copy, nullptr);
+  EXPECT_STREQ(copy, "deep");
+  EXPECT_GE(brisk_usable_size(copy), 5u);
+  free(copy);
+  void *block = malloc(100);
+  ASSERT_NE(block, nullptr);
+  plugin_free(block);
+  EXPECT_EQ(plugin_strdup_length("bound"), 5u);
+  EXPECT_EQ(dlclose(library), 0);
 }
 
 }  // namespace
