@@ -453,4 +453,43 @@ TEST(BriskOverride, LibraryOpenedWithDeepBindUsesBrisk) {
   EXPECT_EQ(dlclose(library), 0);
 }
 
+// A lookup in a library's handle finds that library's definition, whatever
+// the process interposes: dlsym(dlopen("libc.so.6"), "free") was glibc's
+// free (Python's ctypes.CDLL("libc.so.6").free), which crashed on the
+// block libc's strdup had from brisk. brisk's dlsym answers its own
+// function where it would answer libc's, and leaves every other answer.
+TEST(BriskOverride, LookupsInLibcsHandleGiveBrisksFunctions) {
+  void *libc = dlopen("libc.so.6", RTLD_NOW | RTLD_NOLOAD);
+  ASSERT_NE(libc, nullptr) << dlerror();
+  // Checked first: the calls below would crash on glibc's functions.
+  ASSERT_EQ(dlsym(libc, "free"), reinterpret_cast<void *>(&free));
+  EXPECT_EQ(dlsym(libc, "malloc"), reinterpret_cast<void *>(&malloc));
+  EXPECT_EQ(dlsym(libc, "realloc"), reinterpret_cast<void *>(&realloc));
+  EXPECT_EQ(dlsym(libc, "posix_memalign"), reinterpret_cast<void *>(&posix_memalign));
+  EXPECT_EQ(dlsym(libc, "malloc_usable_size"), reinterpret_cast<void *>(&malloc_usable_size));
+  EXPECT_EQ(dlsym(libc, "malloc_trim"), reinterpret_cast<void *>(&malloc_trim));
+  EXPECT_EQ(dlsym(libc, "__libc_free"), dlsym(RTLD_DEFAULT, "__libc_free"));
+  auto libc_free = reinterpret_cast<void (*)(void *)>(dlsym(libc, "free"));
+  char *copy = strdup("libc's strdup");
+  ASSERT_NE(copy, nullptr);
+  libc_free(copy);
+  // Names brisk does not define: libc's own answer, its error included.
+  void *libc_strdup = dlsym(libc, "strdup");
+  EXPECT_NE(libc_strdup, nullptr);
+  EXPECT_EQ(dlerror(), nullptr);
+  EXPECT_EQ(dlsym(libc, "brisk_no_such_function"), nullptr);
+  EXPECT_NE(dlerror(), nullptr);
+  EXPECT_EQ(dlsym(RTLD_DEFAULT, "malloc"), reinterpret_cast<void *>(&malloc));
+  EXPECT_EQ(dlclose(libc), 0);
+  // Another library's own definition of an allocation name stays its own;
+  // a name it leaves to libc is brisk's.
+  void *plugin = dlopen(BRISK_DEEPBIND_PLUGIN, RTLD_NOW | RTLD_LOCAL);
+  ASSERT_NE(plugin, nullptr) << dlerror();
+  auto plugin_pvalloc = reinterpret_cast<void *(*)(size_t)>(dlsym(plugin, "pvalloc"));
+  ASSERT_NE(plugin_pvalloc, nullptr);
+  EXPECT_EQ(plugin_pvalloc(1), reinterpret_cast<void *>(0x5eed));
+  EXPECT_EQ(dlsym(plugin, "malloc"), reinterpret_cast<void *>(&malloc));
+  EXPECT_EQ(dlclose(plugin), 0);
+}
+
 }  // namespace

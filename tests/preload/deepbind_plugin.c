@@ -3,8 +3,10 @@
  * php opens every extension. Such a library looks symbols up in its own
  * dependencies (libc) before the program's, so without brisk's dlopen its
  * malloc and free would be libc's while the program, and libc's own
- * strdup, use brisk's. Built with -fno-builtin: every call below reaches
- * the allocator as written. Not linked to brisk.
+ * strdup, use brisk's. It also defines an allocation name of its own
+ * (pvalloc), as another allocator's library does, which dlsym on its
+ * handle must answer as it is. Built with -fno-builtin: every call below
+ * reaches the allocator as written. Not linked to brisk.
  */
 #define _GNU_SOURCE
 #include <stdlib.h>
@@ -37,4 +39,12 @@ size_t deepbind_plugin_strdup_length(const char *text) {
   size_t length = strlen(copy);
   free(copy);
   return length;
+}
+
+/* Found by dlsym on this library's handle, never called by it. */
+#define DEEPBIND_PLUGIN_PVALLOC ((void *)0x5eed)
+void *pvalloc(size_t size);
+void *pvalloc(size_t size) {
+  (void)size;
+  return DEEPBIND_PLUGIN_PVALLOC;
 }
