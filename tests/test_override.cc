@@ -1,6 +1,7 @@
 // The libc names (malloc, posix_memalign, pvalloc, ...) when brisk is linked
 // in statically: they must be brisk's and behave exactly as glibc/POSIX say.
 #include <brisk.h>
+#include <dlfcn.h>
 #include <gtest/gtest.h>
 #include <malloc.h>
 #include <unistd.h>
@@ -420,6 +421,75 @@ TEST(BriskOverride, BytesRequestedCountsTheSizesAskedFor) {
       for (void *p : blocks) free(p);
     }).join();
   }
+}
+
+// A library opened with RTLD_DEEPBIND (php opens every extension so) looks
+// symbols up in its own dependencies first: its malloc and free would be
+// libc's while the program, and libc's own strdup, use brisk's, and a block
+// crossing between them would reach the wrong allocator (glibc's free of a
+// brisk block crashes, or corrupts glibc's heap). brisk's dlopen drops the
+// flag, so the library's calls are brisk's too.
+TEST(BriskOverride, LibraryOpenedWithDeepBindUsesBrisk) {
+  void *library = dlopen(BRISK_DEEPBIND_PLUGIN, RTLD_NOW | RTLD_LOCAL | RTLD_DEEPBIND);
+  ASSERT_NE(library, nullptr) << dlerror();
+  using malloc_fn = void *(*)(size_t);
+  auto plugin_malloc = reinterpret_cast<malloc_fn (*)()>(dlsym(library, "deepbind_plugin_malloc"));
+  auto plugin_copy = reinterpret_cast<char *(*)(const char *)>(dlsym(library, "deepbind_plugin_copy"));
+  auto plugin_free = reinterpret_cast<void (*)(void *)>(dlsym(library, "deepbind_plugin_free"));
+  auto plugin_strdup_length =
+      reinterpret_cast<size_t (*)(const char *)>(dlsym(library, "deepbind_plugin_strdup_length"));
+  ASSERT_TRUE(plugin_malloc && plugin_copy && plugin_free && plugin_strdup_length);
+  // Checked first: the blocks below would crash the test on the wrong one.
+  ASSERT_EQ(reinterpret_cast<void *>(plugin_malloc()), reinterpret_cast<void *>(&malloc));
+  char *copy = plugin_copy("deep");
+  ASSERT_NE(copy, nullptr);
+  EXPECT_STREQ(copy, "deep");
+  EXPECT_GE(brisk_usable_size(copy), 5u);
+  free(copy);
+  void *block = malloc(100);
+  ASSERT_NE(block, nullptr);
+  plugin_free(block);
+  EXPECT_EQ(plugin_strdup_length("bound"), 5u);
+  EXPECT_EQ(dlclose(library), 0);
+}
+
+// A lookup in a library's handle finds that library's definition, whatever
+// the process interposes: dlsym(dlopen("libc.so.6"), "free") was glibc's
+// free (Python's ctypes.CDLL("libc.so.6").free), which crashed on the
+// block libc's strdup had from brisk. brisk's dlsym answers its own
+// function where it would answer libc's, and leaves every other answer.
+TEST(BriskOverride, LookupsInLibcsHandleGiveBrisksFunctions) {
+  void *libc = dlopen("libc.so.6", RTLD_NOW | RTLD_NOLOAD);
+  ASSERT_NE(libc, nullptr) << dlerror();
+  // Checked first: the calls below would crash on glibc's functions.
+  ASSERT_EQ(dlsym(libc, "free"), reinterpret_cast<void *>(&free));
+  EXPECT_EQ(dlsym(libc, "malloc"), reinterpret_cast<void *>(&malloc));
+  EXPECT_EQ(dlsym(libc, "realloc"), reinterpret_cast<void *>(&realloc));
+  EXPECT_EQ(dlsym(libc, "posix_memalign"), reinterpret_cast<void *>(&posix_memalign));
+  EXPECT_EQ(dlsym(libc, "malloc_usable_size"), reinterpret_cast<void *>(&malloc_usable_size));
+  EXPECT_EQ(dlsym(libc, "malloc_trim"), reinterpret_cast<void *>(&malloc_trim));
+  EXPECT_EQ(dlsym(libc, "__libc_free"), dlsym(RTLD_DEFAULT, "__libc_free"));
+  auto libc_free = reinterpret_cast<void (*)(void *)>(dlsym(libc, "free"));
+  char *copy = strdup("libc's strdup");
+  ASSERT_NE(copy, nullptr);
+  libc_free(copy);
+  // Names brisk does not define: libc's own answer, its error included.
+  void *libc_strdup = dlsym(libc, "strdup");
+  EXPECT_NE(libc_strdup, nullptr);
+  EXPECT_EQ(dlerror(), nullptr);
+  EXPECT_EQ(dlsym(libc, "brisk_no_such_function"), nullptr);
+  EXPECT_NE(dlerror(), nullptr);
+  EXPECT_EQ(dlsym(RTLD_DEFAULT, "malloc"), reinterpret_cast<void *>(&malloc));
+  EXPECT_EQ(dlclose(libc), 0);
+  // Another library's own definition of an allocation name stays its own;
+  // a name it leaves to libc is brisk's.
+  void *plugin = dlopen(BRISK_DEEPBIND_PLUGIN, RTLD_NOW | RTLD_LOCAL);
+  ASSERT_NE(plugin, nullptr) << dlerror();
+  auto plugin_pvalloc = reinterpret_cast<void *(*)(size_t)>(dlsym(plugin, "pvalloc"));
+  ASSERT_NE(plugin_pvalloc, nullptr);
+  EXPECT_EQ(plugin_pvalloc(1), reinterpret_cast<void *>(0x5eed));
+  EXPECT_EQ(dlsym(plugin, "malloc"), reinterpret_cast<void *>(&malloc));
+  EXPECT_EQ(dlclose(plugin), 0);
 }
 
 }  // namespace
