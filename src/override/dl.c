@@ -102,8 +102,10 @@ static void *own_function(const char *name) {
 BRISK_EXPORT void *dlsym(void *handle, const char *name) {
   dlsym_fn next = atomic_load_explicit(&libc_dlsym, memory_order_relaxed);
   if (next == NULL) {
-    /* Not through dlsym, which is this function. */
+    /* Not through dlsym, which is this function. dlsym moved into libc
+     * at glibc 2.34 (a new version); before, libdl's has the first one. */
     next = (dlsym_fn)dlvsym(RTLD_NEXT, "dlsym", "GLIBC_2.34");
+    if (next == NULL) next = (dlsym_fn)dlvsym(RTLD_NEXT, "dlsym", "GLIBC_2.2.5");
     if (next == NULL) return NULL; /* dlerror() says why */
     atomic_store_explicit(&libc_dlsym, next, memory_order_relaxed);
   }
