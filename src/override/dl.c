@@ -39,6 +39,8 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "override/glibc_names.h"
+
 #define BRISK_EXPORT __attribute__((visibility("default")))
 
 typedef void *(*dlopen_fn)(const char *file, int mode);
@@ -59,20 +61,6 @@ BRISK_EXPORT void *dlopen(const char *file, int mode) {
   }
   return next(file, mode & ~RTLD_DEEPBIND);
 }
-
-/* glibc declares none of these in a public header (override.c defines them). */
-void cfree(void *p);
-void free_sized(void *p, size_t size);
-void free_aligned_sized(void *p, size_t alignment, size_t size);
-void *__libc_malloc(size_t size);
-void __libc_free(void *p);
-void *__libc_calloc(size_t count, size_t size);
-void *__libc_realloc(void *p, size_t size);
-void *__libc_memalign(size_t alignment, size_t size);
-void *__libc_valloc(size_t size);
-void *__libc_pvalloc(size_t size);
-struct mallinfo __libc_mallinfo(void);
-int __libc_mallopt(int option, int value);
 
 #define OWN(name) {#name, (void (*)(void))name}
 static const struct {

@@ -12,6 +12,7 @@
 #include <brisk/malloc.h>
 #include <brisk/stats.h>
 #include "os/os.h"
+#include "override/glibc_names.h"
 
 #include <errno.h>
 #include <limits.h>
@@ -87,20 +88,10 @@ BRISK_EXPORT void *pvalloc(size_t size) {
 }
 
 /* Obsolete SunOS name some old programs still call. */
-BRISK_EXPORT void cfree(void *p);
 BRISK_EXPORT void cfree(void *p) { brisk_free_inline(p); }
 
 /* ---- glibc's aliases: code that calls __libc_malloc and hands the block
  * to free() (or the reverse) must meet one allocator. ---- */
-
-/* glibc declares none of these in a public header. */
-void *__libc_malloc(size_t size);
-void __libc_free(void *p);
-void *__libc_calloc(size_t count, size_t size);
-void *__libc_realloc(void *p, size_t size);
-void *__libc_memalign(size_t alignment, size_t size);
-void *__libc_valloc(size_t size);
-void *__libc_pvalloc(size_t size);
 
 BRISK_EXPORT void *__libc_malloc(size_t size) { return brisk_malloc_inline(size); }
 BRISK_EXPORT void __libc_free(void *p) { brisk_free_inline(p); }
@@ -121,13 +112,11 @@ static void check_freed_size(void *p, size_t size) {
   }
 }
 
-BRISK_EXPORT void free_sized(void *p, size_t size);
 BRISK_EXPORT void free_sized(void *p, size_t size) {
   check_freed_size(p, size);
   brisk_free_inline(p);
 }
 
-BRISK_EXPORT void free_aligned_sized(void *p, size_t alignment, size_t size);
 BRISK_EXPORT void free_aligned_sized(void *p, size_t alignment, size_t size) {
   if (p != NULL && ((uintptr_t)p & (alignment - 1)) != 0) {
     _brisk_os_fatal_pointer("free_aligned_sized", p, "not aligned as stated");
@@ -248,7 +237,5 @@ BRISK_EXPORT int mallopt(int option, int value) {
 }
 
 /* glibc exports these two under its own names as well. */
-struct mallinfo __libc_mallinfo(void);
-int __libc_mallopt(int option, int value);
 BRISK_EXPORT struct mallinfo __libc_mallinfo(void) { return mallinfo_clamped(); }
 BRISK_EXPORT int __libc_mallopt(int option, int value) { return mallopt(option, value); }
