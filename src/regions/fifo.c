@@ -417,10 +417,12 @@ static void page_set_remove(brisk_fifo_t *fifo, uintptr_t base) {
 }
 
 /* The page of this fifo that p would be a block of, or NULL when p lies
- * in none (the mapping its address names is no page of the fifo, or p
- * falls before the page's first block or past its mapping): then its
- * block header may not even be mapped. Reads nothing at p. */
+ * in none (p is not 16-aligned as every block is, the mapping its address
+ * names is no page of the fifo, or p falls before the page's first block
+ * or past its mapping): then its block header may not even be mapped.
+ * Reads nothing at p. */
 BRISK_INLINE page_t *owned_page(const brisk_fifo_t *fifo, const void *p) {
+  if (((uintptr_t)p & 15) != 0) return NULL;
   uintptr_t base = (uintptr_t)p & fifo->hot.window_mask;
   /* No page lies at 0. That is also every p's base once the fifo went
    * with its last block and its control block waits in the mapping cache,
@@ -620,7 +622,7 @@ BRISK_INLINE bool header_leads_to_page(const void *block, block_t header, uint32
  * live block of another fifo has both. */
 static BRISK_COLD BRISK_NORETURN void bad_pointer(brisk_fifo_t *fifo, void *p, const char *caller) {
   block_t *block = block_of(p);
-  page_t *page = ((uintptr_t)p & 15) == 0 ? owned_page(fifo, p) : NULL;
+  page_t *page = owned_page(fifo, p);
   if (page != NULL) {
     asan_open(block, BLOCK_HEADER);
     if (header_leads_to_page(block, *block, BLOCK_FREED) &&
@@ -645,7 +647,7 @@ static BRISK_COLD BRISK_NORETURN void bad_pointer(brisk_fifo_t *fifo, void *p, c
  * (owned_page): the bytes before a pointer that is no block may be
  * unmapped. */
 BRISK_INLINE page_t *checked_page(brisk_fifo_t *fifo, void *p, block_t *header, const char *caller) {
-  page_t *page = ((uintptr_t)p & 15) == 0 ? owned_page(fifo, p) : NULL;
+  page_t *page = owned_page(fifo, p);
   if (BRISK_UNLIKELY(page == NULL)) bad_pointer(fifo, p, caller);
   block_t *block = block_of(p);
   asan_open(block, BLOCK_HEADER);
