@@ -659,7 +659,21 @@ TEST_F(ArenaDeathTest, DoubleDestroyAborts) {
                "already\\?\\)");
 }
 
-// Another kind's live handle: its bytes are no arena's header.
+// A second destroy once the reservation went back to the system (the
+// mapping cache turned off) read the unmapped header and died of SIGSEGV.
+TEST_F(ArenaDeathTest, DoubleDestroyOfAnUnmappedArenaAborts) {
+  EXPECT_DEATH(
+      {
+        brisk_test_os_cache_configure(0, 0, 0);
+        brisk_arena_t *arena = brisk_arena_create(kMiB);
+        brisk_arena_destroy(arena);
+        brisk_arena_destroy(arena);
+      },
+      "brisk: brisk_arena_destroy\\(0x[0-9a-f]+\\): not a live arena \\(destroyed "
+      "already\\?\\)");
+}
+
+// Another kind's live handle: no live arena's.
 TEST_F(ArenaDeathTest, DestroyOfAnotherKindsHandleAborts) {
   EXPECT_DEATH(
       {

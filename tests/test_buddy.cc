@@ -807,7 +807,32 @@ TEST_F(BuddyDeathTest, DoubleDestroyAborts) {
                "\\(destroyed already\\?\\)");
 }
 
-// Another kind's live handle: a pool's header read as a buddy's.
+// A second destroy once the meta mapping went back to the system read its
+// header unmapped and died of SIGSEGV: with the mapping cache turned off,
+// and whatever the cache when a block was still live at the first destroy.
+TEST_F(BuddyDeathTest, DoubleDestroyOfAnUnmappedBuddyAborts) {
+  const char *kNotLive =
+      "brisk: brisk_buddy_destroy\\(0x[0-9a-f]+\\): not a live buddy allocator "
+      "\\(destroyed already\\?\\)";
+  EXPECT_DEATH(
+      {
+        brisk_test_os_cache_configure(0, 0, 0);
+        brisk_buddy_t *b = brisk_buddy_create(kMiB, 64);
+        brisk_buddy_destroy(b);
+        brisk_buddy_destroy(b);
+      },
+      kNotLive);
+  EXPECT_DEATH(
+      {
+        brisk_buddy_t *b = brisk_buddy_create(kMiB, 64);
+        escape(brisk_buddy_alloc(b, 100, 0));
+        brisk_buddy_destroy(b);
+        brisk_buddy_destroy(b);
+      },
+      kNotLive);
+}
+
+// Another kind's live handle: no live buddy allocator's.
 TEST_F(BuddyDeathTest, DestroyOfAnotherKindsHandleAborts) {
   EXPECT_DEATH(
       {

@@ -1000,6 +1000,20 @@ TEST_F(FifoDeathTest, DoubleDestroyAborts) {
       kNotLive);
 }
 
+// A second destroy once the control page went back to the system (the
+// mapping cache turned off) read it unmapped and died of SIGSEGV.
+TEST_F(FifoDeathTest, DoubleDestroyOfAnUnmappedFifoAborts) {
+  EXPECT_DEATH(
+      {
+        brisk_test_os_cache_configure(0, 0, 0);
+        brisk_fifo_t *fifo = brisk_fifo_create(0);
+        brisk_fifo_destroy(fifo);
+        brisk_fifo_destroy(fifo);
+      },
+      "brisk: brisk_fifo_destroy\\(0x[0-9a-f]+\\): not a live fifo \\(destroyed "
+      "already\\?\\)");
+}
+
 // A pointer whose header would lie in memory that is not mapped, or not
 // readable: the first bytes of a mapping after a guard page, or of a buddy
 // allocator's region. realloc, the exported free and the free past the
@@ -1037,7 +1051,7 @@ TEST_F(FifoDeathTest, FirstBlockOfABuddyAllocatorAborts) {
                "brisk: brisk_fifo_free\\(0x[0-9a-f]+\\): not a block of a fifo");
 }
 
-// Another kind's live handle, read where a fifo keeps its entry.
+// Another kind's live handle: no live fifo's.
 TEST_F(FifoDeathTest, DestroyOfAnotherKindsHandleAborts) {
   EXPECT_DEATH(
       {

@@ -1003,8 +1003,21 @@ TEST_F(HybridDeathTest, DoubleDestroyAborts) {
                "\\(destroyed already\\?\\)");
 }
 
-// Another kind's live handle: a fifo's, whose control block has the fewest
-// mapped bytes after it of any kind's, read where a hybrid keeps its entry.
+// A second destroy once the mapping went back to the system (the mapping
+// cache turned off) read the unmapped hybrid and died of SIGSEGV.
+TEST_F(HybridDeathTest, DoubleDestroyOfAnUnmappedHybridAborts) {
+  EXPECT_DEATH(
+      {
+        brisk_test_os_cache_configure(0, 0, 0);
+        brisk_hybrid_t *h = brisk_hybrid_create(nullptr);
+        brisk_hybrid_destroy(h);
+        brisk_hybrid_destroy(h);
+      },
+      "brisk: brisk_hybrid_destroy\\(0x[0-9a-f]+\\): not a live hybrid pool "
+      "\\(destroyed already\\?\\)");
+}
+
+// Another kind's live handle: a fifo's, no live hybrid's.
 TEST_F(HybridDeathTest, DestroyOfAnotherKindsHandleAborts) {
   EXPECT_DEATH(
       {

@@ -972,8 +972,8 @@ TEST_F(PoolDeathTest, BytesLeftByADestroyedPoolAreNotTakenForItsKey) {
 // A second destroy while the mapping cache keeps the reservation, its
 // header as the first destroy left it, gave the cache the reservation
 // twice: the next two pools of the size were one. (Debug builds, the
-// sanitizers', give a pool's memory back to the system at destroy: a
-// second destroy may crash there.)
+// sanitizers', give a pool's memory back to the system at destroy: the
+// next test.)
 TEST_F(PoolDeathTest, DoubleDestroyAborts) {
   brisk_pool_t *pool = brisk_pool_create(64, 0, 100);
   ASSERT_NE(pool, nullptr);
@@ -984,7 +984,22 @@ TEST_F(PoolDeathTest, DoubleDestroyAborts) {
                "already\\?\\)");
 }
 
-// Another kind's live handle: an arena's header read as a pool's.
+// A second destroy once the reservation went back to the system (the
+// mapping cache turned off; a debug build's pool, whatever the cache)
+// read the unmapped header and died of SIGSEGV.
+TEST_F(PoolDeathTest, DoubleDestroyOfAnUnmappedPoolAborts) {
+  EXPECT_DEATH(
+      {
+        brisk_test_os_cache_configure(0, 0, 0);
+        brisk_pool_t *pool = brisk_pool_create(64, 0, 100);
+        brisk_pool_destroy(pool);
+        brisk_pool_destroy(pool);
+      },
+      "brisk: brisk_pool_destroy\\(0x[0-9a-f]+\\): not a live pool \\(destroyed "
+      "already\\?\\)");
+}
+
+// Another kind's live handle: no live pool's.
 TEST_F(PoolDeathTest, DestroyOfAnotherKindsHandleAborts) {
   EXPECT_DEATH(
       {

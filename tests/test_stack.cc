@@ -1037,6 +1037,20 @@ TEST_F(BriskStackDeathTest, DoubleDestroyAborts) {
                "already\\?\\)");
 }
 
+// A second destroy once the stack's page went back to the system (the
+// mapping cache turned off) read it unmapped and died of SIGSEGV.
+TEST_F(BriskStackDeathTest, DoubleDestroyOfAnUnmappedStackAborts) {
+  EXPECT_DEATH(
+      {
+        brisk_test_os_cache_configure(0, 0, 0);
+        brisk_stack_t *s = brisk_stack_create(0);
+        brisk_stack_destroy(s);
+        brisk_stack_destroy(s);
+      },
+      "brisk: brisk_stack_destroy\\(0x[0-9a-f]+\\): not a live stack \\(destroyed "
+      "already\\?\\)");
+}
+
 // The default stack of a thread that exited: its key destructor destroyed
 // it (the stack was taken for a live default stack before).
 TEST_F(BriskStackDeathTest, DestroyOfAnExitedThreadsDefaultStackAborts) {
@@ -1064,7 +1078,7 @@ TEST_F(BriskStackDeathTest, PushAfterDestroyDoesNotGiveTheCacheItsRecordsAgain) 
       "\\(the stack was destroyed\\?\\)");
 }
 
-// Another kind's live handle: its bytes are no stack's.
+// Another kind's live handle: no live stack's.
 TEST_F(BriskStackDeathTest, DestroyOfAnotherKindsHandleAborts) {
   EXPECT_DEATH(
       {

@@ -14,8 +14,7 @@
  * NULL cursor is not tested for (brisk_arena_cursor_alloc is inline).
  *
  * brisk_arena_destroy of an arena destroyed already, or of another kind's
- * handle, aborts with a message while the memory behind it is mapped
- * (brisk/region.h: destroyed handles).
+ * handle, aborts with a message (brisk/region.h: destroyed handles).
  */
 #ifndef BRISK_ARENA_H
 #define BRISK_ARENA_H

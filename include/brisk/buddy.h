@@ -12,9 +12,8 @@
  * stats gives all zero, validate returns 0 (errno EINVAL).
  *
  * brisk_buddy_destroy of a buddy allocator destroyed already, or of
- * another kind's handle, aborts with a message while the memory behind it
- * is mapped (brisk/region.h: destroyed handles; one whose blocks were not
- * all freed, or mlock'ed with BRISK_REGION_LOCK, is unmapped at destroy).
+ * another kind's handle, aborts with a message (brisk/region.h: destroyed
+ * handles).
  */
 #ifndef BRISK_BUDDY_H
 #define BRISK_BUDDY_H

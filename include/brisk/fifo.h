@@ -13,9 +13,8 @@
  * fifo without a test: a NULL fifo crashes them.
  *
  * A destroyed fifo: brisk_fifo_destroy of it again (or of another kind's
- * handle) aborts with a message while its control page is mapped, kept by
- * its live blocks or by the mapping cache (brisk/region.h: destroyed
- * handles); alloc and realloc with it abort while live blocks keep it.
+ * handle) aborts with a message (brisk/region.h: destroyed handles);
+ * alloc and realloc with it abort while live blocks keep it.
  */
 #ifndef BRISK_FIFO_H
 #define BRISK_FIFO_H

@@ -18,9 +18,8 @@
  * segmentation fault), whatever the pointer.
  *
  * brisk_hybrid_destroy of a hybrid destroyed already, or of another
- * kind's handle, aborts with a message while the memory behind it is
- * mapped (brisk/region.h: destroyed handles; one mlock'ed with
- * BRISK_REGION_LOCK is unmapped at destroy).
+ * kind's handle, aborts with a message (brisk/region.h: destroyed
+ * handles).
  */
 #ifndef BRISK_HYBRID_H
 #define BRISK_HYBRID_H

@@ -21,9 +21,7 @@
  * no pool sends every call out of line.
  *
  * brisk_pool_destroy of a pool destroyed already, or of another kind's
- * handle, aborts with a message while the memory behind it is mapped
- * (brisk/region.h: destroyed handles; a pool mlock'ed with
- * BRISK_REGION_LOCK, or of a debug build, is unmapped at destroy).
+ * handle, aborts with a message (brisk/region.h: destroyed handles).
  */
 #ifndef BRISK_POOL_H
 #define BRISK_POOL_H

@@ -12,8 +12,7 @@
  *
  * brisk_stack_destroy of a stack destroyed already (a thread's default
  * stack after its thread exited too), or of another kind's handle, aborts
- * with a message while the memory behind it is mapped (brisk/region.h:
- * destroyed handles).
+ * with a message (brisk/region.h: destroyed handles).
  *
  * Not caught: a frame popped by hand inside a BRISK_STACK_SCOPE (the
  * scope's own pop then takes the frame below it, or aborts with "no frame

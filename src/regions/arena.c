@@ -161,9 +161,6 @@ struct brisk_arena_s {
 };
 
 _Static_assert(sizeof(arena_slot_t) == BRISK_CACHE_LINE, "slot entries are one cache line");
-_Static_assert(offsetof(brisk_arena_t, entry) + sizeof(brisk_region_entry_t) <=
-                   BRISK_REGION_ENTRY_END,
-               "any kind's handle can be read where an arena keeps its entry (registry.h)");
 
 /* ---- Counting ---- */
 
@@ -271,10 +268,11 @@ brisk_arena_t *brisk_arena_create(size_t reserve) {
 
 void brisk_arena_destroy(brisk_arena_t *arena) {
   if (arena == NULL) return;
-  /* Before anything is read past the entry: a second destroy (the
-   * reservation in the mapping cache, its header as we leave it) or
-   * another kind's handle would otherwise give a mapping to the cache
-   * twice, or one that is no arena's. */
+  /* Before anything is read at the handle: a second destroy (the
+   * reservation in the mapping cache, its header as we leave it, or back
+   * with the system) or another kind's handle has no live entry, and going
+   * on would give a mapping to the cache twice, or one that is no
+   * arena's. */
   if (BRISK_UNLIKELY(!_brisk_region_unregister(&arena->entry, BRISK_REGION_ARENA)))
     _brisk_os_fatal_pointer("brisk_arena_destroy", arena, "not a live arena (destroyed already?)");
   /* Every block goes, and our poisoning with it (resets' and, under

@@ -267,16 +267,13 @@ struct brisk_buddy_s {
   bool memory_locked;     /* BRISK_REGION_LOCK: never to the mapping cache */
   bool external;          /* _brisk_buddy_create_in: both parts are its creator's */
   size_t system_requests; /* OS calls made for it (all at creation) */
-  brisk_region_entry_t entry; /* registry.h; its links NULL when not registered */
+  brisk_region_entry_t entry; /* registry.h; unused when not registered */
   /* Written rarely, read by every allocation. */
   BRISK_ALIGNED(BRISK_CACHE_LINE) _Atomic size_t in_use;
   BRISK_ALIGNED(BRISK_CACHE_LINE) _Atomic size_t high_water;
   slot_t slots[BRISK_THREAD_SLOTS + 1]; /* the last: threads without a slot */
 };
 
-_Static_assert(offsetof(brisk_buddy_t, entry) + sizeof(brisk_region_entry_t) <=
-                   BRISK_REGION_ENTRY_END,
-               "any kind's handle can be read where a buddy keeps its entry (registry.h)");
 
 /* ---- Messages ---- */
 
@@ -1006,9 +1003,10 @@ static void buddy_destroy(brisk_buddy_t *b) {
 void brisk_buddy_destroy(brisk_buddy_t *b) {
   if (b == NULL) return;
   /* A buddy destroyed already (its meta mapping in the mapping cache, the
-   * header as destroy left it), a hybrid's region or another kind's
-   * handle has no live entry: destroying it would give the cache its
-   * mappings twice, or ones that are no buddy's. */
+   * header as destroy left it, or back with the system), a hybrid's
+   * region or another kind's handle has no live entry: destroying it
+   * would give the cache its mappings twice, or ones that are no
+   * buddy's. */
   if (BRISK_UNLIKELY(!_brisk_region_unregister(&b->entry, BRISK_REGION_BUDDY)))
     fatal("brisk_buddy_destroy", b, "not a live buddy allocator (destroyed already?)");
   buddy_destroy(b);

@@ -267,9 +267,6 @@ struct brisk_fifo_s {
 };
 
 _Static_assert(offsetof(brisk_fifo_t, hot) == 0, "brisk/fifo.h reads the hot fields at the fifo");
-_Static_assert(offsetof(brisk_fifo_t, entry) + sizeof(brisk_region_entry_t) <=
-                   BRISK_REGION_ENTRY_END,
-               "any kind's handle can be read where a fifo keeps its entry (registry.h)");
 
 /* What a destroyed fifo's current points at: no room, so alloc goes slow. */
 static page_t dead_page;
@@ -850,9 +847,9 @@ brisk_fifo_t *brisk_fifo_create(size_t page_size) {
 
 void brisk_fifo_destroy(brisk_fifo_t *fifo) {
   if (fifo == NULL) return;
-  /* Before anything else is read: a fifo destroyed already (its control
-   * block kept with live blocks, or zero in the mapping cache), or a
-   * handle of another kind, has no live entry. */
+  /* Before anything is read at the handle: a fifo destroyed already (its
+   * control block kept with live blocks, zero in the mapping cache, or back
+   * with the system), or a handle of another kind, has no live entry. */
   if (BRISK_UNLIKELY(!_brisk_region_unregister(&fifo->entry, BRISK_REGION_FIFO)))
     fatal("brisk_fifo_destroy", fifo, "not a live fifo (destroyed already?)");
   fifo->alive = false;

@@ -352,8 +352,7 @@ struct brisk_hybrid_s {
    * align-0 request of that size (the inline alloc's table; 0, class 0,
    * without caches, for size 0 and for sizes no class holds). */
   uint8_t code_of_size[CLASS_TABLE_ENTRIES];
-  /* The registry's (under its lock), before the slots: every kind keeps its
-   * entry near its handle (registry.h's BRISK_REGION_ENTRY_END). */
+  /* The registry's (under its lock). */
   brisk_region_entry_t entry;
   /* Per thread slot (SLOT_NONE, slot i at i + 1, SLOT_SHARED): its lists
    * and counts, SLOT_BYTES apart. */
@@ -424,9 +423,6 @@ _Static_assert(SAME_FIELD(brisk_hybrid_t, brisk_hybrid_hot_t, key) &&
                    sizeof(((brisk_hybrid_t *)0)->slots) ==
                        sizeof(((brisk_hybrid_hot_t *)0)->entries),
                "brisk/hybrid.h's view of the hybrid");
-_Static_assert(offsetof(brisk_hybrid_t, entry) + sizeof(brisk_region_entry_t) <=
-                   BRISK_REGION_ENTRY_END,
-               "any kind's handle can be read where a hybrid keeps its entry (registry.h)");
 _Static_assert(sizeof(brisk_hybrid_t) <= CODES_AT && CODES_AT % 65536 == 0,
                "the code table lies past the hybrid, at a page boundary");
 
@@ -1488,9 +1484,9 @@ static void forget_code(void *hybrid, void *p) {
 void brisk_hybrid_destroy(brisk_hybrid_t *h) {
   if (h == NULL) return;
   /* A hybrid destroyed already (its mapping in the mapping cache, as
-   * destroy left it) or another kind's handle has no live entry:
-   * destroying it would give the cache the mapping twice, or one that is
-   * no hybrid's. */
+   * destroy left it, or back with the system) or another kind's handle
+   * has no live entry: destroying it would give the cache the mapping
+   * twice, or one that is no hybrid's. */
   if (BRISK_UNLIKELY(!_brisk_region_unregister(&h->entry, BRISK_REGION_HYBRID)))
     _brisk_os_fatal_pointer("brisk_hybrid_destroy", h,
                             "not a live hybrid pool (destroyed already?)");

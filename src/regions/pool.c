@@ -790,9 +790,9 @@ static void pool_destroy(brisk_pool_t *pool) {
 void brisk_pool_destroy(brisk_pool_t *pool) {
   if (pool == NULL) return;
   /* A pool destroyed already (its reservation in the mapping cache, the
-   * header as destroy left it), a hybrid's bucket or another kind's
-   * handle has no live entry: destroying it would give the cache a
-   * mapping twice, or one that is no pool's. */
+   * header as destroy left it, or back with the system), a hybrid's
+   * bucket or another kind's handle has no live entry: destroying it
+   * would give the cache a mapping twice, or one that is no pool's. */
   if (BRISK_UNLIKELY(!_brisk_region_unregister(&pool->entry, BRISK_REGION_POOL)))
     _brisk_os_fatal_pointer("brisk_pool_destroy", pool, "not a live pool (destroyed already?)");
   pool_destroy(pool);

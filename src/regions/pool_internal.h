@@ -173,7 +173,7 @@ struct brisk_pool_s {
   size_t obj_size;
   size_t page;
   bool external;        /* _brisk_pool_create_in: the memory is its creator's */
-  brisk_region_entry_t entry; /* registry.h; its links NULL when not registered */
+  brisk_region_entry_t entry; /* registry.h; unused when not registered */
   /* Contended words, one line each. */
   BRISK_ALIGNED(BRISK_CACHE_LINE) _Atomic size_t carved;
   BRISK_ALIGNED(BRISK_CACHE_LINE) _Atomic uint64_t nonempty;
@@ -182,9 +182,6 @@ struct brisk_pool_s {
   brisk_pool_slot_t slots[BRISK_THREAD_SLOTS + 1];
 };
 
-_Static_assert(offsetof(brisk_pool_t, entry) + sizeof(brisk_region_entry_t) <=
-                   BRISK_REGION_ENTRY_END,
-               "any kind's handle can be read where a pool keeps its entry (registry.h)");
 _Static_assert(BRISK_POOL_SHARDS <= 64 && (BRISK_POOL_SHARDS & (BRISK_POOL_SHARDS - 1)) == 0,
                "shards: a power of two, one bitmap word");
 

@@ -197,9 +197,6 @@ struct brisk_stack_s {
   brisk_exit_token_t tls_token;
   frame_t inline_frames[];  /* up to the end of the stack's page */
 };
-_Static_assert(offsetof(brisk_stack_t, entry) + sizeof(brisk_region_entry_t) <=
-                   BRISK_REGION_ENTRY_END,
-               "any kind's handle can be read where a stack keeps its entry (registry.h)");
 
 /* ---- Small helpers ---------------------------------------------------- */
 
@@ -757,7 +754,8 @@ static void stack_destroy(brisk_stack_t *stack) {
 }
 
 /* A handle that is no live stack (destroyed already: its page in the
- * mapping cache as destroy left it; another kind's) has no live entry, and
+ * mapping cache as destroy left it, or back with the system; another
+ * kind's) has no live entry, found without reading the handle, and
  * destroying it again would give its blocks to the cache twice. A
  * thread's default stack is linked in tls_stacks (tls_pprev set) until
  * its thread's destructor or a sweep destroys it: destroyed here, it would
