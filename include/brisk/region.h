@@ -18,8 +18,8 @@
  * one's mapping (the OS layer's mapping cache keeps it a second, by
  * default, for the next one) destroys the new one (as free() of a block
  * that malloc has handed out again frees the new owner's). Other calls
- * with a destroyed handle are not checked (but the fifo's, brisk/fifo.h),
- * except that the mapping cache takes no memory it holds already: a call
+ * with a destroyed handle: each allocator's header says which it catches;
+ * besides, the mapping cache takes no memory it holds already: a call
  * that would give it a destroyed allocator's memory again (a push that
  * outgrows a destroyed stack's frame records) aborts with "memory the
  * mapping cache holds already".
