@@ -73,6 +73,20 @@ size_t brisk_test_os_huge_page_size(void);
 
 #ifdef __cplusplus
 }
+
+namespace brisk_test {
+// For a test that calls an allocator after destroying it while the
+// mapping cache keeps its memory: the cache keeps what it is given for a
+// minute, however slowly a sanitizer runs the test (a death test's child
+// runs it all again), and its defaults come back when the test ends.
+class CacheKeepsForAMinute {
+ public:
+  CacheKeepsForAMinute() { brisk_test_os_cache_configure(size_t{256} << 20, 32, 60000); }
+  ~CacheKeepsForAMinute() { brisk_test_os_cache_defaults(); }
+  CacheKeepsForAMinute(const CacheKeepsForAMinute &) = delete;
+  CacheKeepsForAMinute &operator=(const CacheKeepsForAMinute &) = delete;
+};
+}  // namespace brisk_test
 #endif
 
 #endif  // BRISK_TEST_OS_CALLS_H

@@ -807,7 +807,69 @@ TEST_F(BuddyDeathTest, DoubleDestroyAborts) {
                "\\(destroyed already\\?\\)");
 }
 
-// Another kind's live handle: a pool's header read as a buddy's.
+// A second destroy once the meta mapping went back to the system read its
+// header unmapped and died of SIGSEGV: with the mapping cache turned off,
+// and whatever the cache when a block was still live at the first destroy.
+TEST_F(BuddyDeathTest, DoubleDestroyOfAnUnmappedBuddyAborts) {
+  const char *kNotLive =
+      "brisk: brisk_buddy_destroy\\(0x[0-9a-f]+\\): not a live buddy allocator "
+      "\\(destroyed already\\?\\)";
+  EXPECT_DEATH(
+      {
+        brisk_test_os_cache_configure(0, 0, 0);
+        brisk_buddy_t *b = brisk_buddy_create(kMiB, 64);
+        brisk_buddy_destroy(b);
+        brisk_buddy_destroy(b);
+      },
+      kNotLive);
+  EXPECT_DEATH(
+      {
+        brisk_buddy_t *b = brisk_buddy_create(kMiB, 64);
+        escape(brisk_buddy_alloc(b, 100, 0));
+        brisk_buddy_destroy(b);
+        brisk_buddy_destroy(b);
+      },
+      kNotLive);
+}
+
+// Calls with a buddy destroyed while the mapping cache keeps its meta
+// mapping (every block was freed; its header as destroy left it): alloc
+// searched the destroyed trees and handed out blocks of the region the
+// cache keeps, both of which the next buddy of the shape takes back.
+// Each aborts now. On main each failed to die, but the free of a block
+// from before the destroy, named "double free, or a block never handed
+// out".
+TEST_F(BuddyDeathTest, CallsAfterDestroyAbort) {
+  brisk_test::CacheKeepsForAMinute kept;
+  brisk_buddy_t *b = brisk_buddy_create(kMiB, 64);
+  brisk_buddy_t *cached = brisk_buddy_create_ex(kMiB, 64, 0, BRISK_REGION_THREAD_CACHE);
+  ASSERT_TRUE(b != nullptr && cached != nullptr);
+  void *p = brisk_buddy_alloc(b, 100, 0);
+  void *c = brisk_buddy_alloc(cached, 100, 0);
+  ASSERT_TRUE(p != nullptr && c != nullptr);
+  brisk_buddy_free(b, p);
+  brisk_buddy_free(cached, c);  // in this thread's cache until destroy
+  brisk_buddy_destroy(b);
+  brisk_buddy_destroy(cached);
+  if (!brisk_test_os_cache_holds(b) || !brisk_test_os_cache_holds(cached))
+    GTEST_SKIP() << "the mapping cache did not keep them";
+  auto not_live = [](const char *call) {
+    return std::string("brisk: ") + call +
+           "\\(0x[0-9a-f]+\\): not a live buddy allocator \\(destroyed already\\?\\)";
+  };
+  brisk_region_stats_t s;
+  int all_free;
+  EXPECT_DEATH(brisk_buddy_alloc(b, 100, 0), not_live("brisk_buddy_alloc"));
+  EXPECT_DEATH(brisk_buddy_alloc(cached, 100, 0), not_live("brisk_buddy_alloc"));
+  EXPECT_DEATH(brisk_buddy_alloc(b, 0, 3), not_live("brisk_buddy_alloc"));
+  EXPECT_DEATH(brisk_buddy_free(b, p), not_live("brisk_buddy_free"));
+  EXPECT_DEATH(brisk_buddy_free(cached, c), not_live("brisk_buddy_free"));
+  EXPECT_DEATH(brisk_buddy_trim(cached), not_live("brisk_buddy_trim"));
+  EXPECT_DEATH(brisk_buddy_stats(b, &s), not_live("brisk_buddy_stats"));
+  EXPECT_DEATH(brisk_buddy_validate(b, &all_free), not_live("brisk_buddy_validate"));
+}
+
+// Another kind's live handle: no live buddy allocator's.
 TEST_F(BuddyDeathTest, DestroyOfAnotherKindsHandleAborts) {
   EXPECT_DEATH(
       {

@@ -1003,8 +1003,81 @@ TEST_F(HybridDeathTest, DoubleDestroyAborts) {
                "\\(destroyed already\\?\\)");
 }
 
-// Another kind's live handle: a fifo's, whose control block has the fewest
-// mapped bytes after it of any kind's, read where a hybrid keeps its entry.
+// A second destroy once the mapping went back to the system (the mapping
+// cache turned off) read the unmapped hybrid and died of SIGSEGV.
+TEST_F(HybridDeathTest, DoubleDestroyOfAnUnmappedHybridAborts) {
+  EXPECT_DEATH(
+      {
+        brisk_test_os_cache_configure(0, 0, 0);
+        brisk_hybrid_t *h = brisk_hybrid_create(nullptr);
+        brisk_hybrid_destroy(h);
+        brisk_hybrid_destroy(h);
+      },
+      "brisk: brisk_hybrid_destroy\\(0x[0-9a-f]+\\): not a live hybrid pool "
+      "\\(destroyed already\\?\\)");
+}
+
+// Calls with a hybrid destroyed while the mapping cache keeps its mapping
+// (as destroy left it): alloc refilled the calling thread's lists from
+// the destroyed buckets and regions, free gave blocks back to them, and
+// with the fallback on a free of a fallback block went to brisk_free:
+// memory the next hybrid of the config takes back, or a block freed
+// through a hybrid that no longer holds it. Each aborts now, with the
+// thread caches (the default) and without. On main each failed to die,
+// but the frees of blocks from before the destroy and of a foreign
+// pointer, which died with other messages.
+TEST_F(HybridDeathTest, CallsAfterDestroyAbort) {
+  brisk_test::CacheKeepsForAMinute kept;
+  brisk_hybrid_config_t plain_config, fallback_config;
+  brisk_hybrid_default_config(&plain_config);
+  plain_config.flags = 0;
+  brisk_hybrid_default_config(&fallback_config);
+  fallback_config.fallback_to_malloc = 1;
+  brisk_hybrid_t *cached = brisk_hybrid_create(nullptr);
+  brisk_hybrid_t *plain = brisk_hybrid_create(&plain_config);
+  brisk_hybrid_t *fallback = brisk_hybrid_create(&fallback_config);
+  ASSERT_TRUE(cached != nullptr && plain != nullptr && fallback != nullptr);
+  void *small = brisk_hybrid_alloc(cached, 24, 0);
+  void *large = brisk_hybrid_alloc(cached, 3000, 0);
+  void *plain_small = brisk_hybrid_alloc(plain, 24, 0);
+  void *from_malloc = brisk_malloc(100);
+  ASSERT_TRUE(small != nullptr && large != nullptr && plain_small != nullptr);
+  brisk_hybrid_free(cached, small);
+  brisk_hybrid_free(cached, large);
+  brisk_hybrid_free(plain, plain_small);
+  brisk_hybrid_destroy(cached);
+  brisk_hybrid_destroy(plain);
+  brisk_hybrid_destroy(fallback);
+  if (!brisk_test_os_cache_holds(cached) || !brisk_test_os_cache_holds(plain) ||
+      !brisk_test_os_cache_holds(fallback))
+    GTEST_SKIP() << "the mapping cache did not keep them";
+  auto not_live = [](const char *call) {
+    return std::string("brisk: ") + call +
+           "\\(0x[0-9a-f]+\\): not a live hybrid pool \\(destroyed already\\?\\)";
+  };
+  brisk_hybrid_section_stats_t sections[8];
+  brisk_region_stats_t totals;
+  for (brisk_hybrid_t *h : {cached, plain}) {
+    EXPECT_DEATH(brisk_hybrid_alloc(h, 24, 0), not_live("brisk_hybrid_alloc"));
+    EXPECT_DEATH(brisk_hybrid_alloc(h, 3000, 0), not_live("brisk_hybrid_alloc"));
+    EXPECT_DEATH(brisk_hybrid_alloc(h, 100, 64), not_live("brisk_hybrid_alloc"));
+    EXPECT_DEATH(brisk_hybrid_alloc(h, 0, 0), not_live("brisk_hybrid_alloc"));
+    EXPECT_DEATH(brisk_test_hybrid_alloc_exported(h, 24, 0), not_live("brisk_hybrid_alloc"));
+    EXPECT_DEATH(brisk_hybrid_free(h, h == cached ? small : plain_small),
+                 not_live("brisk_hybrid_free"));
+    EXPECT_DEATH(brisk_test_hybrid_free_exported(h, h == cached ? small : plain_small),
+                 not_live("brisk_hybrid_free"));
+    EXPECT_DEATH(brisk_hybrid_free(h, from_malloc), not_live("brisk_hybrid_free"));
+    EXPECT_DEATH(brisk_hybrid_stats(h, sections, 8, nullptr), not_live("brisk_hybrid_stats"));
+    EXPECT_DEATH(brisk_hybrid_totals(h, &totals), not_live("brisk_hybrid_totals"));
+  }
+  EXPECT_DEATH(brisk_hybrid_free(cached, large), not_live("brisk_hybrid_free"));
+  EXPECT_DEATH(brisk_hybrid_alloc(fallback, 1 << 22, 0), not_live("brisk_hybrid_alloc"));
+  EXPECT_DEATH(brisk_hybrid_free(fallback, from_malloc), not_live("brisk_hybrid_free"));
+  brisk_free(from_malloc);
+}
+
+// Another kind's live handle: a fifo's, no live hybrid's.
 TEST_F(HybridDeathTest, DestroyOfAnotherKindsHandleAborts) {
   EXPECT_DEATH(
       {

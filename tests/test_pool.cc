@@ -972,8 +972,8 @@ TEST_F(PoolDeathTest, BytesLeftByADestroyedPoolAreNotTakenForItsKey) {
 // A second destroy while the mapping cache keeps the reservation, its
 // header as the first destroy left it, gave the cache the reservation
 // twice: the next two pools of the size were one. (Debug builds, the
-// sanitizers', give a pool's memory back to the system at destroy: a
-// second destroy may crash there.)
+// sanitizers', give a pool's memory back to the system at destroy: the
+// next test.)
 TEST_F(PoolDeathTest, DoubleDestroyAborts) {
   brisk_pool_t *pool = brisk_pool_create(64, 0, 100);
   ASSERT_NE(pool, nullptr);
@@ -984,7 +984,64 @@ TEST_F(PoolDeathTest, DoubleDestroyAborts) {
                "already\\?\\)");
 }
 
-// Another kind's live handle: an arena's header read as a pool's.
+// A second destroy once the reservation went back to the system (the
+// mapping cache turned off; a debug build's pool, whatever the cache)
+// read the unmapped header and died of SIGSEGV.
+TEST_F(PoolDeathTest, DoubleDestroyOfAnUnmappedPoolAborts) {
+  EXPECT_DEATH(
+      {
+        brisk_test_os_cache_configure(0, 0, 0);
+        brisk_pool_t *pool = brisk_pool_create(64, 0, 100);
+        brisk_pool_destroy(pool);
+        brisk_pool_destroy(pool);
+      },
+      "brisk: brisk_pool_destroy\\(0x[0-9a-f]+\\): not a live pool \\(destroyed "
+      "already\\?\\)");
+}
+
+// Calls with a pool destroyed while the mapping cache keeps its
+// reservation (its header as destroy left it): alloc popped the shards
+// (and a THREAD_CACHE pool the calling thread's magazine) of the
+// destroyed pool, free pushed onto them, and the local caches refilled
+// and flushed through it: memory that the next pool of the size takes
+// back. Each aborts now. Each "failed to die" on main.
+TEST_F(PoolDeathTest, CallsAfterDestroyAbort) {
+  brisk_test::CacheKeepsForAMinute kept;
+  brisk_pool_t *pool = brisk_pool_create(64, 0, 100);
+  brisk_pool_t *cached = brisk_pool_create_ex(64, 0, 100, BRISK_REGION_THREAD_CACHE);
+  ASSERT_NE(pool, nullptr);
+  ASSERT_NE(cached, nullptr);
+  void *p = brisk_pool_alloc(pool);
+  void *q = brisk_pool_alloc(pool);
+  void *c = brisk_pool_alloc(cached);
+  ASSERT_TRUE(p != nullptr && q != nullptr && c != nullptr);
+  brisk_pool_free(pool, q);  // on a shard
+  brisk_pool_free(cached, c);  // in this thread's magazine (without the debug checks)
+  brisk_pool_local_t full, empty;
+  brisk_pool_local_init(&full, pool, 0);
+  brisk_pool_local_init(&empty, pool, 0);
+  brisk_pool_local_free(&full, brisk_pool_local_alloc(&full));  // objects in it
+  brisk_pool_destroy(pool);
+  brisk_pool_destroy(cached);
+  if (!brisk_test_os_cache_holds(pool) || !brisk_test_os_cache_holds(cached))
+    GTEST_SKIP() << "the mapping cache did not keep them";
+  auto not_live = [](const char *call) {
+    return std::string("brisk: ") + call +
+           "\\(0x[0-9a-f]+\\): not a live pool \\(destroyed already\\?\\)";
+  };
+  brisk_region_stats_t s;
+  EXPECT_DEATH(brisk_pool_alloc(pool), not_live("brisk_pool_alloc"));
+  EXPECT_DEATH(brisk_pool_alloc(cached), not_live("brisk_pool_alloc"));
+  EXPECT_DEATH(brisk_pool_free(pool, p), not_live("brisk_pool_free"));
+  EXPECT_DEATH(brisk_pool_free(cached, c), not_live("brisk_pool_free"));
+  EXPECT_DEATH(brisk_pool_stats(pool, &s), not_live("brisk_pool_stats"));
+  EXPECT_DEATH(brisk_pool_local_init(&empty, pool, 0), not_live("brisk_pool_local_init"));
+  EXPECT_DEATH(brisk_pool_local_alloc(&empty), not_live("brisk_pool_local_alloc"));
+  EXPECT_DEATH(brisk_pool_local_free(&empty, p), not_live("brisk_pool_local_free"));
+  EXPECT_DEATH(brisk_pool_local_flush(&full), not_live("brisk_pool_local_flush"));
+}
+
+// Another kind's live handle: no live pool's.
 TEST_F(PoolDeathTest, DestroyOfAnotherKindsHandleAborts) {
   EXPECT_DEATH(
       {

@@ -1037,6 +1037,20 @@ TEST_F(BriskStackDeathTest, DoubleDestroyAborts) {
                "already\\?\\)");
 }
 
+// A second destroy once the stack's page went back to the system (the
+// mapping cache turned off) read it unmapped and died of SIGSEGV.
+TEST_F(BriskStackDeathTest, DoubleDestroyOfAnUnmappedStackAborts) {
+  EXPECT_DEATH(
+      {
+        brisk_test_os_cache_configure(0, 0, 0);
+        brisk_stack_t *s = brisk_stack_create(0);
+        brisk_stack_destroy(s);
+        brisk_stack_destroy(s);
+      },
+      "brisk: brisk_stack_destroy\\(0x[0-9a-f]+\\): not a live stack \\(destroyed "
+      "already\\?\\)");
+}
+
 // The default stack of a thread that exited: its key destructor destroyed
 // it (the stack was taken for a live default stack before).
 TEST_F(BriskStackDeathTest, DestroyOfAnExitedThreadsDefaultStackAborts) {
@@ -1047,24 +1061,62 @@ TEST_F(BriskStackDeathTest, DestroyOfAnExitedThreadsDefaultStackAborts) {
                "brisk: brisk_stack_destroy\\(0x[0-9a-f]+\\): not a live stack");
 }
 
-// A stack used after its destroy: a push that outgrows its frame records
-// gave the mapping cache, which holds them (they went with the stack), the
-// old records again, for two later stacks to share.
-TEST_F(BriskStackDeathTest, PushAfterDestroyDoesNotGiveTheCacheItsRecordsAgain) {
+// Calls with a stack destroyed while the mapping cache keeps its page (as
+// destroy left it) worked on memory that the next stack takes back: the
+// inline alloc bumped the destroyed block's position, push wrote records
+// into frame records the cache held, pop restored a frame of blocks gone.
+// Each aborts now. Each passed on main (no death), but the pushes past the
+// records, which gave the cache the old records again: "memory the
+// mapping cache holds already (the stack was destroyed?)" on main.
+TEST_F(BriskStackDeathTest, CallsAfterDestroyAbort) {
+  brisk_test::CacheKeepsForAMinute kept;
   brisk_stack_t *s = brisk_stack_create(0);
   ASSERT_NE(s, nullptr);
   for (int i = 0; i < 200; i++) brisk_stack_push(s);  // past the records in its page
+  char *p = static_cast<char *>(brisk_stack_alloc(s, 100, 0));
+  ASSERT_NE(p, nullptr);
   brisk_stack_destroy(s);
   if (!brisk_test_os_cache_holds(s)) GTEST_SKIP() << "the mapping cache did not keep it";
+  auto not_live = [](const char *call) {
+    return std::string("brisk: ") + call +
+           "\\(0x[0-9a-f]+\\): not a live stack \\(destroyed already\\?\\)";
+  };
+  EXPECT_DEATH(brisk_stack_alloc(s, 64, 0), not_live("brisk_stack_alloc"));
+  EXPECT_DEATH(brisk_stack_alloc(s, 0, 0), not_live("brisk_stack_alloc"));
+  EXPECT_DEATH(brisk_stack_push(s), not_live("brisk_stack_push"));
   EXPECT_DEATH(
       {
         for (int i = 0; i < 1000; i++) brisk_stack_push(s);
       },
-      "brisk: brisk_stack_push\\(0x[0-9a-f]+\\): memory the mapping cache holds already "
-      "\\(the stack was destroyed\\?\\)");
+      not_live("brisk_stack_push"));
+  EXPECT_DEATH(brisk_stack_pop(s), not_live("brisk_stack_pop"));
+  EXPECT_DEATH({ BRISK_STACK_SCOPE(s); }, not_live("brisk_stack_push"));
+  EXPECT_DEATH(brisk_stack_realloc(s, p, 100, 200, 0), not_live("brisk_stack_realloc"));
+  EXPECT_DEATH(brisk_stack_realloc(s, nullptr, 0, 200, 0), not_live("brisk_stack_realloc"));
+  brisk_region_stats_t st;
+  EXPECT_DEATH(brisk_stack_stats(s, &st), not_live("brisk_stack_stats"));
 }
 
-// Another kind's live handle: its bytes are no stack's.
+// The default stack of a thread that exited, which its key destructor
+// destroyed: used by another thread, it is a destroyed stack. (On main
+// the alloc succeeded.) The thread's own calls after its destructor ran
+// get a stack of their own (ThreadStacksAreDestroyedAtExit and the
+// late-destructor tests).
+TEST_F(BriskStackDeathTest, UseOfAnExitedThreadsDefaultStackAborts) {
+  brisk_test::CacheKeepsForAMinute kept;
+  brisk_stack_t *s = nullptr;
+  std::thread([&s] {
+    s = brisk_stack_tls();
+    brisk_stack_push(s);
+    escape(brisk_stack_alloc(s, 100, 0));
+  }).join();
+  if (!brisk_test_os_cache_holds(s)) GTEST_SKIP() << "the mapping cache did not keep it";
+  EXPECT_DEATH(brisk_stack_alloc(s, 100, 0),
+               "brisk: brisk_stack_alloc\\(0x[0-9a-f]+\\): not a live stack");
+  EXPECT_DEATH(brisk_stack_pop(s), "brisk: brisk_stack_pop\\(0x[0-9a-f]+\\): not a live stack");
+}
+
+// Another kind's live handle: no live stack's.
 TEST_F(BriskStackDeathTest, DestroyOfAnotherKindsHandleAborts) {
   EXPECT_DEATH(
       {

@@ -13,9 +13,18 @@
  * do nothing, brisk_arena_used is 0 and brisk_arena_stats all zero. A
  * NULL cursor is not tested for (brisk_arena_cursor_alloc is inline).
  *
- * brisk_arena_destroy of an arena destroyed already, or of another kind's
- * handle, aborts with a message while the memory behind it is mapped
- * (brisk/region.h: destroyed handles).
+ * A destroyed arena: brisk_arena_destroy of it again, or of another
+ * kind's handle, aborts with a message (brisk/region.h: destroyed
+ * handles). So does every other call with it while the mapping cache
+ * keeps its reservation (a second, by default): brisk_arena_alloc,
+ * reset, used, stats, brisk_arena_cursor_init, and every allocation of a
+ * cursor made on it, the inline ones within a chunk it claimed before
+ * too ("brisk: brisk_arena_alloc(<arena>): not a live arena (destroyed
+ * already?)"), at no cost to a live arena's allocations. Once the
+ * reservation went back to the system (the cache let it go, or is full or
+ * turned off) they may crash (SIGSEGV); once a new arena of the same size
+ * took it, they are calls on that arena, and a cursor's allocations
+ * within its old chunk overlap the new arena's blocks.
  */
 #ifndef BRISK_ARENA_H
 #define BRISK_ARENA_H

@@ -11,10 +11,18 @@
  * with a message (of NULL does nothing), destroy and trim do nothing,
  * stats gives all zero, validate returns 0 (errno EINVAL).
  *
- * brisk_buddy_destroy of a buddy allocator destroyed already, or of
- * another kind's handle, aborts with a message while the memory behind it
- * is mapped (brisk/region.h: destroyed handles; one whose blocks were not
- * all freed, or mlock'ed with BRISK_REGION_LOCK, is unmapped at destroy).
+ * A destroyed buddy allocator: brisk_buddy_destroy of it again, or of
+ * another kind's handle, aborts with a message (brisk/region.h: destroyed
+ * handles). So does every other call with it (alloc, free of any pointer
+ * but NULL, trim, stats, validate: "brisk: brisk_buddy_alloc(<buddy>):
+ * not a live buddy allocator (destroyed already?)") while the mapping
+ * cache keeps its header, at no cost to a live one's alloc and free. The
+ * cache keeps it (a second, by default) when every block was freed
+ * before the destroy; one that still held blocks, or was mlock'ed with
+ * BRISK_REGION_LOCK, goes back to the system at destroy, and any other
+ * once the cache lets it go: calls with it may then crash (SIGSEGV). Once
+ * a new buddy allocator of the same shape took it, they are calls on
+ * that one.
  */
 #ifndef BRISK_BUDDY_H
 #define BRISK_BUDDY_H

@@ -13,9 +13,16 @@
  * fifo without a test: a NULL fifo crashes them.
  *
  * A destroyed fifo: brisk_fifo_destroy of it again (or of another kind's
- * handle) aborts with a message while its control page is mapped, kept by
- * its live blocks or by the mapping cache (brisk/region.h: destroyed
- * handles); alloc and realloc with it abort while live blocks keep it.
+ * handle) aborts with a message (brisk/region.h: destroyed handles). So
+ * does every other call with it but the free of a block it still holds
+ * ("brisk: brisk_fifo_alloc(<fifo>): not a live fifo (destroyed
+ * already?)"): alloc, realloc and stats while its live blocks keep it,
+ * and once it holds none (destroyed without live blocks, or after the
+ * last one's free) a free of any pointer too, while the mapping cache
+ * keeps its control page (a second, by default); at no cost to a live
+ * fifo's inline paths. Once the control page went back to the system
+ * they may crash (SIGSEGV); once another fifo took it (as its control
+ * page, or with 4 KiB pages as a page) they work on that fifo's memory.
  */
 #ifndef BRISK_FIFO_H
 #define BRISK_FIFO_H

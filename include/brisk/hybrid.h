@@ -17,10 +17,17 @@
  * test and a branch on every call): with a NULL hybrid they crash (a
  * segmentation fault), whatever the pointer.
  *
- * brisk_hybrid_destroy of a hybrid destroyed already, or of another
- * kind's handle, aborts with a message while the memory behind it is
- * mapped (brisk/region.h: destroyed handles; one mlock'ed with
- * BRISK_REGION_LOCK is unmapped at destroy).
+ * A destroyed hybrid: brisk_hybrid_destroy of it again, or of another
+ * kind's handle, aborts with a message (brisk/region.h: destroyed
+ * handles). So does every other call with it while the mapping cache
+ * keeps its mapping (a second, by default): brisk_hybrid_alloc, inline or
+ * exported, brisk_hybrid_free of any pointer but NULL (a fallback block
+ * too), stats and totals ("brisk: brisk_hybrid_alloc(<hybrid>): not a
+ * live hybrid pool (destroyed already?)"), at no cost to a live hybrid's
+ * paths. One mlock'ed with BRISK_REGION_LOCK goes back to the system at
+ * destroy, and any other once the cache lets it go: calls with it may
+ * then crash (SIGSEGV); once a new hybrid of the same config took the
+ * mapping, they are calls on that one.
  */
 #ifndef BRISK_HYBRID_H
 #define BRISK_HYBRID_H

@@ -20,10 +20,21 @@
  * NULL. The inline functions below test no handle, but a local cache of
  * no pool sends every call out of line.
  *
- * brisk_pool_destroy of a pool destroyed already, or of another kind's
- * handle, aborts with a message while the memory behind it is mapped
- * (brisk/region.h: destroyed handles; a pool mlock'ed with
- * BRISK_REGION_LOCK, or of a debug build, is unmapped at destroy).
+ * A destroyed pool: brisk_pool_destroy of it again, or of another kind's
+ * handle, aborts with a message (brisk/region.h: destroyed handles). So
+ * does every other call with it while the mapping cache keeps its
+ * reservation (a second, by default): brisk_pool_alloc, brisk_pool_free
+ * of any pointer but NULL, stats, brisk_pool_local_init, and a local
+ * cache's calls past its inline paths (a refill, a free it cannot take
+ * inline, a flush of what it holds): "brisk: brisk_pool_alloc(<pool>):
+ * not a live pool (destroyed already?)", at no cost to a live pool's
+ * alloc and free. Not caught: a local cache's inline alloc and free,
+ * which touch the local cache only, go on with the objects it holds
+ * (memory the next pool of the size takes back). A pool of a debug build
+ * (BRISK_DEBUG) or mlock'ed with BRISK_REGION_LOCK goes back to the
+ * system at destroy, and any other once the cache lets it go: calls with
+ * it may then crash (SIGSEGV); once a new pool of the same size took the
+ * reservation, they are calls on that pool.
  */
 #ifndef BRISK_POOL_H
 #define BRISK_POOL_H

@@ -11,20 +11,25 @@
  * A handle that is no live allocator of its kind, destroyed already or of
  * another kind (brisk_pool_destroy of an arena), aborts with one line,
  * "brisk: brisk_<kind>_destroy(<handle>): not a live <kind> (destroyed
- * already?)", as long as the memory behind it is mapped: brisk keeps a
- * record of every live allocator, and a destroyed one's mapping waits in
- * the OS layer's mapping cache (a second, by default) as destroy left it.
- * Not caught: a destroy after a new allocator of the same kind and size
- * took that mapping destroys the new one (as free() of a block that malloc
- * has handed out again frees the new owner's); and once the mapping went
- * back to the system (the cache let it go, or was full or turned off, or
- * destroy gave it back at once: memory locked with BRISK_REGION_LOCK, a
- * pool of a debug build, a buddy allocator whose blocks were not all
- * freed) the call may crash. Other calls with a destroyed handle are not
- * checked (but the fifo's, brisk/fifo.h), except that the mapping cache
- * takes no memory it holds already: a call that would give it a destroyed
- * allocator's memory again (a push that outgrows a destroyed stack's
- * frame records) aborts with "memory the mapping cache holds already".
+ * already?)": brisk keeps the addresses of the live allocators and looks
+ * the handle up among them without reading the memory behind it, which a
+ * destroyed one may have given back to the system.
+ *
+ * Every other call with a destroyed handle aborts with the same line,
+ * naming the call, while the OS layer's mapping cache keeps the
+ * allocator's memory as destroy left it (a second, by default;
+ * BRISK_REGION_CACHE_MB and _MS): destroy leaves the fields that each
+ * fast path tests so that the next call goes out of line, where they are
+ * tested, and a live allocator's calls cost not one instruction more.
+ * Each allocator's header says what it catches, and what it does not (a
+ * pool's local cache, inline; a fifo takes the frees of the blocks it
+ * still holds). Not caught: once the memory went back to the system (the
+ * cache let it go, or is full or turned off; some allocators give theirs
+ * back at destroy, each header says which) such a call may crash
+ * (SIGSEGV); and once a new allocator of the same kind and size took the
+ * destroyed one's mapping from the cache, a call with the old handle,
+ * destroy too, is a call on the new one (as free() of a block that
+ * malloc has handed out again frees the new owner's).
  */
 #ifndef BRISK_REGION_H
 #define BRISK_REGION_H

@@ -10,10 +10,17 @@
  * push, pop and BRISK_STACK_SCOPE read the stack without a test: a NULL
  * stack crashes them.
  *
- * brisk_stack_destroy of a stack destroyed already (a thread's default
- * stack after its thread exited too), or of another kind's handle, aborts
- * with a message while the memory behind it is mapped (brisk/region.h:
- * destroyed handles).
+ * A destroyed stack (a thread's default stack after its thread exited
+ * too): brisk_stack_destroy of it again, or of another kind's handle,
+ * aborts with a message (brisk/region.h: destroyed handles). So does every
+ * other call with it while the mapping cache keeps its page (a second, by
+ * default): brisk_stack_alloc, push, pop and BRISK_STACK_SCOPE (whose
+ * inline paths find it out of room and go to the library), realloc and
+ * stats ("brisk: brisk_stack_alloc(<stack>): not a live stack (destroyed
+ * already?)"), at no cost to a live stack's inline paths. Once the page
+ * went back to the system they may crash (SIGSEGV); once another stack
+ * took it (as its own page, or as a block or frame records, which the
+ * cache hands out by size alike) they work on that stack's memory.
  *
  * Not caught: a frame popped by hand inside a BRISK_STACK_SCOPE (the
  * scope's own pop then takes the frame below it, or aborts with "no frame

@@ -39,7 +39,8 @@
  *   brisk_arena_reset    poison what was used, offset = 0, maybe uncommit
  *   brisk_arena_used / brisk_arena_stats / brisk_arena_destroy (unregister
  *                        first, aborting for a handle that is no live
- *                        arena; then to the mapping cache)
+ *                        arena; the header left destroyed, below; then to
+ *                        the mapping cache)
  *
  * Who touches which field, and with what memory order:
  *   offset         every allocating thread: fetch_add, relaxed. It only
@@ -84,6 +85,21 @@
  *   poisoned_end   reset and destroy only, never concurrent with reset
  *                  (documented).
  *   entry          the registry's (registry.h), under its lock.
+ *
+ * A destroyed arena (its header as destroy leaves it, while the mapping
+ * cache keeps the reservation): limit and committed 0 and resets moved
+ * on, which no live arena has (its limit is at least 16). Every path of a
+ * call with it meets that before it hands anything out: an allocation
+ * of any size is too large for limit 0 (too_large), or, size 0, ends past
+ * committed 0 (alloc_slow); a cursor's inline path sees the resets move
+ * and goes out of line; the out-of-line calls test limit first. Each
+ * then aborts, "not a live arena (destroyed already?)", at no cost to a
+ * live arena's allocations. The marks are plain stores, read plainly: a
+ * correct program's calls with an arena all happen before its destroy
+ * (the program's own ordering, which destroy needs anyway), so they read
+ * the live values; a call made after the destroy, in its thread or in
+ * one the program ordered after it, reads the marks. Only a call racing
+ * with destroy, a bug of the program, reads them in a race.
  *
  * Claims are multiples of 16 and the data starts page-aligned, so every
  * block starts 16-aligned; a larger alignment A claims A - 16 more bytes and
@@ -145,9 +161,10 @@ struct brisk_arena_s {
    * creation, so that other builds pay a predictable branch per allocation
    * rather than a client request. */
   bool announce;
-  /* Resets so far. Cursors compare it with the count they claimed their
-   * chunk under; reset (never concurrent with allocation) is its only
-   * writer, so plain loads and stores do. */
+  /* Resets so far (destroy moves it on too). Cursors compare it with the
+   * count they claimed their chunk under; reset and destroy (never
+   * concurrent with allocation) are its only writers, so plain loads and
+   * stores do. */
   size_t resets;
   /* Single-threaded (reset, destroy). */
   size_t poisoned_end; /* ASan shadow poisoned over data[0, poisoned_end) */
@@ -161,9 +178,6 @@ struct brisk_arena_s {
 };
 
 _Static_assert(sizeof(arena_slot_t) == BRISK_CACHE_LINE, "slot entries are one cache line");
-_Static_assert(offsetof(brisk_arena_t, entry) + sizeof(brisk_region_entry_t) <=
-                   BRISK_REGION_ENTRY_END,
-               "any kind's handle can be read where an arena keeps its entry (registry.h)");
 
 /* ---- Counting ---- */
 
@@ -196,6 +210,24 @@ BRISK_INLINE void count_alloc(brisk_arena_t *arena, size_t size) {
 
 static void count_calls(brisk_arena_t *arena, size_t calls) {
   atomic_fetch_add_explicit(&arena->system_requests, calls, memory_order_relaxed);
+}
+
+/* Bytes handed out since creation or the last reset. */
+static size_t used_of(const brisk_arena_t *arena) {
+  size_t offset = atomic_load_explicit(&((brisk_arena_t *)arena)->offset, memory_order_relaxed);
+  return offset < arena->limit ? offset : arena->limit;
+}
+
+/* A destroyed arena (see the top). */
+BRISK_INLINE bool destroyed(const brisk_arena_t *arena) { return arena->limit == 0; }
+
+static BRISK_COLD BRISK_NORETURN void not_live(const char *caller, const brisk_arena_t *arena) {
+  _brisk_os_fatal_pointer(caller, arena, "not a live arena (destroyed already?)");
+}
+
+/* The checks of the calls that are not allocations. */
+BRISK_INLINE void check_live(const char *caller, const brisk_arena_t *arena) {
+  if (BRISK_UNLIKELY(destroyed(arena))) not_live(caller, arena);
 }
 
 static void registry_stats(const brisk_region_entry_t *entry, brisk_region_stats_t *out) {
@@ -271,10 +303,11 @@ brisk_arena_t *brisk_arena_create(size_t reserve) {
 
 void brisk_arena_destroy(brisk_arena_t *arena) {
   if (arena == NULL) return;
-  /* Before anything is read past the entry: a second destroy (the
-   * reservation in the mapping cache, its header as we leave it) or
-   * another kind's handle would otherwise give a mapping to the cache
-   * twice, or one that is no arena's. */
+  /* Before anything is read at the handle: a second destroy (the
+   * reservation in the mapping cache, its header as we leave it, or back
+   * with the system) or another kind's handle has no live entry, and going
+   * on would give a mapping to the cache twice, or one that is no
+   * arena's. */
   if (BRISK_UNLIKELY(!_brisk_region_unregister(&arena->entry, BRISK_REGION_ARENA)))
     _brisk_os_fatal_pointer("brisk_arena_destroy", arena, "not a live arena (destroyed already?)");
   /* Every block goes, and our poisoning with it (resets' and, under
@@ -284,10 +317,15 @@ void brisk_arena_destroy(brisk_arena_t *arena) {
   brisk_annotate_mempool_release(arena, arena->data,
                                  committed > arena->poisoned_end ? committed : arena->poisoned_end);
   size_t mapped = atomic_load_explicit(&arena->mapped, memory_order_relaxed);
-  size_t touched = brisk_arena_used(arena);
+  size_t touched = used_of(arena);
   if (touched < arena->touched) touched = arena->touched;
   if (touched > mapped) touched = mapped;
   size_t header_size = arena->header_size;
+  /* Destroyed (see the top): every later call with this handle, while the
+   * cache keeps the reservation, meets these and aborts. */
+  arena->limit = 0;
+  atomic_store_explicit(&arena->committed, 0, memory_order_relaxed);
+  arena->resets++;
   /* Refused where the cache holds the reservation already (a header
    * garbled to name a destroyed one's): kept twice, two later arenas
    * would share it. */
@@ -376,6 +414,7 @@ static inline void *hand_out(brisk_arena_t *arena, size_t start, size_t size, si
 
 static BRISK_COLD void *alloc_slow(brisk_arena_t *arena, size_t start, size_t end, size_t size,
                                    size_t align) {
+  check_live("brisk_arena_alloc", arena);
   if (end > arena->limit) return exhausted(arena);
   if (!ensure_committed(arena, end)) {
     errno = ENOMEM; /* the kernel's commit limit; the claim is lost */
@@ -384,12 +423,16 @@ static BRISK_COLD void *alloc_slow(brisk_arena_t *arena, size_t start, size_t en
   return hand_out(arena, start, size, align);
 }
 
-static BRISK_COLD void *bad_alignment(void) {
+/* The refusals below name the call for a destroyed arena, which every
+ * request of a size above 0 meets (limit 0). */
+static BRISK_COLD void *bad_alignment(const char *caller, const brisk_arena_t *arena) {
+  check_live(caller, arena);
   errno = EINVAL;
   return NULL;
 }
 
-static BRISK_COLD void *too_large(void) {
+static BRISK_COLD void *too_large(const char *caller, const brisk_arena_t *arena) {
+  check_live(caller, arena);
   errno = ENOMEM;
   return NULL;
 }
@@ -408,11 +451,12 @@ void *brisk_arena_alloc(brisk_arena_t *arena, size_t size, size_t align) {
    * 16 keeps it within limit - padding. */
   size_t padding = 0;
   if (BRISK_UNLIKELY(align > CLAIM_ALIGN || (align & (align - 1)) != 0)) {
-    if (!brisk_is_power_of_two(align)) return bad_alignment();
+    if (!brisk_is_power_of_two(align)) return bad_alignment("brisk_arena_alloc", arena);
     padding = align - CLAIM_ALIGN;
-    if (padding >= arena->limit || size > arena->limit - padding) return too_large();
+    if (padding >= arena->limit || size > arena->limit - padding)
+      return too_large("brisk_arena_alloc", arena);
   } else if (BRISK_UNLIKELY(size > arena->limit)) {
-    return too_large();
+    return too_large("brisk_arena_alloc", arena);
   }
   /* size 0 claims 16 bytes too, so its pointer is unique. */
   size_t claim = brisk_align_up(size + (size == 0), CLAIM_ALIGN) + padding;
@@ -426,6 +470,7 @@ void *brisk_arena_alloc(brisk_arena_t *arena, size_t size, size_t align) {
 
 void brisk_arena_reset(brisk_arena_t *arena, int keep_committed) {
   if (arena == NULL) return;
+  check_live("brisk_arena_reset", arena);
   size_t committed = atomic_load_explicit(&arena->committed, memory_order_relaxed);
   /* Everything committed (all that was used, and more) becomes no-access
    * for the tools until handed out again. */
@@ -433,7 +478,7 @@ void brisk_arena_reset(brisk_arena_t *arena, int keep_committed) {
   brisk_annotate_mempool_create(arena);
   brisk_annotate_no_access(arena->data, committed);
   if (committed > arena->poisoned_end) arena->poisoned_end = committed;
-  size_t used = brisk_arena_used(arena);
+  size_t used = used_of(arena);
   if (used > arena->touched) arena->touched = used;
   size_t mapped = atomic_load_explicit(&arena->mapped, memory_order_relaxed);
   if (!keep_committed && mapped != 0) {
@@ -457,6 +502,7 @@ void brisk_arena_reset(brisk_arena_t *arena, int keep_committed) {
 static const size_t no_arena_resets = 0;
 
 void brisk_arena_cursor_init(brisk_arena_cursor_t *cursor, brisk_arena_t *arena, size_t chunk) {
+  if (arena != NULL) check_live("brisk_arena_cursor_init", arena);
   if (chunk == 0) chunk = CURSOR_DEFAULT_CHUNK;
   cursor->pos = cursor->end = NULL;
   cursor->arena = arena;
@@ -477,10 +523,13 @@ void brisk_arena_cursor_init(brisk_arena_cursor_t *cursor, brisk_arena_t *arena,
 void *brisk_arena_cursor_alloc_slow_(brisk_arena_cursor_t *cursor, size_t size, size_t align) {
   brisk_arena_t *arena = cursor->arena;
   if (BRISK_UNLIKELY(arena == NULL)) return no_arena();
+  /* A destroyed arena's cursor comes here at its first allocation after
+   * the destroy: its resets moved on. */
+  check_live("brisk_arena_cursor_alloc", arena);
   if (align == 0) align = CLAIM_ALIGN;
-  if (!brisk_is_power_of_two(align)) return bad_alignment();
+  if (!brisk_is_power_of_two(align)) return bad_alignment("brisk_arena_cursor_alloc", arena);
   /* Before take is computed: rounding sizes near SIZE_MAX wraps to 0. */
-  if (size > arena->limit) return too_large();
+  if (size > arena->limit) return too_large("brisk_arena_cursor_alloc", arena);
   if (cursor->resets != arena->resets) {
     cursor->pos = cursor->end = NULL;
     cursor->resets = arena->resets;
@@ -499,7 +548,7 @@ void *brisk_arena_cursor_alloc_slow_(brisk_arena_cursor_t *cursor, size_t size, 
    * (A racing allocation can still take the room after this look; the
    * arena is then full for it too.) */
   if (size > cursor->chunk / 2 || align > cursor->chunk / 4 ||
-      cursor->chunk > arena->limit - brisk_arena_used(arena))
+      cursor->chunk > arena->limit - used_of(arena))
     return brisk_arena_alloc(arena, size, align);
   uint8_t *chunk = brisk_arena_alloc(arena, cursor->chunk, CLAIM_ALIGN);
   if (chunk == NULL) return brisk_arena_alloc(arena, size, align);
@@ -511,8 +560,8 @@ void *brisk_arena_cursor_alloc_slow_(brisk_arena_cursor_t *cursor, size_t size, 
 
 size_t brisk_arena_used(const brisk_arena_t *arena) {
   if (arena == NULL) return 0;
-  size_t offset = atomic_load_explicit(&((brisk_arena_t *)arena)->offset, memory_order_relaxed);
-  return offset < arena->limit ? offset : arena->limit;
+  check_live("brisk_arena_used", arena);
+  return used_of(arena);
 }
 
 /* Any thread, at any time: the per-thread counts are summed with relaxed
@@ -523,6 +572,7 @@ void brisk_arena_stats(const brisk_arena_t *arena, brisk_region_stats_t *out) {
     memset(out, 0, sizeof *out);
     return;
   }
+  check_live("brisk_arena_stats", arena);
   brisk_arena_t *a = (brisk_arena_t *)arena;
   size_t allocations = 0, requested = 0;
   for (uint32_t i = 0; i <= BRISK_THREAD_SLOTS; i++) {
@@ -531,7 +581,7 @@ void brisk_arena_stats(const brisk_arena_t *arena, brisk_region_stats_t *out) {
   }
   size_t committed = atomic_load_explicit(&a->committed, memory_order_relaxed);
   out->bytes_requested = requested;
-  out->bytes_in_use = brisk_arena_used(arena);
+  out->bytes_in_use = used_of(arena);
   out->bytes_held = a->header_size + brisk_align_up(committed, a->page);
   out->system_requests = atomic_load_explicit(&a->system_requests, memory_order_relaxed);
   out->allocations = allocations;

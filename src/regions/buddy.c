@@ -193,6 +193,18 @@
  * EINVAL (align 0 means 16); a size or an alignment above max_block is
  * ENOMEM (no block fits) and counts as a failure.
  *
+ * Destroyed: destroy leaves the header (which the mapping cache keeps as
+ * it is, a second by default, when every block was freed) with max_block
+ * and total 0, which no live buddy has (min_block is at least 16). Every
+ * allocation is then too large (alloc_refused, cold) and every pointer
+ * freed lies outside the trees (not_in_trees, cold); both test max_block
+ * first and abort, "not a live buddy allocator (destroyed already?)", as
+ * trim, stats and validate do, at no cost to a live buddy's alloc and
+ * free. The stores are plain, and so are the loads: a correct program's
+ * calls with a buddy all happen before its destroy (destroy runs with no
+ * call in flight), so only a call after the destroy, or one racing with
+ * it (the program's bug), reads them.
+ *
  * Tools: the region is no-access for ASan/Valgrind until a block is handed
  * out (the requested size); free poisons the whole block before it
  * reaches a cache or a tree. For Valgrind the buddy is a mempool
@@ -267,21 +279,37 @@ struct brisk_buddy_s {
   bool memory_locked;     /* BRISK_REGION_LOCK: never to the mapping cache */
   bool external;          /* _brisk_buddy_create_in: both parts are its creator's */
   size_t system_requests; /* OS calls made for it (all at creation) */
-  brisk_region_entry_t entry; /* registry.h; its links NULL when not registered */
+  brisk_region_entry_t entry; /* registry.h; unused when not registered */
   /* Written rarely, read by every allocation. */
   BRISK_ALIGNED(BRISK_CACHE_LINE) _Atomic size_t in_use;
   BRISK_ALIGNED(BRISK_CACHE_LINE) _Atomic size_t high_water;
   slot_t slots[BRISK_THREAD_SLOTS + 1]; /* the last: threads without a slot */
 };
 
-_Static_assert(offsetof(brisk_buddy_t, entry) + sizeof(brisk_region_entry_t) <=
-                   BRISK_REGION_ENTRY_END,
-               "any kind's handle can be read where a buddy keeps its entry (registry.h)");
 
 /* ---- Messages ---- */
 
 static BRISK_COLD BRISK_NORETURN void fatal(const char *caller, const void *p, const char *why) {
   _brisk_os_fatal_pointer(caller, p, why);
+}
+
+/* A destroyed buddy (see Destroyed at the top). */
+BRISK_INLINE bool destroyed(const brisk_buddy_t *b) { return b->max_block == 0; }
+
+static BRISK_COLD BRISK_NORETURN void not_live(const char *caller, const brisk_buddy_t *b) {
+  fatal(caller, b, "not a live buddy allocator (destroyed already?)");
+}
+
+BRISK_INLINE void check_live(const char *caller, const brisk_buddy_t *b) {
+  if (BRISK_UNLIKELY(destroyed(b))) not_live(caller, b);
+}
+
+/* A free of p, which lies outside the trees: no block of this buddy, or
+ * any pointer given to a destroyed one (total 0). */
+static BRISK_COLD BRISK_NORETURN void not_in_trees(const brisk_buddy_t *b, const void *p,
+                                                   const char *caller) {
+  check_live(caller, b);
+  fatal(caller, p, "not a block of this buddy allocator");
 }
 
 /* A free of p, at the start of unit `unit`, found its index byte 0: no
@@ -567,6 +595,8 @@ size_t _brisk_buddy_take_run(brisk_buddy_t *b, uint32_t k, uint32_t j, void **ou
 }
 
 static BRISK_COLD void *alloc_refused(brisk_buddy_t *b, size_t size, size_t align) {
+  /* Every request to a destroyed buddy: its max_block is 0. */
+  check_live("brisk_buddy_alloc", b);
   if (size == 0 || (align & (align - 1)) != 0) {
     errno = EINVAL;
     return NULL;
@@ -609,7 +639,7 @@ BRISK_INLINE void free_block(brisk_buddy_t *b, void *p, const char *caller) {
   if (p == NULL) return;
   if (BRISK_UNLIKELY(b == NULL)) fatal(caller, p, "no buddy allocator (NULL) to free it to");
   uintptr_t offset = (uintptr_t)p - (uintptr_t)b->base;
-  if (BRISK_UNLIKELY(offset >= b->total)) fatal(caller, p, "not a block of this buddy allocator");
+  if (BRISK_UNLIKELY(offset >= b->total)) not_in_trees(b, p, caller);
   if (BRISK_UNLIKELY((offset & (b->min_block - 1)) != 0))
     fatal(caller, p, "not the start of a block");
   size_t unit = offset >> b->min_shift;
@@ -717,7 +747,9 @@ void _brisk_buddy_free_batch(brisk_buddy_t *b, void *const *blocks, size_t n) {
 }
 
 void brisk_buddy_trim(brisk_buddy_t *b) {
-  if (b == NULL || b->cache_orders == 0) return;
+  if (b == NULL) return;
+  check_live("brisk_buddy_trim", b);
+  if (b->cache_orders == 0) return;
   for (uint32_t i = 0; i < BRISK_THREAD_SLOTS; i++) flush_slot(b, &b->slots[i]);
 }
 
@@ -955,6 +987,12 @@ static bool quiesce(brisk_buddy_t *b, size_t *region_resident, size_t *meta_resi
   return clean;
 }
 
+/* The header left destroyed (see Destroyed at the top). */
+static void leave_destroyed(brisk_buddy_t *b) {
+  b->max_block = 0;
+  b->total = 0;
+}
+
 bool _brisk_buddy_destroy_in(brisk_buddy_t *b, size_t *resident) {
   /* Every block goes, and our poisoning with it, so whatever is laid here
    * next starts clean. */
@@ -962,6 +1000,7 @@ bool _brisk_buddy_destroy_in(brisk_buddy_t *b, size_t *resident) {
   size_t region_resident, meta_resident;
   bool clean = quiesce(b, &region_resident, &meta_resident);
   *resident = region_resident + meta_resident;
+  leave_destroyed(b);
   return clean;
 }
 
@@ -984,12 +1023,14 @@ static void buddy_destroy(brisk_buddy_t *b) {
   if (b->memory_locked) {
     /* mlock'ed memory kept in the cache would stay locked (and count
      * against RLIMIT_MEMLOCK) after its allocator is gone. */
+    leave_destroyed(b);
     _brisk_os_release(b->base, b->region_size, NULL);
     _brisk_os_release(b, b->meta_size, NULL);
     return;
   }
   size_t region_resident, meta_resident;
   bool clean = quiesce(b, &region_resident, &meta_resident);
+  leave_destroyed(b);
   /* Refused where the cache holds a mapping already (a header garbled to
    * name a destroyed buddy's): kept twice, two later buddies would share
    * it. The meta mapping, with the header, last. */
@@ -1006,9 +1047,10 @@ static void buddy_destroy(brisk_buddy_t *b) {
 void brisk_buddy_destroy(brisk_buddy_t *b) {
   if (b == NULL) return;
   /* A buddy destroyed already (its meta mapping in the mapping cache, the
-   * header as destroy left it), a hybrid's region or another kind's
-   * handle has no live entry: destroying it would give the cache its
-   * mappings twice, or ones that are no buddy's. */
+   * header as destroy left it, or back with the system), a hybrid's
+   * region or another kind's handle has no live entry: destroying it
+   * would give the cache its mappings twice, or ones that are no
+   * buddy's. */
   if (BRISK_UNLIKELY(!_brisk_region_unregister(&b->entry, BRISK_REGION_BUDDY)))
     fatal("brisk_buddy_destroy", b, "not a live buddy allocator (destroyed already?)");
   buddy_destroy(b);
@@ -1048,6 +1090,7 @@ void brisk_buddy_stats(const brisk_buddy_t *b, brisk_region_stats_t *out) {
     memset(out, 0, sizeof *out);
     return;
   }
+  check_live("brisk_buddy_stats", b);
   out->bytes_requested = sum_slots(b, offsetof(slot_t, requested));
   out->bytes_in_use = bytes_in_use(b);
   out->bytes_held = b->region_size + b->meta_size;
@@ -1221,6 +1264,7 @@ int brisk_buddy_validate(brisk_buddy_t *b, int *all_free) {
     errno = EINVAL;
     return 0;
   }
+  check_live("brisk_buddy_validate", b);
   check_t c = {.b = b, .tree = 0, .n = NULL, .live_bytes = 0, .failed = false};
   int roots_free = 1;
   if (mark_cached(&c, true)) {

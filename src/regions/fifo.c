@@ -140,6 +140,19 @@
  * (the inline free touches the fifo no more once brisk_fifo_page_empty_
  * is called).
  *
+ * A destroyed fifo, whether its live blocks keep its control block or the
+ * mapping cache keeps it (zero but for current, which fifo_release points
+ * at that static page again): alive is 0, which no live fifo has, and
+ * every call with it but the frees of its live blocks aborts, "not a live
+ * fifo (destroyed already?)": alloc (its inline path finds no room, and
+ * alloc_slow tests alive), realloc and stats (alive first), and a free of
+ * anything once no page is left (nb_pages 0: the inline free finds no
+ * page, window_mask 0, and bad_pointer tests both first). None of it
+ * costs a live fifo's inline paths anything. The marks are plain
+ * stores, read plainly: a fifo is one thread's at a time, and a call
+ * after its destroy in another thread comes after it by the program's own
+ * ordering.
+ *
  * Sanitizers: block headers and free space are ASan-poisoned except while
  * the allocator touches them; alloc unpoisons the bytes asked for, free
  * poisons the block, so a use after free is caught. Valgrind sees every
@@ -267,9 +280,6 @@ struct brisk_fifo_s {
 };
 
 _Static_assert(offsetof(brisk_fifo_t, hot) == 0, "brisk/fifo.h reads the hot fields at the fifo");
-_Static_assert(offsetof(brisk_fifo_t, entry) + sizeof(brisk_region_entry_t) <=
-                   BRISK_REGION_ENTRY_END,
-               "any kind's handle can be read where a fifo keeps its entry (registry.h)");
 
 /* What a destroyed fifo's current points at: no room, so alloc goes slow. */
 static page_t dead_page;
@@ -279,6 +289,11 @@ BRISK_INLINE page_t *current_of(const brisk_fifo_t *fifo) { return (page_t *)fif
 
 static BRISK_COLD BRISK_NORETURN void fatal(const char *caller, const void *p, const char *why) {
   _brisk_os_fatal_pointer(caller, p, why);
+}
+
+/* A call with a destroyed fifo (see the top). */
+static BRISK_COLD BRISK_NORETURN void not_live(const char *caller, const brisk_fifo_t *fifo) {
+  fatal(caller, fifo, "not a live fifo (destroyed already?)");
 }
 
 /*
@@ -525,8 +540,11 @@ static void page_drop(brisk_fifo_t *fifo, page_t *page) {
 static void fifo_release(brisk_fifo_t *fifo, const char *caller) {
   if (fifo->page_set_bytes != 0) _brisk_os_release(fifo->page_set, fifo->page_set_bytes, NULL);
   /* Zero past the head, as page_release leaves pages: the inline slots of
-   * the set of pages are zero already (no page is left). */
+   * the set of pages are zero already (no page is left). current, in the
+   * head, on the page with no room: a call with the destroyed fifo goes
+   * out of line (see the top). */
   memset(fifo, 0, offsetof(brisk_fifo_t, page_set_inline));
+  fifo->hot.current = &dead_page.hot;
   release_cached((char *)fifo - FIFO_COLOR, _brisk_os_page_size(), NULL, caller);
 }
 
@@ -565,7 +583,7 @@ static void *big_alloc(brisk_fifo_t *fifo, size_t size) {
 }
 
 static BRISK_NOINLINE void *alloc_slow(brisk_fifo_t *fifo, size_t size) {
-  if (BRISK_UNLIKELY(!fifo->alive)) fatal("brisk_fifo_alloc", fifo, "the fifo was destroyed");
+  if (BRISK_UNLIKELY(!fifo->alive)) not_live("brisk_fifo_alloc", fifo);
   /* Debug builds check the whole fifo now and then: here, between two of
    * its calls, it is consistent, and every 64th page filled costs a walk of
    * the blocks of at most 18 pages and a read of every page's header. */
@@ -621,6 +639,9 @@ BRISK_INLINE bool header_leads_to_page(const void *block, block_t header, uint32
  * kernel refuses that call, such a p is just "not a block of a fifo"): a
  * live block of another fifo has both. */
 static BRISK_COLD BRISK_NORETURN void bad_pointer(brisk_fifo_t *fifo, void *p, const char *caller) {
+  /* Destroyed, and no live block keeps it: no block of it is left to
+   * free (and its control block is what fifo_release left). */
+  if (!fifo->alive && fifo->nb_pages == 0) not_live(caller, fifo);
   block_t *block = block_of(p);
   page_t *page = owned_page(fifo, p);
   if (page != NULL) {
@@ -766,8 +787,8 @@ static void resize_last(brisk_fifo_t *fifo, page_t *page, block_t *block, size_t
 
 void *brisk_fifo_realloc(brisk_fifo_t *fifo, void *p, size_t new_size) {
   if (BRISK_UNLIKELY(fifo == NULL)) return no_fifo();
+  if (BRISK_UNLIKELY(!fifo->alive)) not_live("brisk_fifo_realloc", fifo);
   if (p == NULL) return brisk_fifo_alloc_inline_(fifo, new_size);
-  if (BRISK_UNLIKELY(!fifo->alive)) fatal("brisk_fifo_realloc", fifo, "the fifo was destroyed");
   block_t header;
   page_t *page = checked_page(fifo, p, &header, "brisk_fifo_realloc");
   block_t *block = block_of(p);
@@ -850,9 +871,9 @@ brisk_fifo_t *brisk_fifo_create(size_t page_size) {
 
 void brisk_fifo_destroy(brisk_fifo_t *fifo) {
   if (fifo == NULL) return;
-  /* Before anything else is read: a fifo destroyed already (its control
-   * block kept with live blocks, or zero in the mapping cache), or a
-   * handle of another kind, has no live entry. */
+  /* Before anything is read at the handle: a fifo destroyed already (its
+   * control block kept with live blocks, zero in the mapping cache, or back
+   * with the system), or a handle of another kind, has no live entry. */
   if (BRISK_UNLIKELY(!_brisk_region_unregister(&fifo->entry, BRISK_REGION_FIFO)))
     fatal("brisk_fifo_destroy", fifo, "not a live fifo (destroyed already?)");
   fifo->alive = false;
@@ -881,6 +902,7 @@ BRISK_NO_TSAN void brisk_fifo_stats(const brisk_fifo_t *fifo, brisk_region_stats
     memset(out, 0, sizeof *out);
     return;
   }
+  if (BRISK_UNLIKELY(!OWNER_WORD(fifo->alive))) not_live("brisk_fifo_stats", fifo);
   out->bytes_requested = OWNER_WORD(fifo->hot.bytes_requested);
   out->bytes_in_use = OWNER_WORD(fifo->hot.in_use);
   /* + the control page, and the set of pages once it needs a mapping */

@@ -134,6 +134,23 @@
  *                         with whether the region's meta part and the
  *                         entries are clean
  *
+ * Destroyed: destroy leaves the hybrid (which the mapping cache keeps as
+ * it is, a second by default) with no range (range_count 0, ranges[0] the
+ * sentinel), no bucket to search (largest_bucket 0), no region, no
+ * fallback, and, as ever, every thread's lists empty without room and the
+ * code table zero, which no live hybrid has (it has a section at least).
+ * Every call with it meets that before it reaches a section: the inline
+ * alloc finds its list empty, and brisk_hybrid_alloc_slow_ finds no
+ * section for the size and ends in no_block (cold); the inline free
+ * finds code 0 or no room, and brisk_hybrid_free_other_ finds every
+ * address outside, in free_outside, where without the fallback it goes to
+ * outside_free (cold). Those, bad_request and the statistics test
+ * range_count first and abort, "not a live hybrid pool (destroyed
+ * already?)", at no cost to a live hybrid's paths. Plain stores, read
+ * plainly: a correct program's calls with a hybrid all happen before its
+ * destroy (destroy runs with no call in flight), so only a call after the
+ * destroy, or one racing with it (the program's bug), reads them.
+ *
  * Threads: every field of brisk_hybrid_t but `fallbacks`, `slow`, `slots`,
  * `touched` (mark_touched: set with a relaxed fetch_or by a slot's first
  * slow path, before it writes its entry or counts; read by statistics and
@@ -352,8 +369,7 @@ struct brisk_hybrid_s {
    * align-0 request of that size (the inline alloc's table; 0, class 0,
    * without caches, for size 0 and for sizes no class holds). */
   uint8_t code_of_size[CLASS_TABLE_ENTRIES];
-  /* The registry's (under its lock), before the slots: every kind keeps its
-   * entry near its handle (registry.h's BRISK_REGION_ENTRY_END). */
+  /* The registry's (under its lock). */
   brisk_region_entry_t entry;
   /* Per thread slot (SLOT_NONE, slot i at i + 1, SLOT_SHARED): its lists
    * and counts, SLOT_BYTES apart. */
@@ -424,9 +440,6 @@ _Static_assert(SAME_FIELD(brisk_hybrid_t, brisk_hybrid_hot_t, key) &&
                    sizeof(((brisk_hybrid_t *)0)->slots) ==
                        sizeof(((brisk_hybrid_hot_t *)0)->entries),
                "brisk/hybrid.h's view of the hybrid");
-_Static_assert(offsetof(brisk_hybrid_t, entry) + sizeof(brisk_region_entry_t) <=
-                   BRISK_REGION_ENTRY_END,
-               "any kind's handle can be read where a hybrid keeps its entry (registry.h)");
 _Static_assert(sizeof(brisk_hybrid_t) <= CODES_AT && CODES_AT % 65536 == 0,
                "the code table lies past the hybrid, at a page boundary");
 
@@ -1170,11 +1183,34 @@ static void *from_region(brisk_hybrid_t *h, uint32_t slot, size_t r, size_t size
 
 static void validate_own_entry(brisk_hybrid_t *h, uint32_t slot);
 
+/* A destroyed hybrid (see Destroyed at the top). */
+BRISK_INLINE bool destroyed(const brisk_hybrid_t *h) { return h->range_count == 0; }
+
+static BRISK_COLD BRISK_NORETURN void not_live(const char *caller, const brisk_hybrid_t *h) {
+  _brisk_os_fatal_pointer(caller, h, "not a live hybrid pool (destroyed already?)");
+}
+
+BRISK_INLINE void check_live(const char *caller, const brisk_hybrid_t *h) {
+  if (BRISK_UNLIKELY(destroyed(h))) not_live(caller, h);
+}
+
+/* Size 0 or an alignment that is not a power of two. */
+static BRISK_COLD void *bad_request(const brisk_hybrid_t *h) {
+  check_live("brisk_hybrid_alloc", h);
+  errno = EINVAL;
+  return NULL;
+}
+
+/* No section (nor the fallback) has a block: every request to a
+ * destroyed hybrid ends here. */
+static BRISK_COLD void *no_block(const brisk_hybrid_t *h) {
+  check_live("brisk_hybrid_alloc", h);
+  errno = ENOMEM;
+  return NULL;
+}
+
 void *brisk_hybrid_alloc_slow_(brisk_hybrid_t *h, size_t size, size_t align) {
-  if (size == 0 || (align & (align - 1)) != 0) {
-    errno = EINVAL;
-    return NULL;
-  }
+  if (size == 0 || (align & (align - 1)) != 0) return bad_request(h);
   uint32_t slot = brisk_thread_slot();
   mark_touched(h, slot);
   /* Debug builds: this thread's lists checked every 64th time (the other
@@ -1207,8 +1243,7 @@ void *brisk_hybrid_alloc_slow_(brisk_hybrid_t *h, size_t size, size_t align) {
     count(&slot_of(h, slot)->classes[NO_CLASS].requested, size, slot);
     return p;
   }
-  errno = ENOMEM;
-  return NULL;
+  return no_block(h);
 }
 
 /* The exported brisk_hybrid_alloc: brisk/hybrid.h's inline path, after
@@ -1291,9 +1326,16 @@ BRISK_INLINE void cache_free(brisk_hybrid_t *h, void *p, size_t code) {
   push(h, k, p);
 }
 
+/* A pointer outside every section, without the fallback: any pointer
+ * freed to a destroyed hybrid (see Destroyed at the top). */
+static BRISK_COLD BRISK_NORETURN void outside_free(const brisk_hybrid_t *h, const void *p) {
+  check_live("brisk_hybrid_free", h);
+  bad_free(p, "pointer not from this hybrid pool");
+}
+
 static BRISK_NOINLINE void free_outside(brisk_hybrid_t *h, void *p) {
   if (p == NULL) return;
-  if (!h->fallback_to_malloc) bad_free(p, "pointer not from this hybrid pool");
+  if (!h->fallback_to_malloc) outside_free(h, p);
   brisk_free(p);
 }
 
@@ -1378,6 +1420,7 @@ size_t brisk_hybrid_stats(const brisk_hybrid_t *h, brisk_hybrid_section_stats_t 
     errno = EINVAL;
     return 0;
   }
+  check_live("brisk_hybrid_stats", h);
   brisk_hybrid_t *m = (brisk_hybrid_t *)h;
   size_t n = 0;
   for (size_t i = 0; i < h->bucket_count; i++, n++) {
@@ -1418,6 +1461,7 @@ void brisk_hybrid_totals(const brisk_hybrid_t *h, brisk_region_stats_t *out) {
     errno = EINVAL;
     return;
   }
+  check_live("brisk_hybrid_totals", h);
   brisk_hybrid_t *m = (brisk_hybrid_t *)h;
   brisk_region_stats_t total = {
       .bytes_held = h->mapping_size,
@@ -1488,9 +1532,9 @@ static void forget_code(void *hybrid, void *p) {
 void brisk_hybrid_destroy(brisk_hybrid_t *h) {
   if (h == NULL) return;
   /* A hybrid destroyed already (its mapping in the mapping cache, as
-   * destroy left it) or another kind's handle has no live entry:
-   * destroying it would give the cache the mapping twice, or one that is
-   * no hybrid's. */
+   * destroy left it, or back with the system) or another kind's handle
+   * has no live entry: destroying it would give the cache the mapping
+   * twice, or one that is no hybrid's. */
   if (BRISK_UNLIKELY(!_brisk_region_unregister(&h->entry, BRISK_REGION_HYBRID)))
     _brisk_os_fatal_pointer("brisk_hybrid_destroy", h,
                             "not a live hybrid pool (destroyed already?)");
@@ -1521,6 +1565,14 @@ void brisk_hybrid_destroy(brisk_hybrid_t *h) {
   h->clean_slots_at = (uintptr_t)h;
   void *map = (void *)h->base;
   size_t size = h->mapping_size;
+  /* Destroyed (see the top): every later call finds no section. */
+  h->largest_bucket = 0;
+  h->region_count = 0;
+  h->fallback_to_malloc = false;
+  h->range_count = 0;
+  memset(&h->ranges[0], 0, sizeof h->ranges[0]);
+  h->ranges[0].size = UINTPTR_MAX;
+  h->ranges[0].is_bucket = RANGE_OUTSIDE;
   /* To the OS layer's cache, for the next hybrid of this size; not
    * mlock'ed memory, which would stay locked after its hybrid is gone. */
   if (h->locked)

@@ -127,7 +127,14 @@ BRISK_INLINE void debug_mark_free(brisk_pool_t *pool, size_t index, const void *
 /* A counter of the calling thread's own slot: no atomic RMW. */
 BRISK_INLINE void bump(_Atomic size_t *counter) { brisk_owner_add(counter, 1); }
 
-void *_brisk_pool_fail(brisk_pool_slot_t *entry, uint32_t slot) {
+void _brisk_pool_not_live(const brisk_pool_t *pool, const char *caller) {
+  _brisk_os_fatal_pointer(caller, pool, "not a live pool (destroyed already?)");
+}
+
+void *_brisk_pool_fail(brisk_pool_t *pool, brisk_pool_slot_t *entry, uint32_t slot) {
+  /* Every allocation with a destroyed pool ends here: it has nothing to
+   * carve (pool_internal.h: Destroyed). */
+  if (brisk_pool_destroyed(pool)) _brisk_pool_not_live(pool, "brisk_pool_alloc");
   brisk_pool_count(&entry->failures, slot);
   errno = ENOMEM;
   return NULL;
@@ -306,7 +313,7 @@ static BRISK_NOINLINE void *alloc_slow(brisk_pool_t *pool, brisk_pool_slot_t *en
     brisk_pool_count(&entry->allocs, slot);
     return brisk_pool_hand_out(pool, brisk_pool_object_at(pool, first1));
   }
-  return _brisk_pool_fail(entry, slot);
+  return _brisk_pool_fail(pool, entry, slot);
 }
 
 /* ---- The API ---- */
@@ -372,7 +379,10 @@ void *brisk_pool_alloc(brisk_pool_t *pool) {
   return brisk_pool_hand_out(pool, p);
 }
 
-void _brisk_pool_bad_free(const void *p, const char *caller) {
+void _brisk_pool_bad_free(const brisk_pool_t *pool, const void *p, const char *caller) {
+  /* Every free to a destroyed pool ends here: none of its objects is
+   * carved (pool_internal.h: Destroyed). */
+  if (brisk_pool_destroyed(pool)) _brisk_pool_not_live(pool, caller);
   _brisk_os_fatal_pointer(caller, p, "not an object of this pool (or never handed out)");
 }
 
@@ -413,7 +423,7 @@ BRISK_INLINE void free_object(brisk_pool_t *pool, void *ptr, const char *caller)
   /* carved <= max_objects: one compare catches foreign, interior and
    * never-handed-out pointers. */
   if (BRISK_UNLIKELY(index >= atomic_load_explicit(&pool->carved, memory_order_relaxed)))
-    _brisk_pool_bad_free(p, caller);
+    _brisk_pool_bad_free(pool, p, caller);
   uint32_t line = brisk_thread_slot_line_;
   if (BRISK_UNLIKELY(line == 0)) {
     free_no_slot(pool, p, index, caller);
@@ -466,7 +476,7 @@ size_t _brisk_pool_take_batch(brisk_pool_t *pool, size_t want, void **out) {
   if (n == 0) {
     n = _brisk_pool_carve(pool, w, &first1);
     if (n == 0) {
-      (void)_brisk_pool_fail(entry, slot);
+      (void)_brisk_pool_fail(pool, entry, slot);
       return 0;
     }
     carved = true;
@@ -492,7 +502,7 @@ void _brisk_pool_give_batch(brisk_pool_t *pool, void *const *objects, size_t n) 
   for (size_t i = 0; i < n; i++) {
     uint8_t *p = objects[i];
     size_t index = brisk_pool_index_of(pool, p);
-    if (BRISK_UNLIKELY(index >= carved)) _brisk_pool_bad_free(p, "brisk_pool_free");
+    if (BRISK_UNLIKELY(index >= carved)) _brisk_pool_bad_free(pool, p, "brisk_pool_free");
     debug_mark_free(pool, index, p, "brisk_pool_free");
     brisk_pool_key_in(pool, p, "brisk_pool_free");
     announce_free(pool, p);
@@ -756,13 +766,24 @@ brisk_pool_t *brisk_pool_create(size_t obj_size, size_t align, size_t capacity) 
 }
 
 /* A pool no longer (or never) registered: its memory to the mapping
- * cache, back to the system, or to its creator. */
+ * cache, back to the system, or to its creator, its header left
+ * destroyed (pool_internal.h: Destroyed). */
 static void pool_destroy(brisk_pool_t *pool) {
   /* Every object goes, and our poisoning with it (Valgrind's too: a free
    * object is no-access but its link), so whatever is laid here next (a
    * hybrid's bucket's memory is its mapping's) starts clean. */
-  brisk_annotate_mempool_release(pool, pool->objects,
-                                 atomic_load_explicit(&pool->committed, memory_order_relaxed));
+  size_t objects_committed = atomic_load_explicit(&pool->committed, memory_order_relaxed);
+  brisk_annotate_mempool_release(pool, pool->objects, objects_committed);
+  size_t committed = pool->header_size + objects_committed;
+  /* In RAM at most: the header and the objects ever carved. */
+  size_t carved = atomic_load_explicit(&pool->carved, memory_order_relaxed) * pool->stride;
+  size_t resident = pool->header_size + brisk_align_up(carved, pool->page);
+  pool->max_objects = 0;
+  pool->mode = BRISK_POOL_SHARDED;
+  atomic_store_explicit(&pool->carved, 0, memory_order_relaxed);
+  atomic_store_explicit(&pool->nonempty, 0, memory_order_relaxed);
+  for (uint32_t s = 0; s < BRISK_POOL_SHARDS; s++)
+    atomic_store_explicit(&pool->shards[s].head, 0, memory_order_relaxed);
   if (pool->external) return; /* its memory is its creator's */
   /* To the OS layer's cache: the header and the objects committed so far
    * are read-write (debug builds' live bits keep it from the cache). */
@@ -772,11 +793,6 @@ static void pool_destroy(brisk_pool_t *pool) {
     _brisk_os_release(pool->base, pool->reservation_size, NULL);
     return;
   }
-  size_t committed =
-      pool->header_size + atomic_load_explicit(&pool->committed, memory_order_relaxed);
-  /* In RAM at most: the header and the objects ever carved. */
-  size_t carved = atomic_load_explicit(&pool->carved, memory_order_relaxed) * pool->stride;
-  size_t resident = pool->header_size + brisk_align_up(carved, pool->page);
   /* Refused where the cache holds the reservation already (a header
    * garbled to name a destroyed one's): kept twice, two later pools would
    * share it. */
@@ -790,9 +806,9 @@ static void pool_destroy(brisk_pool_t *pool) {
 void brisk_pool_destroy(brisk_pool_t *pool) {
   if (pool == NULL) return;
   /* A pool destroyed already (its reservation in the mapping cache, the
-   * header as destroy left it), a hybrid's bucket or another kind's
-   * handle has no live entry: destroying it would give the cache a
-   * mapping twice, or one that is no pool's. */
+   * header as destroy left it, or back with the system), a hybrid's
+   * bucket or another kind's handle has no live entry: destroying it
+   * would give the cache a mapping twice, or one that is no pool's. */
   if (BRISK_UNLIKELY(!_brisk_region_unregister(&pool->entry, BRISK_REGION_POOL)))
     _brisk_os_fatal_pointer("brisk_pool_destroy", pool, "not a live pool (destroyed already?)");
   pool_destroy(pool);
@@ -839,6 +855,7 @@ void brisk_pool_stats(const brisk_pool_t *pool, brisk_region_stats_t *out) {
     errno = EINVAL;
     return;
   }
+  if (BRISK_UNLIKELY(brisk_pool_destroyed(pool))) _brisk_pool_not_live(pool, "brisk_pool_stats");
   brisk_pool_counters_t counters;
   _brisk_pool_counters(pool, &counters);
   brisk_pool_t *p = (brisk_pool_t *)pool;

@@ -55,7 +55,7 @@ void *_brisk_pool_cache_refill(brisk_pool_t *pool, brisk_pool_slot_t *entry, uin
   bool carved = false;
   if (n == 0) {
     n = _brisk_pool_carve(pool, want, &first1);
-    if (n == 0) return _brisk_pool_fail(entry, slot);
+    if (n == 0) return _brisk_pool_fail(pool, entry, slot);
     carved = true;
   }
   /* The rest of the batch becomes the magazine, its index links rewritten
@@ -144,7 +144,16 @@ static void local_update_span(brisk_pool_local_t *local) {
   local->span = atomic_load_explicit(&pool->carved, memory_order_relaxed) * pool->stride;
 }
 
+/* A local cache of a destroyed pool: the calls below abort before they
+ * touch an object (pool_internal.h: Destroyed). Its inline paths, which
+ * read only the local cache, do not see it. */
+BRISK_INLINE void local_check(const brisk_pool_t *pool, const char *caller) {
+  if (pool != NULL && BRISK_UNLIKELY(brisk_pool_destroyed(pool)))
+    _brisk_pool_not_live(pool, caller);
+}
+
 void brisk_pool_local_init(brisk_pool_local_t *local, brisk_pool_t *pool, unsigned max) {
+  local_check(pool, "brisk_pool_local_init");
   if (max == 0) max = LOCAL_DEFAULT_MAX;
   if (max < 2) max = 2;
   local->head = NULL;
@@ -161,6 +170,7 @@ void brisk_pool_local_init(brisk_pool_local_t *local, brisk_pool_t *pool, unsign
 }
 
 void brisk_pool_local_flush(brisk_pool_local_t *local) {
+  if (local->head != NULL) local_check(local->pool, "brisk_pool_local_flush");
   while (local->head != NULL)
     _brisk_pool_free_as(local->pool, local_pop(local), "brisk_pool_local_flush");
 }
@@ -170,6 +180,7 @@ void brisk_pool_local_flush(brisk_pool_local_t *local) {
  * that one failure) and leaves errno as the caller's success found it. */
 void *brisk_pool_local_alloc_slow_(brisk_pool_local_t *local) {
   brisk_pool_t *pool = local->pool;
+  local_check(pool, "brisk_pool_local_alloc");
   void *first = brisk_pool_alloc(pool);
   if (first == NULL || local->max == 0) return first;
   int saved_errno = errno;
@@ -189,13 +200,14 @@ void *brisk_pool_local_alloc_slow_(brisk_pool_local_t *local) {
 void brisk_pool_local_free_slow_(brisk_pool_local_t *local, void *p) {
   if (p == NULL) return;
   brisk_pool_t *pool = local->pool;
+  local_check(pool, "brisk_pool_local_free");
   if (local->max == 0) {
     _brisk_pool_free_as(pool, p, "brisk_pool_local_free");
     return;
   }
   size_t carved = atomic_load_explicit(&pool->carved, memory_order_relaxed);
   if (BRISK_UNLIKELY(brisk_pool_index_of(pool, p) >= carved))
-    _brisk_pool_bad_free(p, "brisk_pool_local_free");
+    _brisk_pool_bad_free(pool, p, "brisk_pool_local_free");
   /* Free already: in this local cache, another, or the pool. */
   if (BRISK_UNLIKELY(*brisk_pool_key_word(pool, p) == pool->key))
     _brisk_pool_double_free(p, "brisk_pool_local_free");

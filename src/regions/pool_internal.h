@@ -109,6 +109,23 @@
  *                    free even between threads).
  *   everything else  written at creation, read-only until destroy.
  *
+ * Destroyed. destroy leaves the header (which the mapping cache keeps as
+ * it is, a second by default) with no object (max_objects 0), none carved
+ * (carved 0), every shard empty and the shards' mode: every call with it
+ * meets that before it touches an object. An allocation finds its shard
+ * empty (a THREAD_CACHE pool's magazine is never looked at: the mode
+ * changed) and every other, and carves nothing: _brisk_pool_fail, cold,
+ * aborts for a destroyed pool. A free finds every index at or past
+ * carved: _brisk_pool_bad_free, cold, aborts so. The local caches' slow
+ * paths and the calls that are not allocations test max_objects first.
+ * None of it costs a live pool's alloc and free an instruction. The
+ * stores are relaxed or plain, and so are the loads: a correct program's
+ * calls with a pool all happen before its destroy (destroy must not run
+ * concurrently with them), so they read the live values; a call after
+ * the destroy, in its thread or in one the program ordered after it,
+ * reads what destroy left. Only a call racing with destroy, a bug of the
+ * program, reads them in a race.
+ *
  * Tools: a free object is ASan-poisoned except its first 8 bytes (the link
  * that concurrent pops may read; ASan granules are 8 bytes), and unpoisoned
  * in full (stride bytes) when handed out. Its key word is written before
@@ -173,7 +190,7 @@ struct brisk_pool_s {
   size_t obj_size;
   size_t page;
   bool external;        /* _brisk_pool_create_in: the memory is its creator's */
-  brisk_region_entry_t entry; /* registry.h; its links NULL when not registered */
+  brisk_region_entry_t entry; /* registry.h; unused when not registered */
   /* Contended words, one line each. */
   BRISK_ALIGNED(BRISK_CACHE_LINE) _Atomic size_t carved;
   BRISK_ALIGNED(BRISK_CACHE_LINE) _Atomic uint64_t nonempty;
@@ -182,9 +199,6 @@ struct brisk_pool_s {
   brisk_pool_slot_t slots[BRISK_THREAD_SLOTS + 1];
 };
 
-_Static_assert(offsetof(brisk_pool_t, entry) + sizeof(brisk_region_entry_t) <=
-                   BRISK_REGION_ENTRY_END,
-               "any kind's handle can be read where a pool keeps its entry (registry.h)");
 _Static_assert(BRISK_POOL_SHARDS <= 64 && (BRISK_POOL_SHARDS & (BRISK_POOL_SHARDS - 1)) == 0,
                "shards: a power of two, one bitmap word");
 
@@ -315,12 +329,24 @@ BRISK_HIDDEN uint32_t _brisk_pool_take_shared(brisk_pool_t *pool, uint32_t home,
 /* pool.c: claim up to `want` never-used objects, committed; how many (0:
  * exhausted, or the kernel refused to commit) and the first's index + 1. */
 BRISK_HIDDEN uint32_t _brisk_pool_carve(brisk_pool_t *pool, uint32_t want, uint32_t *first1);
-/* pool.c: an allocation failed: counted, NULL with errno ENOMEM. */
-BRISK_HIDDEN BRISK_COLD void *_brisk_pool_fail(brisk_pool_slot_t *entry, uint32_t slot);
+/* pool.c: an allocation failed: counted, NULL with errno ENOMEM; for a
+ * destroyed pool (see Destroyed), the message and abort. */
+BRISK_HIDDEN BRISK_COLD void *_brisk_pool_fail(brisk_pool_t *pool, brisk_pool_slot_t *entry,
+                                              uint32_t slot);
 /* pool.c: the message and abort for a pointer that is no object handed
- * out (`caller`: the call the program made). */
-BRISK_HIDDEN BRISK_COLD BRISK_NORETURN void _brisk_pool_bad_free(const void *p,
+ * out, or for any pointer given to a destroyed pool (`caller`: the call
+ * the program made). */
+BRISK_HIDDEN BRISK_COLD BRISK_NORETURN void _brisk_pool_bad_free(const brisk_pool_t *pool,
+                                                                 const void *p,
                                                                  const char *caller);
+/* pool.c: the message and abort for a call with a destroyed pool. */
+BRISK_HIDDEN BRISK_COLD BRISK_NORETURN void _brisk_pool_not_live(const brisk_pool_t *pool,
+                                                                 const char *caller);
+
+/* A destroyed pool (see Destroyed): no live pool has no object. */
+BRISK_INLINE bool brisk_pool_destroyed(const brisk_pool_t *pool) {
+  return pool->max_objects == 0;
+}
 
 /* pool_cache.c: the calling thread's magazine is empty; refill it and hand
  * out one object (or fail). */

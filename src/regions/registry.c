@@ -1,21 +1,34 @@
 /*
  * registry.c — every live region allocator, by kind (registry.h), so that
- * brisk_stats_get can sum them.
+ * brisk_stats_get can sum them, and so that a destroy can tell a live
+ * allocator's handle from any other address.
  *
- *   _brisk_region_register     lock; link the entry after its kind's head,
- *                              mark it; live and created counts up; unlock
- *   _brisk_region_unregister   lock; an entry marked live as this kind,
- *                              whose neighbours link to it: unlink, clear
- *                              the mark, live count down (else nothing,
- *                              false: the caller's destroy aborts); unlock
- *   _brisk_regions_stats       lock; each kind's entries' stats summed;
- *                              unlock
+ *   _brisk_region_register     lock; the entry at the head of its bucket's
+ *                              chain; live and created counts up; unlock
+ *   _brisk_region_unregister   lock; walk the bucket's chain for the
+ *                              entry's address: found, and of this kind,
+ *                              it is unlinked and the live count goes down
+ *                              (else nothing, false: the caller's destroy
+ *                              aborts); unlock
+ *   _brisk_regions_stats       lock; every live entry's stats summed by
+ *                              kind; unlock
  *
- * One mutex, registry_lock, guards everything here: the per-kind lists
- * (circular, around a static head per kind, so an entry unlinks in O(1)),
- * the entries' marks, the live counts and the created counts. Creation
- * and destruction of a region allocator take it once; its allocations and
- * frees never do.
+ * The live entries: a hash table of BUCKETS chains, each linked through
+ * the `chain` word of the live entries whose addresses hash to it. A
+ * lookup compares addresses as numbers and reads the words of live
+ * entries only (their memory is mapped while they live), never the memory
+ * at the address looked up: a destroy of a handle whose memory went back
+ * to the system, or to another allocator, learns that it is no live entry
+ * without touching it. The chains live in the entries, so registration
+ * needs no memory of its own and cannot fail, and the table is a fixed
+ * array (32 KiB of BSS, its pages touched where entries hash): with n
+ * live allocators a chain holds n / BUCKETS entries on average, walked by
+ * create and destroy only.
+ *
+ * One mutex, registry_lock, guards everything here: the buckets, the
+ * entries' chain and kind words, the live counts and the created counts.
+ * Creation and destruction of a region allocator take it once; its
+ * allocations and frees never do.
  *
  * The stats callbacks run under the lock, so an allocator that unregisters
  * before it gives its memory back (every destroy does, first thing) is
@@ -26,7 +39,7 @@
  * wait for; the registry itself calls nothing that locks.
  *
  * fork: pthread_atfork (from a constructor) holds registry_lock across
- * fork(), so the child never inherits a list halfway through a change.
+ * fork(), so the child never inherits a chain halfway through a change.
  * The child unlocks it (its one thread took it in prepare) rather than
  * initialising it again, which ThreadSanitizer would take for a lock still
  * held (heap.c does the same). Allocators the parent's other threads had
@@ -38,22 +51,19 @@
 
 static pthread_mutex_t registry_lock = PTHREAD_MUTEX_INITIALIZER;
 
-/* The heads of the per-kind lists: an empty list is a head linked to itself. */
-#define HEAD(k) {.next = &heads[k], .prev = &heads[k], .kind = (brisk_region_kind_t)(k)}
-static brisk_region_entry_t heads[BRISK_REGION_KINDS] = {HEAD(0), HEAD(1), HEAD(2),
-                                                         HEAD(3), HEAD(4), HEAD(5)};
-_Static_assert(BRISK_REGION_KINDS == 6, "one HEAD() per kind of region allocator");
-#undef HEAD
+#define BUCKET_BITS 12
+#define BUCKETS ((size_t)1 << BUCKET_BITS)
+static brisk_region_entry_t *buckets[BUCKETS];
 
 static size_t live[BRISK_REGION_KINDS];
 static uint64_t created[BRISK_REGION_KINDS];
 
-/* A registered entry's mark: its address xor a constant of its kind (odd
- * multiples of the golden ratio's, all different and none 0), so that
- * neither another kind's entry at the same address, nor a word that
- * points at itself, nor a 0 left by a destroy or a fresh page passes. */
-static uintptr_t mark_of(const brisk_region_entry_t *entry, brisk_region_kind_t kind) {
-  return (uintptr_t)entry ^ (0x9E3779B97F4A7C15ull * (2 * (uint64_t)kind + 1));
+/* The bucket of an entry's address: the top bits of its product with the
+ * golden ratio's odd multiplier, which every bit of the address moves
+ * (entries of one kind share their low bits: they lie at one offset into
+ * page-aligned handles). */
+static brisk_region_entry_t **bucket_of(const brisk_region_entry_t *entry) {
+  return &buckets[((uint64_t)(uintptr_t)entry * 0x9E3779B97F4A7C15ull) >> (64 - BUCKET_BITS)];
 }
 
 void _brisk_region_register(brisk_region_entry_t *entry, brisk_region_kind_t kind,
@@ -61,12 +71,9 @@ void _brisk_region_register(brisk_region_entry_t *entry, brisk_region_kind_t kin
   entry->kind = kind;
   entry->stats = stats;
   pthread_mutex_lock(&registry_lock);
-  brisk_region_entry_t *head = &heads[kind];
-  entry->prev = head;
-  entry->next = head->next;
-  head->next->prev = entry;
-  head->next = entry;
-  entry->mark = mark_of(entry, kind);
+  brisk_region_entry_t **head = bucket_of(entry);
+  entry->chain = *head;
+  *head = entry;
   live[kind]++;
   created[kind]++;
   pthread_mutex_unlock(&registry_lock);
@@ -74,17 +81,14 @@ void _brisk_region_register(brisk_region_entry_t *entry, brisk_region_kind_t kin
 
 bool _brisk_region_unregister(brisk_region_entry_t *entry, brisk_region_kind_t kind) {
   pthread_mutex_lock(&registry_lock);
-  /* Read under the lock: a registration writes the mark and a neighbour's
-   * the links. The mark first, so that bytes which are no entry of this
-   * kind are never followed as links. */
-  bool live_entry = entry->mark == mark_of(entry, kind) && entry->kind == kind &&
-                    entry->next != NULL && entry->next->prev == entry &&
-                    entry->prev->next == entry;
+  /* Only the live entries of the chain are read: `entry` itself once it
+   * is found among them. */
+  brisk_region_entry_t **link = bucket_of(entry);
+  while (*link != NULL && *link != entry) link = &(*link)->chain;
+  bool live_entry = *link != NULL && entry->kind == kind;
   if (live_entry) {
-    entry->prev->next = entry->next;
-    entry->next->prev = entry->prev;
-    entry->next = entry->prev = NULL;
-    entry->mark = 0;
+    *link = entry->chain;
+    entry->chain = NULL;
     live[kind]--;
   }
   pthread_mutex_unlock(&registry_lock);
@@ -94,18 +98,20 @@ bool _brisk_region_unregister(brisk_region_entry_t *entry, brisk_region_kind_t k
 void _brisk_regions_stats(brisk_region_kind_stats_t out[BRISK_REGION_KINDS]) {
   pthread_mutex_lock(&registry_lock);
   for (int kind = 0; kind < BRISK_REGION_KINDS; kind++) {
-    brisk_region_kind_stats_t *k = &out[kind];
-    k->live = live[kind];
-    k->created = created[kind];
-    k->totals = (brisk_region_stats_t){0};
-    for (brisk_region_entry_t *e = heads[kind].next; e != &heads[kind]; e = e->next) {
+    out[kind].live = live[kind];
+    out[kind].created = created[kind];
+    out[kind].totals = (brisk_region_stats_t){0};
+  }
+  for (size_t b = 0; b < BUCKETS; b++) {
+    for (brisk_region_entry_t *e = buckets[b]; e != NULL; e = e->chain) {
       brisk_region_stats_t s;
       e->stats(e, &s);
-      k->totals.bytes_requested += s.bytes_requested;
-      k->totals.bytes_in_use += s.bytes_in_use;
-      k->totals.bytes_held += s.bytes_held;
-      k->totals.system_requests += s.system_requests;
-      k->totals.allocations += s.allocations;
+      brisk_region_stats_t *t = &out[e->kind].totals;
+      t->bytes_requested += s.bytes_requested;
+      t->bytes_in_use += s.bytes_in_use;
+      t->bytes_held += s.bytes_held;
+      t->system_requests += s.system_requests;
+      t->allocations += s.allocations;
     }
   }
   pthread_mutex_unlock(&registry_lock);

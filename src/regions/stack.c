@@ -107,6 +107,21 @@
  * brisk_stack_stats may run in another thread (a process-wide snapshot):
  * it reads the owner's words without synchronising, see there.
  *
+ * A destroyed stack (its page as stack_destroy leaves it, while the
+ * mapping cache keeps it): no records (frames, top and limit NULL), no
+ * block (pos, end, blk NULL) and pop_floor at the top of the address
+ * space, which no live stack has. brisk/stack.h's inline alloc then finds
+ * no room below end, push finds its records full and pop finds no record
+ * above pop_floor: each goes out of line, where the slow paths of alloc,
+ * push and pop, realloc and stats test frames first and abort, "not a
+ * live stack (destroyed already?)", at no cost to the inline paths of a
+ * live stack.
+ * The marks are plain stores, read plainly: a correct program's calls
+ * with a stack all happen before its destroy (a stack is one thread's at
+ * a time, and handing it on or destroying it from another thread takes
+ * the program's own ordering), so only a use after the destroy reads
+ * them.
+ *
  * Sanitizers and Valgrind (hot.annotated: an ASan build, or a build that
  * has <valgrind/memcheck.h> running under Valgrind): a block's area is
  * poisoned when mapped and when popped. stack->hot.end, the limit of the fast path, is then the end of
@@ -197,9 +212,6 @@ struct brisk_stack_s {
   brisk_exit_token_t tls_token;
   frame_t inline_frames[];  /* up to the end of the stack's page */
 };
-_Static_assert(offsetof(brisk_stack_t, entry) + sizeof(brisk_region_entry_t) <=
-                   BRISK_REGION_ENTRY_END,
-               "any kind's handle can be read where a stack keeps its entry (registry.h)");
 
 /* ---- Small helpers ---------------------------------------------------- */
 
@@ -315,6 +327,16 @@ static BRISK_COLD BRISK_NORETURN void stack_fatal(const char *caller, const char
   _brisk_os_write_error(why);
   _brisk_os_write_error("\n");
   _brisk_os_abort();
+}
+
+static BRISK_COLD BRISK_NORETURN void not_live(const char *caller, const brisk_stack_t *stack) {
+  _brisk_os_fatal_pointer(caller, stack, "not a live stack (destroyed already?)");
+}
+
+/* Every call past the inline paths: a destroyed stack (see the top) has
+ * no frame records. */
+BRISK_INLINE void check_live(const char *caller, const brisk_stack_t *stack) {
+  if (BRISK_UNLIKELY(stack->hot.frames == NULL)) not_live(caller, stack);
 }
 
 /* ---- Blocks ----------------------------------------------------------- */
@@ -515,6 +537,7 @@ BRISK_INLINE void *stack_alloc(brisk_stack_t *stack, size_t size, size_t align) 
 
 /* brisk/stack.h's inline brisk_stack_alloc comes here for all it does not do. */
 void *brisk_stack_alloc_slow_(brisk_stack_t *stack, size_t size, size_t align) {
+  check_live("brisk_stack_alloc", stack);
   return stack_alloc(stack, size, align);
 }
 
@@ -575,6 +598,7 @@ void *brisk_stack_realloc(brisk_stack_t *stack, void *p, size_t old_size, size_t
     errno = EINVAL;
     return NULL;
   }
+  check_live("brisk_stack_realloc", stack);
   if (p == NULL) return stack_alloc(stack, new_size, align);
   uint8_t *old = p;
   bool last = is_last(stack, old, old_size);
@@ -656,7 +680,10 @@ BRISK_INLINE void stack_push(brisk_stack_t *stack) {
   save_frame(stack);
 }
 
-void brisk_stack_push_slow_(brisk_stack_t *stack) { stack_push(stack); }
+void brisk_stack_push_slow_(brisk_stack_t *stack) {
+  check_live("brisk_stack_push", stack);
+  stack_push(stack);
+}
 
 /* Give free blocks beyond the bound back to the OS, farthest first. */
 static void trim_free_blocks(brisk_stack_t *stack) {
@@ -699,7 +726,10 @@ BRISK_INLINE void stack_pop(brisk_stack_t *stack) {
   stack->hot.released = stack->hot.asked - frame->in_use;
 }
 
-void brisk_stack_pop_slow_(brisk_stack_t *stack) { stack_pop(stack); }
+void brisk_stack_pop_slow_(brisk_stack_t *stack) {
+  check_live("brisk_stack_pop", stack);
+  stack_pop(stack);
+}
 
 /* ---- Life cycle --------------------------------------------------------- */
 
@@ -747,17 +777,22 @@ brisk_stack_t *brisk_stack_create(size_t first_block) {
 }
 
 /* A stack unregistered already: its blocks, frame records and page to
- * the mapping cache. */
+ * the mapping cache, the page left destroyed (see the top). */
 static void stack_destroy(brisk_stack_t *stack) {
   while (stack->head.next != &stack->head)
     block_destroy(stack, stack->head.next, "brisk_stack_destroy");
   if (stack->hot.frames != stack->inline_frames)
     release_cached(stack->hot.frames, stack->frames_bytes, NULL, "brisk_stack_destroy");
+  stack->hot.pos = stack->hot.end = NULL;
+  stack->hot.blk = NULL;
+  stack->hot.frames = stack->hot.top = stack->hot.limit = NULL;
+  stack->hot.pop_floor = UINTPTR_MAX;
   release_cached(stack, _brisk_os_page_size(), NULL, "brisk_stack_destroy");
 }
 
 /* A handle that is no live stack (destroyed already: its page in the
- * mapping cache as destroy left it; another kind's) has no live entry, and
+ * mapping cache as destroy left it, or back with the system; another
+ * kind's) has no live entry, found without reading the handle, and
  * destroying it again would give its blocks to the cache twice. A
  * thread's default stack is linked in tls_stacks (tls_pprev set) until
  * its thread's destructor or a sweep destroys it: destroyed here, it would
@@ -792,6 +827,7 @@ BRISK_NO_TSAN void brisk_stack_stats(const brisk_stack_t *stack, brisk_region_st
   }
   /* The blocks, the stack's own page, and its frame records if mapped. */
   const frame_t *frames = OWNER_WORD(stack->hot.frames);
+  if (BRISK_UNLIKELY(frames == NULL)) not_live("brisk_stack_stats", stack);
   size_t frames_held = frames != stack->inline_frames ? OWNER_WORD(stack->frames_bytes) : 0;
   out->bytes_held = OWNER_WORD(stack->held) + _brisk_os_page_size() + frames_held;
   out->system_requests = OWNER_WORD(stack->system_requests);
