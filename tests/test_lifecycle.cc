@@ -823,6 +823,7 @@ TEST(Lifecycle, CollectGivesBackWhatAnIdleHeapKeeps) {
 // go back.
 TEST(Lifecycle, AnIdleThreadsKeptPagesGoBackThroughAnotherThreadsHousekeeping) {
   BRISK_SKIP_IF(brisk_test::purge_delays_not_default());
+  BRISK_SKIP_IF(brisk_test::stats_writer_running());
   HeldClock clock;
   std::atomic<int> stage{0};
   std::thread idle([&] {
@@ -858,6 +859,7 @@ TEST(Lifecycle, AnIdleThreadsKeptPagesGoBackThroughAnotherThreadsHousekeeping) {
 // long as the thread sleeps.
 TEST(Lifecycle, AnIdleThreadsPagesFreedAfterItsLastHousekeepingGoBackToo) {
   BRISK_SKIP_IF(brisk_test::purge_delays_not_default());
+  BRISK_SKIP_IF(brisk_test::stats_writer_running());
   HeldClock clock;
   std::atomic<int> stage{0};
   std::thread idle([&] {
@@ -941,6 +943,7 @@ void expect_idle_threads_huge_mapping_goes_back(bool marked_first, const char *w
   HeldClock clock;
   constexpr size_t kHuge = 8 * kMiB;
   BRISK_SKIP_IF(brisk_test::huge_cache_below(kHuge));
+  BRISK_SKIP_IF(brisk_test::stats_writer_running());
   // The clock steps: the heap is idle 1100 ms after its last housekeeping,
   // and the mapping 2600 ms old at the end.
   const uint64_t max_delay_ms = brisk_test::stats_snapshot().purge.max_delay_ms;

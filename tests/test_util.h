@@ -293,6 +293,18 @@ inline std::string region_cache_off(const char *what) {
          ": the region allocators' mapping cache keeps nothing, " + what;
 }
 
+// Where BRISK_STATS_FILE runs its writer thread, which takes the list of
+// heaps for each line: a test whose held clock gives another thread's
+// idle-heap pass one chance per step (it only tries that list) may find
+// it taken.
+inline std::string stats_writer_running() {
+  const char *file = std::getenv("BRISK_STATS_FILE");
+  if (file == nullptr || file[0] == '\0') return "";
+  return std::string("BRISK_STATS_FILE=") + file +
+         ": its writer takes the list of heaps for each line, and may hold it when "
+         "this test's one idle-heap pass per clock step tries it";
+}
+
 #define BRISK_SKIP_IF(reason)                                          \
   do {                                                                 \
     const std::string brisk_skip_reason = (reason);                    \
