@@ -33,7 +33,12 @@ TOLERANCE = 0.03
 
 
 def measure(build: str) -> dict:
-    """{mode: allocator instructions per pair}, plus the baseline loop's count."""
+    """{mode: allocator instructions per pair}, plus the baseline loop's count.
+
+    Under brisk's defaults: the record is of them, and an option's work on
+    other threads (BRISK_STATS_FILE's writer) counts in callgrind's totals."""
+    for name in [k for k in os.environ if k.startswith("BRISK_")]:
+        del os.environ[name]
     lib = os.path.abspath(os.path.join(build, "libbrisk.so"))
     if not os.path.exists(lib):
         sys.exit(f"instruction_check: {lib} not found; build the 'brisk' target first")

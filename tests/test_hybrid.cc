@@ -485,7 +485,13 @@ TEST(Hybrid, DestroyLeavesTheCodeTableZero) {
     brisk_test_hybrid_validate(h);
     brisk_hybrid_destroy(h);
   }
-  EXPECT_GE(cache_hits() - hits, 3u);  // each hybrid took its predecessor's mapping
+  // Each hybrid took its predecessor's mapping, where the mapping cache
+  // keeps it (BRISK_REGION_CACHE_MB and BRISK_REGION_CACHE_MS at least
+  // their defaults); everything above holds for a fresh mapping too.
+  const brisk_region_cache_stats_t cache = brisk_test::stats_snapshot().region_cache;
+  if (cache.max_bytes >= (size_t{256} << 20) && cache.delay_ms >= 1000) {
+    EXPECT_GE(cache_hits() - hits, 3u);
+  }
 }
 
 TEST(Hybrid, ExhaustionIsExactLockFree) { check_exhaustion(0); }

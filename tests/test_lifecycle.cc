@@ -540,6 +540,7 @@ void learn_to_keep_and_hold(HeldClock &clock, std::vector<void *> &blocks) {
 // in again; the heap learns to keep them, so after the first cycles nothing
 // more is purged, and what it takes back was kept past the base delay.
 TEST(Lifecycle, MemoryTakenBackAfterTheBaseDelayIsKeptRatherThanPurgedEachTime) {
+  BRISK_SKIP_IF(brisk_test::purge_delays_not_default());
   constexpr int kCycles = 6;
   std::thread([] {
     HeldClock clock;
@@ -569,6 +570,7 @@ TEST(Lifecycle, MemoryTakenBackAfterTheBaseDelayIsKeptRatherThanPurgedEachTime) 
 // What a heap keeps goes back after the maximum delay all the same, as
 // soon as the heap's housekeeping runs.
 TEST(Lifecycle, KeptMemoryGoesBackAfterTheMaximumDelay) {
+  BRISK_SKIP_IF(brisk_test::purge_delays_not_default());
   std::thread([] {
     HeldClock clock;
     std::vector<void *> blocks(kCycleBlocks);
@@ -757,6 +759,9 @@ TEST(Lifecycle, AnAbandonedHeapKeepsNoEmptyLargePage) {
 // each use a few blocks of several MiB would otherwise do every round.
 TEST(Lifecycle, AThreadGetsBackTheHugeMappingItsPredecessorFreed) {
   constexpr size_t kHugeBytes = 4 * kMiB;
+  BRISK_SKIP_IF(brisk_test::huge_cache_below(kHugeBytes));
+  BRISK_SKIP_IF(brisk_test::purge_at_once("and an exited thread's heap is tidied at once "
+                                          "(after twice the purge delay), its cache with it"));
   HeldClock clock;  // the abandoned heap stays warm: nobody tidies it meanwhile
   std::thread([] {
     void *p = brisk_malloc(kHugeBytes);
@@ -784,6 +789,7 @@ TEST(Lifecycle, AThreadGetsBackTheHugeMappingItsPredecessorFreed) {
 // keeps them until it runs again; brisk_collect(true) from another thread
 // (what malloc_trim does) gives them back at once, whatever was learnt.
 TEST(Lifecycle, CollectGivesBackWhatAnIdleHeapKeeps) {
+  BRISK_SKIP_IF(brisk_test::purge_delays_not_default());
   std::atomic<int> stage{0};
   std::thread idle([&] {
     std::vector<void *> blocks(kCycleBlocks);
@@ -816,6 +822,8 @@ TEST(Lifecycle, CollectGivesBackWhatAnIdleHeapKeeps) {
 // its own for the maximum delay: nobody calls brisk_collect, and they still
 // go back.
 TEST(Lifecycle, AnIdleThreadsKeptPagesGoBackThroughAnotherThreadsHousekeeping) {
+  BRISK_SKIP_IF(brisk_test::purge_delays_not_default());
+  BRISK_SKIP_IF(brisk_test::stats_writer_running());
   HeldClock clock;
   std::atomic<int> stage{0};
   std::thread idle([&] {
@@ -850,6 +858,8 @@ TEST(Lifecycle, AnIdleThreadsKeptPagesGoBackThroughAnotherThreadsHousekeeping) {
 // must not mark the heap done while they wait, or they stay backed for as
 // long as the thread sleeps.
 TEST(Lifecycle, AnIdleThreadsPagesFreedAfterItsLastHousekeepingGoBackToo) {
+  BRISK_SKIP_IF(brisk_test::purge_delays_not_default());
+  BRISK_SKIP_IF(brisk_test::stats_writer_running());
   HeldClock clock;
   std::atomic<int> stage{0};
   std::thread idle([&] {
@@ -932,6 +942,20 @@ std::pair<size_t, size_t> idle_thread_frees_huge(HeldClock &clock, bool pass_fir
 void expect_idle_threads_huge_mapping_goes_back(bool marked_first, const char *what) {
   HeldClock clock;
   constexpr size_t kHuge = 8 * kMiB;
+  BRISK_SKIP_IF(brisk_test::huge_cache_below(kHuge));
+  BRISK_SKIP_IF(brisk_test::stats_writer_running());
+  // The clock steps: the heap is idle 1100 ms after its last housekeeping,
+  // and the mapping 2600 ms old at the end.
+  const uint64_t max_delay_ms = brisk_test::stats_snapshot().purge.max_delay_ms;
+  if (max_delay_ms > 1100) {
+    GTEST_SKIP() << "BRISK_PURGE_DELAY_MAX_MS=" << max_delay_ms
+                 << ": a heap counts as idle only after it, past the test's clock steps";
+  }
+  const uint64_t age_ms = brisk_test::option_value("BRISK_HUGE_CACHE_MS", 1000, 0, 3600000);
+  if (age_ms > 2000) {
+    GTEST_SKIP() << "BRISK_HUGE_CACHE_MS=" << age_ms
+                 << ": the mapping is kept past the test's clock steps";
+  }
   size_t after_free = 0;
   const auto [before, after] = idle_thread_frees_huge(clock, marked_first, kHuge, &after_free);
   std::printf("huge cached: %zu before the idle thread's free, %zu after, %zu 2600 ms later\n",

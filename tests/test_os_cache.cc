@@ -689,15 +689,30 @@ TEST_F(MapCache, StatsTableAndJson) {
 // ---- Options: BRISK_REGION_CACHE_MB and BRISK_REGION_CACHE_MS ----
 // Read once at load, so each case runs in a child: a "threadsafe" death test
 // re-executes this program with the environment set here. The child checks
-// and exits 0, or prints what is wrong and exits 1.
+// and exits 0, or prints what is wrong and exits 1. It runs under the
+// options its case sets and no other: those this program runs under (the
+// other bound, BRISK_VERBOSE's lines, a warning) are put aside meanwhile.
 
 class RegionCacheOption : public testing::Test {
  protected:
-  void SetUp() override { GTEST_FLAG_SET(death_test_style, "threadsafe"); }
+  void SetUp() override {
+    GTEST_FLAG_SET(death_test_style, "threadsafe");
+    for (char **entry = environ; *entry != nullptr; entry++) {
+      if (std::strncmp(*entry, "BRISK_", 6) == 0) saved_.emplace_back(*entry);
+    }
+    for (const std::string &entry : saved_) unsetenv(entry.substr(0, entry.find('=')).c_str());
+  }
   void TearDown() override {
     unsetenv("BRISK_REGION_CACHE_MB");
     unsetenv("BRISK_REGION_CACHE_MS");
+    for (const std::string &entry : saved_) {
+      const size_t equals = entry.find('=');
+      setenv(entry.substr(0, equals).c_str(), entry.c_str() + equals + 1, 1);
+    }
   }
+
+ private:
+  std::vector<std::string> saved_;
 };
 
 [[noreturn]] void child_result(const std::string &failure) {

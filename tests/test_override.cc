@@ -364,6 +364,7 @@ TEST(BriskOverride, MallinfoCountsHugeBlocksApart) {
 // malloc_trim gives back what the region allocators' mapping cache holds
 // (it is brisk_collect(true)), and the statistics say so.
 TEST(BriskOverride, MallocTrimEmptiesTheRegionCache) {
+  BRISK_SKIP_IF(brisk_test::region_cache_off("nothing for malloc_trim to empty"));
   brisk_arena_t *arena = brisk_arena_create(16 * kMiB);
   ASSERT_NE(arena, nullptr);
   std::memset(brisk_arena_alloc(arena, 4096, 0), 1, 4096);
@@ -489,6 +490,49 @@ TEST(BriskOverride, LookupsInLibcsHandleGiveBrisksFunctions) {
   ASSERT_NE(plugin_pvalloc, nullptr);
   EXPECT_EQ(plugin_pvalloc(1), reinterpret_cast<void *>(0x5eed));
   EXPECT_EQ(dlsym(plugin, "malloc"), reinterpret_cast<void *>(&malloc));
+  EXPECT_EQ(dlclose(plugin), 0);
+}
+
+// The same lookups at a version: dlvsym(dlopen("libc.so.6"), "malloc",
+// "GLIBC_2.2.5") was glibc's malloc, and so was dlvsym(RTLD_DEFAULT, ...),
+// since glibc's dlvsym takes only a definition of the version asked for
+// and brisk's have none. brisk's dlvsym answers its own function where
+// libc's definition at that version is the answer.
+TEST(BriskOverride, LookupsAtAVersionGiveBrisksFunctions) {
+  // x86-64's first glibc version, the only one malloc and free have.
+  const char *const kVersion = "GLIBC_2.2.5";
+  void *libc = dlopen("libc.so.6", RTLD_NOW | RTLD_NOLOAD);
+  ASSERT_NE(libc, nullptr) << dlerror();
+  // Checked first: the call below would crash on glibc's free.
+  ASSERT_EQ(dlvsym(libc, "free", kVersion), reinterpret_cast<void *>(&free));
+  EXPECT_EQ(dlvsym(libc, "malloc", kVersion), reinterpret_cast<void *>(&malloc));
+  EXPECT_EQ(dlvsym(libc, "realloc", kVersion), reinterpret_cast<void *>(&realloc));
+  EXPECT_EQ(dlvsym(libc, "malloc_usable_size", kVersion),
+            reinterpret_cast<void *>(&malloc_usable_size));
+  EXPECT_EQ(dlvsym(RTLD_DEFAULT, "free", kVersion), reinterpret_cast<void *>(&free));
+  EXPECT_EQ(dlvsym(RTLD_DEFAULT, "calloc", kVersion), reinterpret_cast<void *>(&calloc));
+  auto libc_free = reinterpret_cast<void (*)(void *)>(dlvsym(libc, "free", kVersion));
+  char *copy = strdup("libc's strdup");
+  ASSERT_NE(copy, nullptr);
+  libc_free(copy);
+  // Names brisk does not define, and versions libc lacks: libc's own
+  // answer, its error included.
+  EXPECT_EQ(dlvsym(libc, "strdup", kVersion), dlsym(libc, "strdup"));
+  EXPECT_EQ(dlerror(), nullptr);
+  EXPECT_EQ(dlvsym(libc, "malloc", "GLIBC_0.0"), nullptr);
+  EXPECT_NE(dlerror(), nullptr);
+  EXPECT_EQ(dlvsym(RTLD_DEFAULT, "malloc", "GLIBC_0.0"), nullptr);
+  EXPECT_NE(dlerror(), nullptr);
+  // dlsym and dlopen go on finding libc's through dlvsym.
+  EXPECT_EQ(dlvsym(libc, "dlsym", "GLIBC_2.34"), dlsym(libc, "dlsym"));
+  EXPECT_EQ(dlclose(libc), 0);
+  // In another library's handle, a name it leaves to libc is brisk's. So
+  // is one it defines (pvalloc): its definition has no version, which
+  // glibc's dlvsym passes over for libc's.
+  void *plugin = dlopen(BRISK_DEEPBIND_PLUGIN, RTLD_NOW | RTLD_LOCAL);
+  ASSERT_NE(plugin, nullptr) << dlerror();
+  EXPECT_EQ(dlvsym(plugin, "malloc", kVersion), reinterpret_cast<void *>(&malloc));
+  EXPECT_EQ(dlvsym(plugin, "pvalloc", kVersion), reinterpret_cast<void *>(&pvalloc));
   EXPECT_EQ(dlclose(plugin), 0);
 }
 

@@ -4,6 +4,7 @@
 
 #include <brisk.h>
 
+#include <cerrno>
 #include <cstddef>
 #include <cstdint>
 #include <cstdio>
@@ -225,6 +226,90 @@ inline Block make_block(size_t size) {
 inline bool block_intact(const Block &b) {
   return pattern_intact(b.p, b.size, block_seed(b.p, b.size));
 }
+
+// ---- Options (README, Options) ----
+// brisk reads them from the environment once, at load, and the tests run
+// under whatever it sets (ctest's options_* tests set some). A test built
+// on an option's default (its clock steps, its bounds, something kept that
+// the option turns off) skips where the value in effect makes what it
+// checks meaningless, naming the option: BRISK_SKIP_IF(why), where why is
+// that reason or "" (the test runs). Each runs as written under the
+// defaults.
+
+// The value brisk took for the numeric option `name`: the environment's
+// where it is a whole number from min to max, else the default (brisk
+// warns and keeps it), as src/general/options.c parses it.
+inline uint64_t option_value(const char *name, uint64_t default_value, uint64_t min,
+                             uint64_t max) {
+  const char *text = std::getenv(name);
+  if (text == nullptr || text[0] < '0' || text[0] > '9') return default_value;
+  char *end;
+  errno = 0;
+  unsigned long long value = std::strtoull(text, &end, 10);
+  if (errno != 0 || *end != '\0' || value < min || value > max) return default_value;
+  return value;
+}
+
+// "NAME=value: why" where the option is not at its default, else "".
+inline std::string option_reason(const char *name, uint64_t value, uint64_t default_value,
+                                 const char *why) {
+  if (value == default_value) return "";
+  return std::string(name) + "=" + std::to_string(value) + ": " + why;
+}
+
+// For tests that step brisk's clock in the default purge delays' units
+// (BRISK_PURGE_DELAY_MS 50, BRISK_PURGE_DELAY_MAX_MS 1000).
+inline std::string purge_delays_not_default() {
+  const brisk_stats_t s = stats_snapshot();
+  const char *why = "the test steps the clock for the default purge delays (50 ms, 1000 ms)";
+  std::string reason = option_reason("BRISK_PURGE_DELAY_MS", s.purge.delay_ms, 50, why);
+  if (reason.empty()) {
+    reason = option_reason("BRISK_PURGE_DELAY_MAX_MS", s.purge.max_delay_ms, 1000, why);
+  }
+  return reason;
+}
+
+// Where BRISK_HUGE_CACHE_MB keeps no mapping of `bytes` (and its header):
+// a thread's cache takes one of at most half its bytes.
+inline std::string huge_cache_below(size_t bytes) {
+  const uint64_t mib = option_value("BRISK_HUGE_CACHE_MB", 128, 0, 65536);
+  if ((mib << 20) / 2 > bytes) return "";
+  return "BRISK_HUGE_CACHE_MB=" + std::to_string(mib) + ": no cached mapping of " +
+         std::to_string(bytes >> 20) + " MiB";
+}
+
+// Where BRISK_PURGE_DELAY_MS is 0: free pages go back at once.
+inline std::string purge_at_once(const char *what) {
+  if (stats_snapshot().purge.delay_ms != 0) return "";
+  return std::string("BRISK_PURGE_DELAY_MS=0: free pages go back at once, ") + what;
+}
+
+// Where the region allocators' mapping cache keeps no mapping
+// (BRISK_REGION_CACHE_MB or BRISK_REGION_CACHE_MS 0).
+inline std::string region_cache_off(const char *what) {
+  const brisk_region_cache_stats_t c = stats_snapshot().region_cache;
+  if (c.max_bytes != 0 && c.delay_ms != 0) return "";
+  return std::string(c.max_bytes == 0 ? "BRISK_REGION_CACHE_MB=0" : "BRISK_REGION_CACHE_MS=0") +
+         ": the region allocators' mapping cache keeps nothing, " + what;
+}
+
+// Where BRISK_STATS_FILE runs its writer thread, which takes the list of
+// heaps for each line: a test whose held clock gives another thread's
+// idle-heap pass one chance per step (it only tries that list) may find
+// it taken.
+inline std::string stats_writer_running() {
+  const char *file = std::getenv("BRISK_STATS_FILE");
+  if (file == nullptr || file[0] == '\0') return "";
+  return std::string("BRISK_STATS_FILE=") + file +
+         ": its writer takes the list of heaps for each line, and may hold it when "
+         "this test's one idle-heap pass per clock step tries it";
+}
+
+#define BRISK_SKIP_IF(reason)                                          \
+  do {                                                                 \
+    const std::string brisk_skip_reason = (reason);                    \
+    if (!brisk_skip_reason.empty()) GTEST_SKIP() << brisk_skip_reason; \
+  } while (0)
 
 }  // namespace brisk_test
 

@@ -478,14 +478,16 @@ void _brisk_heap_post_remote(brisk_heap_t *owner, brisk_remote_node_t *node, uin
  * and then sleeps keeps its free memory for at most that long while any
  * other thread runs. Its kept empty pages and pinned heads (about 16 MiB
  * at most) are its thread's alone and wait for it. One pass per purge
- * delay in the whole process, at most IDLE_PER_PASS heaps. A heap left
- * with no free page backed and no cached huge mapping is marked done
- * (housekept_at_ms 0, under its memory_lock) and passed over until its
- * thread runs its housekeeping again, or frees a page or a huge block into
- * it (_brisk_heap_idle_rearm, under the same lock: what it freed goes back
- * BRISK_PURGE_DELAY_MAX_MS later). A heap still holding some (freed after
- * its last housekeeping, not due yet) is looked at again by later passes
- * until they are gone.
+ * delay in the whole process, or per huge mappings' age where that is
+ * shorter (a purge delay of an hour must not keep an idle thread's huge
+ * mappings for an hour when their age is a second), at most IDLE_PER_PASS
+ * heaps. A heap left with no free page backed and no cached huge mapping
+ * is marked done (housekept_at_ms 0, under its memory_lock) and passed
+ * over until its thread runs its housekeeping again, or frees a page or a
+ * huge block into it (_brisk_heap_idle_rearm, under the same lock: what it
+ * freed goes back BRISK_PURGE_DELAY_MAX_MS later). A heap still holding
+ * some (freed after its last housekeeping, not due yet) is looked at again
+ * by later passes until they are gone.
  */
 enum { IDLE_PER_PASS = 16 };
 static _Atomic(uint64_t) next_idle_pass_ms;
@@ -506,10 +508,19 @@ static bool idle_since(uint64_t seen_ms, uint64_t now_ms) {
          now_ms - seen_ms >= _brisk_options.purge_delay_max_ms;
 }
 
+/* The time between two idle-heap passes: the purge delay, or the huge
+ * mappings' age where that is shorter, at least 1 ms (an age of 0 keeps a
+ * freed mapping until its heap's next housekeeping or pass). */
+static uint64_t idle_pass_interval_ms(void) {
+  uint64_t interval = BRISK_PURGE_DELAY_MS, huge_age = BRISK_HUGE_CACHE_MAX_AGE_MS;
+  if (huge_age == 0) huge_age = 1;
+  return huge_age < interval ? huge_age : interval;
+}
+
 static void purge_idle_heaps(const brisk_heap_t *self, uint64_t now) {
   uint64_t due = atomic_load_explicit(&next_idle_pass_ms, memory_order_relaxed);
   if (now < due || !atomic_compare_exchange_strong_explicit(&next_idle_pass_ms, &due,
-                                                            now + BRISK_PURGE_DELAY_MS,
+                                                            now + idle_pass_interval_ms(),
                                                             memory_order_relaxed,
                                                             memory_order_relaxed)) {
     return;

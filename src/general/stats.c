@@ -659,7 +659,9 @@ void brisk_stats_json(FILE *out) { print_snapshot(FORM_JSON, out, -1); }
  * neither it nor baseline_lock is held while a snapshot takes heaps_lock, so
  * fork's handlers may take them and heap.c's heaps_lock in either order.
  * text_lock is held across a snapshot, so fork's handlers leave it alone and
- * the child initialises it again. */
+ * the child initialises it again. Both descriptors are used only while they
+ * still refer to the files opened (_brisk_os_file_is): a program that closed
+ * them may have the numbers back for files of its own. */
 
 static pthread_mutex_t writer_lock = PTHREAD_MUTEX_INITIALIZER;
 static pthread_cond_t writer_wake;
@@ -667,9 +669,34 @@ static pthread_t writer_thread;
 static bool writer_running;
 static bool writer_stop;
 static int writer_fd = -1;
+static brisk_os_file_id_t writer_file;
+static bool writer_file_lost; /* written by write_line only */
 static int writer_status_fd = -1; /* /proc/self/stat: is the writer alone? */
+static brisk_os_file_id_t writer_status_file;
 
-static void write_line(void) { print_snapshot(FORM_JSON_LINE, NULL, writer_fd); }
+/* The writer thread's lines, and the last one at exit (after the thread is
+ * joined), to the file while writer_fd still refers to it; once not, no
+ * more lines, and one warning. */
+static void write_line(void) {
+  if (writer_file_lost) return;
+  if (!_brisk_os_file_is(writer_fd, &writer_file)) {
+    writer_file_lost = true;
+    _brisk_os_write_error("brisk: BRISK_STATS_FILE: the program closed the file's descriptor; "
+                          "no more statistics lines\n");
+    return;
+  }
+  print_snapshot(FORM_JSON_LINE, NULL, writer_fd);
+}
+
+/* This process's /proc/self/stat, in writer_status_fd. The one there before
+ * is closed only where it is still brisk's. */
+static void open_process_status(void) {
+  if (writer_status_fd >= 0 && _brisk_os_file_is(writer_status_fd, &writer_status_file)) {
+    close(writer_status_fd);
+  }
+  writer_status_fd = _brisk_os_open_process_status();
+  _brisk_os_file_id(writer_status_fd, &writer_status_file);
+}
 
 /* How often the writer looks whether the program's own threads have all
  * ended (a main thread that called pthread_exit, the last thread of a child
@@ -708,6 +735,7 @@ static void *writer_main(void *unused) {
     wait_ms(until_line < LAST_THREAD_CHECK_MS ? until_line : LAST_THREAD_CHECK_MS);
     if (writer_stop) break;
     pthread_mutex_unlock(&writer_lock);
+    if (!_brisk_os_file_is(writer_status_fd, &writer_status_file)) open_process_status();
     bool alone = _brisk_os_only_thread_left(writer_status_fd);
     pthread_mutex_lock(&writer_lock);
     if (alone) {
@@ -728,8 +756,7 @@ static void writer_start(void) {
   pthread_condattr_destroy(&attributes);
   writer_stop = false;
   /* This process's own (a forked child's refers to the child). */
-  if (writer_status_fd >= 0) close(writer_status_fd);
-  writer_status_fd = _brisk_os_open_process_status();
+  open_process_status();
   /* The writer takes no signal: a program that blocks one in its threads
    * to wait for it (sigwait, signalfd) must not see it go to ours. */
   sigset_t all_signals, previous;
@@ -783,6 +810,7 @@ void _brisk_stats_start(void) {
                _brisk_options.stats_file, strerror(errno));
       _brisk_os_write_error(message);
     } else {
+      _brisk_os_file_id(writer_fd, &writer_file);
       writer_start();
     }
   }

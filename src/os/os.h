@@ -253,6 +253,19 @@ BRISK_HIDDEN uint64_t _brisk_os_now_ms(void);
 BRISK_HIDDEN uint64_t _brisk_os_clock_hold(uint64_t advance_ms);
 BRISK_HIDDEN void _brisk_os_clock_release(void);
 
+/* The file an open descriptor refers to (its device and inode), to tell
+ * later whether the descriptor still does: a program may close every
+ * descriptor it did not open itself (a daemon at start) and get the number
+ * back for a file of its own, which a line written to, or a close of, the
+ * library's descriptor would then corrupt or take away. */
+typedef struct brisk_os_file_id_s {
+  uint64_t device, inode;
+} brisk_os_file_id_t;
+/* fd's file in *id; false (and *id zero) when fd is not open. */
+BRISK_HIDDEN bool _brisk_os_file_id(int fd, brisk_os_file_id_t *id);
+/* Whether fd is open on the file *id names. */
+BRISK_HIDDEN bool _brisk_os_file_is(int fd, const brisk_os_file_id_t *id);
+
 /* A descriptor of this process's /proc/self/stat, for
  * _brisk_os_only_thread_left (opened once: a thread that opened it at every
  * look could take a descriptor number the program is about to reuse);

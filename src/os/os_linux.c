@@ -14,6 +14,7 @@
 #include <sys/auxv.h>
 #include <sys/mman.h>
 #include <sys/random.h>
+#include <sys/stat.h>
 #include <sys/uio.h>
 #include <time.h>
 #include <unistd.h>
@@ -64,6 +65,22 @@ static void count_call(brisk_os_call_kind_t kind, size_t size, bool ok) {
   atomic_fetch_add_explicit(&call_counts[kind], 1, memory_order_relaxed);
   atomic_fetch_add_explicit(&call_bytes[kind], size, memory_order_relaxed);
   if (kind == BRISK_OS_UNMAP || kind == BRISK_OS_DECOMMIT) thread_releases++;
+}
+
+bool _brisk_os_file_id(int fd, brisk_os_file_id_t *id) {
+  struct stat status;
+  if (fd < 0 || fstat(fd, &status) != 0) {
+    id->device = id->inode = 0;
+    return false;
+  }
+  id->device = (uint64_t)status.st_dev;
+  id->inode = (uint64_t)status.st_ino;
+  return true;
+}
+
+bool _brisk_os_file_is(int fd, const brisk_os_file_id_t *id) {
+  brisk_os_file_id_t now;
+  return _brisk_os_file_id(fd, &now) && now.device == id->device && now.inode == id->inode;
 }
 
 int _brisk_os_open_process_status(void) {

@@ -1,9 +1,9 @@
 /*
  * dlsym_libc: looks allocation functions up in libc's handle, as Python's
- * ctypes.CDLL("libc.so.6") does, and in RTLD_NEXT and RTLD_DEFAULT, and
- * uses them on blocks from the program's malloc and libc's strdup. Run with
- * and without brisk preloaded (run_preload.sh): the output must be the
- * same.
+ * ctypes.CDLL("libc.so.6") does, and in RTLD_NEXT and RTLD_DEFAULT, by name
+ * (dlsym) and at a version (dlvsym), and uses them on blocks from the
+ * program's malloc and libc's strdup. Run with and without brisk preloaded
+ * (run_preload.sh): the output must be the same.
  *
  * A lookup in a handle finds that library's own definition, whatever the
  * process interposes, so under the preload libc's handle would give
@@ -45,6 +45,13 @@ int main(void) {
   check(dlsym(RTLD_NEXT, "malloc") == (void *)&malloc,
         "RTLD_NEXT from the program gives the program's malloc");
   check(dlsym(RTLD_DEFAULT, "free") == (void *)&free, "RTLD_DEFAULT gives the program's free");
+  /* x86-64's first glibc version, the only one malloc and free have. */
+  free_fn libc_free_at_version = (free_fn)dlvsym(libc, "free", "GLIBC_2.2.5");
+  check(libc_free_at_version == &free, "libc's handle at a version gives the program's free");
+  check(dlvsym(libc, "malloc", "GLIBC_2.2.5") == (void *)&malloc,
+        "libc's handle at a version gives the program's malloc");
+  check(dlvsym(RTLD_DEFAULT, "free", "GLIBC_2.2.5") == (void *)&free,
+        "RTLD_DEFAULT at a version gives the program's free");
   for (int round = 0; round < 1000; round++) {
     char *copy = strdup("a block libc's strdup allocated");
     if (copy == NULL) check(0, "strdup");
@@ -54,10 +61,13 @@ int main(void) {
       check(0, "libc's handle's malloc and malloc_usable_size");
     }
     free(block);
+    libc_free_at_version(strdup("freed through dlvsym's free"));
   }
   printf("blocks crossed between libc's handle and the program\n");
   check(dlsym(libc, "brisk_no_such_function") == NULL && dlerror() != NULL,
         "a name libc lacks: NULL and an error");
+  check(dlvsym(libc, "malloc", "GLIBC_0.0") == NULL && dlerror() != NULL,
+        "a version libc lacks: NULL and an error");
   check(dlclose(libc) == 0, "dlclose");
   return 0;
 }

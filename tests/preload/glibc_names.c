@@ -189,6 +189,11 @@ static void *idle_thread(void *unused) {
 }
 
 static void check_malloc_trim(void) {
+  if (snapshot().purge.delay_ms == 0) {
+    printf("skipped: malloc_trim of an idle thread's pages (BRISK_PURGE_DELAY_MS=0: free pages "
+           "go back at once)\n");
+    return;
+  }
   pthread_t thread;
   pthread_create(&thread, NULL, idle_thread, NULL);
   while (atomic_load(&stage) != 1) sleep_ms(1);

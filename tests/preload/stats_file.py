@@ -8,7 +8,13 @@ value; the table on stderr at exit; every line of the file one JSON object;
 lines from the parent at the interval and from the forked child under its
 own pid; times that never go back; a last line written at exit; and that the
 interval writer never took a heap (heaps_created stays at the program's
-three threads). Finally tools/brisk-plot draws the file."""
+three threads). Finally tools/brisk-plot draws the file.
+
+Then PROGRAM close-descriptors: a program that closes every descriptor it
+did not open (a daemon at start) and opens two files of its own, which get
+the numbers of brisk's statistics file and /proc/self/stat: brisk writes no
+line into them and its forked child's writer closes neither; brisk says
+(once in a process) that the lines stopped."""
 import json
 import os
 import subprocess
@@ -19,6 +25,27 @@ import tempfile
 def fail(message):
     print("FAIL: " + message)
     sys.exit(1)
+
+
+def check_closed_descriptors(lib, program, scratch):
+    path = os.path.join(scratch, "closed.jsonl")
+    env = dict(os.environ, LD_PRELOAD=lib, BRISK_STATS_FILE=path, BRISK_STATS_INTERVAL_MS="10")
+    env.pop("BRISK_STATS", None)
+    run = subprocess.run([program, "close-descriptors", scratch], env=env, capture_output=True,
+                         text=True, timeout=60)
+    if run.returncode != 0:
+        fail(f"close-descriptors: program exited {run.returncode} (a write to its own file "
+             f"failed?): {run.stdout} {run.stderr}")
+    for name in ("first", "second"):
+        with open(os.path.join(scratch, name + ".txt")) as f:
+            text = f.read()
+        if text != f"{name}: parent\n{name}: child\n":
+            fail(f"close-descriptors: {name}.txt holds {text[:300]!r}")
+    stopped = "brisk: BRISK_STATS_FILE: the program closed the file's descriptor; " \
+              "no more statistics lines"
+    lines = run.stderr.splitlines()
+    if not 1 <= lines.count(stopped) <= 2 or len(lines) != lines.count(stopped):
+        fail(f"close-descriptors: expected the warning once in a process, stderr: {run.stderr}")
 
 
 def main():
@@ -72,8 +99,9 @@ def main():
         # and says so.
         if plot.returncode != 0 or not os.path.getsize(png):
             fail(f"brisk-plot: {plot.returncode} {plot.stderr}")
+        check_closed_descriptors(lib, program, scratch)
         print(f"ok: {len(mine)} parent lines, {len(lines[child])} child lines, table and "
-              f"warning on stderr, plot drawn")
+              f"warning on stderr, plot drawn; no line in a program's own files")
 
 
 main()

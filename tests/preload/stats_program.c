@@ -3,8 +3,16 @@
  * allocate and free for a while (both alive at once), then the process
  * forks; the child allocates a little and exits, the parent waits for it
  * and exits. Prints "threads=2 child=<pid>". Not linked to brisk.
+ *
+ * stats_program close-descriptors DIR: as a daemon does at start, closes
+ * every descriptor but 0, 1 and 2 (brisk's statistics file among them) and
+ * opens DIR/first.txt and DIR/second.txt, which get their numbers back; the
+ * same work then, with a line written to each file by the parent before
+ * and by the child after the fork. Exits 1 where a write fails (a
+ * descriptor closed under it).
  */
 #define _GNU_SOURCE
+#include <fcntl.h>
 #include <pthread.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -52,7 +60,28 @@ static void *worker(void *arg) {
   return NULL;
 }
 
-int main(void) {
+/* Opens DIR/NAME for writing, truncated. */
+static int open_in(const char *dir, const char *name) {
+  char path[4096];
+  snprintf(path, sizeof path, "%s/%s", dir, name);
+  return open(path, O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0644);
+}
+
+static int write_text(int fd, const char *text) {
+  return write(fd, text, strlen(text)) == (ssize_t)strlen(text) ? 0 : -1;
+}
+
+int main(int argc, char **argv) {
+  int files[2] = {-1, -1};
+  if (argc == 3 && strcmp(argv[1], "close-descriptors") == 0) {
+    for (int fd = 3; fd < 1024; fd++) close(fd);
+    files[0] = open_in(argv[2], "first.txt");
+    files[1] = open_in(argv[2], "second.txt");
+    if (files[0] < 0 || files[1] < 0 || write_text(files[0], "first: parent\n") != 0 ||
+        write_text(files[1], "second: parent\n") != 0) {
+      return 1;
+    }
+  }
   double seconds = 0.3;
   pthread_t threads[2];
   for (int i = 0; i < 2; i++) pthread_create(&threads[i], NULL, worker, &seconds);
@@ -60,6 +89,10 @@ int main(void) {
   fflush(stdout);
   pid_t child = fork();
   if (child == 0) {
+    if (files[0] >= 0 && (write_text(files[0], "first: child\n") != 0 ||
+                          write_text(files[1], "second: child\n") != 0)) {
+      _exit(1);
+    }
     churn((size_t)2 << 20, 0.1);
     _exit(0);
   }

@@ -23,6 +23,25 @@ TESTS = [
 ]
 
 
+def prints_on_stderr(env):
+    probe = subprocess.run([sys.executable, "-c", "pass"], env=env, capture_output=True,
+                           text=True, timeout=60)
+    return probe.stderr != ""
+
+
+def quiet_options(env):
+    """env without the BRISK_* options under which the interpreter prints on
+    stderr: brisk does where asked (BRISK_STATS, BRISK_VERBOSE) and where it
+    refuses a value (a warning), and CPython's tests check that the
+    interpreters they start print nothing there. The other options stay."""
+    loud = [name for name in sorted(env) if name.startswith("BRISK_") and prints_on_stderr(
+        {k: v for k, v in env.items() if not k.startswith("BRISK_") or k == name})]
+    if loud:
+        print(f"python_regrtest: left out, as the interpreter prints on stderr under them: "
+              f"{' '.join(loud)}", file=sys.stderr)
+    return {k: v for k, v in env.items() if k not in loud}
+
+
 def main():
     here = os.path.dirname(os.path.abspath(__file__))
     try:
@@ -34,7 +53,7 @@ def main():
         return 1
     tests = [t for t in TESTS if os.path.exists(
         os.path.join(os.path.dirname(test.libregrtest.__file__), "..", t + ".py"))]
-    env = dict(os.environ, PYTHONMALLOC="malloc")
+    env = quiet_options(dict(os.environ, PYTHONMALLOC="malloc"))
     run = subprocess.run([sys.executable, "-m", "test", "-j2", "--timeout", "600", *tests],
                          env=env, capture_output=True, text=True, cwd=here, timeout=1200)
     outcomes = {}
