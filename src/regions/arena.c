@@ -309,7 +309,7 @@ void brisk_arena_destroy(brisk_arena_t *arena) {
    * on would give a mapping to the cache twice, or one that is no
    * arena's. */
   if (BRISK_UNLIKELY(!_brisk_region_unregister(&arena->entry, BRISK_REGION_ARENA)))
-    _brisk_os_fatal_pointer("brisk_arena_destroy", arena, "not a live arena (destroyed already?)");
+    not_live("brisk_arena_destroy", arena);
   /* Every block goes, and our poisoning with it (resets' and, under
    * Valgrind, the blocks handed out since), so whatever is mapped here
    * next starts clean. */

@@ -1052,7 +1052,7 @@ void brisk_buddy_destroy(brisk_buddy_t *b) {
    * would give the cache its mappings twice, or ones that are no
    * buddy's. */
   if (BRISK_UNLIKELY(!_brisk_region_unregister(&b->entry, BRISK_REGION_BUDDY)))
-    fatal("brisk_buddy_destroy", b, "not a live buddy allocator (destroyed already?)");
+    not_live("brisk_buddy_destroy", b);
   buddy_destroy(b);
 }
 

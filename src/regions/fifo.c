@@ -875,7 +875,7 @@ void brisk_fifo_destroy(brisk_fifo_t *fifo) {
    * control block kept with live blocks, zero in the mapping cache, or back
    * with the system), or a handle of another kind, has no live entry. */
   if (BRISK_UNLIKELY(!_brisk_region_unregister(&fifo->entry, BRISK_REGION_FIFO)))
-    fatal("brisk_fifo_destroy", fifo, "not a live fifo (destroyed already?)");
+    not_live("brisk_fifo_destroy", fifo);
   fifo->alive = false;
   if (fifo->spare != NULL) page_release(fifo, fifo->spare, "brisk_fifo_destroy");
   fifo->spare = NULL;

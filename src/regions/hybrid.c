@@ -1536,8 +1536,7 @@ void brisk_hybrid_destroy(brisk_hybrid_t *h) {
    * has no live entry: destroying it would give the cache the mapping
    * twice, or one that is no hybrid's. */
   if (BRISK_UNLIKELY(!_brisk_region_unregister(&h->entry, BRISK_REGION_HYBRID)))
-    _brisk_os_fatal_pointer("brisk_hybrid_destroy", h,
-                            "not a live hybrid pool (destroyed already?)");
+    not_live("brisk_hybrid_destroy", h);
   /* A region whose blocks the program all gave back holds only cached
    * ones, which go with the hybrid: it forgets them, so that its metadata
    * is clean for the mapping cache. */

@@ -810,7 +810,7 @@ void brisk_pool_destroy(brisk_pool_t *pool) {
    * bucket or another kind's handle has no live entry: destroying it
    * would give the cache a mapping twice, or one that is no pool's. */
   if (BRISK_UNLIKELY(!_brisk_region_unregister(&pool->entry, BRISK_REGION_POOL)))
-    _brisk_os_fatal_pointer("brisk_pool_destroy", pool, "not a live pool (destroyed already?)");
+    _brisk_pool_not_live(pool, "brisk_pool_destroy");
   pool_destroy(pool);
 }
 

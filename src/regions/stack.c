@@ -800,7 +800,7 @@ static void stack_destroy(brisk_stack_t *stack) {
 void brisk_stack_destroy(brisk_stack_t *stack) {
   if (stack == NULL) return;
   if (BRISK_UNLIKELY(!_brisk_region_unregister(&stack->entry, BRISK_REGION_STACK)))
-    _brisk_os_fatal_pointer("brisk_stack_destroy", stack, "not a live stack (destroyed already?)");
+    not_live("brisk_stack_destroy", stack);
   if (BRISK_UNLIKELY(stack->tls_pprev != NULL))
     _brisk_os_fatal_pointer("brisk_stack_destroy", stack,
                             "a thread's default stack (brisk_stack_tls), destroyed when the "
