@@ -662,10 +662,8 @@ TEST_F(Faults, FreeLeavesErrnoAlone) {
   std::thread([&remote] { remote = brisk_malloc(200); }).join();
   free_keeps_errno(remote, "another thread's");
 
-  // (Unless BRISK_HUGE_CACHE_MB keeps a block that big: a cache takes one
-  // of at most half its bytes.)
-  if ((brisk_test::option_value("BRISK_HUGE_CACHE_MB", 128, 0, 65536) << 20) / 2 <
-      too_big_to_cache) {
+  // (Unless BRISK_HUGE_CACHE_MB keeps a block that big.)
+  if (!brisk_test::huge_cache_below(too_big_to_cache).empty()) {
     const uint64_t injected_before = injected();
     brisk_test_os_fail(BRISK_TEST_OS_UNMAP, 0, kAlways);
     free_keeps_errno(brisk_malloc(too_big_to_cache), "huge, munmap refused");
