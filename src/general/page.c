@@ -20,9 +20,9 @@
  *     block never comes here and never retires and re-initialises a page
  *     each time.
  *
- * A page's lists (free: carved blocks and the owner's frees, last in first
- * out; local_free: other threads' frees, drained, or in the secure build
- * the one block freed last, held back, internal.h) and its queue links
+ * A page's lists (free: carved blocks, the owner's frees and other
+ * threads' frees once drained, last in first out; local_free: in the
+ * secure build the one block freed last, held back, internal.h) and its queue links
  * belong to the owning heap's thread; nothing here takes a lock or an
  * atomic except the stores of the segment's page info when a page starts
  * serving a class.
@@ -332,14 +332,13 @@ static bool remote_queue_maybe_nonempty(const brisk_heap_t *heap) {
 
 static BRISK_NOINLINE void *malloc_slow(brisk_heap_t *heap, size_t size, bool zero);
 
-/* Whether malloc may put the head page's local_free (drained remote frees;
- * in the secure build the block freed last) on its malloc list without the
- * slow path: find_page would take them without
- * carving more, and none of the slow path's chores is due (no remote frees
+/* Whether malloc may put the head page's local_free (the secure build's
+ * held block; the release build keeps none) on its malloc list without the
+ * slow path: find_page would take it without carving more, and none of the slow path's chores is due (no remote frees
  * waiting, and neither the statistics fold nor housekeeping has its turn
  * on the next slow call). */
 BRISK_INLINE bool local_refill_allowed(const brisk_heap_t *heap, const brisk_page_t *page) {
-  return page->local_free != NULL &&
+  return BRISK_SECURE && page->local_free != NULL &&
          !(page->capacity < page->reserved && page_is_short(page)) &&
          ((heap->slow_mallocs_unfolded + 1) & 4095) != 0 &&
          ((heap->generic_calls + 1) & 63) != 0 && !remote_queue_maybe_nonempty(heap);
@@ -348,9 +347,9 @@ BRISK_INLINE bool local_refill_allowed(const brisk_heap_t *heap, const brisk_pag
 void *_brisk_malloc_generic(size_t size, brisk_heap_t *heap, bool zero) {
   /* The head page of the size's class: a pop, as on the inline fast path
    * (sizes above the direct table's reach), or, when its malloc list ran
-   * dry, its local_free taken over as the slow path would and a pop,
-   * counted as a slow call. (The empty heap's queues are empty, so a new thread
-   * falls through.) */
+   * dry, its local_free (secure build) taken over as the slow path would
+   * and a pop, counted as a slow call. (The empty heap's queues are empty,
+   * so a new thread falls through.) */
   if (BRISK_LIKELY(size <= BRISK_LARGE_MAX)) {
     brisk_page_t *page = heap->queues[brisk_size_to_class(size)].head;
     if (BRISK_LIKELY(page != NULL)) {
@@ -456,11 +455,12 @@ void _brisk_page_free_slow(brisk_heap_t *heap, brisk_page_t *page) {
 }
 
 void _brisk_page_free_block(brisk_heap_t *heap, brisk_page_t *page, brisk_block_t *block) {
-  /* The secure build: a block another thread freed goes on malloc's list
-   * at once (its freeing thread tagged it; the owner's own frees are held
-   * back instead, brisk_secure_hold), and local_free keeps one block at
-   * most. */
-  brisk_page_push(page, BRISK_SECURE ? &page->free : &page->local_free, block);
+  /* Straight onto malloc's list, as free()'s fast path does, so that the
+   * next malloc of the class pops it without a trip through the slow path
+   * (a producer's heap gets most of its blocks back this way). In the
+   * secure build only blocks other threads freed come here (their freeing
+   * thread tagged them; the owner's own are held back, brisk_secure_hold). */
+  brisk_page_push(page, &page->free, block);
   if ((int32_t)--page->used <= 0) _brisk_page_free_slow(heap, page);
 }
 

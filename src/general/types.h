@@ -121,9 +121,9 @@ typedef struct brisk_page_s {
     brisk_block_t *free;
     uint64_t freed_at_ms;
   };
-  /* Other threads' frees, drained (the secure build: the one block freed
-   * last, held back, brisk_secure_hold): malloc takes them when `free`
-   * runs dry (owner only). */
+  /* The secure build: the one block freed last, held back
+   * (brisk_secure_hold); malloc takes it when `free` runs dry (owner
+   * only). Empty in the release build. */
   brisk_block_t *local_free;
   uint32_t used;                 /* blocks handed out, with BRISK_PAGE_FULL_FLAG */
   /* The low 32 bits of the first block's address (brisk_page_start gives
