@@ -82,7 +82,7 @@ static void warn_bad_value(const option_t *option, const char *text) {
              "brisk: %s=%.200s is not a whole number from %llu to %llu; using the default\n",
              option->name, text, (unsigned long long)option->min, (unsigned long long)option->max);
   }
-  _brisk_os_write_error(message);
+  _brisk_os_write_warning(message);
 }
 
 static void print_option(const option_t *option) {
@@ -104,13 +104,15 @@ static void print_option(const option_t *option) {
   char line[256];
   snprintf(line, sizeof line, "brisk: option %-24s %-12s %s\n", option->name, value,
            option->meaning);
-  _brisk_os_write_error(line);
+  _brisk_os_write_warning(line);
 }
 
 void _brisk_options_init(void) {
   static bool done;
   if (done) return;
   done = true;
+  /* The stderr its warnings, and the statistics table at exit, go to. */
+  _brisk_os_stderr_remember();
   for (size_t i = 0; i < sizeof options / sizeof options[0]; i++) {
     const option_t *option = &options[i];
     const char *text = getenv(option->name);

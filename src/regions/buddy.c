@@ -1183,7 +1183,7 @@ static bool report(check_t *c, const char *what, size_t node, size_t unit, size_
     snprintf(line, sizeof line,
              "brisk: brisk_buddy_validate: %s (tree %zu, node %zu, unit %zu, value %zu)\n", what,
              c->tree, node, unit, value);
-    _brisk_os_write_error(line);
+    _brisk_os_write_warning(line);
   }
   c->failed = true;
   return false;

@@ -14,7 +14,11 @@ Then PROGRAM close-descriptors: a program that closes every descriptor it
 did not open (a daemon at start) and opens two files of its own, which get
 the numbers of brisk's statistics file and /proc/self/stat: brisk writes no
 line into them and its forked child's writer closes neither; brisk says
-(once in a process) that the lines stopped."""
+(once in a process) that the lines stopped.
+
+Then PROGRAM close-stderr, with BRISK_STATS=1 too: the same, but the program
+closes its stderr as well and its own file gets descriptor 2: brisk writes
+neither that warning nor the table at exit into it."""
 import json
 import os
 import re
@@ -51,6 +55,21 @@ def check_closed_descriptors(lib, program, scratch):
     lines = [line for line in run.stderr.splitlines() if not STARTUP_LINE.match(line)]
     if not 1 <= lines.count(stopped) <= 2 or len(lines) != lines.count(stopped):
         fail(f"close-descriptors: expected the warning once in a process, stderr: {run.stderr}")
+
+
+def check_closed_stderr(lib, program, scratch):
+    path = os.path.join(scratch, "closed_stderr.jsonl")
+    env = dict(os.environ, LD_PRELOAD=lib, BRISK_STATS="1", BRISK_STATS_FILE=path,
+               BRISK_STATS_INTERVAL_MS="10")
+    run = subprocess.run([program, "close-stderr", scratch], env=env, capture_output=True,
+                         text=True, timeout=60)
+    if run.returncode != 0:
+        fail(f"close-stderr: program exited {run.returncode}: {run.stdout} {run.stderr}")
+    for name in ("own", "first", "second"):
+        with open(os.path.join(scratch, name + ".txt")) as f:
+            text = f.read()
+        if text != f"{name}: parent\n{name}: child\n":
+            fail(f"close-stderr: {name}.txt holds {text[:300]!r}")
 
 
 def main():
@@ -105,8 +124,10 @@ def main():
         if plot.returncode != 0 or not os.path.getsize(png):
             fail(f"brisk-plot: {plot.returncode} {plot.stderr}")
         check_closed_descriptors(lib, program, scratch)
+        check_closed_stderr(lib, program, scratch)
         print(f"ok: {len(mine)} parent lines, {len(lines[child])} child lines, table and "
-              f"warning on stderr, plot drawn; no line in a program's own files")
+              f"warning on stderr, plot drawn; no line in a program's own files, its stderr's "
+              f"number included")
 
 
 main()
