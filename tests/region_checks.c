@@ -18,7 +18,7 @@ size_t brisk_test_pool_take_batch(brisk_pool_t *pool, size_t want, void **out) {
 }
 
 void brisk_test_pool_give_batch(brisk_pool_t *pool, void *const *objects, size_t n) {
-  _brisk_pool_give_batch(pool, objects, n);
+  _brisk_pool_give_batch(pool, objects, n, "brisk_pool_free");
 }
 
 void brisk_test_fifo_validate(const brisk_fifo_t *fifo) { _brisk_fifo_validate(fifo); }

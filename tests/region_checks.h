@@ -23,7 +23,8 @@ void brisk_test_pool_validate_locals(const brisk_pool_t *pool,
                                      const brisk_pool_local_t *const *locals, size_t count);
 
 // A pool's batches for a cache in front of it (the hybrid's lists):
-// _brisk_pool_take_batch and _brisk_pool_give_batch (src/regions/pool.h).
+// _brisk_pool_take_batch and _brisk_pool_give_batch (src/regions/pool.h),
+// whose messages name brisk_pool_free.
 size_t brisk_test_pool_take_batch(brisk_pool_t *pool, size_t want, void **out);
 void brisk_test_pool_give_batch(brisk_pool_t *pool, void *const *objects, size_t n);
 

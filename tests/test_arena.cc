@@ -706,6 +706,41 @@ TEST_F(ArenaDeathTest, CallsAfterDestroyAbort) {
   EXPECT_DEATH(brisk_arena_stats(arena, &s), not_live("brisk_arena_stats"));
 }
 
+// A new arena of the same size takes a destroyed one's reservation from
+// the mapping cache, at the same address. A cursor made on the destroyed
+// arena went on bumping inside the chunk it had claimed (inline: the new
+// arena's reset count matched its own), memory the new arena hands out
+// again: two owners of the same bytes. Its first allocation after the
+// destroy aborts now, the inline ones within its old chunk too, while the
+// new arena's own cursors work, across a reset as well. On main both
+// allocations below returned blocks (no death).
+TEST_F(ArenaDeathTest, CursorOfADestroyedArenaAbortsOnTheArenaInItsPlace) {
+  brisk_test::CacheKeepsForAMinute kept;
+  brisk_arena_t *arena = brisk_arena_create(kMiB);
+  ASSERT_NE(arena, nullptr);
+  brisk_arena_cursor_t stale;
+  brisk_arena_cursor_init(&stale, arena, 0);
+  ASSERT_NE(brisk_arena_cursor_alloc(&stale, 64, 0), nullptr);  // a chunk with room left
+  brisk_arena_destroy(arena);
+  brisk_arena_t *next = brisk_arena_create(kMiB);
+  ASSERT_NE(next, nullptr);
+  if (next != arena) {
+    brisk_arena_destroy(next);
+    GTEST_SKIP() << "the new arena did not take the destroyed one's reservation";
+  }
+  brisk_arena_cursor_t own;
+  brisk_arena_cursor_init(&own, next, 0);
+  EXPECT_NE(brisk_arena_cursor_alloc(&own, 64, 0), nullptr);
+  brisk_arena_reset(next, 1);
+  EXPECT_NE(brisk_arena_cursor_alloc(&own, 64, 0), nullptr);
+  const std::string not_live =
+      "brisk: brisk_arena_cursor_alloc\\(0x[0-9a-f]+\\): not a live arena \\(destroyed "
+      "already\\?\\)";
+  EXPECT_DEATH(brisk_arena_cursor_alloc(&stale, 64, 0), not_live);
+  EXPECT_DEATH(brisk_arena_cursor_alloc(&stale, 0, 0), not_live);
+  brisk_arena_destroy(next);
+}
+
 // Another kind's live handle: no live arena's.
 TEST_F(ArenaDeathTest, DestroyOfAnotherKindsHandleAborts) {
   EXPECT_DEATH(

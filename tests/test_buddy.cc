@@ -513,18 +513,18 @@ TEST(Buddy, BatchFreeIsManyFreesInOne) {
   ASSERT_EQ(in_use, blocks.size() * 256 + 128 + 1024 + 256);
   for (size_t done = 0; done < blocks.size(); done += 37) {
     size_t n = std::min<size_t>(37, blocks.size() - done);
-    _brisk_buddy_free_batch(b, blocks.data() + done, n);
+    _brisk_buddy_free_batch(b, blocks.data() + done, n, "brisk_buddy_free");
     in_use -= n * 256;
     EXPECT_EQ(counters_of(b).in_use, in_use);
     expect_consistent(b, false);
   }
-  _brisk_buddy_free_batch(b, mixed.data(), mixed.size());
+  _brisk_buddy_free_batch(b, mixed.data(), mixed.size(), "brisk_buddy_free");
   EXPECT_EQ(counters_of(b).in_use, 0u);
   expect_consistent(b, true);
   std::vector<void *> trees;
   for (void *p; (p = brisk_buddy_alloc(b, max, 0)) != nullptr;) trees.push_back(p);
   EXPECT_EQ(trees.size(), region / max);
-  _brisk_buddy_free_batch(b, trees.data(), trees.size());
+  _brisk_buddy_free_batch(b, trees.data(), trees.size(), "brisk_buddy_free");
   expect_consistent(b, true);
   brisk_buddy_destroy(b);
 }

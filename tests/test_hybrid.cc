@@ -1605,6 +1605,36 @@ TEST_F(HybridValidatorDeathTest, BlockCachedTwiceIsNamed) {
       "brisk_hybrid_validate\\(0x[0-9a-f]+\\): a block is cached twice");
 }
 
+// A thread's list that fills up gives half its blocks back to their
+// section in one batch, checked there as a free of each: the message names
+// brisk_hybrid_free, the call the program made, not the section's
+// brisk_pool_free or brisk_buddy_free (as before). Here a freed block's
+// link was overwritten (a write after free) with an address inside a live
+// block, which the batch then gives back.
+TEST_F(HybridValidatorDeathTest, BatchFreeNamesTheHybridsFree) {
+  const struct {
+    size_t size;
+    const char *why;
+  } cases[] = {{40, "not an object of this pool \\(or never handed out\\)"},  // a bucket's
+               {200, "not the start of a block"}};                            // a region's
+  for (const auto &c : cases) {
+    const size_t size = c.size;
+    EXPECT_DEATH(
+        {
+          HybridPtr h(brisk_hybrid_create(nullptr));
+          std::vector<void *> blocks;
+          for (int i = 0; i < 200; i++) blocks.push_back(brisk_hybrid_alloc(h.get(), size, 0));
+          void **live = static_cast<void **>(blocks[0]);
+          live[1] = nullptr;  // the inside address's "link": the list ends there
+          brisk_hybrid_free(h.get(), blocks[1]);
+          *static_cast<void **>(blocks[1]) = &live[1];
+          for (size_t i = 2; i < blocks.size(); i++) brisk_hybrid_free(h.get(), blocks[i]);
+        },
+        std::string("brisk: brisk_hybrid_free\\(0x[0-9a-f]+\\): ") + c.why)
+        << size;
+  }
+}
+
 // A list's link (a cached block's first word) overwritten with a live
 // block of another class: a region block of another order, an object of
 // another bucket.

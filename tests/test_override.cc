@@ -336,6 +336,29 @@ TEST(BriskOverride, MalloptReturnsAsGlibc) {
   EXPECT_EQ(mallopt(12345, 1), 1);
 }
 
+// mallopt(M_TRIM_THRESHOLD, n) bounds the bytes of free pages a heap keeps
+// backed; glibc stores n in a size_t, so a program passing -1 says "never
+// trim": no bound, and free pages wait for the purge delay. Under a bound
+// of 0 a heap keeps none, which shows the -1 was taken.
+TEST(BriskOverride, MalloptTrimThresholdMinusOneKeepsFreePages) {
+  BRISK_SKIP_IF(brisk_test::purge_at_once("no free page waits, whatever the bound"));
+  // About 5 pages of 4 MiB (448 KiB blocks), emptied: all but the class's
+  // head page go back to their segment. The last one to go waits for the
+  // purge delay, which nothing here checks again before the snapshot.
+  auto free_pages_after_cycle = [] {
+    std::vector<void *> blocks;
+    for (int i = 0; i < 40; i++) blocks.push_back(malloc(400 << 10));
+    for (void *p : blocks) free(p);
+    return brisk_test::stats_snapshot().general.pages_committed;
+  };
+  ASSERT_EQ(mallopt(M_TRIM_THRESHOLD, 0), 1);
+  brisk_collect(true);
+  EXPECT_EQ(free_pages_after_cycle(), 0u) << "a bound of 0 kept free pages";
+  ASSERT_EQ(mallopt(M_TRIM_THRESHOLD, -1), 1);
+  EXPECT_GE(free_pages_after_cycle(), 1u) << "mallopt(M_TRIM_THRESHOLD, -1) was ignored";
+  ASSERT_EQ(mallopt(M_TRIM_THRESHOLD, 32 << 20), 1);  // brisk's default again
+}
+
 // glibc's malloc_info returns the error EINVAL for options other than 0.
 TEST(BriskOverride, MallocInfoRejectsOptionsAsGlibc) {
   errno = 0;

@@ -932,6 +932,21 @@ TEST_F(BriskStackDeathTest, PopWithoutPushAborts) {
       "no frame to pop");
 }
 
+// BRISK_STACK_SCOPE's own pop names the scope, the call the program made,
+// not brisk_stack_pop, which it did not call there (the scope's push on a
+// destroyed stack: CallsAfterDestroyAbort). Named brisk_stack_pop before.
+TEST_F(BriskStackDeathTest, ScopesOwnPopNamesTheScope) {
+  EXPECT_DEATH(
+      {
+        brisk_stack_t *s = brisk_stack_create(0);
+        {
+          BRISK_STACK_SCOPE(s);
+          brisk_stack_pop(s);  // the scope's frame, popped by hand
+        }
+      },
+      "brisk: BRISK_STACK_SCOPE: no frame to pop \\(more pops than pushes\\)");
+}
+
 // realloc copies old_size bytes from p: a p the stack's live frames do
 // not hold, or an old_size past what the stack handed out, is named.
 TEST_F(BriskStackDeathTest, ReallocOfAPointerItNeverHandedOutAborts) {
@@ -1090,7 +1105,7 @@ TEST_F(BriskStackDeathTest, CallsAfterDestroyAbort) {
       },
       not_live("brisk_stack_push"));
   EXPECT_DEATH(brisk_stack_pop(s), not_live("brisk_stack_pop"));
-  EXPECT_DEATH({ BRISK_STACK_SCOPE(s); }, not_live("brisk_stack_push"));
+  EXPECT_DEATH({ BRISK_STACK_SCOPE(s); }, not_live("BRISK_STACK_SCOPE"));
   EXPECT_DEATH(brisk_stack_realloc(s, p, 100, 200, 0), not_live("brisk_stack_realloc"));
   EXPECT_DEATH(brisk_stack_realloc(s, nullptr, 0, 200, 0), not_live("brisk_stack_realloc"));
   brisk_region_stats_t st;

@@ -23,8 +23,11 @@
  * already?)"), at no cost to a live arena's allocations. Once the
  * reservation went back to the system (the cache let it go, or is full or
  * turned off) they may crash (SIGSEGV); once a new arena of the same size
- * took it, they are calls on that arena, and a cursor's allocations
- * within its old chunk overlap the new arena's blocks.
+ * took it, they are calls on that arena, but a cursor made on the
+ * destroyed arena still aborts at its next allocation (inline ones
+ * included): every creation, reset and destroy gives the arena a new
+ * number from one process-wide count, and the cursor's is older than the
+ * new arena.
  */
 #ifndef BRISK_ARENA_H
 #define BRISK_ARENA_H
@@ -95,7 +98,7 @@ BRISK_API void brisk_arena_stats(const brisk_arena_t *arena, brisk_region_stats_
 typedef struct brisk_arena_cursor_s {
   unsigned char *pos;          /* next free byte of the chunk */
   unsigned char *end;          /* end of the chunk */
-  const size_t *arena_resets;  /* the arena's reset count... */
+  const size_t *arena_resets;  /* the number of the arena's last reset or creation... */
   size_t resets;               /* ...when this chunk was claimed */
   brisk_arena_t *arena;
   size_t chunk;                /* bytes claimed at a time */

@@ -17,14 +17,17 @@
  * default): brisk_stack_alloc, push, pop and BRISK_STACK_SCOPE (whose
  * inline paths find it out of room and go to the library), realloc and
  * stats ("brisk: brisk_stack_alloc(<stack>): not a live stack (destroyed
- * already?)"), at no cost to a live stack's inline paths. Once the page
- * went back to the system they may crash (SIGSEGV); once another stack
+ * already?)"), at no cost to a live stack's inline paths. Every message
+ * names the call the program made: brisk_stack_realloc also where it
+ * allocates, BRISK_STACK_SCOPE for a scope's own push and pop. Once the
+ * page went back to the system they may crash (SIGSEGV); once another stack
  * took it (as its own page, or as a block or frame records, which the
  * cache hands out by size alike) they work on that stack's memory.
  *
  * Not caught: a frame popped by hand inside a BRISK_STACK_SCOPE (the
- * scope's own pop then takes the frame below it, or aborts with "no frame
- * to pop"), and a stack used by two threads at once.
+ * scope's own pop then takes the frame below it, or aborts with
+ * "BRISK_STACK_SCOPE: no frame to pop"), and a stack used by two threads
+ * at once.
  */
 #ifndef BRISK_STACK_H
 #define BRISK_STACK_H
@@ -79,6 +82,10 @@ BRISK_API void *brisk_stack_alloc_slow_(brisk_stack_t *stack, size_t size, size_
 BRISK_API void brisk_stack_decay_slow_(brisk_stack_t *stack);
 BRISK_API void brisk_stack_push_slow_(brisk_stack_t *stack);
 BRISK_API void brisk_stack_pop_slow_(brisk_stack_t *stack);
+/* BRISK_STACK_SCOPE's push and pop past their inline paths: the same as
+ * the two above, but a misuse message names BRISK_STACK_SCOPE. */
+BRISK_API void brisk_stack_scope_push_slow_(brisk_stack_t *stack);
+BRISK_API void brisk_stack_scope_pop_slow_(brisk_stack_t *stack);
 
 /*
  * `size` bytes aligned to `align` (power of two; 0 means 16) in the top
@@ -110,14 +117,14 @@ static inline void *brisk_stack_alloc(brisk_stack_t *stack, size_t size, size_t 
   return brisk_stack_alloc_slow_(stack, size, align);
 }
 
-/* Push a frame: records where the stack stands. Inline. It cannot fail:
- * when no memory can be had for more frame records it aborts with a
- * message. */
-static inline void brisk_stack_push(brisk_stack_t *stack) {
+/* The inline push and pop, with the library function that does the rest
+ * (a constant: the call is direct once inlined). */
+static inline void brisk_stack_push_with_(brisk_stack_t *stack,
+                                          void (*slow)(brisk_stack_t *stack)) {
   brisk_stack_hot_t *hot = (brisk_stack_hot_t *)stack;
   brisk_stack_frame_t *frame = hot->top;
   if (__builtin_expect(frame == hot->limit, 0)) {
-    brisk_stack_push_slow_(stack);
+    slow(stack);
     return;
   }
   frame->pos = hot->pos;
@@ -126,10 +133,8 @@ static inline void brisk_stack_push(brisk_stack_t *stack) {
   frame->in_use = hot->asked - hot->released;
 }
 
-/* Pops the top frame; popping with no frame pushed aborts with a message.
- * Inline when the frame did not leave its block (and the stack is not
- * annotated: its pop_floor is then above every record). */
-static inline void brisk_stack_pop(brisk_stack_t *stack) {
+static inline void brisk_stack_pop_with_(brisk_stack_t *stack,
+                                         void (*slow)(brisk_stack_t *stack)) {
   brisk_stack_hot_t *hot = (brisk_stack_hot_t *)stack;
   brisk_stack_frame_t *top = hot->top;
   if (__builtin_expect((uintptr_t)top > hot->pop_floor && top[-1].blk == hot->blk, 1)) {
@@ -138,16 +143,32 @@ static inline void brisk_stack_pop(brisk_stack_t *stack) {
     hot->released = hot->asked - top[-1].in_use;
     return;
   }
-  brisk_stack_pop_slow_(stack);
+  slow(stack);
+}
+
+/* Push a frame: records where the stack stands. Inline. It cannot fail:
+ * when no memory can be had for more frame records it aborts with a
+ * message. */
+static inline void brisk_stack_push(brisk_stack_t *stack) {
+  brisk_stack_push_with_(stack, brisk_stack_push_slow_);
+}
+
+/* Pops the top frame; popping with no frame pushed aborts with a message.
+ * Inline when the frame did not leave its block (and the stack is not
+ * annotated: its pop_floor is then above every record). */
+static inline void brisk_stack_pop(brisk_stack_t *stack) {
+  brisk_stack_pop_with_(stack, brisk_stack_pop_slow_);
 }
 
 /* Implementation details of BRISK_STACK_SCOPE: push and return the stack;
- * pop it. */
+ * pop it. Their messages name BRISK_STACK_SCOPE. */
 static inline brisk_stack_t *brisk_stack_scope_begin_(brisk_stack_t *stack) {
-  brisk_stack_push(stack);
+  brisk_stack_push_with_(stack, brisk_stack_scope_push_slow_);
   return stack;
 }
-static inline void brisk_stack_scope_end_(brisk_stack_t **stack) { brisk_stack_pop(*stack); }
+static inline void brisk_stack_scope_end_(brisk_stack_t **stack) {
+  brisk_stack_pop_with_(*stack, brisk_stack_scope_pop_slow_);
+}
 #define BRISK_STACK_CONCAT2_(a, b) a##b
 #define BRISK_STACK_CONCAT_(a, b) BRISK_STACK_CONCAT2_(a, b)
 /*

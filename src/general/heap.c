@@ -488,6 +488,12 @@ void _brisk_heap_post_remote(brisk_heap_t *owner, brisk_remote_node_t *node, uin
  * freed goes back BRISK_PURGE_DELAY_MAX_MS later). A heap still holding
  * some (freed after its last housekeeping, not due yet) is looked at again
  * by later passes until they are gone.
+ *
+ * The same passes give back the cached huge mappings past their age of the
+ * heaps that exited threads left warm (at most WARM_ABANDONED_MAX, not yet
+ * tidied): their tidy gives everything back, but only ABANDONED_TIDY_DELAY_MS
+ * after the exit, twice the purge delay, which a long purge delay makes
+ * hours; their huge mappings go after their own age, as in any heap.
  */
 enum { IDLE_PER_PASS = 16 };
 static _Atomic(uint64_t) next_idle_pass_ms;
@@ -529,14 +535,24 @@ static void purge_idle_heaps(const brisk_heap_t *self, uint64_t now) {
    * do) and purged after it is released, so thread creation and exit never
    * wait for the system calls. Heaps are never freed. */
   brisk_heap_t *idle[IDLE_PER_PASS];
-  size_t count = 0;
+  brisk_heap_t *warm[WARM_ABANDONED_MAX];
+  size_t count = 0, warm_count = 0;
   if (pthread_mutex_trylock(&heaps_lock) != 0) return;
   for (brisk_heap_t *heap = all_heaps; heap != NULL && count < IDLE_PER_PASS;
        heap = heap->next_all) {
     if (heap == self || heap->is_empty_heap || brisk_load_relaxed(&heap->abandoned)) continue;
     if (idle_since(brisk_load_relaxed(&heap->housekept_at_ms), now)) idle[count++] = heap;
   }
+  for (brisk_heap_t *heap = abandoned_heaps; heap != NULL && warm_count < WARM_ABANDONED_MAX;
+       heap = heap->next_abandoned) {
+    if (!atomic_load_explicit(&heap->tidied, memory_order_relaxed)) warm[warm_count++] = heap;
+  }
   pthread_mutex_unlock(&heaps_lock);
+  /* Under its memory_lock, as its adopter's own housekeeping would, should
+   * one have taken it meanwhile. */
+  for (size_t i = 0; i < warm_count; i++) {
+    _brisk_huge_cache_trim(warm[i], now, BRISK_HUGE_CACHE_MAX_AGE_MS);
+  }
   for (size_t i = 0; i < count; i++) {
     brisk_heap_t *heap = idle[i];
     _brisk_heap_purge(heap, now, BRISK_PURGE_DELAY_MS);

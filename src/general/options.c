@@ -2,7 +2,8 @@
  * options.c — one table of runtime options, read from the environment once
  * at load time. A value that is not a number in its range gets one warning
  * naming the option and the value, and the default is used: the program
- * runs on. Parsing allocates nothing (brisk may be the malloc being set up).
+ * runs on. An option set to the empty string is one not set (as glibc's
+ * tunables and most tools take it): the default, and no warning. Parsing allocates nothing (brisk may be the malloc being set up).
  */
 #include "general/options.h"
 #include "os/os.h"
@@ -82,7 +83,7 @@ static void warn_bad_value(const option_t *option, const char *text) {
              "brisk: %s=%.200s is not a whole number from %llu to %llu; using the default\n",
              option->name, text, (unsigned long long)option->min, (unsigned long long)option->max);
   }
-  _brisk_os_write_error(message);
+  _brisk_os_write_warning(message);
 }
 
 static void print_option(const option_t *option) {
@@ -104,22 +105,22 @@ static void print_option(const option_t *option) {
   char line[256];
   snprintf(line, sizeof line, "brisk: option %-24s %-12s %s\n", option->name, value,
            option->meaning);
-  _brisk_os_write_error(line);
+  _brisk_os_write_warning(line);
 }
 
 void _brisk_options_init(void) {
   static bool done;
   if (done) return;
   done = true;
+  /* The stderr its warnings, and the statistics table at exit, go to. */
+  _brisk_os_stderr_remember();
   for (size_t i = 0; i < sizeof options / sizeof options[0]; i++) {
     const option_t *option = &options[i];
     const char *text = getenv(option->name);
-    if (text == NULL) continue;
+    if (text == NULL || text[0] == '\0') continue;
     uint64_t number;
     switch (option->type) {
-      case OPTION_PATH:
-        if (text[0] != '\0') *(const char **)option->field = text;
-        break;
+      case OPTION_PATH: *(const char **)option->field = text; break;
       case OPTION_BOOL:
         if (parse_number(text, 0, 1, &number)) *(bool *)option->field = number != 0;
         else warn_bad_value(option, text);

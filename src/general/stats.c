@@ -681,7 +681,7 @@ static void write_line(void) {
   if (writer_file_lost) return;
   if (!_brisk_os_file_is(writer_fd, &writer_file)) {
     writer_file_lost = true;
-    _brisk_os_write_error("brisk: BRISK_STATS_FILE: the program closed the file's descriptor; "
+    _brisk_os_write_warning("brisk: BRISK_STATS_FILE: the program closed the file's descriptor; "
                           "no more statistics lines\n");
     return;
   }
@@ -764,7 +764,7 @@ static void writer_start(void) {
   pthread_sigmask(SIG_SETMASK, &all_signals, &previous);
   writer_running = pthread_create(&writer_thread, NULL, writer_main, NULL) == 0;
   pthread_sigmask(SIG_SETMASK, &previous, NULL);
-  if (!writer_running) _brisk_os_write_error("brisk: BRISK_STATS_FILE: cannot start the writer thread\n");
+  if (!writer_running) _brisk_os_write_warning("brisk: BRISK_STATS_FILE: cannot start the writer thread\n");
 }
 
 /* fork: no lock of this file may be inherited held by a thread that is
@@ -797,7 +797,10 @@ static void stats_at_exit(void) {
     if (running) pthread_join(writer_thread, NULL);
     write_line();
   }
-  if (_brisk_options.stats) print_snapshot(FORM_TABLE, NULL, STDERR_FILENO);
+  /* Not into a file of the program's that took descriptor 2 (os.h). */
+  if (_brisk_options.stats && _brisk_os_stderr_is_ours()) {
+    print_snapshot(FORM_TABLE, NULL, STDERR_FILENO);
+  }
 }
 
 void _brisk_stats_start(void) {
@@ -808,7 +811,7 @@ void _brisk_stats_start(void) {
       char message[512];
       snprintf(message, sizeof message, "brisk: BRISK_STATS_FILE=%.400s: %s; no statistics file\n",
                _brisk_options.stats_file, strerror(errno));
-      _brisk_os_write_error(message);
+      _brisk_os_write_warning(message);
     } else {
       _brisk_os_file_id(writer_fd, &writer_file);
       writer_start();

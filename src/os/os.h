@@ -291,8 +291,21 @@ BRISK_HIDDEN void _brisk_os_random(void *buffer, size_t size);
  * at without faulting on it. */
 BRISK_HIDDEN bool _brisk_os_try_read(void *dst, const void *src, size_t n);
 
-/* Write a message to stderr without allocating. */
+/* Write a message to stderr without allocating: for a message the process
+ * dies after (misuse, a broken invariant), whatever descriptor 2 is now. */
 BRISK_HIDDEN void _brisk_os_write_error(const char *message);
+
+/* What brisk writes to stderr while the process runs on (warnings, the
+ * statistics table at exit) goes there only while descriptor 2 is the file
+ * it was when the library loaded: a program that closed its stderr may
+ * have the number back for a file of its own, which a line written there
+ * would corrupt. _brisk_os_stderr_remember records the file (once, at
+ * load; until then descriptor 2 counts as stderr); _brisk_os_stderr_is_ours
+ * says whether descriptor 2 still is it (false where it was closed at
+ * load); _brisk_os_write_warning writes message only then. None allocates. */
+BRISK_HIDDEN void _brisk_os_stderr_remember(void);
+BRISK_HIDDEN bool _brisk_os_stderr_is_ours(void);
+BRISK_HIDDEN void _brisk_os_write_warning(const char *message);
 
 /* "brisk: CALLER(0xADDRESS): WHY" on stderr, then abort: the one message
  * format of every misuse check. Allocates nothing. */

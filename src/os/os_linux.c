@@ -475,6 +475,30 @@ void _brisk_os_write_error(const char *message) {
   }
 }
 
+/* Descriptor 2's file at load. The state is published after the id with
+ * release order: a thread that reads STDERR_OPEN reads the id written. */
+enum { STDERR_UNKNOWN, STDERR_OPEN, STDERR_CLOSED };
+static brisk_os_file_id_t stderr_file;
+static _Atomic(int) stderr_state = STDERR_UNKNOWN;
+
+void _brisk_os_stderr_remember(void) {
+  if (atomic_load_explicit(&stderr_state, memory_order_acquire) != STDERR_UNKNOWN) return;
+  bool open = _brisk_os_file_id(STDERR_FILENO, &stderr_file);
+  atomic_store_explicit(&stderr_state, open ? STDERR_OPEN : STDERR_CLOSED, memory_order_release);
+}
+
+bool _brisk_os_stderr_is_ours(void) {
+  switch (atomic_load_explicit(&stderr_state, memory_order_acquire)) {
+    case STDERR_UNKNOWN: return true;
+    case STDERR_OPEN: return _brisk_os_file_is(STDERR_FILENO, &stderr_file);
+    default: return false;
+  }
+}
+
+void _brisk_os_write_warning(const char *message) {
+  if (_brisk_os_stderr_is_ours()) _brisk_os_write_error(message);
+}
+
 void _brisk_os_abort(void) { abort(); }
 
 void _brisk_assert_failed(const char *condition, const char *file, int line) {

@@ -227,12 +227,15 @@ BRISK_EXPORT int malloc_trim(size_t pad) {
 }
 
 /* Options with a meaning in brisk are applied; the rest are accepted and
- * ignored, as glibc does for options it has dropped. The return value is
- * glibc's: 1, except 0 for M_MXFAST beyond glibc's largest fast-bin size
- * (80 * sizeof(size_t) / 4 bytes; a negative value counts as beyond). */
+ * ignored, as glibc does for options it has dropped (README, Options). The
+ * return value is glibc's: 1, except 0 for M_MXFAST beyond glibc's largest
+ * fast-bin size (80 * sizeof(size_t) / 4 bytes; a negative value counts as
+ * beyond). M_TRIM_THRESHOLD bounds the free pages a heap keeps backed; glibc
+ * stores the int in a size_t, so -1 (any negative value) is a bound no heap
+ * reaches: "never trim", the purge delay alone gives free pages back. */
 BRISK_EXPORT int mallopt(int option, int value) {
   if (option == M_MXFAST && (value < 0 || (size_t)value > 80 * sizeof(size_t) / 4)) return 0;
-  if (option == M_TRIM_THRESHOLD && value >= 0) _brisk_set_purge_max_bytes((size_t)value);
+  if (option == M_TRIM_THRESHOLD) _brisk_set_purge_max_bytes((size_t)value);
   return 1;
 }
 

@@ -82,6 +82,10 @@
  *   data, limit, base, reservation_size, header_size, huge: written
  *                  at creation, read-only after; they share the read-mostly
  *                  line with `committed`.
+ *   resets, born   epochs (arena_epoch, below): `born` at creation, `resets`
+ *                  set anew by create, reset and destroy (never concurrent
+ *                  with allocation, so plain loads and stores do), read
+ *                  plainly by cursors.
  *   poisoned_end   reset and destroy only, never concurrent with reset
  *                  (documented).
  *   entry          the registry's (registry.h), under its lock.
@@ -100,6 +104,16 @@
  * the live values; a call made after the destroy, in its thread or in
  * one the program ordered after it, reads the marks. Only a call racing
  * with destroy, a bug of the program, reads them in a race.
+ *
+ * A new arena may take a destroyed one's reservation from the cache, at
+ * the same address: the old handle is then the new arena's, and nothing
+ * can tell a call with it from the new arena's own. A cursor can be told:
+ * it remembers the `resets` value it last claimed under, and every value
+ * `resets` takes, in every arena, is a new epoch of one process-wide
+ * counter, so a cursor made before the new arena was created holds a
+ * value below the new arena's `born`. Its inline path sees `resets`
+ * differ and goes out of line, which aborts, "not a live arena (destroyed
+ * already?)", where a reset alone would have claimed afresh.
  *
  * Claims are multiples of 16 and the data starts page-aligned, so every
  * block starts 16-aligned; a larger alignment A claims A - 16 more bytes and
@@ -161,11 +175,12 @@ struct brisk_arena_s {
    * creation, so that other builds pay a predictable branch per allocation
    * rather than a client request. */
   bool announce;
-  /* Resets so far (destroy moves it on too). Cursors compare it with the
-   * count they claimed their chunk under; reset and destroy (never
-   * concurrent with allocation) are its only writers, so plain loads and
-   * stores do. */
+  /* The epoch of the last reset, or of creation (destroy moves it on
+   * too). Cursors compare it with the one they claimed their chunk under;
+   * create, reset and destroy (never concurrent with allocation) are its
+   * only writers, so plain loads and stores do. */
   size_t resets;
+  size_t born; /* the epoch of creation: a cursor with an older one is stale */
   /* Single-threaded (reset, destroy). */
   size_t poisoned_end; /* ASan shadow poisoned over data[0, poisoned_end) */
   size_t touched;      /* most data bytes handed out since the pages were last dropped */
@@ -178,6 +193,15 @@ struct brisk_arena_s {
 };
 
 _Static_assert(sizeof(arena_slot_t) == BRISK_CACHE_LINE, "slot entries are one cache line");
+
+/* Each creation, reset and destroy of any arena takes the next epoch
+ * (relaxed: the counter's own order makes the epoch of a creation that
+ * follows a destroy larger than every epoch taken before that destroy). */
+static _Atomic size_t arena_epoch;
+
+static size_t next_epoch(void) {
+  return atomic_fetch_add_explicit(&arena_epoch, 1, memory_order_relaxed) + 1;
+}
 
 /* ---- Counting ---- */
 
@@ -294,7 +318,7 @@ brisk_arena_t *brisk_arena_create(size_t reserve) {
   arena->announce = brisk_tools_watch_blocks();
   brisk_annotate_mempool_create(arena);
   arena->poisoned_end = 0;
-  arena->resets = 0;
+  arena->born = arena->resets = next_epoch();
   atomic_init(&arena->offset, 0);
   atomic_init(&arena->system_requests, calls);
   _brisk_region_register(&arena->entry, BRISK_REGION_ARENA, registry_stats);
@@ -325,7 +349,7 @@ void brisk_arena_destroy(brisk_arena_t *arena) {
    * cache keeps the reservation, meets these and aborts. */
   arena->limit = 0;
   atomic_store_explicit(&arena->committed, 0, memory_order_relaxed);
-  arena->resets++;
+  arena->resets = next_epoch();
   /* Refused where the cache holds the reservation already (a header
    * garbled to name a destroyed one's): kept twice, two later arenas
    * would share it. */
@@ -490,7 +514,7 @@ void brisk_arena_reset(brisk_arena_t *arena, int keep_committed) {
     arena->touched = 0;
   }
   atomic_store_explicit(&arena->offset, 0, memory_order_relaxed);
-  arena->resets++;
+  arena->resets = next_epoch();
 }
 
 /* ---- Cursors ----------------------------------------------------------- */
@@ -524,8 +548,10 @@ void *brisk_arena_cursor_alloc_slow_(brisk_arena_cursor_t *cursor, size_t size, 
   brisk_arena_t *arena = cursor->arena;
   if (BRISK_UNLIKELY(arena == NULL)) return no_arena();
   /* A destroyed arena's cursor comes here at its first allocation after
-   * the destroy: its resets moved on. */
+   * the destroy: its resets moved on. So it does where a new arena has
+   * taken the destroyed one's place: older than that arena (see the top). */
   check_live("brisk_arena_cursor_alloc", arena);
+  if (BRISK_UNLIKELY(cursor->resets < arena->born)) not_live("brisk_arena_cursor_alloc", arena);
   if (align == 0) align = CLAIM_ALIGN;
   if (!brisk_is_power_of_two(align)) return bad_alignment("brisk_arena_cursor_alloc", arena);
   /* Before take is computed: rounding sizes near SIZE_MAX wraps to 0. */

@@ -107,11 +107,13 @@ __attribute__((visibility("hidden"))) void _brisk_buddy_free_as(brisk_buddy_t *b
                                                                 const char *caller);
 
 /* n blocks handed out by this buddy (a cache in front gives back half a
- * list), each checked as brisk_buddy_free checks it: the same as freeing
- * them one by one, with one atomic per distinct tree node above them
- * rather than one per block and level when they are all of one order. */
+ * list), each checked as brisk_buddy_free checks it, its messages naming
+ * `caller`: the same as freeing them one by one, with one atomic per
+ * distinct tree node above them rather than one per block and level when
+ * they are all of one order. */
 __attribute__((visibility("hidden"))) void _brisk_buddy_free_batch(brisk_buddy_t *b,
-                                                                   void *const *blocks, size_t n);
+                                                                   void *const *blocks, size_t n,
+                                                                   const char *caller);
 /* The smallest and largest block sizes, after rounding (powers of two). */
 __attribute__((visibility("hidden"))) size_t _brisk_buddy_min_block(const brisk_buddy_t *b);
 __attribute__((visibility("hidden"))) size_t _brisk_buddy_max_block(const brisk_buddy_t *b);

@@ -1019,21 +1019,25 @@ static void section_free(brisk_hybrid_t *h, size_t s, void *p) {
 /* Blocks of class c go back to its section together: a bucket's as one
  * chain onto its pool (one CAS), a first-region block's code cleared
  * first and the region's tree counters updated once per node for all of
- * them (_brisk_buddy_free_batch). */
-static void section_free_batch(brisk_hybrid_t *h, size_t c, void *const *blocks, size_t n) {
+ * them (_brisk_buddy_free_batch). The section's checks name `caller`, the
+ * call the program made (brisk_hybrid_free, or brisk_hybrid_alloc that
+ * gives the thread's cached blocks back to a region). */
+static void section_free_batch(brisk_hybrid_t *h, size_t c, void *const *blocks, size_t n,
+                               const char *caller) {
   size_t s = h->class_section[c];
   if (s < h->bucket_count) {
-    _brisk_pool_give_batch(h->buckets[s], blocks, n);
+    _brisk_pool_give_batch(h->buckets[s], blocks, n, caller);
     return;
   }
   if (s == h->bucket_count && h->cached)
     for (size_t i = 0; i < n; i++) set_code(h, blocks[i], CLASS_CODE(NO_CLASS));
-  _brisk_buddy_free_batch(h->regions[s - h->bucket_count], blocks, n);
+  _brisk_buddy_free_batch(h->regions[s - h->bucket_count], blocks, n, caller);
 }
 
 /* The blocks after the first `keep` of class c's list go back, in one
  * batch (a list holds at most CLASS_MAX). */
-static void trim_list(brisk_hybrid_t *h, cache_class_t *k, size_t c, size_t keep) {
+static void trim_list(brisk_hybrid_t *h, cache_class_t *k, size_t c, size_t keep,
+                      const char *caller) {
   size_t n = h->class_cap[c] - room_of(k);
   if (keep >= n) return;
   void **cut = NULL, *p = k->head;
@@ -1056,7 +1060,7 @@ static void trim_list(brisk_hybrid_t *h, cache_class_t *k, size_t c, size_t keep
     batch[count++] = p;
     p = next;
   }
-  section_free_batch(h, c, batch, count);
+  section_free_batch(h, c, batch, count, caller);
 }
 
 /*
@@ -1126,7 +1130,7 @@ static void *class_take(brisk_hybrid_t *h, hybrid_slot_t *e, size_t c, size_t si
 static void flush_region(brisk_hybrid_t *h, hybrid_slot_t *e, size_t r) {
   for (size_t k = 0; k < h->cached_orders; k++) {
     size_t c = h->region_class[r] + k;
-    trim_list(h, &e->classes[c], c, 0);
+    trim_list(h, &e->classes[c], c, 0, "brisk_hybrid_alloc");
   }
 }
 
@@ -1294,7 +1298,7 @@ static void free_to_class(brisk_hybrid_t *h, void *p, size_t c) {
     hybrid_slot_t *e = ready_entry(h, slot);
     cache_class_t *k = &e->classes[c];
     if (carries_key) cached_double_free(h, k, c, p);
-    if (room_of(k) == 0) trim_list(h, k, c, h->class_cap[c] / 2);
+    if (room_of(k) == 0) trim_list(h, k, c, h->class_cap[c] / 2, "brisk_hybrid_free");
     push(h, k, p);
     return;
   }

@@ -493,7 +493,8 @@ size_t _brisk_pool_take_batch(brisk_pool_t *pool, size_t want, void **out) {
   return n;
 }
 
-void _brisk_pool_give_batch(brisk_pool_t *pool, void *const *objects, size_t n) {
+void _brisk_pool_give_batch(brisk_pool_t *pool, void *const *objects, size_t n,
+                            const char *caller) {
   if (n == 0) return;
   uint32_t slot = brisk_thread_slot();
   size_t carved = atomic_load_explicit(&pool->carved, memory_order_relaxed);
@@ -502,9 +503,9 @@ void _brisk_pool_give_batch(brisk_pool_t *pool, void *const *objects, size_t n) 
   for (size_t i = 0; i < n; i++) {
     uint8_t *p = objects[i];
     size_t index = brisk_pool_index_of(pool, p);
-    if (BRISK_UNLIKELY(index >= carved)) _brisk_pool_bad_free(pool, p, "brisk_pool_free");
-    debug_mark_free(pool, index, p, "brisk_pool_free");
-    brisk_pool_key_in(pool, p, "brisk_pool_free");
+    if (BRISK_UNLIKELY(index >= carved)) _brisk_pool_bad_free(pool, p, caller);
+    debug_mark_free(pool, index, p, caller);
+    brisk_pool_key_in(pool, p, caller);
     announce_free(pool, p);
     if (prev != NULL)
       brisk_pool_link_store(prev, (uint32_t)index + 1);

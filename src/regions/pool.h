@@ -100,10 +100,12 @@ BRISK_INLINE size_t brisk_pool_geometry_index(const brisk_pool_geometry_t *g, co
  * carved, each handed out as brisk_pool_alloc would and counted as the
  * calling thread's allocations; how many (0: the pool has none, counted
  * as a failure, errno ENOMEM). give: n objects the pool handed out, each
- * checked as brisk_pool_free checks it, back onto the calling thread's
- * home shard as one chain (one CAS), counted as its frees. */
+ * checked as brisk_pool_free checks it (its messages naming `caller`, the
+ * call the program made), back onto the calling thread's home shard as
+ * one chain (one CAS), counted as its frees. */
 BRISK_HIDDEN size_t _brisk_pool_take_batch(brisk_pool_t *pool, size_t want, void **out);
-BRISK_HIDDEN void _brisk_pool_give_batch(brisk_pool_t *pool, void *const *objects, size_t n);
+BRISK_HIDDEN void _brisk_pool_give_batch(brisk_pool_t *pool, void *const *objects, size_t n,
+                                         const char *caller);
 
 /* pool_validate.c: check the pool's free objects (shards, magazines) and
  * the local caches named against its geometry and counters; "brisk:

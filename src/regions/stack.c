@@ -407,7 +407,7 @@ static void block_destroy(brisk_stack_t *stack, block_t *blk, const char *caller
  * destroyed while the free blocks exceed the bound, and only until as many
  * bytes as are needed have gone (the seed's worst_case() fix).
  */
-static block_t *next_block(brisk_stack_t *stack, size_t take, size_t align) {
+static block_t *next_block(brisk_stack_t *stack, size_t take, size_t align, const char *caller) {
   block_t *cur = stack->hot.blk;
   size_t keep = stack->peak > STACK_KEEP_MIN ? stack->peak : STACK_KEEP_MIN;
   size_t destroyed = 0;
@@ -421,7 +421,7 @@ static block_t *next_block(brisk_stack_t *stack, size_t take, size_t align) {
     if (destroyed >= needed) break;
     if (stack->held - cur->below <= keep) continue;
     destroyed += blk->size;
-    block_destroy(stack, blk, "brisk_stack_alloc");
+    block_destroy(stack, blk, caller);
   }
   return block_create(stack, take, align);
 }
@@ -491,8 +491,8 @@ BRISK_INLINE bool fits_fast(const brisk_stack_t *stack, uintptr_t at, size_t siz
 
 /* The request needs another block: a free one, or a new one. */
 static BRISK_NOINLINE void *alloc_block_slow(brisk_stack_t *stack, size_t size, size_t take,
-                                             size_t align) {
-  block_t *blk = next_block(stack, take, align);
+                                             size_t align, const char *caller) {
+  block_t *blk = next_block(stack, take, align, caller);
   if (blk == NULL) return NULL;
   adopt_block(stack, blk);
   uintptr_t at = align_ptr(stack->hot.pos, align);
@@ -503,8 +503,13 @@ static BRISK_NOINLINE void *alloc_block_slow(brisk_stack_t *stack, size_t size, 
 }
 
 /* Whatever the fast path does not do: bad arguments, size 0, a full block,
- * and (annotated builds) memory of the current block not yet opened. */
-static BRISK_NOINLINE void *alloc_slow(brisk_stack_t *stack, size_t size, size_t align) {
+ * and (annotated builds) memory of the current block not yet opened.
+ * `caller`, here and below: the call the program made, which a misuse
+ * message names (brisk_stack_alloc, or brisk_stack_realloc that
+ * allocates; brisk_stack_push and brisk_stack_pop, or BRISK_STACK_SCOPE's
+ * own push and pop). */
+static BRISK_NOINLINE void *alloc_slow(brisk_stack_t *stack, size_t size, size_t align,
+                                       const char *caller) {
   if (!brisk_is_power_of_two(align)) {
     errno = EINVAL;
     return NULL;
@@ -515,7 +520,8 @@ static BRISK_NOINLINE void *alloc_slow(brisk_stack_t *stack, size_t size, size_t
   }
   size_t take = size + (size == 0);
   uintptr_t at = align_ptr(stack->hot.pos, align);
-  if (at + take > (uintptr_t)stack->hot.blk->end) return alloc_block_slow(stack, size, take, align);
+  if (at + take > (uintptr_t)stack->hot.blk->end)
+    return alloc_block_slow(stack, size, take, align, caller);
   if (stack->hot.annotated && at + take > (uintptr_t)stack->hot.end)
     open_to(stack, (uint8_t *)(at + take));
   stack->hot.pos = (uint8_t *)(at + take);
@@ -526,10 +532,12 @@ static BRISK_NOINLINE void *alloc_slow(brisk_stack_t *stack, size_t size, size_t
 /* The fast path: bump the position in the current block. The public
  * functions call these inline helpers, never each other, so nothing goes
  * through the PLT. */
-BRISK_INLINE void *stack_alloc(brisk_stack_t *stack, size_t size, size_t align) {
+BRISK_INLINE void *stack_alloc(brisk_stack_t *stack, size_t size, size_t align,
+                               const char *caller) {
   if (align == 0) align = STACK_DEFAULT_ALIGN;
   uintptr_t at = align_ptr(stack->hot.pos, align);
-  if (BRISK_UNLIKELY(!fits_fast(stack, at, size, align))) return alloc_slow(stack, size, align);
+  if (BRISK_UNLIKELY(!fits_fast(stack, at, size, align)))
+    return alloc_slow(stack, size, align, caller);
   stack->hot.pos = (uint8_t *)(at + size);
   account(stack, size);
   return (void *)at;
@@ -538,7 +546,7 @@ BRISK_INLINE void *stack_alloc(brisk_stack_t *stack, size_t size, size_t align) 
 /* brisk/stack.h's inline brisk_stack_alloc comes here for all it does not do. */
 void *brisk_stack_alloc_slow_(brisk_stack_t *stack, size_t size, size_t align) {
   check_live("brisk_stack_alloc", stack);
-  return stack_alloc(stack, size, align);
+  return stack_alloc(stack, size, align, "brisk_stack_alloc");
 }
 
 /*
@@ -599,7 +607,7 @@ void *brisk_stack_realloc(brisk_stack_t *stack, void *p, size_t old_size, size_t
     return NULL;
   }
   check_live("brisk_stack_realloc", stack);
-  if (p == NULL) return stack_alloc(stack, new_size, align);
+  if (p == NULL) return stack_alloc(stack, new_size, align, "brisk_stack_realloc");
   uint8_t *old = p;
   bool last = is_last(stack, old, old_size);
   if (!last) check_owned(stack, old, old_size);
@@ -635,7 +643,7 @@ void *brisk_stack_realloc(brisk_stack_t *stack, void *p, size_t old_size, size_t
     stack->realloc_asked += new_size;
     return old;
   }
-  void *q = stack_alloc(stack, new_size, align);
+  void *q = stack_alloc(stack, new_size, align, "brisk_stack_realloc");
   if (q == NULL) return NULL;
   memcpy(q, old, old_size < new_size ? old_size : new_size);
   brisk_annotate_no_access(old, old_size);
@@ -652,18 +660,17 @@ BRISK_INLINE void save_frame(brisk_stack_t *stack) {
 }
 
 /* The frame records are full: double them (a new mapping, copied). */
-static BRISK_NOINLINE void push_slow(brisk_stack_t *stack) {
+static BRISK_NOINLINE void push_slow(brisk_stack_t *stack, const char *caller) {
   size_t depth = stack_depth(stack);
   size_t used = stack_capacity(stack) * sizeof(frame_t);
   size_t bytes = brisk_align_up(2 * used, _brisk_os_page_size());
   bool reused;
   frame_t *bigger = _brisk_os_reserve_cached(BRISK_OS_CACHE_STACK, bytes, _brisk_os_page_size(),
                                              &reused, &stack->system_requests);
-  if (bigger == NULL) stack_fatal("brisk_stack_push", "out of memory for frame records");
+  if (bigger == NULL) stack_fatal(caller, "out of memory for frame records");
   memcpy(bigger, stack->hot.frames, used);
   if (stack->hot.frames != stack->inline_frames)
-    release_cached(stack->hot.frames, stack->frames_bytes, &stack->system_requests,
-                   "brisk_stack_push");
+    release_cached(stack->hot.frames, stack->frames_bytes, &stack->system_requests, caller);
   stack->hot.frames = bigger;
   stack->frames_bytes = bytes;
   stack->hot.top = bigger + depth;
@@ -672,9 +679,9 @@ static BRISK_NOINLINE void push_slow(brisk_stack_t *stack) {
   save_frame(stack);
 }
 
-BRISK_INLINE void stack_push(brisk_stack_t *stack) {
+BRISK_INLINE void stack_push(brisk_stack_t *stack, const char *caller) {
   if (BRISK_UNLIKELY(stack->hot.top == stack->hot.limit)) {
-    push_slow(stack);
+    push_slow(stack, caller);
     return;
   }
   save_frame(stack);
@@ -682,11 +689,16 @@ BRISK_INLINE void stack_push(brisk_stack_t *stack) {
 
 void brisk_stack_push_slow_(brisk_stack_t *stack) {
   check_live("brisk_stack_push", stack);
-  stack_push(stack);
+  stack_push(stack, "brisk_stack_push");
+}
+
+void brisk_stack_scope_push_slow_(brisk_stack_t *stack) {
+  check_live("BRISK_STACK_SCOPE", stack);
+  stack_push(stack, "BRISK_STACK_SCOPE");
 }
 
 /* Give free blocks beyond the bound back to the OS, farthest first. */
-static void trim_free_blocks(brisk_stack_t *stack) {
+static void trim_free_blocks(brisk_stack_t *stack, const char *caller) {
   size_t in_use = stack->hot.blk->below;
   if (++stack->decay_clock % STACK_PEAK_DECAY == 0) {
     stack->peak /= 2;
@@ -695,11 +707,12 @@ static void trim_free_blocks(brisk_stack_t *stack) {
     stack->recent = in_use;
   }
   size_t keep = stack->peak > STACK_KEEP_MIN ? stack->peak : STACK_KEEP_MIN;
-  while (stack->held - in_use > keep) block_destroy(stack, stack->head.prev, "brisk_stack_pop");
+  while (stack->held - in_use > keep) block_destroy(stack, stack->head.prev, caller);
 }
 
 /* The popped frame spanned blocks: poison them and trim the free list. */
-static BRISK_NOINLINE void pop_slow(brisk_stack_t *stack, const frame_t *frame) {
+static BRISK_NOINLINE void pop_slow(brisk_stack_t *stack, const frame_t *frame,
+                                    const char *caller) {
   block_t *blk = frame->blk;
   brisk_annotate_no_access(frame->pos, (size_t)(blk->end - frame->pos));
   while (blk != stack->hot.blk) {
@@ -710,15 +723,15 @@ static BRISK_NOINLINE void pop_slow(brisk_stack_t *stack, const frame_t *frame) 
   stack->hot.pos = frame->pos;
   stack->hot.end = stack->hot.annotated ? frame->pos : frame->blk->end;
   stack->hot.released = stack->hot.asked - frame->in_use;
-  trim_free_blocks(stack);
+  trim_free_blocks(stack, caller);
 }
 
-BRISK_INLINE void stack_pop(brisk_stack_t *stack) {
+BRISK_INLINE void stack_pop(brisk_stack_t *stack, const char *caller) {
   if (BRISK_UNLIKELY(stack->hot.top == stack->hot.frames))
-    stack_fatal("brisk_stack_pop", "no frame to pop (more pops than pushes)");
+    stack_fatal(caller, "no frame to pop (more pops than pushes)");
   const frame_t *frame = --stack->hot.top;
   if (BRISK_UNLIKELY(frame->blk != stack->hot.blk)) {
-    pop_slow(stack, frame);
+    pop_slow(stack, frame, caller);
     return;
   }
   if (stack->hot.annotated && stack->hot.end != frame->pos) close_from(stack, frame->pos);
@@ -728,7 +741,12 @@ BRISK_INLINE void stack_pop(brisk_stack_t *stack) {
 
 void brisk_stack_pop_slow_(brisk_stack_t *stack) {
   check_live("brisk_stack_pop", stack);
-  stack_pop(stack);
+  stack_pop(stack, "brisk_stack_pop");
+}
+
+void brisk_stack_scope_pop_slow_(brisk_stack_t *stack) {
+  check_live("BRISK_STACK_SCOPE", stack);
+  stack_pop(stack, "BRISK_STACK_SCOPE");
 }
 
 /* ---- Life cycle --------------------------------------------------------- */

@@ -14,7 +14,15 @@ Then PROGRAM close-descriptors: a program that closes every descriptor it
 did not open (a daemon at start) and opens two files of its own, which get
 the numbers of brisk's statistics file and /proc/self/stat: brisk writes no
 line into them and its forked child's writer closes neither; brisk says
-(once in a process) that the lines stopped."""
+(once in a process) that the lines stopped.
+
+Then PROGRAM close-stderr, with BRISK_STATS=1 too: the same, but the program
+closes its stderr as well and its own file gets descriptor 2: brisk writes
+neither that warning nor the table at exit into it.
+
+Last, every option set to the empty string is one not set: with
+BRISK_VERBOSE=1, brisk prints the same options in effect (the defaults) and
+nothing else; with BRISK_VERBOSE empty too, nothing at all."""
 import json
 import os
 import re
@@ -51,6 +59,44 @@ def check_closed_descriptors(lib, program, scratch):
     lines = [line for line in run.stderr.splitlines() if not STARTUP_LINE.match(line)]
     if not 1 <= lines.count(stopped) <= 2 or len(lines) != lines.count(stopped):
         fail(f"close-descriptors: expected the warning once in a process, stderr: {run.stderr}")
+
+
+def check_closed_stderr(lib, program, scratch):
+    path = os.path.join(scratch, "closed_stderr.jsonl")
+    env = dict(os.environ, LD_PRELOAD=lib, BRISK_STATS="1", BRISK_STATS_FILE=path,
+               BRISK_STATS_INTERVAL_MS="10")
+    run = subprocess.run([program, "close-stderr", scratch], env=env, capture_output=True,
+                         text=True, timeout=60)
+    if run.returncode != 0:
+        fail(f"close-stderr: program exited {run.returncode}: {run.stdout} {run.stderr}")
+    for name in ("own", "first", "second"):
+        with open(os.path.join(scratch, name + ".txt")) as f:
+            text = f.read()
+        if text != f"{name}: parent\n{name}: child\n":
+            fail(f"close-stderr: {name}.txt holds {text[:300]!r}")
+
+
+def check_empty_values(lib, program):
+    def stderr_of(env):
+        run = subprocess.run([program], env=dict(env, LD_PRELOAD=lib), capture_output=True,
+                             text=True, timeout=60)
+        if run.returncode != 0:
+            fail(f"empty values: program exited {run.returncode}: {run.stdout} {run.stderr}")
+        return run.stderr
+
+    base = {k: v for k, v in os.environ.items() if not k.startswith("BRISK_")}
+    defaults = stderr_of(dict(base, BRISK_VERBOSE="1"))
+    names = re.findall(r"^brisk: option (BRISK_\w+) ", defaults, re.M)
+    if len(names) < 10 or len(defaults.splitlines()) != len(names):
+        fail(f"empty values: BRISK_VERBOSE=1 printed {defaults!r}")
+    empty = {name: "" for name in names}
+    got = stderr_of(dict(base, **dict(empty, BRISK_VERBOSE="1")))
+    if got != defaults:
+        fail(f"empty values: every other option empty printed {got!r}, not the defaults "
+             f"{defaults!r}")
+    got = stderr_of(dict(base, **empty))
+    if got != "":
+        fail(f"empty values: every option empty printed {got!r}")
 
 
 def main():
@@ -105,8 +151,11 @@ def main():
         if plot.returncode != 0 or not os.path.getsize(png):
             fail(f"brisk-plot: {plot.returncode} {plot.stderr}")
         check_closed_descriptors(lib, program, scratch)
+        check_closed_stderr(lib, program, scratch)
+        check_empty_values(lib, program)
         print(f"ok: {len(mine)} parent lines, {len(lines[child])} child lines, table and "
-              f"warning on stderr, plot drawn; no line in a program's own files")
+              f"warning on stderr, plot drawn; no line in a program's own files, its stderr's "
+              f"number included")
 
 
 main()

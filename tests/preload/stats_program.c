@@ -10,10 +10,15 @@
  * same work then, with a line written to each file by the parent before
  * and by the child after the fork. Exits 1 where a write fails (a
  * descriptor closed under it).
+ *
+ * stats_program close-stderr DIR: the same, but stderr is closed too, and
+ * DIR/own.txt, opened first, gets descriptor 2 (a daemon that closes every
+ * descriptor and then opens its own files); it gets the same two lines.
  */
 #define _GNU_SOURCE
 #include <fcntl.h>
 #include <pthread.h>
+#include <stdbool.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -73,8 +78,15 @@ static int write_text(int fd, const char *text) {
 
 int main(int argc, char **argv) {
   int files[2] = {-1, -1};
-  if (argc == 3 && strcmp(argv[1], "close-descriptors") == 0) {
+  int own = -1;
+  bool close_stderr = argc == 3 && strcmp(argv[1], "close-stderr") == 0;
+  if (argc == 3 && (close_stderr || strcmp(argv[1], "close-descriptors") == 0)) {
     for (int fd = 3; fd < 1024; fd++) close(fd);
+    if (close_stderr) {
+      close(STDERR_FILENO);
+      own = open_in(argv[2], "own.txt");
+      if (own != STDERR_FILENO || write_text(own, "own: parent\n") != 0) return 1;
+    }
     files[0] = open_in(argv[2], "first.txt");
     files[1] = open_in(argv[2], "second.txt");
     if (files[0] < 0 || files[1] < 0 || write_text(files[0], "first: parent\n") != 0 ||
@@ -93,6 +105,7 @@ int main(int argc, char **argv) {
                           write_text(files[1], "second: child\n") != 0)) {
       _exit(1);
     }
+    if (own >= 0 && write_text(own, "own: child\n") != 0) _exit(1);
     churn((size_t)2 << 20, 0.1);
     _exit(0);
   }
