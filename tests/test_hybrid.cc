@@ -1605,12 +1605,38 @@ TEST_F(HybridValidatorDeathTest, BlockCachedTwiceIsNamed) {
       "brisk_hybrid_validate\\(0x[0-9a-f]+\\): a block is cached twice");
 }
 
+// A block cached twice (its key cleared after its free, a write after
+// free, then freed again) links to itself: the list's blocks run on past
+// the count its room word keeps. When the list fills up and gives half
+// back, the walk collected blocks until the list ended, past the end of
+// its 64-entry array on the stack; it stops at the count now and names
+// the block whose link runs on. A second free of a block already named
+// cached walks the list as far as that count too.
+TEST_F(HybridValidatorDeathTest, ListLoopedByAWriteAfterFreeAbortsAtTheTrim) {
+  for (size_t size : {size_t{40}, size_t{200}}) {  // a bucket's, a region's
+    EXPECT_DEATH(
+        {
+          HybridPtr h(brisk_hybrid_create(nullptr));
+          std::vector<void *> blocks;
+          for (int i = 0; i < 200; i++) blocks.push_back(brisk_hybrid_alloc(h.get(), size, 0));
+          brisk_hybrid_free(h.get(), blocks[0]);
+          set_second_word(blocks[0], 0);
+          brisk_hybrid_free(h.get(), blocks[0]);
+          for (size_t i = 1; i < blocks.size(); i++) brisk_hybrid_free(h.get(), blocks[i]);
+        },
+        "brisk: brisk_hybrid_free\\(0x[0-9a-f]+\\): a cached block's link was overwritten")
+        << size;
+  }
+}
+
 // A thread's list that fills up gives half its blocks back to their
 // section in one batch, checked there as a free of each: the message names
 // brisk_hybrid_free, the call the program made, not the section's
 // brisk_pool_free or brisk_buddy_free (as before). Here a freed block's
 // link was overwritten (a write after free) with an address inside a live
-// block, which the batch then gives back.
+// block, whose own "link" goes on where the list went on (so the list
+// keeps the length its room word says, which the trim checks first), and
+// the batch then gives it back.
 TEST_F(HybridValidatorDeathTest, BatchFreeNamesTheHybridsFree) {
   const struct {
     size_t size;
@@ -1625,10 +1651,11 @@ TEST_F(HybridValidatorDeathTest, BatchFreeNamesTheHybridsFree) {
           std::vector<void *> blocks;
           for (int i = 0; i < 200; i++) blocks.push_back(brisk_hybrid_alloc(h.get(), size, 0));
           void **live = static_cast<void **>(blocks[0]);
-          live[1] = nullptr;  // the inside address's "link": the list ends there
           brisk_hybrid_free(h.get(), blocks[1]);
-          *static_cast<void **>(blocks[1]) = &live[1];
-          for (size_t i = 2; i < blocks.size(); i++) brisk_hybrid_free(h.get(), blocks[i]);
+          brisk_hybrid_free(h.get(), blocks[2]);  // the list: blocks[2], blocks[1], ...
+          live[1] = *static_cast<void **>(blocks[1]);  // the inside address takes blocks[1]'s place
+          *static_cast<void **>(blocks[2]) = &live[1];
+          for (size_t i = 3; i < blocks.size(); i++) brisk_hybrid_free(h.get(), blocks[i]);
         },
         std::string("brisk: brisk_hybrid_free\\(0x[0-9a-f]+\\): ") + c.why)
         << size;

@@ -1034,14 +1034,28 @@ static void section_free_batch(brisk_hybrid_t *h, size_t c, void *const *blocks,
   _brisk_buddy_free_batch(h->regions[s - h->bucket_count], blocks, n, caller);
 }
 
+/* A thread's list of class c is not as long as its room word says: a
+ * link was overwritten (a write after free), or a block freed twice with
+ * its key cleared in between links to itself. `block` is the block whose
+ * link ends the list too early or runs past its count. */
+static BRISK_COLD BRISK_NORETURN void broken_list(const void *block, const char *caller) {
+  _brisk_os_fatal_pointer(caller, block,
+                          "a cached block's link was overwritten (write after free, or a block "
+                          "freed twice?)");
+}
+
 /* The blocks after the first `keep` of class c's list go back, in one
- * batch (a list holds at most CLASS_MAX). */
+ * batch (a list holds at most CLASS_MAX). The walk takes exactly the
+ * blocks the room word counts, and the last must end the list: a list a
+ * write after free lengthened or closed into a loop aborts here instead
+ * of running past `batch` or forever. */
 static void trim_list(brisk_hybrid_t *h, cache_class_t *k, size_t c, size_t keep,
                       const char *caller) {
   size_t n = h->class_cap[c] - room_of(k);
   if (keep >= n) return;
   void **cut = NULL, *p = k->head;
   for (size_t i = 0; i < keep; i++) {
+    if (p == NULL) broken_list(cut, caller);
     cut = p;
     p = cut[0];
   }
@@ -1053,13 +1067,15 @@ static void trim_list(brisk_hybrid_t *h, cache_class_t *k, size_t c, size_t keep
   atomic_store_explicit(&k->word, (word & ~ROOM_MASK) | (h->class_cap[c] - keep),
                         memory_order_relaxed);
   void *batch[CLASS_MAX];
-  size_t count = 0;
-  while (p != NULL) {
+  size_t count = n - keep;
+  for (size_t i = 0; i < count; i++) {
+    if (p == NULL) broken_list(i > 0 ? batch[i - 1] : cut, caller);
     void *next = ((void **)p)[0];
     ((void **)p)[1] = NULL;
-    batch[count++] = p;
+    batch[i] = p;
     p = next;
   }
+  if (p != NULL) broken_list(batch[count - 1], caller);
   section_free_batch(h, c, batch, count, caller);
 }
 
@@ -1279,7 +1295,10 @@ static BRISK_COLD BRISK_NORETURN void bad_free(const void *p, const char *why) {
 static BRISK_COLD BRISK_NORETURN void cached_double_free(const brisk_hybrid_t *h,
                                                          const cache_class_t *k, size_t c,
                                                          const void *p) {
-  for (const void *q = k != NULL ? k->head : NULL; q != NULL; q = ((void *const *)q)[0])
+  /* At most the blocks the room word counts: a looped list ends too. */
+  size_t listed = k != NULL ? h->class_cap[c] - room_of(k) : 0;
+  const void *q = k != NULL ? k->head : NULL;
+  for (; q != NULL && listed > 0; q = ((void *const *)q)[0], listed--)
     if (q == p)
       bad_free(p, "double free, or a block never handed out (it waits in this thread's cache)");
   if (h->class_section[c] < h->bucket_count)
