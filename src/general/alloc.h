@@ -130,8 +130,8 @@ BRISK_INLINE void brisk_free_inline(void *p) {
     }
     /* The release build: straight onto malloc's list, last in first out:
      * a block freed by its owner is reused while its lines are still in
-     * this core's cache, not after the blocks freed before it. A thread whose
-     * mallocs its own frees serve then seldom takes malloc's slow path:
+     * this core's cache, not after the blocks freed before it. A thread
+     * whose mallocs its own frees serve then seldom takes malloc's slow path:
      * malloc's heartbeat (types.h) drains its remote frees and does its
      * housekeeping every 16384 blocks of one direct-table entry, so after
      * at most n * 16384 mallocs for a thread that spreads them over n

@@ -22,10 +22,10 @@
  *
  * A page's lists (free: carved blocks, the owner's frees and other
  * threads' frees once drained, last in first out; local_free: in the
- * secure build the one block freed last, held back, internal.h) and its queue links
- * belong to the owning heap's thread; nothing here takes a lock or an
- * atomic except the stores of the segment's page info when a page starts
- * serving a class.
+ * secure build the one block freed last, held back, internal.h) and its
+ * queue links belong to the owning heap's thread; nothing here takes a
+ * lock or an atomic except the stores of the segment's page info when a
+ * page starts serving a class.
  */
 #include "general/alloc.h"
 #include "general/size_class.h"
@@ -334,9 +334,9 @@ static BRISK_NOINLINE void *malloc_slow(brisk_heap_t *heap, size_t size, bool ze
 
 /* Whether malloc may put the head page's local_free (the secure build's
  * held block; the release build keeps none) on its malloc list without the
- * slow path: find_page would take it without carving more, and none of the slow path's chores is due (no remote frees
- * waiting, and neither the statistics fold nor housekeeping has its turn
- * on the next slow call). */
+ * slow path: find_page would take it without carving more, and none of the
+ * slow path's chores is due (no remote frees waiting, and neither the
+ * statistics fold nor housekeeping has its turn on the next slow call). */
 BRISK_INLINE bool local_refill_allowed(const brisk_heap_t *heap, const brisk_page_t *page) {
   return BRISK_SECURE && page->local_free != NULL &&
          !(page->capacity < page->reserved && page_is_short(page)) &&
