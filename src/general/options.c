@@ -3,7 +3,8 @@
  * at load time. A value that is not a number in its range gets one warning
  * naming the option and the value, and the default is used: the program
  * runs on. An option set to the empty string is one not set (as glibc's
- * tunables and most tools take it): the default, and no warning. Parsing allocates nothing (brisk may be the malloc being set up).
+ * tunables and most tools take it): the default, and no warning. Parsing
+ * allocates nothing (brisk may be the malloc being set up).
  */
 #include "general/options.h"
 #include "os/os.h"

@@ -682,7 +682,7 @@ static void write_line(void) {
   if (!_brisk_os_file_is(writer_fd, &writer_file)) {
     writer_file_lost = true;
     _brisk_os_write_warning("brisk: BRISK_STATS_FILE: the program closed the file's descriptor; "
-                          "no more statistics lines\n");
+                            "no more statistics lines\n");
     return;
   }
   print_snapshot(FORM_JSON_LINE, NULL, writer_fd);
@@ -764,7 +764,9 @@ static void writer_start(void) {
   pthread_sigmask(SIG_SETMASK, &all_signals, &previous);
   writer_running = pthread_create(&writer_thread, NULL, writer_main, NULL) == 0;
   pthread_sigmask(SIG_SETMASK, &previous, NULL);
-  if (!writer_running) _brisk_os_write_warning("brisk: BRISK_STATS_FILE: cannot start the writer thread\n");
+  if (!writer_running) {
+    _brisk_os_write_warning("brisk: BRISK_STATS_FILE: cannot start the writer thread\n");
+  }
 }
 
 /* fork: no lock of this file may be inherited held by a thread that is

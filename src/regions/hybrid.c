@@ -586,11 +586,16 @@ BRISK_INLINE size_t room_of(const cache_class_t *k) {
   return atomic_load_explicit(&k->word, memory_order_relaxed) & ROOM_MASK;
 }
 
+/* Blocks in list k of class c, as its room word counts them. */
+BRISK_INLINE size_t listed_blocks(const brisk_hybrid_t *h, const cache_class_t *k, size_t c) {
+  return h->class_cap[c] - room_of(k);
+}
+
 /* Blocks in class c's list of entry e, from any thread: none before the
  * entry is ready (acquire: its holder's rooms, set before, are seen). */
 static size_t list_length(const brisk_hybrid_t *h, hybrid_slot_t *e, size_t c) {
   if (atomic_load_explicit(&e->ready, memory_order_acquire) == 0) return 0;
-  return h->class_cap[c] - room_of(&e->classes[c]);
+  return listed_blocks(h, &e->classes[c], c);
 }
 
 /* Slot `slot` (a thread slot, or BRISK_NO_THREAD_SLOT) is about to write
@@ -1051,7 +1056,7 @@ static BRISK_COLD BRISK_NORETURN void broken_list(const void *block, const char 
  * of running past `batch` or forever. */
 static void trim_list(brisk_hybrid_t *h, cache_class_t *k, size_t c, size_t keep,
                       const char *caller) {
-  size_t n = h->class_cap[c] - room_of(k);
+  size_t n = listed_blocks(h, k, c);
   if (keep >= n) return;
   void **cut = NULL, *p = k->head;
   for (size_t i = 0; i < keep; i++) {
@@ -1296,7 +1301,7 @@ static BRISK_COLD BRISK_NORETURN void cached_double_free(const brisk_hybrid_t *h
                                                          const cache_class_t *k, size_t c,
                                                          const void *p) {
   /* At most the blocks the room word counts: a looped list ends too. */
-  size_t listed = k != NULL ? h->class_cap[c] - room_of(k) : 0;
+  size_t listed = k != NULL ? listed_blocks(h, k, c) : 0;
   const void *q = k != NULL ? k->head : NULL;
   for (; q != NULL && listed > 0; q = ((void *const *)q)[0], listed--)
     if (q == p)
