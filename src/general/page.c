@@ -285,7 +285,8 @@ BRISK_INLINE brisk_page_t *find_page(brisk_heap_t *heap, size_t class_index) {
   brisk_page_t *page = original_head;
   while (page != NULL) {
     brisk_page_t *next = page->next;
-    if (page->free == NULL) {
+    /* The secure build's held block (the release build keeps none). */
+    if (BRISK_SECURE && page->free == NULL) {
       page->free = page->local_free;
       page->local_free = NULL;
     }
