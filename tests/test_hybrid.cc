@@ -1624,7 +1624,9 @@ TEST_F(HybridValidatorDeathTest, ListLoopedByAWriteAfterFreeAbortsAtTheTrim) {
           brisk_hybrid_free(h.get(), blocks[0]);
           for (size_t i = 1; i < blocks.size(); i++) brisk_hybrid_free(h.get(), blocks[i]);
         },
-        "brisk: brisk_hybrid_free\\(0x[0-9a-f]+\\): a cached block's link was overwritten")
+        // The second push gave the block its key back, so the walk meets it
+        // twice: the second time without the key the first visit cleared.
+        "brisk: brisk_hybrid_free\\(0x[0-9a-f]+\\): a block in a thread's cache lost its key")
         << size;
   }
 }
@@ -1635,8 +1637,9 @@ TEST_F(HybridValidatorDeathTest, ListLoopedByAWriteAfterFreeAbortsAtTheTrim) {
 // brisk_pool_free or brisk_buddy_free (as before). Here a freed block's
 // link was overwritten (a write after free) with an address inside a live
 // block, whose own "link" goes on where the list went on (so the list
-// keeps the length its room word says, which the trim checks first), and
-// the batch then gives it back.
+// keeps the length its room word says) and whose next word holds the key
+// (copied from a cached block: the trim checks both first), and the batch
+// then gives it back.
 TEST_F(HybridValidatorDeathTest, BatchFreeNamesTheHybridsFree) {
   const struct {
     size_t size;
@@ -1654,10 +1657,41 @@ TEST_F(HybridValidatorDeathTest, BatchFreeNamesTheHybridsFree) {
           brisk_hybrid_free(h.get(), blocks[1]);
           brisk_hybrid_free(h.get(), blocks[2]);  // the list: blocks[2], blocks[1], ...
           live[1] = *static_cast<void **>(blocks[1]);  // the inside address takes blocks[1]'s place
+          live[2] = static_cast<void **>(blocks[1])[1];  // with the key
           *static_cast<void **>(blocks[2]) = &live[1];
           for (size_t i = 3; i < blocks.size(); i++) brisk_hybrid_free(h.get(), blocks[i]);
         },
         std::string("brisk: brisk_hybrid_free\\(0x[0-9a-f]+\\): ") + c.why)
+        << size;
+  }
+}
+
+// A write after free that points a cached block's link at a live block of
+// the same class: the list keeps its length (the live block's first word,
+// the program's, is set to where the list went on), so only the key tells
+// the live block from a cached one. The trim that gives the older half of
+// the list back aborts at it; before, the batch gave it back to its
+// section while the program still used it, and the next allocations
+// handed it out a second time.
+TEST_F(HybridValidatorDeathTest, LinkToALiveBlockAbortsAtTheTrim) {
+  for (size_t size : {size_t{40}, size_t{200}}) {  // a bucket's, a region's
+    EXPECT_DEATH(
+        {
+          HybridPtr h(brisk_hybrid_create(nullptr));
+          std::vector<void *> blocks;
+          for (int i = 0; i < 200; i++) blocks.push_back(brisk_hybrid_alloc(h.get(), size, 0));
+          void **live = static_cast<void **>(blocks[0]);
+          brisk_hybrid_free(h.get(), blocks[1]);
+          brisk_hybrid_free(h.get(), blocks[2]);  // the list: blocks[2], blocks[1], ...
+          live[0] = *static_cast<void **>(blocks[1]);  // the live block takes blocks[1]'s place
+          *static_cast<void **>(blocks[2]) = live;
+          for (size_t i = 3; i < blocks.size(); i++) brisk_hybrid_free(h.get(), blocks[i]);
+          for (int i = 0; i < 400; i++) {
+            void *p = brisk_hybrid_alloc(h.get(), size, 0);
+            if (p == live) std::fprintf(stderr, "the live block was handed out again\n");
+          }
+        },
+        "brisk: brisk_hybrid_free\\(0x[0-9a-f]+\\): a block in a thread's cache lost its key")
         << size;
   }
 }

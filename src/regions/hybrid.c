@@ -1049,11 +1049,29 @@ static BRISK_COLD BRISK_NORETURN void broken_list(const void *block, const char 
                           "freed twice?)");
 }
 
+/* A block met in a thread's list without the key every cached block
+ * carries: its second word was written after it was freed, or a link was
+ * overwritten with the address of a block that is not cached (a live one,
+ * which the batch below would otherwise give back while it is in use). */
+static BRISK_COLD BRISK_NORETURN void lost_key(const void *block, const char *caller) {
+  _brisk_os_fatal_pointer(caller, block,
+                          "a block in a thread's cache lost its key (a write after free, or a "
+                          "link overwritten with a block that is not cached)");
+}
+
+/* Class c's list, walked from p: the block after p (its link), checked
+ * for the key. */
+BRISK_INLINE void *next_listed(const brisk_hybrid_t *h, void *p, const char *caller) {
+  if (((void **)p)[1] != (void *)h->key) lost_key(p, caller);
+  return ((void **)p)[0];
+}
+
 /* The blocks after the first `keep` of class c's list go back, in one
  * batch (a list holds at most CLASS_MAX). The walk takes exactly the
- * blocks the room word counts, and the last must end the list: a list a
- * write after free lengthened or closed into a loop aborts here instead
- * of running past `batch` or forever. */
+ * blocks the room word counts, each must carry the key, and the last must
+ * end the list: a list a write after free lengthened, closed into a loop
+ * or led to a live block aborts here instead of running past `batch`,
+ * forever, or giving back memory in use. */
 static void trim_list(brisk_hybrid_t *h, cache_class_t *k, size_t c, size_t keep,
                       const char *caller) {
   size_t n = listed_blocks(h, k, c);
@@ -1062,7 +1080,7 @@ static void trim_list(brisk_hybrid_t *h, cache_class_t *k, size_t c, size_t keep
   for (size_t i = 0; i < keep; i++) {
     if (p == NULL) broken_list(cut, caller);
     cut = p;
-    p = cut[0];
+    p = next_listed(h, cut, caller);
   }
   if (cut == NULL)
     k->head = NULL;
@@ -1075,7 +1093,7 @@ static void trim_list(brisk_hybrid_t *h, cache_class_t *k, size_t c, size_t keep
   size_t count = n - keep;
   for (size_t i = 0; i < count; i++) {
     if (p == NULL) broken_list(i > 0 ? batch[i - 1] : cut, caller);
-    void *next = ((void **)p)[0];
+    void *next = next_listed(h, p, caller);
     ((void **)p)[1] = NULL;
     batch[i] = p;
     p = next;
