@@ -237,6 +237,23 @@ def make_workloads(cpus: int) -> List[Workload]:
                  "walks them, frees post-order; op = one malloc or realloc",
                  full=["400", "50000", "42"],
                  quick=["80", "50000", "42"]),
+        Workload("mleak", "mleak",
+                 f"leaking program: {threads} threads each replace random blocks of a "
+                 "20000-block working set (quick: 4000): 16 B-1 KiB in a band that moves every "
+                 "200000 steps (quick: 40000), 1 in 32 of 1-32 KiB; 1 retired block in 100 is "
+                 "leaked, never freed; op = one malloc or free",
+                 full=[threads, "10000000", "20000", "100", "200000", "42"],
+                 quick=[threads, "1000000", "4000", "100", "40000", "42"],
+                 extra_kib=[("peak_live_kib", "peak live"),
+                            ("leaked_kib", "leaked"),
+                            ("rss_end_kib", "RSS at end")]),
+        Workload("sh8bench_like", "sh8bench_like",
+                 f"sh8bench shape: {threads} threads in a ring each malloc batches of 2000 "
+                 "blocks, sizes cycling through 1 B-16 KiB, free 3 in 4 in reverse and "
+                 "interleaved order and pass every 4th to the next thread to free; op = one "
+                 "malloc or free",
+                 full=[threads, "10000", "2000", "16384", "4", "42"],
+                 quick=[threads, "1000", "2000", "16384", "4", "42"]),
     ]
 
 
@@ -1211,7 +1228,7 @@ def publish_regions(args, regions: List[RegionRun]) -> Optional[str]:
 # Names --only takes besides workload names; each stands for the workloads listed.
 WORKLOAD_GROUPS = {
     "classic": ["rptest", "alloc_test", "alloc_test_mt", "glibc_simple", "glibc_thread",
-                "cfrac_like", "tree_like"],
+                "cfrac_like", "tree_like", "mleak", "sh8bench_like"],
     "real": real_programs.NAMES,
 }
 # brisk's rivals in the real programs' "best peer" column (not --lib builds).
@@ -1245,7 +1262,7 @@ def main() -> int:
     parser.add_argument("--reps", type=int, help="repetitions (default 5, --quick 3)")
     parser.add_argument("--only", help="comma-separated workloads; 'regions' selects the "
                         "region allocator programs (run unless --only leaves them out), "
-                        "'classic' the classic benchmarks' shapes (rptest ... tree_like), "
+                        "'classic' the classic benchmarks' shapes (rptest ... sh8bench_like), "
                         "'real' the real programs (" + ", ".join(real_programs.NAMES) + ")")
     parser.add_argument("--alloc", help=f"comma-separated allocators ({','.join(ALLOCATOR_NAMES)})")
     parser.add_argument("--callgrind", action="store_true",
