@@ -117,6 +117,14 @@ TABLE = {
     # C23's free_sized with a size larger than the block.
     "free_sized_wrong":         (rf"free_sized\({ADDR}\): .*size larger than the block",
                                  {"release": CAUGHT}),
+    # Their size lookup's own checks, named for the call made (they named
+    # malloc_usable_size): an interior pointer, and (the secure build's free
+    # tag) a block freed already; in the release build the second is a
+    # double free among live blocks.
+    "free_sized_interior":      (rf"free_sized\({ADDR}\): .*not the start of a block, size class (5|6)\b",
+                                 {"release": CAUGHT}),
+    "free_aligned_sized_freed": (rf"free_aligned_sized\({ADDR}\): .*block is already free",
+                                 {"release": UNCAUGHT}),
     # Writes outside a live block, or into a freed one. Only what stays off
     # the free-list link (a free block's first 8 bytes) is harmless in the
     # release build.
