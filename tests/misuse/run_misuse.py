@@ -90,6 +90,12 @@ TABLE = {
                                  {"release": CAUGHT_LATER}),
     "realloc_freed":            (rf"realloc\({ADDR}\): .*(double free|already free|not an allocated block)",
                                  {"release": UNCAUGHT}),
+    # realloc(p, 0) frees p after realloc's own checks of it, named for
+    # realloc (they named free): a freed block, a pointer inside a block.
+    "realloc_zero_freed":       (rf"realloc\({ADDR}\): .*block is already free",
+                                 {"release": UNCAUGHT}),
+    "realloc_zero_interior":    (rf"realloc\({ADDR}\): .*not the start of a block, size class (5|6)\b",
+                                 {"release": CAUGHT}),
     # Pointers brisk never handed out.
     "free_stack":               (rf"free\({ADDR}\): invalid pointer: not allocated by brisk",
                                  {"release": CAUGHT}),
