@@ -293,9 +293,14 @@ void _brisk_free_not_local(void *p, brisk_segment_t *segment) {
   size_t block_index = (size_t)(((unsigned __int128)offset * class_info->magic) >> 64);
   brisk_block_t *block = (brisk_block_t *)(page_start + block_index * block_size);
   /* A pointer inside a block is the block's only on a page of aligned
-   * blocks (api.c hands out interior addresses there). */
-  if (block != p && !(info & BRISK_PAGE_INFO_ALIGNED)) {
-    _brisk_fatal_not_block_start("free", p, &segment->pages[index]);
+   * blocks (api.c hands out interior addresses there); the secure build
+   * accepts only the address the block was handed out at, from its
+   * header. */
+  if (block != p) {
+    if (!(info & BRISK_PAGE_INFO_ALIGNED)) {
+      _brisk_fatal_not_block_start("free", p, &segment->pages[index]);
+    }
+    if (BRISK_SECURE) _brisk_secure_free_interior(&segment->pages[index], block_size, (uint8_t *)block, p);
   }
   if (segment->heap == heap) {
     if (BRISK_SECURE) {

@@ -299,7 +299,8 @@ BRISK_HIDDEN BRISK_NORETURN BRISK_COLD void _brisk_secure_fatal_end(const brisk_
 
 /* Secure build: the bytes a live block needs, as its header says (the
  * requested end plus BRISK_SECURE_OVERHEAD; more than its block size when
- * the header was overwritten). */
+ * the header was overwritten, or when the block was handed out at an
+ * address inside it: brisk_secure_stamp). */
 BRISK_INLINE uint64_t brisk_secure_needed(const uint8_t *block, uint64_t canary) {
   return ((const brisk_word_t *)block)[-1] ^ canary;
 }
@@ -374,14 +375,28 @@ BRISK_HIDDEN size_t _brisk_secure_requested_size(const char *caller, const brisk
 BRISK_HIDDEN void *_brisk_secure_malloc(size_t size, bool zero);
 /* Secure build: write the canary and header of a block whose secret word is
  * secret, handed out at p (inside it) for size bytes. The header holds the
- * requested end plus BRISK_SECURE_OVERHEAD, xored with the canary: free
- * compares it with the block size as it is. */
+ * requested end plus BRISK_SECURE_OVERHEAD in its low half and p's offset
+ * in the block in its high half, xored with the canary: free compares it
+ * with the block size as it is, so a block handed out at its start (offset
+ * 0, every malloc) passes there, and one handed out inside (an aligned
+ * allocation, api.c) fails and is checked on the slow path, which accepts
+ * only the pointer at that offset (_brisk_secure_free_interior). */
 BRISK_INLINE void brisk_secure_stamp(uint8_t *block, uint64_t secret, uint8_t *p, size_t size) {
-  uint64_t end = (uint64_t)(p - block) + size;
+  uint64_t offset = (uint64_t)(p - block);
+  uint64_t end = offset + size;
   uint64_t canary = brisk_secure_canary(secret);
   __builtin_memcpy(block + end, &canary, sizeof canary);
-  ((brisk_word_t *)block)[-1] = (end + BRISK_SECURE_OVERHEAD) ^ canary;
+  ((brisk_word_t *)block)[-1] = ((offset << 32) | (end + BRISK_SECURE_OVERHEAD)) ^ canary;
 }
+
+/* Secure build: free of p inside block (block_size bytes, a page of aligned
+ * blocks), another thread's or the owner's: aborts unless block is live
+ * (its free tag), its header and canary intact and p the address it was
+ * handed out at; then writes the header as a block handed out at its start
+ * has it, for the checks of free's own path (brisk_secure_free_block,
+ * brisk_secure_check_end). page is read only to name a failure. */
+BRISK_HIDDEN void _brisk_secure_free_interior(const brisk_page_t *page, size_t block_size,
+                                              uint8_t *block, const void *p);
 
 /* ---- page queues: a class's pages, the full pages, the purge list ---- */
 
