@@ -292,6 +292,12 @@ void _brisk_free_not_local(void *p, brisk_segment_t *segment) {
   uint32_t offset = (uint32_t)(address - page_start);
   size_t block_index = (size_t)(((unsigned __int128)offset * class_info->magic) >> 64);
   brisk_block_t *block = (brisk_block_t *)(page_start + block_index * block_size);
+  /* The page's tail, past its last whole block, holds no block: one there
+   * would run into the next page. */
+  uintptr_t page_end = (uintptr_t)segment + ((index + 1) << segment->page_shift);
+  if (BRISK_UNLIKELY((uintptr_t)block + block_size > page_end)) {
+    _brisk_fatal_not_block_start("free", p, &segment->pages[index]);
+  }
   /* A pointer inside a block is the block's only on a page of aligned
    * blocks (api.c hands out interior addresses there); the secure build
    * accepts only the address the block was handed out at, from its
@@ -380,7 +386,9 @@ size_t _brisk_block_usable_size(const brisk_segment_t *segment, const void *p, c
   }
   const uint8_t *start = _brisk_page_block_start(page, p);
   uint8_t info = brisk_load_relaxed(&segment->page_info[brisk_page_index(segment, (uintptr_t)p)]);
-  if (start != (const uint8_t *)p && !(info & BRISK_PAGE_INFO_ALIGNED)) {
+  /* The page's tail, past its last whole block, holds none. */
+  if ((start != (const uint8_t *)p && !(info & BRISK_PAGE_INFO_ALIGNED)) ||
+      brisk_page_block_index(page, (uintptr_t)start) >= page->reserved) {
     _brisk_fatal_not_block_start(caller, p, page);
   }
   if (BRISK_SECURE) return _brisk_secure_requested_size(caller, page, start, p);

@@ -259,10 +259,10 @@ static void page_init(brisk_page_t *page, size_t class_index) {
   size_t usable = brisk_page_size(segment);
   /* The secure build's blocks start after a lead (internal.h). */
   brisk_page_set_start(page, (uint8_t *)segment + index * usable + BRISK_SECURE_PAGE_LEAD);
-  page->block_magic = brisk_block_magic(block_size);
   page->class_index = (uint8_t)class_index;
   page->block_size = (uint32_t)block_size;
   page->reserved = (uint16_t)((usable - BRISK_SECURE_PAGE_LEAD) / block_size);
+  page->block_magic = brisk_page_block_magic(block_size, page->reserved, BRISK_SECURE_PAGE_LEAD);
   page->capacity = 0;
   page->used = 0;
   page->free = NULL;

@@ -120,6 +120,10 @@ TABLE = {
                                  {"release": NEVER_OVERLAPPING}),
     "usable_size_lead_aligned": (rf"malloc_usable_size\({ADDR}\): .*not the start of a block",
                                  {"release": CAUGHT}),
+    # A page's tail, past its last whole block: no block starts there,
+    # though a whole number of blocks lies before it.
+    "free_page_tail":           (rf"free\({ADDR}\): .*not the start of a block, size class (8|9)\b",
+                                 {"release": CAUGHT}),
     # Around an aligned block the secure build handed out inside a larger
     # one (it over-allocates for every alignment above 8): a pointer 16
     # bytes in, and that larger block's start.
