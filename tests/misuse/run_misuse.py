@@ -71,6 +71,9 @@ TABLE = {
                                  {"release": UNCAUGHT}),
     "double_free_other_thread": (rf"free\({ADDR}\): .*double free",
                                  {"release": UNCAUGHT}),
+    # The reverse: another thread's free first, then the owner's own.
+    "double_free_remote_then_owner": (rf"free\({ADDR}\): .*double free",
+                                 {"release": UNCAUGHT}),
     "double_free_huge":         (rf"free\({ADDR}\): .*double free",
                                  {"release": CAUGHT}),
     "double_free_huge_other_thread": (rf"free\({ADDR}\): .*double free",
@@ -166,6 +169,10 @@ TABLE = {
                                  {"release": UNCAUGHT, "secure": CAUGHT_LATER}),
     "write_after_free_tail":    (rf"malloc\({ADDR}\): .*(after free|free list)",
                                  {"release": NEVER_OVERLAPPING, "secure": CAUGHT_LATER}),
+    # The same caught by calloc, which takes the secure build's slow path
+    # every time; the line names malloc, the hand-out, whichever call made it.
+    "write_after_free_calloc":  (rf"malloc\({ADDR}\): .*(after free|free list)",
+                                 {"release": UNCAUGHT, "secure": CAUGHT_LATER}),
     # One byte of a free block's link changed, and a link copied from
     # another free block of the page: the secure build decodes each link
     # with its own block's secret and checks it before it follows it.
