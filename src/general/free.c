@@ -259,6 +259,15 @@ const brisk_class_info_t _brisk_class_info[BRISK_CLASS_COUNT] = {
     CLASS_INFO(93)};
 _Static_assert(BRISK_CLASS_COUNT == 94, "_brisk_class_info lists every class");
 
+/* p lies on page index of a segment of a size class, a page that serves
+ * none: the segment's header (page 0, brisk's own metadata, never handed
+ * out), or a page given back since a block of it was freed. */
+static BRISK_NORETURN BRISK_COLD void fatal_no_block_page(const char *caller, const void *p,
+                                                          size_t index) {
+  if (index == 0) brisk_fatal_pointer(caller, p, "not allocated by brisk");
+  brisk_fatal_pointer(caller, p, "not an allocated block (double free?)");
+}
+
 void _brisk_free_not_local(void *p, brisk_segment_t *segment) {
   brisk_heap_t *heap = _brisk_tls_heap;
   if (!heap->is_empty_heap) heap->slow_frees_unfolded++;
@@ -279,7 +288,7 @@ void _brisk_free_not_local(void *p, brisk_segment_t *segment) {
   uintptr_t address = (uintptr_t)p;
   size_t index = brisk_page_index(segment, address);
   uint8_t info = brisk_load_relaxed(&segment->page_info[index]);
-  if (info == 0) brisk_fatal_pointer("free", p, "not an allocated block (double free?)");
+  if (info == 0) fatal_no_block_page("free", p, index);
   size_t class_index = info & BRISK_PAGE_INFO_CLASS;
   const brisk_class_info_t *class_info = &_brisk_class_info[class_index];
   size_t block_size = class_info->size;

@@ -426,8 +426,11 @@ void _brisk_page_free_slow(brisk_heap_t *heap, brisk_page_t *page) {
   if (BRISK_UNLIKELY(!page->in_use)) {
     /* Only free()'s fast path brings a page serving no class here: a block
      * freed again after its page was given back, or a pointer into the
-     * segment's header. It pushed the pointer on free (the release build;
-     * the secure build's checks named it before any push). */
+     * segment's header (brisk's metadata, never handed out). It pushed the
+     * pointer on free (the release build; the secure build's checks named
+     * it before any push). */
+    const brisk_segment_t *segment = brisk_segment_of((uintptr_t)page);
+    if (page == &segment->pages[0]) brisk_fatal_pointer("free", page->free, "not allocated by brisk");
     brisk_fatal_pointer("free", page->free, "not an allocated block (double free?)");
   }
   size_t class_index = page->class_index;

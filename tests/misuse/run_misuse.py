@@ -106,6 +106,9 @@ TABLE = {
                                  {"release": CAUGHT}),
     "free_mmap":                (rf"free\({ADDR}\): invalid pointer: not allocated by brisk",
                                  {"release": CAUGHT}),
+    # brisk's metadata: a segment's header (it named a double free).
+    "free_segment_header":      (rf"free\({ADDR}\): invalid pointer: not allocated by brisk",
+                                 {"release": CAUGHT}),
     # Pointers inside a live block, of every kind of page.
     # (The secure build asks for 16 bytes more per block: one class up.)
     "free_interior_small":      (rf"free\({ADDR}\): .*not the start of a block, size class (17|18)\b",
