@@ -368,6 +368,11 @@ brisk_segment_t *_brisk_checked_segment(const void *p, const char *caller) {
     if ((const uint8_t *)p < _brisk_huge_block(segment)) {
       brisk_fatal_pointer(caller, p, "not allocated by brisk");
     }
+    /* Inside the block: realloc would resize the block as if it started
+     * at p, and the usable size would count from p to the block's end. */
+    if ((const uint8_t *)p != _brisk_huge_block(segment)) {
+      brisk_fatal_pointer(caller, p, "not the start of a block");
+    }
     if (segment->pages[0].used == 0) {
       brisk_fatal_pointer(caller, p, "block is already free (double free?)");
     }

@@ -119,6 +119,12 @@ TABLE = {
                                  {"release": CAUGHT}),
     "free_interior_huge":       (rf"free\({ADDR}\): .*not the start of a block",
                                  {"release": CAUGHT}),
+    # The same pointer given to realloc and malloc_usable_size (both took
+    # it for the block's start).
+    "realloc_interior_huge":    (rf"realloc\({ADDR}\): .*not the start of a block",
+                                 {"release": CAUGHT}),
+    "usable_size_interior_huge": (rf"malloc_usable_size\({ADDR}\): .*not the start of a block",
+                                 {"release": CAUGHT}),
     # A page's first address (the secure build's page lead, before its
     # first block; the release build's first block, which the program
     # holds), and an address in the lead of a page of aligned blocks.
