@@ -17,27 +17,36 @@ uint64_t brisk_test_block_start_errors(uint64_t *checked) {
   for (size_t class_index = 1; class_index < BRISK_CLASS_COUNT; class_index++) {
     size_t block_size = brisk_class_to_size(class_index);
     size_t page_size = class_page_size(class_index);
-    brisk_page_t page = {0};
-    page.class_index = (uint8_t)class_index;
-    page.block_magic = brisk_block_magic(block_size);
-    /* A page just below a 2^32 boundary (its blocks' low 32 bits wrap) and
-     * one just above it. */
-    const uintptr_t starts[] = {((uintptr_t)5 << 32) - page_size, (uintptr_t)5 << 32};
-    for (size_t s = 0; s < 2; s++) {
-      brisk_page_set_start(&page, (const uint8_t *)starts[s]);
-      for (size_t offset = 0; offset < page_size; offset++) {
-        bool start = brisk_page_is_block_start(&page, starts[s] + offset);
-        size_t index = brisk_page_block_index(&page, starts[s] + offset);
-        errors += start != (offset % block_size == 0);
-        errors += index != offset / block_size;
-      }
-      *checked += page_size;
-      /* The 16 bytes before the first block (the secure build's page lead,
-       * whose offsets wrap to 2^32 - 16 .. 2^32 - 1) hold no block start,
-       * for every class the secure build uses (more than 16 bytes). */
-      for (size_t back = 1; back <= 16 && block_size > 16; back++) {
-        errors += brisk_page_is_block_start(&page, starts[s] - back);
-        ++*checked;
+    /* The release build's layout (blocks from the page's first byte) and
+     * the secure build's (after a 16-byte lead), for each class the secure
+     * build uses (more than 16 bytes). */
+    for (size_t lead = 0; lead <= 16; lead += 16) {
+      if (lead != 0 && block_size <= 16) continue;
+      size_t blocks = (page_size - lead) / block_size;
+      brisk_page_t page = {0};
+      page.class_index = (uint8_t)class_index;
+      page.block_magic = brisk_page_block_magic(block_size, blocks, lead);
+      /* A page just below a 2^32 boundary (its blocks' low 32 bits wrap)
+       * and one just above it. */
+      const uintptr_t starts[] = {((uintptr_t)5 << 32) - page_size + lead,
+                                  ((uintptr_t)5 << 32) + lead};
+      for (size_t s = 0; s < 2; s++) {
+        brisk_page_set_start(&page, (const uint8_t *)starts[s]);
+        /* Every byte from the first block to the page's end: the tail past
+         * the last whole block holds no block start. */
+        for (size_t offset = 0; offset < page_size - lead; offset++) {
+          bool start = brisk_page_is_block_start(&page, starts[s] + offset);
+          size_t index = brisk_page_block_index(&page, starts[s] + offset);
+          errors += start != (offset % block_size == 0 && offset / block_size < blocks);
+          errors += index != offset / block_size;
+        }
+        *checked += page_size - lead;
+        /* The lead's bytes (offsets that wrap to 2^32 - 16 .. 2^32 - 1)
+         * hold no block start. */
+        for (size_t back = 1; back <= lead; back++) {
+          errors += brisk_page_is_block_start(&page, starts[s] - back);
+          ++*checked;
+        }
       }
     }
   }

@@ -169,6 +169,10 @@ static void *realloc_move(void *p, size_t usable, size_t size) {
 static void *secure_realloc(void *p, size_t size) {
   brisk_segment_t *segment = _brisk_checked_segment(p, "realloc");
   size_t usable = _brisk_block_usable_size(segment, p, "realloc");
+  if (size == 0) {
+    brisk_free_inline(p);
+    return NULL;
+  }
   if (segment->kind == BRISK_KIND_HUGE && size > BRISK_LARGE_MAX) {
     void *resized = _brisk_huge_realloc(segment, p, size);
     if (resized != NULL) return resized;
@@ -180,12 +184,10 @@ static void *secure_realloc(void *p, size_t size) {
   return q;
 }
 
+/* realloc(p, 0) frees p, after the checks of p that every realloc makes,
+ * so that a bad pointer is named for the call the program made. */
 void *brisk_realloc(void *p, size_t size) {
   if (p == NULL) return brisk_malloc_inline(size);
-  if (size == 0) {
-    brisk_free_inline(p);
-    return NULL;
-  }
   if (BRISK_SECURE) return secure_realloc(p, size);
   /* A live block of a size class, the common case: the segment map, owner
    * and block-start checks of the slow path, in a few instructions. A block
@@ -200,12 +202,21 @@ void *brisk_realloc(void *p, size_t size) {
       if (!brisk_page_is_block_start(page, address)) {
         _brisk_fatal_not_block_start("realloc", p, page);
       }
+      if (size == 0) {
+        brisk_free_inline(p);
+        return NULL;
+      }
       size_t usable = brisk_page_block_size(page);
       if (size <= usable && size >= usable / 2) return p;
       return realloc_move(p, usable, size);
     }
   }
   brisk_segment_t *segment = _brisk_checked_segment(p, "realloc");
+  if (size == 0) {
+    (void)_brisk_block_usable_size(segment, p, "realloc"); /* its checks */
+    brisk_free_inline(p);
+    return NULL;
+  }
   if (segment->kind == BRISK_KIND_HUGE && size > BRISK_LARGE_MAX) {
     void *resized = _brisk_huge_realloc(segment, p, size);
     if (resized != NULL) return resized;

@@ -259,6 +259,15 @@ const brisk_class_info_t _brisk_class_info[BRISK_CLASS_COUNT] = {
     CLASS_INFO(93)};
 _Static_assert(BRISK_CLASS_COUNT == 94, "_brisk_class_info lists every class");
 
+/* p lies on page index of a segment of a size class, a page that serves
+ * none: the segment's header (page 0, brisk's own metadata, never handed
+ * out), or a page given back since a block of it was freed. */
+static BRISK_NORETURN BRISK_COLD void fatal_no_block_page(const char *caller, const void *p,
+                                                          size_t index) {
+  if (index == 0) brisk_fatal_pointer(caller, p, "not allocated by brisk");
+  brisk_fatal_pointer(caller, p, "not an allocated block (double free?)");
+}
+
 void _brisk_free_not_local(void *p, brisk_segment_t *segment) {
   brisk_heap_t *heap = _brisk_tls_heap;
   if (!heap->is_empty_heap) heap->slow_frees_unfolded++;
@@ -279,7 +288,7 @@ void _brisk_free_not_local(void *p, brisk_segment_t *segment) {
   uintptr_t address = (uintptr_t)p;
   size_t index = brisk_page_index(segment, address);
   uint8_t info = brisk_load_relaxed(&segment->page_info[index]);
-  if (info == 0) brisk_fatal_pointer("free", p, "not an allocated block (double free?)");
+  if (info == 0) fatal_no_block_page("free", p, index);
   size_t class_index = info & BRISK_PAGE_INFO_CLASS;
   const brisk_class_info_t *class_info = &_brisk_class_info[class_index];
   size_t block_size = class_info->size;
@@ -292,10 +301,21 @@ void _brisk_free_not_local(void *p, brisk_segment_t *segment) {
   uint32_t offset = (uint32_t)(address - page_start);
   size_t block_index = (size_t)(((unsigned __int128)offset * class_info->magic) >> 64);
   brisk_block_t *block = (brisk_block_t *)(page_start + block_index * block_size);
-  /* A pointer inside a block is the block's only on a page of aligned
-   * blocks (api.c hands out interior addresses there). */
-  if (block != p && !(info & BRISK_PAGE_INFO_ALIGNED)) {
+  /* The page's tail, past its last whole block, holds no block: one there
+   * would run into the next page. */
+  uintptr_t page_end = (uintptr_t)segment + ((index + 1) << segment->page_shift);
+  if (BRISK_UNLIKELY((uintptr_t)block + block_size > page_end)) {
     _brisk_fatal_not_block_start("free", p, &segment->pages[index]);
+  }
+  /* A pointer inside a block is the block's only on a page of aligned
+   * blocks (api.c hands out interior addresses there); the secure build
+   * accepts only the address the block was handed out at, from its
+   * header. */
+  if (block != p) {
+    if (!(info & BRISK_PAGE_INFO_ALIGNED)) {
+      _brisk_fatal_not_block_start("free", p, &segment->pages[index]);
+    }
+    if (BRISK_SECURE) _brisk_secure_free_interior(&segment->pages[index], block_size, (uint8_t *)block, p);
   }
   if (segment->heap == heap) {
     if (BRISK_SECURE) {
@@ -348,6 +368,11 @@ brisk_segment_t *_brisk_checked_segment(const void *p, const char *caller) {
     if ((const uint8_t *)p < _brisk_huge_block(segment)) {
       brisk_fatal_pointer(caller, p, "not allocated by brisk");
     }
+    /* Inside the block: realloc would resize the block as if it started
+     * at p, and the usable size would count from p to the block's end. */
+    if ((const uint8_t *)p != _brisk_huge_block(segment)) {
+      brisk_fatal_pointer(caller, p, "not the start of a block");
+    }
     if (segment->pages[0].used == 0) {
       brisk_fatal_pointer(caller, p, "block is already free (double free?)");
     }
@@ -375,7 +400,9 @@ size_t _brisk_block_usable_size(const brisk_segment_t *segment, const void *p, c
   }
   const uint8_t *start = _brisk_page_block_start(page, p);
   uint8_t info = brisk_load_relaxed(&segment->page_info[brisk_page_index(segment, (uintptr_t)p)]);
-  if (start != (const uint8_t *)p && !(info & BRISK_PAGE_INFO_ALIGNED)) {
+  /* The page's tail, past its last whole block, holds none. */
+  if ((start != (const uint8_t *)p && !(info & BRISK_PAGE_INFO_ALIGNED)) ||
+      brisk_page_block_index(page, (uintptr_t)start) >= page->reserved) {
     _brisk_fatal_not_block_start(caller, p, page);
   }
   if (BRISK_SECURE) return _brisk_secure_requested_size(caller, page, start, p);

@@ -63,12 +63,14 @@ size_t _brisk_huge_requested_size(const char *caller, const brisk_segment_t *seg
   const uint8_t *block = _brisk_huge_block(segment);
   size_t size = segment->huge_requested;
   uint64_t canary;
+  /* Heap corruption, not a bad pointer: worded as a size-class block's
+   * (_brisk_fatal_block), without "invalid pointer". */
   if (size > (size_t)(_brisk_huge_end(segment) - block) - sizeof canary) {
-    brisk_fatal_pointer(caller, block, "heap corruption: a huge block's header was overwritten");
+    _brisk_os_fatal_pointer(caller, block, "heap corruption: a huge block's header was overwritten");
   }
   __builtin_memcpy(&canary, block + size, sizeof canary);
   if (canary != brisk_secure_canary(brisk_block_secret(block))) {
-    brisk_fatal_pointer(caller, block, "heap overflow past the requested size, huge block");
+    _brisk_os_fatal_pointer(caller, block, "heap overflow past the requested size, huge block");
   }
   return size;
 }

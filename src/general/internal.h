@@ -71,46 +71,73 @@ BRISK_INLINE void brisk_page_set_start(brisk_page_t *page, const uint8_t *start)
 /* The block size of a page serving a size class. */
 BRISK_INLINE size_t brisk_page_block_size(const brisk_page_t *page) { return page->block_size; }
 
-/* ceil(2^64 / block_size), the page's block_magic. */
+/* ceil(2^64 / block_size): offset / block_size is the high half of
+ * offset times it for every offset below 2^32 (Lemire, Kaser and Kurz,
+ * 2019). A page's block_magic is a little more (brisk_page_block_magic). */
 BRISK_INLINE uint64_t brisk_block_magic(size_t block_size) { return UINT64_MAX / block_size + 1; }
 
-/* The index in its page of the block that holds address: with
- * c = ceil(2^64 / d), offset * c / 2^64 is offset / d for every offset
- * below 2^32 (Lemire, Kaser and Kurz, 2019). */
+/* The index in its page of the block that holds address: offset / d, from
+ * the page's block_magic c + k (brisk_page_block_magic): offset * (c + k)
+ * exceeds offset * 2^64 / d by offset * e' / d (e' below) < 2^-24 * 2^64
+ * for an offset in the page, too little to reach the next multiple. */
 BRISK_INLINE size_t brisk_page_block_index(const brisk_page_t *page, uintptr_t address) {
   uint32_t offset = (uint32_t)address - page->start_low;
   return (size_t)(((unsigned __int128)offset * page->block_magic) >> 64);
 }
 
 /* Whether address, inside a page that serves a size class, is the start of
- * one of its blocks. Lemire, Kaser and Kurz's divisibility test ("Faster
- * remainder by direct computation", 2019): with c = ceil(2^64 / d), an
- * offset n < 2^32 is a multiple of d exactly when n * c mod 2^64 < c.
- * Here n < 2^22 (a large page) and d <= 2^19, so for a multiple the product
- * is (n / d) * (c * d - 2^64) < n < 2^22, and for any other offset it is at
- * least c > 2^45: the product is below 2^22 for block starts only. Below
- * 2^22, not 2^32: an address in the secure build's page lead, before the
- * first block, gives an offset that wrapped to 2^32 - 16 .. 2^32 - 1, and
- * 2^32 - 16 is a multiple of 48, 80 and 240, whose products lie in
- * [2^22, 2^32) (of the classes the secure build has, only 8 and 16 bytes,
- * which it never uses, would pass). One subtraction, one multiplication and
+ * one of the page's blocks: a multiple of the block size d below its last
+ * whole block's end. The page's tail past that end, shorter than a block,
+ * holds no block (one there would run into the next page). Lemire, Kaser
+ * and Kurz's divisibility test ("Faster remainder by direct computation",
+ * 2019), with a magic a little above theirs: with c = ceil(2^64 / d) and
+ * e = c * d - 2^64 < d, an offset n = q * d + r times c + k is, modulo
+ * 2^64, q * e' + r * (c + k), where e' = e + k * d: q * e' for a multiple
+ * of d, and at least 2^64 / d >= 2^45 for any other offset in the page
+ * (the sum stays below 2^64: q * e' < 2^41). page_init picks k
+ * (brisk_page_block_magic) so that (blocks - 1) * e' < 2^40 <= blocks * e':
+ * the product is below 2^40 for the page's block starts only, and not for
+ * the tail's first byte. k also keeps the 16 addresses of the secure
+ * build's page lead, before the first block (offsets that wrapped to
+ * 2^32 - 16 .. 2^32 - 1), failing. One subtraction, one multiplication and
  * one test, no division. */
+#define BRISK_BLOCK_START_SHIFT 40
 _Static_assert(BRISK_LARGE_PAGE_SHIFT <= 22 && BRISK_LARGE_MAX <= ((size_t)1 << 19),
                "brisk_page_is_block_start's bounds: offsets below 2^22, blocks up to 2^19");
 BRISK_INLINE bool brisk_page_is_block_start(const brisk_page_t *page, uintptr_t address) {
   uint32_t offset = (uint32_t)address - page->start_low;
-  return ((uint64_t)offset * page->block_magic) >> 22 == 0;
+  return ((uint64_t)offset * page->block_magic) >> BRISK_BLOCK_START_SHIFT == 0;
+}
+
+/* The block_magic of a page of blocks blocks of block_size bytes after a
+ * lead of lead bytes (brisk_page_is_block_start): c + k for the least k
+ * with blocks * e' >= 2^40, then the next ones while an address of the
+ * lead passes the test (a product that wrapped below 2^40: rare, and each
+ * step of k adds the offset, about 2^32, to it). Set when a page takes a class;
+ * tests/internal_checks.c checks every offset of every class's page. */
+BRISK_INLINE uint64_t brisk_page_block_magic(size_t block_size, size_t blocks, size_t lead) {
+  uint64_t magic = brisk_block_magic(block_size);
+  uint64_t excess = magic * block_size; /* e: c * d - 2^64, modulo 2^64 */
+  uint64_t least = ((((uint64_t)1 << BRISK_BLOCK_START_SHIFT) - 1) / blocks) + 1;
+  if (excess < least) magic += (least - excess + block_size - 1) / block_size;
+  for (size_t back = 1; back <= lead; back++) {
+    if (((uint64_t)(uint32_t)(0u - (uint32_t)back) * magic) >> BRISK_BLOCK_START_SHIFT == 0) {
+      magic++;
+      back = 0;
+    }
+  }
+  return magic;
 }
 
 /* Secure build: the descriptor of a page serving no class (page 0, the
  * segment's header, and every free page) fails brisk_page_is_block_start
  * for every address on the page, so free()'s fast path needs no test of
  * in_use before it reads the block: the offset from one byte before the
- * page (1 .. the page size, at most 2^22) times 2^22, shifted back, is the
+ * page (1 .. the page size, at most 2^22) times 2^40, shifted back, is the
  * offset, never 0. page_init sets the page's class's values. */
 BRISK_INLINE void brisk_page_set_no_blocks(brisk_page_t *page, uintptr_t page_base) {
   page->start_low = (uint32_t)page_base - 1;
-  page->block_magic = (uint64_t)1 << 22;
+  page->block_magic = (uint64_t)1 << BRISK_BLOCK_START_SHIFT;
 }
 
 /* ---- the secure build (BRISK_SECURE, base.h) ----
@@ -299,7 +326,8 @@ BRISK_HIDDEN BRISK_NORETURN BRISK_COLD void _brisk_secure_fatal_end(const brisk_
 
 /* Secure build: the bytes a live block needs, as its header says (the
  * requested end plus BRISK_SECURE_OVERHEAD; more than its block size when
- * the header was overwritten). */
+ * the header was overwritten, or when the block was handed out at an
+ * address inside it: brisk_secure_stamp). */
 BRISK_INLINE uint64_t brisk_secure_needed(const uint8_t *block, uint64_t canary) {
   return ((const brisk_word_t *)block)[-1] ^ canary;
 }
@@ -374,14 +402,28 @@ BRISK_HIDDEN size_t _brisk_secure_requested_size(const char *caller, const brisk
 BRISK_HIDDEN void *_brisk_secure_malloc(size_t size, bool zero);
 /* Secure build: write the canary and header of a block whose secret word is
  * secret, handed out at p (inside it) for size bytes. The header holds the
- * requested end plus BRISK_SECURE_OVERHEAD, xored with the canary: free
- * compares it with the block size as it is. */
+ * requested end plus BRISK_SECURE_OVERHEAD in its low half and p's offset
+ * in the block in its high half, xored with the canary: free compares it
+ * with the block size as it is, so a block handed out at its start (offset
+ * 0, every malloc) passes there, and one handed out inside (an aligned
+ * allocation, api.c) fails and is checked on the slow path, which accepts
+ * only the pointer at that offset (_brisk_secure_free_interior). */
 BRISK_INLINE void brisk_secure_stamp(uint8_t *block, uint64_t secret, uint8_t *p, size_t size) {
-  uint64_t end = (uint64_t)(p - block) + size;
+  uint64_t offset = (uint64_t)(p - block);
+  uint64_t end = offset + size;
   uint64_t canary = brisk_secure_canary(secret);
   __builtin_memcpy(block + end, &canary, sizeof canary);
-  ((brisk_word_t *)block)[-1] = (end + BRISK_SECURE_OVERHEAD) ^ canary;
+  ((brisk_word_t *)block)[-1] = ((offset << 32) | (end + BRISK_SECURE_OVERHEAD)) ^ canary;
 }
+
+/* Secure build: free of p inside block (block_size bytes, a page of aligned
+ * blocks), another thread's or the owner's: aborts unless block is live
+ * (its free tag), its header and canary intact and p the address it was
+ * handed out at; then writes the header as a block handed out at its start
+ * has it, for the checks of free's own path (brisk_secure_free_block,
+ * brisk_secure_check_end). page is read only to name a failure. */
+BRISK_HIDDEN void _brisk_secure_free_interior(const brisk_page_t *page, size_t block_size,
+                                              uint8_t *block, const void *p);
 
 /* ---- page queues: a class's pages, the full pages, the purge list ---- */
 

@@ -259,10 +259,10 @@ static void page_init(brisk_page_t *page, size_t class_index) {
   size_t usable = brisk_page_size(segment);
   /* The secure build's blocks start after a lead (internal.h). */
   brisk_page_set_start(page, (uint8_t *)segment + index * usable + BRISK_SECURE_PAGE_LEAD);
-  page->block_magic = brisk_block_magic(block_size);
   page->class_index = (uint8_t)class_index;
   page->block_size = (uint32_t)block_size;
   page->reserved = (uint16_t)((usable - BRISK_SECURE_PAGE_LEAD) / block_size);
+  page->block_magic = brisk_page_block_magic(block_size, page->reserved, BRISK_SECURE_PAGE_LEAD);
   page->capacity = 0;
   page->used = 0;
   page->free = NULL;
@@ -426,8 +426,11 @@ void _brisk_page_free_slow(brisk_heap_t *heap, brisk_page_t *page) {
   if (BRISK_UNLIKELY(!page->in_use)) {
     /* Only free()'s fast path brings a page serving no class here: a block
      * freed again after its page was given back, or a pointer into the
-     * segment's header. It pushed the pointer on free (the release build;
-     * the secure build's checks named it before any push). */
+     * segment's header (brisk's metadata, never handed out). It pushed the
+     * pointer on free (the release build; the secure build's checks named
+     * it before any push). */
+    const brisk_segment_t *segment = brisk_segment_of((uintptr_t)page);
+    if (page == &segment->pages[0]) brisk_fatal_pointer("free", page->free, "not allocated by brisk");
     brisk_fatal_pointer("free", page->free, "not an allocated block (double free?)");
   }
   size_t class_index = page->class_index;

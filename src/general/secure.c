@@ -107,14 +107,18 @@ void _brisk_secure_fatal_pop(const brisk_page_t *page, const brisk_block_t *bloc
                      "overflow from the block before)");
 }
 
-/* _brisk_secure_requested_size's checks of the header and the canary. */
-static size_t checked_requested_end(const char *caller, const brisk_page_t *page,
-                                    const uint8_t *block, const uint8_t *p) {
+/* _brisk_secure_requested_size's checks of the header and the canary, and
+ * of p against the address the block was handed out at (the header's high
+ * half, brisk_secure_stamp); returns the header's low half: the requested
+ * end plus BRISK_SECURE_OVERHEAD. */
+static uint64_t checked_needed(const char *caller, const brisk_page_t *page, size_t block_size,
+                               const uint8_t *block, const uint8_t *p) {
   uint64_t secret = brisk_block_secret(block);
-  size_t block_size = brisk_page_block_size(page);
-  uint64_t needed = brisk_secure_needed(block, brisk_secure_canary(secret));
+  uint64_t header = brisk_secure_needed(block, brisk_secure_canary(secret));
+  uint64_t offset = header >> 32;
+  uint64_t needed = (uint32_t)header;
   uint64_t end = needed - BRISK_SECURE_OVERHEAD; /* wraps below 16: out of range */
-  if (BRISK_UNLIKELY(needed > block_size || end < (uint64_t)(p - block))) {
+  if (BRISK_UNLIKELY(needed > block_size || end < offset)) {
     _brisk_fatal_block(caller, p, page,
                        "heap corruption: the block's header was overwritten (an overflow from "
                        "the block before, or an underflow)");
@@ -124,7 +128,16 @@ static size_t checked_requested_end(const char *caller, const brisk_page_t *page
   if (BRISK_UNLIKELY(canary != brisk_secure_canary(secret))) {
     _brisk_fatal_block(caller, p, page, "heap overflow past the requested size");
   }
-  return (size_t)(end - (uint64_t)(p - block));
+  /* An intact block, but p is not where it was handed out: inside an
+   * aligned block, or the start of one handed out further in. */
+  if (BRISK_UNLIKELY(offset != (uint64_t)(p - block))) _brisk_fatal_not_block_start(caller, p, page);
+  return needed;
+}
+
+static size_t checked_requested_end(const char *caller, const brisk_page_t *page,
+                                    const uint8_t *block, const uint8_t *p) {
+  uint64_t needed = checked_needed(caller, page, brisk_page_block_size(page), block, p);
+  return (size_t)(needed - BRISK_SECURE_OVERHEAD - (uint64_t)(p - block));
 }
 
 size_t _brisk_secure_requested_size(const char *caller, const brisk_page_t *page,
@@ -133,6 +146,16 @@ size_t _brisk_secure_requested_size(const char *caller, const brisk_page_t *page
     _brisk_fatal_block(caller, p, page, "invalid pointer: block is already free (double free?)");
   }
   return checked_requested_end(caller, page, block, p);
+}
+
+void _brisk_secure_free_interior(const brisk_page_t *page, size_t block_size, uint8_t *block,
+                                 const void *p) {
+  uint64_t secret = brisk_block_secret(block);
+  if (BRISK_UNLIKELY(((const brisk_word_t *)block)[1] == secret)) {
+    _brisk_fatal_block("free", p, page, "invalid pointer: block is already free (double free?)");
+  }
+  uint64_t needed = checked_needed("free", page, block_size, block, p);
+  ((brisk_word_t *)block)[-1] = needed ^ brisk_secure_canary(secret);
 }
 
 void _brisk_secure_fatal_end(const brisk_page_t *page, const uint8_t *block) {

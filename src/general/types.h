@@ -143,9 +143,10 @@ typedef struct brisk_page_s {
   /* Statistics (owner only): the live blocks when the page last told its
    * heap (_brisk_page_fold_stats). In the padding: the descriptor stays 64 B. */
   uint16_t live_at_fold;
-  /* ceil(2^64 / block size): offset / block size is one multiplication,
-   * and "is offset a multiple of the block size" one more test
-   * (brisk_page_is_block_start). 0 for a huge segment's page. In the
+  /* A little over ceil(2^64 / block size) (brisk_page_block_magic):
+   * offset / block size is one multiplication, and "is offset a block's
+   * start" one more test (brisk_page_is_block_start), false in the page's
+   * tail past its last whole block. 0 for a huge segment's page. In the
    * secure build a page serving no class has values here and in start_low
    * that fail the test for every address on it (brisk_page_set_no_blocks),
    * so free() needs no test of in_use. */

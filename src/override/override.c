@@ -106,14 +106,18 @@ BRISK_EXPORT void *__libc_pvalloc(size_t size) { return pvalloc(size); }
  * build, since a wrong one is a caller's bug worth naming, and the lookup
  * costs little next to free itself. ---- */
 
-static void check_freed_size(void *p, size_t size) {
-  if (p != NULL && brisk_usable_size(p) < size) {
-    _brisk_os_fatal_pointer("free_sized", p, "size larger than the block");
+/* The block's size is looked up with the checks malloc_usable_size makes
+ * (a pointer brisk never handed out, inside a block, or, in the secure
+ * build, freed already), each named for caller, the call the program made. */
+static void check_freed_size(const char *caller, void *p, size_t size) {
+  if (p == NULL) return;
+  if (_brisk_block_usable_size(_brisk_checked_segment(p, caller), p, caller) < size) {
+    _brisk_os_fatal_pointer(caller, p, "size larger than the block");
   }
 }
 
 BRISK_EXPORT void free_sized(void *p, size_t size) {
-  check_freed_size(p, size);
+  check_freed_size("free_sized", p, size);
   brisk_free_inline(p);
 }
 
@@ -121,7 +125,7 @@ BRISK_EXPORT void free_aligned_sized(void *p, size_t alignment, size_t size) {
   if (p != NULL && ((uintptr_t)p & (alignment - 1)) != 0) {
     _brisk_os_fatal_pointer("free_aligned_sized", p, "not aligned as stated");
   }
-  check_freed_size(p, size);
+  check_freed_size("free_aligned_sized", p, size);
   brisk_free_inline(p);
 }
 

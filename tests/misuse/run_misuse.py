@@ -71,6 +71,9 @@ TABLE = {
                                  {"release": UNCAUGHT}),
     "double_free_other_thread": (rf"free\({ADDR}\): .*double free",
                                  {"release": UNCAUGHT}),
+    # The reverse: another thread's free first, then the owner's own.
+    "double_free_remote_then_owner": (rf"free\({ADDR}\): .*double free",
+                                 {"release": UNCAUGHT}),
     "double_free_huge":         (rf"free\({ADDR}\): .*double free",
                                  {"release": CAUGHT}),
     "double_free_huge_other_thread": (rf"free\({ADDR}\): .*double free",
@@ -90,12 +93,21 @@ TABLE = {
                                  {"release": CAUGHT_LATER}),
     "realloc_freed":            (rf"realloc\({ADDR}\): .*(double free|already free|not an allocated block)",
                                  {"release": UNCAUGHT}),
+    # realloc(p, 0) frees p after realloc's own checks of it, named for
+    # realloc (they named free): a freed block, a pointer inside a block.
+    "realloc_zero_freed":       (rf"realloc\({ADDR}\): .*block is already free",
+                                 {"release": UNCAUGHT}),
+    "realloc_zero_interior":    (rf"realloc\({ADDR}\): .*not the start of a block, size class (5|6)\b",
+                                 {"release": CAUGHT}),
     # Pointers brisk never handed out.
     "free_stack":               (rf"free\({ADDR}\): invalid pointer: not allocated by brisk",
                                  {"release": CAUGHT}),
     "free_global":              (rf"free\({ADDR}\): invalid pointer: not allocated by brisk",
                                  {"release": CAUGHT}),
     "free_mmap":                (rf"free\({ADDR}\): invalid pointer: not allocated by brisk",
+                                 {"release": CAUGHT}),
+    # brisk's metadata: a segment's header (it named a double free).
+    "free_segment_header":      (rf"free\({ADDR}\): invalid pointer: not allocated by brisk",
                                  {"release": CAUGHT}),
     # Pointers inside a live block, of every kind of page.
     # (The secure build asks for 16 bytes more per block: one class up.)
@@ -107,6 +119,12 @@ TABLE = {
                                  {"release": CAUGHT}),
     "free_interior_huge":       (rf"free\({ADDR}\): .*not the start of a block",
                                  {"release": CAUGHT}),
+    # The same pointer given to realloc and malloc_usable_size (both took
+    # it for the block's start).
+    "realloc_interior_huge":    (rf"realloc\({ADDR}\): .*not the start of a block",
+                                 {"release": CAUGHT}),
+    "usable_size_interior_huge": (rf"malloc_usable_size\({ADDR}\): .*not the start of a block",
+                                 {"release": CAUGHT}),
     # A page's first address (the secure build's page lead, before its
     # first block; the release build's first block, which the program
     # holds), and an address in the lead of a page of aligned blocks.
@@ -114,9 +132,28 @@ TABLE = {
                                  {"release": NEVER_OVERLAPPING}),
     "usable_size_lead_aligned": (rf"malloc_usable_size\({ADDR}\): .*not the start of a block",
                                  {"release": CAUGHT}),
+    # A page's tail, past its last whole block: no block starts there,
+    # though a whole number of blocks lies before it.
+    "free_page_tail":           (rf"free\({ADDR}\): .*not the start of a block, size class (8|9)\b",
+                                 {"release": CAUGHT}),
+    # Around an aligned block the secure build handed out inside a larger
+    # one (it over-allocates for every alignment above 8): a pointer 16
+    # bytes in, and that larger block's start.
+    "free_aligned_interior":    (rf"free\({ADDR}\): .*not the start of a block",
+                                 {"release": CAUGHT}),
+    "free_aligned_block_start": (rf"free\({ADDR}\): .*not the start of a block",
+                                 {"release": UNCAUGHT}),
     # C23's free_sized with a size larger than the block.
     "free_sized_wrong":         (rf"free_sized\({ADDR}\): .*size larger than the block",
                                  {"release": CAUGHT}),
+    # Their size lookup's own checks, named for the call made (they named
+    # malloc_usable_size): an interior pointer, and (the secure build's free
+    # tag) a block freed already; in the release build the second is a
+    # double free among live blocks.
+    "free_sized_interior":      (rf"free_sized\({ADDR}\): .*not the start of a block, size class (5|6)\b",
+                                 {"release": CAUGHT}),
+    "free_aligned_sized_freed": (rf"free_aligned_sized\({ADDR}\): .*block is already free",
+                                 {"release": UNCAUGHT}),
     # Writes outside a live block, or into a freed one. Only what stays off
     # the free-list link (a free block's first 8 bytes) is harmless in the
     # release build.
@@ -141,6 +178,10 @@ TABLE = {
                                  {"release": UNCAUGHT, "secure": CAUGHT_LATER}),
     "write_after_free_tail":    (rf"malloc\({ADDR}\): .*(after free|free list)",
                                  {"release": NEVER_OVERLAPPING, "secure": CAUGHT_LATER}),
+    # The same caught by calloc, which takes the secure build's slow path
+    # every time; the line names malloc, the hand-out, whichever call made it.
+    "write_after_free_calloc":  (rf"malloc\({ADDR}\): .*(after free|free list)",
+                                 {"release": UNCAUGHT, "secure": CAUGHT_LATER}),
     # One byte of a free block's link changed, and a link copied from
     # another free block of the page: the secure build decodes each link
     # with its own block's secret and checks it before it follows it.
@@ -162,11 +203,11 @@ TABLE = {
                                  {"release": UNCAUGHT, "secure": FAULTS}),
     # One byte past a huge block's requested size: the secure build's canary;
     # in the release build the byte is in the block's own mapping.
-    "overflow_huge_1":          (rf"free\({ADDR}\): .*overflow",
+    "overflow_huge_1":          (rf"free\({ADDR}\): heap overflow past the requested size, huge block",
                                  {"release": NEVER_OVERLAPPING}),
     # The same byte, then the block grown in its mapping by realloc: the
     # canary is checked before the resize stamps a new one.
-    "overflow_huge_1_realloc":  (rf"realloc\({ADDR}\): .*overflow",
+    "overflow_huge_1_realloc":  (rf"realloc\({ADDR}\): heap overflow past the requested size, huge block",
                                  {"release": NEVER_OVERLAPPING}),
 }
 
