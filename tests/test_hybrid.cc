@@ -1532,6 +1532,28 @@ void *cached_block(brisk_hybrid_t *h, size_t size) {
 
 void set_second_word(void *p, uintptr_t value) { static_cast<uintptr_t *>(p)[1] = value; }
 
+// A write after free that splices a block of the program's into a thread's
+// list of blocks of `size`, keeping the list's length: of 200 blocks handed
+// out, the second and third are freed (the list: third, second, ...), and
+// the third's link is pointed at `words` words into the first, still live,
+// whose own "link" is set to where the list went on after the second; with
+// `with_key` the word after it gets the key, copied from the second. The
+// other blocks are then freed, so the list fills and its older half goes
+// back (a trim). Returns the spliced address.
+void *splice_live_block(brisk_hybrid_t *h, size_t size, size_t words, bool with_key) {
+  std::vector<void *> blocks;
+  for (int i = 0; i < 200; i++) blocks.push_back(brisk_hybrid_alloc(h, size, 0));
+  void **spliced = static_cast<void **>(blocks[0]) + words;
+  void **second = static_cast<void **>(blocks[1]);
+  brisk_hybrid_free(h, blocks[1]);
+  brisk_hybrid_free(h, blocks[2]);
+  spliced[0] = second[0];
+  if (with_key) spliced[1] = second[1];
+  *static_cast<void **>(blocks[2]) = spliced;
+  for (size_t i = 3; i < blocks.size(); i++) brisk_hybrid_free(h, blocks[i]);
+  return spliced;
+}
+
 TEST_F(HybridValidatorDeathTest, CachedBlockWithoutTheKeyIsNamed) {
   for (size_t size : {size_t{40}, size_t{200}}) {  // a bucket's, a region's
     EXPECT_DEATH(
@@ -1651,15 +1673,7 @@ TEST_F(HybridValidatorDeathTest, BatchFreeNamesTheHybridsFree) {
     EXPECT_DEATH(
         {
           HybridPtr h(brisk_hybrid_create(nullptr));
-          std::vector<void *> blocks;
-          for (int i = 0; i < 200; i++) blocks.push_back(brisk_hybrid_alloc(h.get(), size, 0));
-          void **live = static_cast<void **>(blocks[0]);
-          brisk_hybrid_free(h.get(), blocks[1]);
-          brisk_hybrid_free(h.get(), blocks[2]);  // the list: blocks[2], blocks[1], ...
-          live[1] = *static_cast<void **>(blocks[1]);  // the inside address takes blocks[1]'s place
-          live[2] = static_cast<void **>(blocks[1])[1];  // with the key
-          *static_cast<void **>(blocks[2]) = &live[1];
-          for (size_t i = 3; i < blocks.size(); i++) brisk_hybrid_free(h.get(), blocks[i]);
+          splice_live_block(h.get(), size, 1, true);  // an inside address, with the key
         },
         std::string("brisk: brisk_hybrid_free\\(0x[0-9a-f]+\\): ") + c.why)
         << size;
@@ -1678,14 +1692,7 @@ TEST_F(HybridValidatorDeathTest, LinkToALiveBlockAbortsAtTheTrim) {
     EXPECT_DEATH(
         {
           HybridPtr h(brisk_hybrid_create(nullptr));
-          std::vector<void *> blocks;
-          for (int i = 0; i < 200; i++) blocks.push_back(brisk_hybrid_alloc(h.get(), size, 0));
-          void **live = static_cast<void **>(blocks[0]);
-          brisk_hybrid_free(h.get(), blocks[1]);
-          brisk_hybrid_free(h.get(), blocks[2]);  // the list: blocks[2], blocks[1], ...
-          live[0] = *static_cast<void **>(blocks[1]);  // the live block takes blocks[1]'s place
-          *static_cast<void **>(blocks[2]) = live;
-          for (size_t i = 3; i < blocks.size(); i++) brisk_hybrid_free(h.get(), blocks[i]);
+          void *live = splice_live_block(h.get(), size, 0, false);  // the block's start, no key
           for (int i = 0; i < 400; i++) {
             void *p = brisk_hybrid_alloc(h.get(), size, 0);
             if (p == live) std::fprintf(stderr, "the live block was handed out again\n");
