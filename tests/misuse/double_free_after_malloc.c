@@ -9,7 +9,7 @@ int main(void) {
   misuse_neighbours(64, 8);
   free(p);
   misuse_malloc(64);
-  free(opaque(p));
+  free(misuse_named(p));
   misuse_returned("free");
   return misuse_finish1(64);
 }

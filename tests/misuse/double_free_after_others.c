@@ -8,7 +8,7 @@ int main(void) {
   misuse_neighbours(64, 32);
   free(p);
   free(q);
-  free(opaque(p));
+  free(misuse_named(p));
   misuse_returned("free");
   return misuse_finish1(64);
 }

@@ -4,7 +4,7 @@
 int main(void) {
   void *p = opaque(malloc(4 << 20));
   free(p);
-  free(opaque(p));
+  free(misuse_named(p));
   misuse_returned("free");
   return misuse_finish1(4 << 20);
 }

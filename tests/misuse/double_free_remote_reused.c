@@ -21,7 +21,7 @@ static MISUSE_NOINLINE void *free_twice(void *unused) {
   (void)unused;
   free(opaque(p));
   for (int i = 0; i < SMALL_COUNT; i++) free(small[i]); /* the batch is full: posted */
-  free(opaque(p)); /* into the next batch, posted at this thread's exit */
+  free(misuse_named(p)); /* into the next batch, posted at this thread's exit */
   misuse_returned("free twice (other thread)");
   pthread_barrier_wait(&barrier); /* the owner drains the first batch... */
   pthread_barrier_wait(&barrier); /* ... and its page went to another class */

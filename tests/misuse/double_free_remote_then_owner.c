@@ -11,7 +11,7 @@ int main(void) {
   void *p = opaque(malloc(64));
   misuse_neighbours(64, 32);
   misuse_good_free_in_other_thread(p);
-  free(opaque(p));
+  free(misuse_named(p));
   misuse_returned("free");
   return misuse_finish1(64);
 }

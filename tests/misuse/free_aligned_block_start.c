@@ -13,7 +13,7 @@ int main(void) {
   misuse_neighbours(8, 16);
   unsigned char *p = opaque(memalign(16, 8));
   misuse_neighbours(8, 16);
-  free(opaque(p - 16));
+  free(misuse_named(p - 16));
   misuse_returned("free");
   return misuse_finish1(8);
 }

@@ -12,7 +12,7 @@ int main(void) {
   misuse_neighbours(100, 16);
   unsigned char *p = opaque(aligned_alloc(64, 100));
   misuse_neighbours(100, 16);
-  free(opaque(p + 16));
+  free(misuse_named(p + 16));
   misuse_returned("free");
   return misuse_finish1(100);
 }

@@ -15,7 +15,7 @@ int main(void) {
   void *p = opaque(aligned_alloc(64, 128));
   misuse_neighbours(128, 32);
   free(p);
-  free_aligned_sized_fn(opaque(p), 64, 128);
+  free_aligned_sized_fn(misuse_named(p), 64, 128);
   misuse_returned("free_aligned_sized");
   return misuse_finish1(128);
 }

@@ -4,7 +4,7 @@
 static char global[64];
 
 int main(void) {
-  free(opaque(global));
+  free(misuse_named(global));
   misuse_returned("free");
   return misuse_finish1(64);
 }

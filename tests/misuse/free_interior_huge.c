@@ -4,7 +4,7 @@
 int main(void) {
   unsigned char *p = misuse_malloc(4 << 20);
   misuse_written(p);
-  free(opaque(p + 4096));
+  free(misuse_named(p + 4096));
   misuse_returned("free");
   return misuse_finish1(4 << 20);
 }

@@ -5,7 +5,7 @@ int main(void) {
   unsigned char *p = misuse_malloc(200 << 10);
   misuse_neighbours(200 << 10, 4);
   misuse_written(p);
-  free(opaque(p + 4096));
+  free(misuse_named(p + 4096));
   misuse_returned("free");
   return misuse_finish1(200 << 10);
 }

@@ -6,7 +6,7 @@ int main(void) {
   unsigned char *p = misuse_malloc(256);
   misuse_neighbours(256, 16);
   misuse_written(p); /* a build that takes p + 32 may write its free list there */
-  free(opaque(p + 32));
+  free(misuse_named(p + 32));
   misuse_returned("free");
   return misuse_finish1(256);
 }

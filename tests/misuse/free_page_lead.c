@@ -16,7 +16,7 @@ int main(void) {
     if ((p & 0xffff) <= 16) first = p;
   }
   if (first == 0) misuse_fail("no block at the start of a page", NULL);
-  free(opaque((void *)(first & ~(uintptr_t)0xffff)));
+  free(misuse_named((void *)(first & ~(uintptr_t)0xffff)));
   misuse_returned("free");
   return misuse_finish1(64);
 }

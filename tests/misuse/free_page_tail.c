@@ -29,7 +29,7 @@ int main(void) {
   uintptr_t tail = last + size;
   if (tail + size <= page + PAGE_MASK + 1) misuse_fail("setup: a block fits past the last", (void *)tail);
   if (tail > page + PAGE_MASK) misuse_fail("setup: the page has no tail", (void *)tail);
-  free(opaque((void *)tail));
+  free(misuse_named((void *)tail));
   misuse_returned("free");
   return misuse_finish1(100);
 }

@@ -8,7 +8,7 @@ int main(void) {
   misuse_neighbours(100, 16);
   unsigned char *p = misuse_malloc(100);
   uintptr_t segment = (uintptr_t)p & ~MISUSE_SEGMENT_MASK;
-  free(opaque((void *)(segment + 64)));
+  free(misuse_named((void *)(segment + 64)));
   misuse_returned("free");
   return misuse_finish1(100);
 }

@@ -13,7 +13,7 @@ int main(void) {
   misuse_neighbours(64, 32);
   unsigned char *p = misuse_malloc(64);
   misuse_neighbours(64, 32);
-  free_sized_fn(opaque(p + 16), 8);
+  free_sized_fn(misuse_named(p + 16), 8);
   misuse_returned("free_sized");
   return misuse_finish1(64);
 }

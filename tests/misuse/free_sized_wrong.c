@@ -10,7 +10,7 @@ int main(void) {
   misuse_neighbours(64, 32);
   void *p = opaque(malloc(64));
   misuse_neighbours(64, 32);
-  free_sized_fn(opaque(p), 4096);
+  free_sized_fn(misuse_named(p), 4096);
   misuse_returned("free_sized");
   return misuse_finish1(64);
 }

@@ -4,7 +4,7 @@
 int main(void) {
   char local[64];
   memset(local, 1, sizeof local);
-  free(opaque(local));
+  free(misuse_named(local));
   misuse_returned("free");
   return misuse_finish1(64);
 }

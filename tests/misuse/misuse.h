@@ -52,6 +52,14 @@ static MISUSE_NOINLINE void *opaque(void *p) {
   return p;
 }
 
+/* p, said on stderr as the pointer a build that catches the misuse must
+ * name in its `brisk:` line (run_misuse.py compares the two): the pointer
+ * the bad call passes, or the block a bad write hits. */
+static MISUSE_NOINLINE void *misuse_named(void *p) {
+  fprintf(stderr, "misuse: names %p\n", p);
+  return opaque(p);
+}
+
 /* Said on stderr after the bad call returned: the build did not catch it. */
 static MISUSE_NOINLINE void misuse_returned(const char *call) {
   fprintf(stderr, "misuse: %s returned\n", call);
@@ -153,7 +161,7 @@ static MISUSE_NOINLINE void misuse_run_in_thread(void *(*fn)(void *), void *arg)
 /* free(p) in a new thread, which says so when the free returns; the caller
  * waits for it. The misuse rows "from another thread" use it. */
 static MISUSE_NOINLINE void *misuse_free_it(void *p) {
-  free(opaque(p));
+  free(misuse_named(p));
   misuse_returned("free (other thread)");
   return NULL;
 }
@@ -234,7 +242,7 @@ static MISUSE_NOINLINE void *misuse_alone_on_large_page(size_t size, int spare, 
  * caller waits for it. */
 static MISUSE_NOINLINE void *misuse_free_it_twice(void *p) {
   free(opaque(p));
-  free(opaque(p));
+  free(misuse_named(p));
   misuse_returned("free twice (other thread)");
   return NULL;
 }

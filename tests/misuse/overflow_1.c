@@ -6,7 +6,7 @@ int main(void) {
   misuse_neighbours(64, 16);
   unsigned char *p = opaque(malloc(64));
   p[64] = 0;
-  free(opaque(p));
+  free(misuse_named(p));
   misuse_returned("free");
   return misuse_finish1(64);
 }

@@ -7,7 +7,7 @@ int main(void) {
   unsigned char *p = opaque(malloc(100));
   misuse_neighbours(100, 16);
   p[100] = 0;
-  free(opaque(p));
+  free(misuse_named(p));
   misuse_returned("free");
   return misuse_finish1(100);
 }

@@ -8,7 +8,7 @@ int main(void) {
   unsigned char *p = opaque(malloc(size));
   if (p == NULL) misuse_fail("malloc", NULL);
   p[size] = 0;
-  free(opaque(p));
+  free(misuse_named(p));
   misuse_returned("free");
   return misuse_finish1(4096);
 }

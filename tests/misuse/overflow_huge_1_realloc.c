@@ -9,7 +9,7 @@ int main(void) {
   unsigned char *p = opaque(malloc(size));
   if (p == NULL) misuse_fail("malloc", NULL);
   p[size] = 0;
-  p = opaque(realloc(opaque(p), 2 * size));
+  p = opaque(realloc(misuse_named(p), 2 * size));
   misuse_returned("realloc");
   if (p == NULL) misuse_fail("realloc", NULL);
   free(p);

@@ -6,7 +6,7 @@ int main(void) {
   void *p = opaque(malloc(64));
   misuse_neighbours(64, 32);
   free(p);
-  void *q = realloc(opaque(p), 1000);
+  void *q = realloc(misuse_named(p), 1000);
   misuse_returned("realloc");
   opaque(q);
   return misuse_finish1(64);

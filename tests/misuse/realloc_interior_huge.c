@@ -6,7 +6,7 @@
 
 int main(void) {
   unsigned char *p = misuse_malloc((size_t)1 << 20);
-  void *q = realloc(opaque(p + 4096), (size_t)3 << 20);
+  void *q = realloc(misuse_named(p + 4096), (size_t)3 << 20);
   misuse_returned("realloc");
   opaque(q);
   return misuse_finish1(100);

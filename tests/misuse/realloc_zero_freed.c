@@ -8,7 +8,7 @@ int main(void) {
   void *p = opaque(malloc(64));
   misuse_neighbours(64, 32);
   free(p);
-  void *q = realloc(opaque(p), 0);
+  void *q = realloc(misuse_named(p), 0);
   misuse_returned("realloc");
   opaque(q);
   return misuse_finish1(64);

@@ -6,7 +6,7 @@ int main(void) {
   misuse_neighbours(64, 32);
   unsigned char *p = misuse_malloc(64);
   misuse_neighbours(64, 32);
-  void *q = realloc(opaque(p + 16), 0);
+  void *q = realloc(misuse_named(p + 16), 0);
   misuse_returned("realloc");
   opaque(q);
   return misuse_finish1(64);

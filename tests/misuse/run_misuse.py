@@ -9,7 +9,9 @@ process with the library preloaded (LD_PRELOAD). The table says, for each
 program and each build, what must happen:
 
   CAUGHT     the bad call aborts: the child dies of SIGABRT, and its stderr
-             holds one `brisk: ...` line, matching the row's message pattern.
+             holds one `brisk: ...` line, matching the row's message pattern
+             and naming the pointer the program said it must name
+             ("misuse: names 0x...", misuse_named in misuse.h).
   CAUGHT_LATER
              as CAUGHT, but by a later call (a write after free is a plain
              store: the next malloc that hands the block out catches it),
@@ -249,6 +251,26 @@ def describe(rc: int) -> str:
 STARTUP_LINE = re.compile(r"brisk: (option |BRISK_\w+=)")
 
 
+# The pointer a program says the `brisk:` line must name (misuse_named in
+# misuse.h), and the pointer the line names: `brisk: call(0x...): ...`.
+NAMED_LINE = re.compile(r"^misuse: names (0x[0-9a-f]+)$", re.MULTILINE)
+BRISK_POINTER = re.compile(r"^brisk: [\w ]+\((0x[0-9a-f]+)\)")
+
+
+def wrong_pointer(stderr: str, brisk_line: str) -> list:
+    """Empty when the brisk line names the pointer the program announced
+    last (or it announced none), else the problem."""
+    named = NAMED_LINE.findall(stderr)
+    if not named:
+        return []
+    found = BRISK_POINTER.match(brisk_line)
+    if found is None:
+        return [f"the message names no pointer; expected {named[-1]}"]
+    if int(found.group(1), 16) != int(named[-1], 16):
+        return [f"the message names {found.group(1)}, the bad pointer is {named[-1]}"]
+    return []
+
+
 def check(program: str, outcome: str, result) -> list:
     """The ways result differs from outcome (empty: as the table says)."""
     pattern = TABLE[program][0]
@@ -264,6 +286,8 @@ def check(program: str, outcome: str, result) -> list:
             problems.append(f"expected one `brisk:` line, got {len(brisk_lines)}")
         elif not re.search(pattern, brisk_lines[0]):
             problems.append(f"the message does not match /{pattern}/")
+        else:
+            problems += wrong_pointer(result.stderr, brisk_lines[0])
         if returned and outcome == CAUGHT:
             problems.append("the bad call returned")
     elif outcome == NEVER_OVERLAPPING:

@@ -8,7 +8,7 @@ int main(void) {
   misuse_neighbours(64, 16);
   misuse_written(p - 1);
   p[-1] ^= 1;
-  free(opaque(p));
+  free(misuse_named(p));
   misuse_returned("free");
   return misuse_finish1(64);
 }

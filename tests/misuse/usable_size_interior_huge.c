@@ -8,7 +8,7 @@
 
 int main(void) {
   unsigned char *p = misuse_malloc((size_t)1 << 20);
-  size_t usable = malloc_usable_size(opaque(p + 4096));
+  size_t usable = malloc_usable_size(misuse_named(p + 4096));
   misuse_returned("malloc_usable_size");
   (void)usable;
   return misuse_finish1(100);

@@ -13,7 +13,7 @@ int main(void) {
   misuse_neighbours(100, 8);
   uintptr_t any = 0;
   for (int i = 0; i < 8; i++) any = (uintptr_t)opaque(memalign(256, 100)); /* kept */
-  size_t usable = malloc_usable_size(opaque((void *)((any & ~(uintptr_t)0xffff) + 8)));
+  size_t usable = malloc_usable_size(misuse_named((void *)((any & ~(uintptr_t)0xffff) + 8)));
   misuse_returned("malloc_usable_size");
   (void)usable;
   return misuse_finish1(100);

@@ -6,7 +6,7 @@ int main(void) {
   unsigned char *p = opaque(malloc(64));
   misuse_neighbours(64, 32);
   free(p);
-  memset(opaque(p), 'A', 64);
+  memset(misuse_named(p), 'A', 64);
   misuse_returned("write after free");
   return misuse_finish1(64);
 }

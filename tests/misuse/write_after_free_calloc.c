@@ -9,7 +9,7 @@ int main(void) {
   unsigned char *p = opaque(malloc(64));
   misuse_neighbours(64, 32);
   free(p);
-  memset(opaque(p), 'A', 16);
+  memset(misuse_named(p), 'A', 16);
   misuse_returned("write after free");
   for (int i = 0; i < 100; i++) opaque(calloc(1, 64));
   return misuse_finish1(64);

@@ -8,7 +8,7 @@ int main(void) {
   unsigned char *p = opaque(malloc(64));
   misuse_neighbours(64, 32);
   free(p);
-  ((unsigned char *)opaque(p))[1] ^= 0x10;
+  ((unsigned char *)misuse_named(p))[1] ^= 0x10;
   misuse_returned("write after free");
   return misuse_finish1(64);
 }

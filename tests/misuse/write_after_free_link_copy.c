@@ -11,7 +11,7 @@ int main(void) {
   misuse_neighbours(64, 32);
   free(a);
   free(b);
-  memcpy(opaque(b), opaque(a), 8);
+  memcpy(misuse_named(b), opaque(a), 8);
   misuse_returned("write after free");
   return misuse_finish1(64);
 }

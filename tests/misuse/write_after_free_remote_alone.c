@@ -10,7 +10,7 @@ static void *block;
 
 static MISUSE_NOINLINE void late_free(void) {
   free(opaque(block));
-  memset(opaque(block), 0x41, 8);
+  memset(misuse_named(block), 0x41, 8);
   misuse_returned("write after free (link of a block posted alone)");
 }
 

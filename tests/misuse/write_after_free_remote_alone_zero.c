@@ -12,7 +12,7 @@ static void *second;
 static MISUSE_NOINLINE void late_free(void) {
   free(opaque(first));
   free(opaque(second));
-  memset(opaque(first), 0, 8);
+  memset(misuse_named(first), 0, 8);
   misuse_returned("write of 0 after free (link of a block posted alone)");
 }
 

@@ -6,7 +6,7 @@ int main(void) {
   unsigned char *p = opaque(malloc(64));
   misuse_neighbours(64, 32);
   free(p);
-  memset((unsigned char *)opaque(p) + 8, 'A', 56);
+  memset((unsigned char *)misuse_named(p) + 8, 'A', 56);
   misuse_returned("write after free");
   return misuse_finish1(64);
 }
