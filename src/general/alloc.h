@@ -152,7 +152,9 @@ BRISK_INLINE void brisk_free_inline(void *p) {
      * page serving no class (a block freed again after its page was given
      * back) has used 0 and goes there too, to be named. */
     if (BRISK_UNLIKELY(brisk_decrement_was_at_most_one(&page->used))) {
-      _brisk_page_free_slow(segment->heap, page);
+      /* NULL in the release build: the block heads page->free, where the
+       * slow path finds it, and p's register stays free. */
+      _brisk_page_free_slow(segment->heap, page, BRISK_SECURE ? block : NULL);
     }
     return;
   }

@@ -322,7 +322,7 @@ void _brisk_free_not_local(void *p, brisk_segment_t *segment) {
       /* Held back as on free()'s fast path (brisk_secure_hold). */
       brisk_page_t *page = &segment->pages[index];
       brisk_secure_hold(page, block, brisk_secure_free_block("free", page, block_size, (uint8_t *)block));
-      if ((int32_t)--page->used <= 0) _brisk_page_free_slow(heap, page);
+      if ((int32_t)--page->used <= 0) _brisk_page_free_slow(heap, page, block);
       return;
     }
     _brisk_page_free_block(heap, &segment->pages[index], block);

@@ -570,8 +570,10 @@ BRISK_HIDDEN brisk_segment_t *_brisk_segment_resize(brisk_segment_t *segment, si
 /* ---- page.c: size-class pages, malloc's slow paths ---- */
 
 BRISK_HIDDEN void *_brisk_malloc_generic(size_t size, brisk_heap_t *heap, bool zero);
-/* After a local free made page->used <= 0: the page was full or is empty. */
-BRISK_HIDDEN void _brisk_page_free_slow(brisk_heap_t *heap, brisk_page_t *page);
+/* After the free of `freed` made page->used <= 0: the page was full or is
+ * empty (or the count shows a double free, named with `freed`). NULL: the
+ * block freed heads page->free (free()'s fast path, release build). */
+BRISK_HIDDEN void _brisk_page_free_slow(brisk_heap_t *heap, brisk_page_t *page, const void *freed);
 /* Return a block to its page on behalf of the page's heap (remote drains;
  * the secure build puts it on malloc's list). */
 BRISK_HIDDEN void _brisk_page_free_block(brisk_heap_t *heap, brisk_page_t *page, brisk_block_t *block);

@@ -13,7 +13,7 @@
  *     find_page(class): walk the class queue from its head; a page with
  *       nothing to give moves to heap->full_pages (flag in used); none left:
  *       a fresh page from _brisk_segment_page_alloc
- *   _brisk_page_free_slow(heap, page)      used hit 0, or the page was full
+ *   _brisk_page_free_slow(heap, page, freed) used hit 0, or the page was full
  *     full: back to its class queue; empty: retire it to its segment (and
  *     post the heap's outbox of remote frees). The head page of each queue
  *     is pinned (one phantom count in used), so a loop of malloc/free of one
@@ -422,16 +422,24 @@ static void *malloc_slow(brisk_heap_t *heap, size_t size, bool zero) {
   return block;
 }
 
-void _brisk_page_free_slow(brisk_heap_t *heap, brisk_page_t *page) {
+/* The free of `freed` took the page's count of live blocks below what it
+ * handed out: that free, or one before it on the page, freed a block twice. */
+static BRISK_NORETURN BRISK_COLD void page_count_shows_double_free(const brisk_page_t *page,
+                                                                  const void *freed) {
+  _brisk_fatal_block("free", freed, page,
+                     "invalid pointer: double free in this page (more frees than blocks handed out)");
+}
+
+void _brisk_page_free_slow(brisk_heap_t *heap, brisk_page_t *page, const void *freed) {
+  if (freed == NULL) freed = page->free;
   if (BRISK_UNLIKELY(!page->in_use)) {
     /* Only free()'s fast path brings a page serving no class here: a block
      * freed again after its page was given back, or a pointer into the
-     * segment's header (brisk's metadata, never handed out). It pushed the
-     * pointer on free (the release build; the secure build's checks named
-     * it before any push). */
+     * segment's header (brisk's metadata, never handed out). (The secure
+     * build's checks named it before.) */
     const brisk_segment_t *segment = brisk_segment_of((uintptr_t)page);
-    if (page == &segment->pages[0]) brisk_fatal_pointer("free", page->free, "not allocated by brisk");
-    brisk_fatal_pointer("free", page->free, "not an allocated block (double free?)");
+    if (page == &segment->pages[0]) brisk_fatal_pointer("free", freed, "not allocated by brisk");
+    brisk_fatal_pointer("free", freed, "not an allocated block (double free?)");
   }
   size_t class_index = page->class_index;
   heap->slow_frees_unfolded++;
@@ -439,9 +447,7 @@ void _brisk_page_free_slow(brisk_heap_t *heap, brisk_page_t *page) {
   if (page->used & BRISK_PAGE_FULL_FLAG) {
     /* A count that went below zero also shows the flag: more frees than
      * blocks handed out. */
-    if (!page->in_full_list) {
-      brisk_fatal_pointer("free", brisk_page_start(page), "double free in this page");
-    }
+    if (!page->in_full_list) page_count_shows_double_free(page, freed);
     page->used &= ~BRISK_PAGE_FULL_FLAG;
     page->in_full_list = 0;
     brisk_page_queue_remove(&heap->full_pages, page);
@@ -450,9 +456,7 @@ void _brisk_page_free_slow(brisk_heap_t *heap, brisk_page_t *page) {
   }
   if (page->used != 0) return;
   /* A pinned head keeps one count of its own: reaching 0 means a double free. */
-  if (heap->pinned[class_index] == page) {
-    brisk_fatal_pointer("free", brisk_page_start(page), "double free in this page");
-  }
+  if (heap->pinned[class_index] == page) page_count_shows_double_free(page, freed);
   if (!keep_empty_page(heap, page)) retire_page(heap, page);
   /* A thread that only frees comes here now and then: post its batches. */
   _brisk_heap_flush_outbox(heap);
@@ -465,7 +469,7 @@ void _brisk_page_free_block(brisk_heap_t *heap, brisk_page_t *page, brisk_block_
    * secure build only blocks other threads freed come here (their freeing
    * thread tagged them; the owner's own are held back, brisk_secure_hold). */
   brisk_page_push(page, &page->free, block);
-  if ((int32_t)--page->used <= 0) _brisk_page_free_slow(heap, page);
+  if ((int32_t)--page->used <= 0) _brisk_page_free_slow(heap, page, block);
 }
 
 void _brisk_heap_collect_all(brisk_heap_t *heap) {

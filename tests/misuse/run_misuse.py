@@ -65,6 +65,8 @@ TABLE = {
                                  {"release": UNCAUGHT}),
     "double_free_alone":        (rf"free\({ADDR}\): .*double free",
                                  {"release": CAUGHT}),
+    "double_free_alone_second": (rf"free\({ADDR}\): .*double free",
+                                 {"release": CAUGHT}),
     "double_free_after_others": (rf"free\({ADDR}\): .*double free",
                                  {"release": UNCAUGHT}),
     # A malloc of the same size between the two frees: the secure build
