@@ -336,7 +336,26 @@ void _brisk_free_not_local(void *p, brisk_segment_t *segment) {
 
 /* p lies in no segment of brisk's: a huge block freed before whose mapping
  * went back to the system, or a pointer brisk never handed out. */
+/* The huge segment whose mapping holds address past its first 32 MiB, where
+ * the map marks nothing (it marks each segment's first slot only): the
+ * nearest marked slot below, if its mapping reaches that far. NULL
+ * otherwise. Mappings do not overlap, so no other segment can hold it. A
+ * walk over the map (4 MiB at most) is cheap for a call about to abort. */
+static const brisk_segment_t *huge_segment_reaching(uintptr_t address) {
+  for (uintptr_t slot = address >> BRISK_SEGMENT_SHIFT; slot-- > 0;) {
+    uintptr_t base = slot << BRISK_SEGMENT_SHIFT;
+    if (!brisk_segment_map_contains(base)) continue;
+    const brisk_segment_t *segment = (const brisk_segment_t *)base;
+    if (segment->kind == BRISK_KIND_HUGE && address - base < segment->mapped_size) return segment;
+    return NULL;
+  }
+  return NULL;
+}
+
 static BRISK_NORETURN BRISK_COLD void fatal_not_in_a_segment(const char *caller, const void *p) {
+  if (huge_segment_reaching((uintptr_t)p) != NULL) {
+    brisk_fatal_pointer(caller, p, "not the start of a block");
+  }
   if (_brisk_huge_was_unmapped(p)) {
     brisk_fatal_pointer(caller, p,
                         "block is already free (double free?), a huge block whose mapping was "

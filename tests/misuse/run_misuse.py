@@ -129,6 +129,13 @@ TABLE = {
                                  {"release": CAUGHT}),
     "usable_size_interior_huge": (rf"malloc_usable_size\({ADDR}\): .*not the start of a block",
                                  {"release": CAUGHT}),
+    # The same past a huge mapping's first 32 MiB, which brisk's map of
+    # segments does not mark (it named such a pointer "not allocated by
+    # brisk").
+    "free_interior_huge_far":   (rf"free\({ADDR}\): .*not the start of a block",
+                                 {"release": CAUGHT}),
+    "realloc_interior_huge_far": (rf"realloc\({ADDR}\): .*not the start of a block",
+                                 {"release": CAUGHT}),
     # A page's first address (the secure build's page lead, before its
     # first block; the release build's first block, which the program
     # holds), and an address in the lead of a page of aligned blocks.
