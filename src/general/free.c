@@ -334,8 +334,6 @@ void _brisk_free_not_local(void *p, brisk_segment_t *segment) {
   outbox_push(heap, segment->heap, block, class_index, block_size);
 }
 
-/* p lies in no segment of brisk's: a huge block freed before whose mapping
- * went back to the system, or a pointer brisk never handed out. */
 /* The huge segment whose mapping holds address past its first 32 MiB, where
  * the map marks nothing (it marks each segment's first slot only): the
  * nearest marked slot below, if its mapping reaches that far. NULL
@@ -352,6 +350,9 @@ static const brisk_segment_t *huge_segment_reaching(uintptr_t address) {
   return NULL;
 }
 
+/* p lies in no segment's first 32 MiB: inside a huge block past them, a
+ * huge block freed before whose mapping went back to the system, or a
+ * pointer brisk never handed out. */
 static BRISK_NORETURN BRISK_COLD void fatal_not_in_a_segment(const char *caller, const void *p) {
   if (huge_segment_reaching((uintptr_t)p) != NULL) {
     brisk_fatal_pointer(caller, p, "not the start of a block");
