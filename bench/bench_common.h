@@ -8,6 +8,7 @@
 
 #include <errno.h>
 #include <fcntl.h>
+#include <pthread.h>
 #include <stdbool.h>
 #include <stdint.h>
 #include <stdio.h>
@@ -177,6 +178,52 @@ static inline double bench_parse_seconds(const char *prog, const char *text)
         exit(2);
     }
     return value;
+}
+
+/*
+ * Worker threads that start together. A program's worker struct begins with a
+ * bench_thread, and its workers lie in one array of `size`-byte structs. Each
+ * worker sets itself up, then waits at the start line; the time measured runs
+ * from the moment every worker (and the main thread) is there to the last join,
+ * so the set-up is not timed.
+ */
+typedef struct bench_thread {
+    pthread_t tid;
+    size_t index; /* in the array */
+} bench_thread;
+
+static inline bench_thread *bench_thread_at(void *workers, size_t size, size_t index)
+{
+    return (bench_thread *)((char *)workers + index * size);
+}
+
+/*
+ * Numbers the workers, runs worker_main(&worker) on a thread each, and returns
+ * the seconds from the start line to the last join. start_line is the
+ * program's: its workers wait on it with pthread_barrier_wait. A thread that
+ * cannot be created is fatal (exit 1).
+ */
+static inline double bench_run_threads(const char *prog, void *workers, size_t size,
+                                       size_t threads, void *(*worker_main)(void *),
+                                       pthread_barrier_t *start_line)
+{
+    pthread_barrier_init(start_line, NULL, (unsigned)threads + 1);
+    for (size_t t = 0; t < threads; t++) {
+        bench_thread *thread = bench_thread_at(workers, size, t);
+        thread->index = t;
+        int err = pthread_create(&thread->tid, NULL, worker_main, thread);
+        if (err != 0) {
+            fprintf(stderr, "%s: pthread_create: %s\n", prog, strerror(err));
+            exit(1);
+        }
+    }
+    pthread_barrier_wait(start_line);
+    double start = bench_now();
+    for (size_t t = 0; t < threads; t++)
+        pthread_join(bench_thread_at(workers, size, t)->tid, NULL);
+    double elapsed = bench_now() - start;
+    pthread_barrier_destroy(start_line);
+    return elapsed;
 }
 
 #endif

@@ -55,8 +55,7 @@ typedef struct message {
 } message;
 
 typedef struct worker {
-    pthread_t tid;
-    size_t index;
+    bench_thread thread;
     pthread_mutex_t inbox_lock;
     message *inbox; /* LIFO; pushed by the previous thread, drained by this one */
     size_t inbox_len;
@@ -176,9 +175,9 @@ static void hand_off(worker *from, unsigned char **slots, size_t *cursor, worker
 static void *worker_main(void *arg)
 {
     worker *w = arg;
-    worker *next = &workers[(w->index + 1) % cfg.threads];
+    worker *next = &workers[(w->thread.index + 1) % cfg.threads];
     bench_rng rng;
-    bench_rng_seed(&rng, cfg.seed * 1000003u + w->index);
+    bench_rng_seed(&rng, cfg.seed * 1000003u + w->thread.index);
     unsigned char **slots = calloc(cfg.slots, sizeof *slots);
     if (slots == NULL)
         bench_oom("rptest", cfg.slots * sizeof *slots);
@@ -292,27 +291,14 @@ int main(int argc, char **argv)
     workers = calloc(cfg.threads, sizeof *workers);
     if (workers == NULL)
         bench_oom("rptest", cfg.threads * sizeof *workers);
-    pthread_barrier_init(&start_line, NULL, (unsigned)cfg.threads + 1);
     atomic_store(&running, cfg.threads);
-    for (size_t t = 0; t < cfg.threads; t++) {
-        workers[t].index = t;
-        pthread_mutex_init(&workers[t].inbox_lock, NULL);
-    }
-    for (size_t t = 0; t < cfg.threads; t++) {
-        int err = pthread_create(&workers[t].tid, NULL, worker_main, &workers[t]);
-        if (err != 0) {
-            fprintf(stderr, "rptest: pthread_create: %s\n", strerror(err));
-            return 1;
-        }
-    }
-    pthread_barrier_wait(&start_line);
-    double start = bench_now();
     for (size_t t = 0; t < cfg.threads; t++)
-        pthread_join(workers[t].tid, NULL);
+        pthread_mutex_init(&workers[t].inbox_lock, NULL);
+    double elapsed = bench_run_threads("rptest", workers, sizeof *workers, cfg.threads,
+                                       worker_main, &start_line);
     /* The threads drained everything before they exited; this is a safety net. */
     for (size_t t = 0; t < cfg.threads; t++)
         drain_inbox(&workers[t]);
-    double elapsed = bench_now() - start;
 
     uint64_t mallocs = 0, frees = 0, checksum = 0, handed_off = 0, stalls = 0;
     for (size_t t = 0; t < cfg.threads; t++) {
@@ -323,7 +309,6 @@ int main(int argc, char **argv)
         checksum += workers[t].checksum;
         pthread_mutex_destroy(&workers[t].inbox_lock);
     }
-    pthread_barrier_destroy(&start_line);
     free(workers);
     if (mallocs != frees) {
         fprintf(stderr, "rptest: %llu mallocs but %llu frees\n", (unsigned long long)mallocs,

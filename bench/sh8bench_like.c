@@ -68,8 +68,7 @@ typedef struct message {
 } message;
 
 typedef struct worker {
-    pthread_t tid;
-    size_t index;
+    bench_thread thread;
     pthread_mutex_t inbox_lock;
     message *inbox; /* pushed by the previous thread, drained by this one */
     size_t inbox_len;
@@ -176,12 +175,12 @@ static bool passed(size_t i)
 static void *worker_main(void *arg)
 {
     worker *w = arg;
-    worker *next = &workers[(w->index + 1) % cfg.threads];
+    worker *next = &workers[(w->thread.index + 1) % cfg.threads];
     item *items = malloc(cfg.batch * sizeof *items);
     if (items == NULL)
         bench_oom("sh8bench_like", cfg.batch * sizeof *items);
     size_t per_message = cfg.pass_every != 0 ? cfg.batch / cfg.pass_every : 0;
-    size_t start = (w->index * THREAD_STEP) % CYCLE;
+    size_t start = (w->thread.index * THREAD_STEP) % CYCLE;
 
     pthread_barrier_wait(&start_line);
     for (uint64_t round = 0; round < cfg.rounds; round++) {
@@ -311,24 +310,11 @@ int main(int argc, char **argv)
     workers = calloc(cfg.threads, sizeof *workers);
     if (workers == NULL)
         bench_oom("sh8bench_like", cfg.threads * sizeof *workers);
-    pthread_barrier_init(&start_line, NULL, (unsigned)cfg.threads + 1);
     atomic_store(&running, cfg.threads);
-    for (size_t t = 0; t < cfg.threads; t++) {
-        workers[t].index = t;
-        pthread_mutex_init(&workers[t].inbox_lock, NULL);
-    }
-    for (size_t t = 0; t < cfg.threads; t++) {
-        int err = pthread_create(&workers[t].tid, NULL, worker_main, &workers[t]);
-        if (err != 0) {
-            fprintf(stderr, "sh8bench_like: pthread_create: %s\n", strerror(err));
-            return 1;
-        }
-    }
-    pthread_barrier_wait(&start_line);
-    double start = bench_now();
     for (size_t t = 0; t < cfg.threads; t++)
-        pthread_join(workers[t].tid, NULL);
-    double elapsed = bench_now() - start;
+        pthread_mutex_init(&workers[t].inbox_lock, NULL);
+    double elapsed = bench_run_threads("sh8bench_like", workers, sizeof *workers, cfg.threads,
+                                       worker_main, &start_line);
 
     uint64_t mallocs = 0, frees = 0, passed_blocks = 0, stalls = 0, checksum = 0;
     for (size_t t = 0; t < cfg.threads; t++) {
@@ -343,7 +329,6 @@ int main(int argc, char **argv)
         }
         pthread_mutex_destroy(&workers[t].inbox_lock);
     }
-    pthread_barrier_destroy(&start_line);
     free(workers);
     if (mallocs != frees) {
         fprintf(stderr, "sh8bench_like: %llu mallocs but %llu frees\n",
