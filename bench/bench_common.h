@@ -9,6 +9,7 @@
 #include <errno.h>
 #include <fcntl.h>
 #include <pthread.h>
+#include <stdatomic.h>
 #include <stdbool.h>
 #include <stdint.h>
 #include <stdio.h>
@@ -223,6 +224,134 @@ static inline double bench_run_threads(const char *prog, void *workers, size_t s
         pthread_join(bench_thread_at(workers, size, t)->tid, NULL);
     double elapsed = bench_now() - start;
     pthread_barrier_destroy(start_line);
+    return elapsed;
+}
+
+/*
+ * A relay: workers in a ring, each handing messages to the next (the last to
+ * the first, a lone worker to itself). Each worker has an inbox, a
+ * mutex-guarded list that the previous worker pushes messages onto and that
+ * the worker itself drains. An inbox holds at most inbox_max messages: a
+ * sender that finds it full drains its own inbox, sleeps 20 us and tries again
+ * (draining first means workers waiting on each other around the ring always
+ * make room for one another), so the memory in flight stays bounded. A worker
+ * done with its own work keeps draining its inbox until every worker is done,
+ * so every message is received whatever the scheduling.
+ *
+ * What a message carries and in which order a drain frees it is the program's:
+ * its message struct begins with a bench_message and goes on with the payload,
+ * its worker struct begins with a bench_relay_worker, and its drain function
+ * takes the inbox's messages with bench_relay_take and frees them.
+ */
+typedef struct bench_message {
+    struct bench_message *next;
+    size_t count; /* entries in the payload */
+} bench_message;
+
+typedef struct bench_relay_worker {
+    bench_thread thread;
+    pthread_mutex_t inbox_lock;
+    bench_message *inbox; /* newest first */
+    size_t inbox_len;
+    uint64_t stalls; /* 20 us waits: for room in the next inbox, or, when done, for the others */
+} bench_relay_worker;
+
+typedef struct bench_relay {
+    size_t inbox_max;
+    void (*drain)(bench_relay_worker *self); /* the program's: frees all that self's inbox holds */
+    atomic_size_t running;                   /* workers not yet done with their own work */
+    pthread_barrier_t start_line;            /* where the workers wait once set up */
+} bench_relay;
+
+static inline bench_relay_worker *bench_relay_worker_at(void *workers, size_t size,
+                                                         size_t index)
+{
+    return (bench_relay_worker *)bench_thread_at(workers, size, index);
+}
+
+/* Empties self's inbox; returns its messages, oldest first or newest first. */
+static inline bench_message *bench_relay_take(bench_relay_worker *self, bool oldest_first)
+{
+    pthread_mutex_lock(&self->inbox_lock);
+    bench_message *m = self->inbox;
+    self->inbox = NULL;
+    self->inbox_len = 0;
+    pthread_mutex_unlock(&self->inbox_lock);
+    if (!oldest_first)
+        return m;
+    bench_message *oldest = NULL;
+    while (m != NULL) {
+        bench_message *next = m->next;
+        m->next = oldest;
+        oldest = m;
+        m = next;
+    }
+    return oldest;
+}
+
+static inline void bench_relay_pause(bench_relay_worker *self)
+{
+    struct timespec ts = { 0, 20000 };
+    nanosleep(&ts, NULL);
+    self->stalls++;
+}
+
+/* Pushes m onto to's inbox; while that inbox is full, drains from's own and waits. */
+static inline void bench_relay_send(bench_relay *relay, bench_relay_worker *from,
+                                    bench_relay_worker *to, bench_message *m)
+{
+    for (;;) {
+        pthread_mutex_lock(&to->inbox_lock);
+        bool room = to->inbox_len < relay->inbox_max;
+        if (room) {
+            m->next = to->inbox;
+            to->inbox = m;
+            to->inbox_len++;
+        }
+        pthread_mutex_unlock(&to->inbox_lock);
+        if (room)
+            return;
+        relay->drain(from);
+        bench_relay_pause(from);
+    }
+}
+
+/*
+ * A worker's last call, after its last send: drains its inbox until every
+ * worker is done. Every send comes before its sender's decrement, so once
+ * running is 0 nothing more arrives and the last drain leaves the inbox empty.
+ */
+static inline void bench_relay_finish(bench_relay *relay, bench_relay_worker *self)
+{
+    atomic_fetch_sub(&relay->running, 1);
+    while (atomic_load(&relay->running) > 0) {
+        relay->drain(self);
+        bench_relay_pause(self);
+    }
+    relay->drain(self);
+}
+
+/*
+ * bench_run_threads for a relay's workers: sets up their inboxes, runs them,
+ * and checks that every inbox was left empty (exit 1 if not). Returns the
+ * seconds from the start line to the last join.
+ */
+static inline double bench_relay_run(const char *prog, bench_relay *relay, void *workers,
+                                     size_t size, size_t threads, void *(*worker_main)(void *))
+{
+    atomic_store(&relay->running, threads);
+    for (size_t t = 0; t < threads; t++)
+        pthread_mutex_init(&bench_relay_worker_at(workers, size, t)->inbox_lock, NULL);
+    double elapsed =
+        bench_run_threads(prog, workers, size, threads, worker_main, &relay->start_line);
+    for (size_t t = 0; t < threads; t++) {
+        bench_relay_worker *w = bench_relay_worker_at(workers, size, t);
+        if (w->inbox != NULL) {
+            fprintf(stderr, "%s: thread %zu exited with blocks in its inbox\n", prog, t);
+            exit(1);
+        }
+        pthread_mutex_destroy(&w->inbox_lock);
+    }
     return elapsed;
 }
 
