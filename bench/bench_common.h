@@ -181,6 +181,62 @@ static inline double bench_parse_seconds(const char *prog, const char *text)
     return value;
 }
 
+/* The default number of threads: the online CPUs, at least `least`. */
+static inline size_t bench_cpus_at_least(size_t least)
+{
+    long cpus = sysconf(_SC_NPROCESSORS_ONLN);
+    return cpus > (long)least ? (size_t)cpus : least;
+}
+
+/*
+ * A positional argument of a workload's command line: its name, for the
+ * message about a bad value, and the variable it sets, which holds its
+ * default: a size_t (size) or a uint64_t (u64), parsed by bench_parse_uint,
+ * or a double (seconds), parsed by bench_parse_seconds; exactly one of the
+ * three. quick is the value --quick gives the variable, 0 where --quick
+ * leaves the default. Point them at a local copy of the program's
+ * configuration and copy that into the static one afterwards: a static whose
+ * address was taken may change in any call as far as the compiler knows, so
+ * the workers' loops would load its fields again after every malloc and free
+ * (mleak's loop ran 2 instructions a step more).
+ */
+typedef struct bench_param {
+    const char *name;
+    size_t *size;
+    uint64_t *u64;
+    double *seconds;
+    double quick;
+} bench_param;
+
+/*
+ * The command line of bench_args with at most `count` positional arguments,
+ * params[i] the i-th: --quick sets the quick values, then each positional
+ * argument given sets its variable. A bad value exits 2 (the first, in order).
+ */
+static inline void bench_parse_params(const char *prog, int argc, char **argv,
+                                      void (*usage)(FILE *), const bench_param *params,
+                                      int count)
+{
+    bool quick;
+    char **pos;
+    int given = bench_args(argc, argv, count, usage, &quick, &pos);
+    for (int i = 0; i < count; i++) {
+        const bench_param *p = &params[i];
+        if (i >= given && !(quick && p->quick != 0))
+            continue;
+        if (p->seconds != NULL) {
+            *p->seconds = i < given ? bench_parse_seconds(prog, pos[i]) : p->quick;
+            continue;
+        }
+        unsigned long long value = i < given ? bench_parse_uint(prog, p->name, pos[i])
+                                             : (unsigned long long)p->quick;
+        if (p->size != NULL)
+            *p->size = (size_t)value;
+        else
+            *p->u64 = value;
+    }
+}
+
 /*
  * Worker threads that start together. A program's worker struct begins with a
  * bench_thread, and its workers lie in one array of `size`-byte structs. Each

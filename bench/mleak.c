@@ -241,28 +241,17 @@ static void usage(FILE *out)
 
 static void parse_args(int argc, char **argv)
 {
-    long cpus = sysconf(_SC_NPROCESSORS_ONLN);
-    cfg = (config){ cpus > 2 ? (size_t)cpus : 2, 10000000, 20000, 100, 200000, 42 };
-    bool quick;
-    char **pos;
-    int n = bench_args(argc, argv, 6, usage, &quick, &pos);
-    if (quick) {
-        cfg.steps = 1000000;
-        cfg.window = 4000;
-        cfg.phase = 40000;
-    }
-    if (n > 0)
-        cfg.threads = bench_parse_uint("mleak", "threads", pos[0]);
-    if (n > 1)
-        cfg.steps = bench_parse_uint("mleak", "steps", pos[1]);
-    if (n > 2)
-        cfg.window = bench_parse_uint("mleak", "window", pos[2]);
-    if (n > 3)
-        cfg.leak_every = bench_parse_uint("mleak", "leak_every", pos[3]);
-    if (n > 4)
-        cfg.phase = bench_parse_uint("mleak", "phase", pos[4]);
-    if (n > 5)
-        cfg.seed = bench_parse_uint("mleak", "seed", pos[5]);
+    config parsed = { bench_cpus_at_least(2), 10000000, 20000, 100, 200000, 42 };
+    const bench_param params[] = {
+        { "threads", .size = &parsed.threads },
+        { "steps", .u64 = &parsed.steps, .quick = 1000000 },
+        { "window", .size = &parsed.window, .quick = 4000 },
+        { "leak_every", .u64 = &parsed.leak_every },
+        { "phase", .u64 = &parsed.phase, .quick = 40000 },
+        { "seed", .u64 = &parsed.seed },
+    };
+    bench_parse_params("mleak", argc, argv, usage, params, 6);
+    cfg = parsed;
     if (cfg.threads < 1 || cfg.window < 1 || cfg.phase < 1 || cfg.leak_every > UINT32_MAX) {
         fprintf(stderr, "mleak: need threads, window, phase >= 1 and leak_every < 2^32\n");
         exit(2);

@@ -194,27 +194,18 @@ static void usage(FILE *out)
 
 static void parse_args(int argc, char **argv)
 {
-    long cpus = sysconf(_SC_NPROCESSORS_ONLN);
-    cfg = (config){ cpus > 2 ? (size_t)cpus : 2, 40000000, 8192, 16384, 256, 32, 42 };
-    bool quick;
-    char **pos;
-    int n = bench_args(argc, argv, 7, usage, &quick, &pos);
-    if (quick)
-        cfg.steps = 10000000;
-    if (n > 0)
-        cfg.threads = bench_parse_uint("rptest", "threads", pos[0]);
-    if (n > 1)
-        cfg.steps = bench_parse_uint("rptest", "steps", pos[1]);
-    if (n > 2)
-        cfg.slots = bench_parse_uint("rptest", "slots", pos[2]);
-    if (n > 3)
-        cfg.max_size = bench_parse_uint("rptest", "max_size", pos[3]);
-    if (n > 4)
-        cfg.handoff = bench_parse_uint("rptest", "handoff", pos[4]);
-    if (n > 5)
-        cfg.batch = bench_parse_uint("rptest", "batch", pos[5]);
-    if (n > 6)
-        cfg.seed = bench_parse_uint("rptest", "seed", pos[6]);
+    config parsed = { bench_cpus_at_least(2), 40000000, 8192, 16384, 256, 32, 42 };
+    const bench_param params[] = {
+        { "threads", .size = &parsed.threads },
+        { "steps", .u64 = &parsed.steps, .quick = 10000000 },
+        { "slots", .size = &parsed.slots },
+        { "max_size", .size = &parsed.max_size },
+        { "handoff", .u64 = &parsed.handoff },
+        { "batch", .size = &parsed.batch },
+        { "seed", .u64 = &parsed.seed },
+    };
+    bench_parse_params("rptest", argc, argv, usage, params, 7);
+    cfg = parsed;
     if (cfg.threads < 1 || cfg.slots < 1 || cfg.max_size < MIN_SIZE ||
         cfg.max_size > UINT32_MAX || cfg.handoff < 1 || cfg.batch < 1) {
         fprintf(stderr, "rptest: need threads, slots, handoff, batch >= 1 and "

@@ -201,25 +201,17 @@ static void usage(FILE *out)
 
 static void parse_args(int argc, char **argv)
 {
-    long cpus = sysconf(_SC_NPROCESSORS_ONLN);
-    cfg = (config){ cpus > 2 ? (size_t)cpus : 2, 10000, 2000, 16384, 4, 42 };
-    bool quick;
-    char **pos;
-    int n = bench_args(argc, argv, 6, usage, &quick, &pos);
-    if (quick)
-        cfg.rounds = 1000;
-    if (n > 0)
-        cfg.threads = bench_parse_uint("sh8bench_like", "threads", pos[0]);
-    if (n > 1)
-        cfg.rounds = bench_parse_uint("sh8bench_like", "rounds", pos[1]);
-    if (n > 2)
-        cfg.batch = bench_parse_uint("sh8bench_like", "batch", pos[2]);
-    if (n > 3)
-        cfg.max_size = bench_parse_uint("sh8bench_like", "max_size", pos[3]);
-    if (n > 4)
-        cfg.pass_every = bench_parse_uint("sh8bench_like", "pass_every", pos[4]);
-    if (n > 5)
-        cfg.seed = bench_parse_uint("sh8bench_like", "seed", pos[5]);
+    config parsed = { bench_cpus_at_least(2), 10000, 2000, 16384, 4, 42 };
+    const bench_param params[] = {
+        { "threads", .size = &parsed.threads },
+        { "rounds", .u64 = &parsed.rounds, .quick = 1000 },
+        { "batch", .size = &parsed.batch },
+        { "max_size", .size = &parsed.max_size },
+        { "pass_every", .size = &parsed.pass_every },
+        { "seed", .u64 = &parsed.seed },
+    };
+    bench_parse_params("sh8bench_like", argc, argv, usage, params, 6);
+    cfg = parsed;
     if (cfg.threads < 1 || cfg.batch < 1 || cfg.max_size < 1) {
         fprintf(stderr, "sh8bench_like: need threads, batch, max_size >= 1\n");
         exit(2);
