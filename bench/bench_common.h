@@ -95,6 +95,16 @@ static inline void bench_oom(const char *prog, size_t size)
     exit(1);
 }
 
+/* A workload that frees every block it allocates checks the two counts at the end. */
+static inline void bench_check_all_freed(const char *prog, uint64_t mallocs, uint64_t frees)
+{
+    if (mallocs != frees) {
+        fprintf(stderr, "%s: %llu mallocs but %llu frees\n", prog, (unsigned long long)mallocs,
+                (unsigned long long)frees);
+        exit(1);
+    }
+}
+
 /*
  * A "Key:   <n> kB" line of /proc/self/status in KiB (VmHWM, VmRSS, ...), 0 if
  * unknown. read(2) into a stack buffer, so that measuring does not allocate.

@@ -255,11 +255,7 @@ int main(int argc, char **argv)
         checksum += workers[t].checksum;
     }
     free(workers);
-    if (mallocs != frees) {
-        fprintf(stderr, "rptest: %llu mallocs but %llu frees\n", (unsigned long long)mallocs,
-                (unsigned long long)frees);
-        return 1;
-    }
+    bench_check_all_freed("rptest", mallocs, frees);
 
     printf("workload=rptest threads=%zu steps=%llu slots=%zu sizes=16..%zu handoff=%llu "
            "batch=%zu seed=%llu\n",

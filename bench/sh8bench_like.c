@@ -261,11 +261,7 @@ int main(int argc, char **argv)
         checksum += workers[t].checksum;
     }
     free(workers);
-    if (mallocs != frees) {
-        fprintf(stderr, "sh8bench_like: %llu mallocs but %llu frees\n",
-                (unsigned long long)mallocs, (unsigned long long)frees);
-        return 1;
-    }
+    bench_check_all_freed("sh8bench_like", mallocs, frees);
 
     printf("workload=sh8bench_like threads=%zu rounds=%llu batch=%zu sizes=1..%zu "
            "pass_every=%zu seed=%llu\n",
