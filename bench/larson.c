@@ -154,31 +154,18 @@ static void usage(FILE *out)
 
 static void parse_args(int argc, char **argv)
 {
-    long cpus = sysconf(_SC_NPROCESSORS_ONLN);
-    cfg = (larson_config){ 5.0, 8, 1000, 5000, 20, 42, cpus > 0 ? (size_t)cpus : 1 };
-
-    bool quick;
-    char **pos;
-    int n = bench_args(argc, argv, 7, usage, &quick, &pos);
-    if (quick) {
-        cfg.seconds = 0.5;
-        cfg.chunks = 1000;
-    }
-    if (n > 0)
-        cfg.seconds = bench_parse_seconds("larson", pos[0]);
-    if (n > 1)
-        cfg.min_size = bench_parse_uint("larson", "min_size", pos[1]);
-    if (n > 2)
-        cfg.max_size = bench_parse_uint("larson", "max_size", pos[2]);
-    if (n > 3)
-        cfg.chunks = bench_parse_uint("larson", "chunks", pos[3]);
-    if (n > 4)
-        cfg.rounds = bench_parse_uint("larson", "rounds", pos[4]);
-    if (n > 5)
-        cfg.seed = bench_parse_uint("larson", "seed", pos[5]);
-    if (n > 6)
-        cfg.threads = bench_parse_uint("larson", "threads", pos[6]);
-
+    larson_config parsed = { 5.0, 8, 1000, 5000, 20, 42, bench_cpus_at_least(1) };
+    const bench_param params[] = {
+        { "seconds", .seconds = &parsed.seconds, .quick = 0.5 },
+        { "min_size", .size = &parsed.min_size },
+        { "max_size", .size = &parsed.max_size },
+        { "chunks", .size = &parsed.chunks, .quick = 1000 },
+        { "rounds", .u64 = &parsed.rounds },
+        { "seed", .u64 = &parsed.seed },
+        { "threads", .size = &parsed.threads },
+    };
+    bench_parse_params("larson", argc, argv, usage, params, 7);
+    cfg = parsed;
     if (cfg.min_size < 1 || cfg.max_size < cfg.min_size || cfg.chunks < 1 || cfg.rounds < 1 ||
         cfg.threads < 1) {
         fprintf(stderr, "larson: need 1 <= min_size <= max_size and chunks, rounds, threads >= 1\n");

@@ -70,8 +70,7 @@ typedef struct config {
 } config;
 
 typedef struct worker {
-    pthread_t tid;
-    size_t index;
+    bench_thread thread;
     unsigned char *leaked; /* the last block leaked; each links to the one before */
     uint64_t leaked_blocks;
     uint64_t leaked_bytes;
@@ -154,7 +153,7 @@ static void *worker_main(void *arg)
 {
     worker *w = arg;
     bench_rng rng;
-    bench_rng_seed(&rng, cfg.seed * 7919u + w->index);
+    bench_rng_seed(&rng, cfg.seed * 7919u + w->thread.index);
     unsigned char **slots = malloc(cfg.window * sizeof *slots);
     if (slots == NULL)
         bench_oom("mleak", cfg.window * sizeof *slots);
@@ -217,7 +216,7 @@ static uint64_t walk_leaked(const worker *w)
     }
     if (blocks != w->leaked_blocks) {
         fprintf(stderr, "mleak: thread %zu leaked %llu blocks but its list holds %llu\n",
-                w->index, (unsigned long long)w->leaked_blocks, (unsigned long long)blocks);
+                w->thread.index, (unsigned long long)w->leaked_blocks, (unsigned long long)blocks);
         exit(1);
     }
     return bytes;
@@ -242,28 +241,17 @@ static void usage(FILE *out)
 
 static void parse_args(int argc, char **argv)
 {
-    long cpus = sysconf(_SC_NPROCESSORS_ONLN);
-    cfg = (config){ cpus > 2 ? (size_t)cpus : 2, 10000000, 20000, 100, 200000, 42 };
-    bool quick;
-    char **pos;
-    int n = bench_args(argc, argv, 6, usage, &quick, &pos);
-    if (quick) {
-        cfg.steps = 1000000;
-        cfg.window = 4000;
-        cfg.phase = 40000;
-    }
-    if (n > 0)
-        cfg.threads = bench_parse_uint("mleak", "threads", pos[0]);
-    if (n > 1)
-        cfg.steps = bench_parse_uint("mleak", "steps", pos[1]);
-    if (n > 2)
-        cfg.window = bench_parse_uint("mleak", "window", pos[2]);
-    if (n > 3)
-        cfg.leak_every = bench_parse_uint("mleak", "leak_every", pos[3]);
-    if (n > 4)
-        cfg.phase = bench_parse_uint("mleak", "phase", pos[4]);
-    if (n > 5)
-        cfg.seed = bench_parse_uint("mleak", "seed", pos[5]);
+    config parsed = { bench_cpus_at_least(2), 10000000, 20000, 100, 200000, 42 };
+    const bench_param params[] = {
+        { "threads", .size = &parsed.threads },
+        { "steps", .u64 = &parsed.steps, .quick = 1000000 },
+        { "window", .size = &parsed.window, .quick = 4000 },
+        { "leak_every", .u64 = &parsed.leak_every },
+        { "phase", .u64 = &parsed.phase, .quick = 40000 },
+        { "seed", .u64 = &parsed.seed },
+    };
+    bench_parse_params("mleak", argc, argv, usage, params, 6);
+    cfg = parsed;
     if (cfg.threads < 1 || cfg.window < 1 || cfg.phase < 1 || cfg.leak_every > UINT32_MAX) {
         fprintf(stderr, "mleak: need threads, window, phase >= 1 and leak_every < 2^32\n");
         exit(2);
@@ -277,21 +265,8 @@ int main(int argc, char **argv)
     workers = calloc(cfg.threads, sizeof *workers);
     if (workers == NULL)
         bench_oom("mleak", cfg.threads * sizeof *workers);
-    pthread_barrier_init(&start_line, NULL, (unsigned)cfg.threads + 1);
-    for (size_t t = 0; t < cfg.threads; t++) {
-        workers[t].index = t;
-        int err = pthread_create(&workers[t].tid, NULL, worker_main, &workers[t]);
-        if (err != 0) {
-            fprintf(stderr, "mleak: pthread_create: %s\n", strerror(err));
-            return 1;
-        }
-    }
-    pthread_barrier_wait(&start_line);
-    double start = bench_now();
-    for (size_t t = 0; t < cfg.threads; t++)
-        pthread_join(workers[t].tid, NULL);
-    double elapsed = bench_now() - start;
-    pthread_barrier_destroy(&start_line);
+    double elapsed =
+        bench_run_threads("mleak", workers, sizeof *workers, cfg.threads, worker_main, &start_line);
     /* Only the leaked blocks are live now (and workers). */
     unsigned long rss_end = bench_rss_kib();
 
@@ -301,7 +276,8 @@ int main(int argc, char **argv)
         uint64_t bytes = walk_leaked(w);
         if (bytes != w->leaked_bytes) {
             fprintf(stderr, "mleak: thread %zu leaked %llu bytes but its list holds %llu\n",
-                    w->index, (unsigned long long)w->leaked_bytes, (unsigned long long)bytes);
+                    w->thread.index, (unsigned long long)w->leaked_bytes,
+                    (unsigned long long)bytes);
             return 1;
         }
         ops += w->mallocs + w->frees;

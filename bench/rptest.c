@@ -32,7 +32,6 @@
 #include "bench_common.h"
 
 #include <pthread.h>
-#include <stdatomic.h>
 #include <string.h>
 
 enum { SIZE_TABLE = 4096, MIN_SIZE = 16, INBOX_MAX = 256 };
@@ -47,23 +46,16 @@ typedef struct config {
     uint64_t seed;
 } config;
 
-/* A hand-off message: `count` blocks for the receiving thread to free. */
+/* A hand-off message: head.count blocks for the receiving thread to free. */
 typedef struct message {
-    struct message *next;
-    size_t count;
+    bench_message head;
     unsigned char *blocks[];
 } message;
 
 typedef struct worker {
-    pthread_t tid;
-    size_t index;
-    pthread_mutex_t inbox_lock;
-    message *inbox; /* LIFO; pushed by the previous thread, drained by this one */
-    size_t inbox_len;
+    bench_relay_worker relay; /* its inbox is drained newest message first */
     uint64_t mallocs;
     uint64_t handed_off; /* batches pushed to the next thread */
-    uint64_t stalls;     /* 20 us waits for room in the next thread's inbox, or, when
-                            done, for the other threads to finish */
     uint64_t frees;
     uint64_t checksum;
     char pad[64]; /* keeps neighbouring workers' counters off one cache line */
@@ -72,8 +64,6 @@ typedef struct worker {
 static config cfg;
 static size_t size_table[SIZE_TABLE];
 static worker *workers;
-static pthread_barrier_t start_line;
-static atomic_size_t running; /* threads not yet done with their steps */
 
 static unsigned char tag_of(uint64_t value)
 {
@@ -109,29 +99,21 @@ static void release_block(worker *w, unsigned char *block)
     free(block);
 }
 
-/* Frees every block in w's inbox, and the messages. */
-static void drain_inbox(worker *w)
+/* Frees every block in self's inbox, and the messages. */
+static void drain_inbox(bench_relay_worker *self)
 {
-    pthread_mutex_lock(&w->inbox_lock);
-    message *m = w->inbox;
-    w->inbox = NULL;
-    w->inbox_len = 0;
-    pthread_mutex_unlock(&w->inbox_lock);
+    worker *w = (worker *)self;
+    message *m = (message *)bench_relay_take(self, false);
     while (m != NULL) {
-        message *next = m->next;
-        for (size_t i = 0; i < m->count; i++)
+        message *next = (message *)m->head.next;
+        for (size_t i = 0; i < m->head.count; i++)
             release_block(w, m->blocks[i]);
         free(m);
         m = next;
     }
 }
 
-static void pause_20us(worker *w)
-{
-    struct timespec ts = { 0, 20000 };
-    nanosleep(&ts, NULL);
-    w->stalls++;
-}
+static bench_relay relay = { .inbox_max = INBOX_MAX, .drain = drain_inbox };
 
 /* Moves up to cfg.batch live blocks, found from *cursor on, to `to`'s inbox;
  * while that inbox is full, drains its own and waits. */
@@ -140,51 +122,36 @@ static void hand_off(worker *from, unsigned char **slots, size_t *cursor, worker
     message *m = malloc(sizeof *m + cfg.batch * sizeof m->blocks[0]);
     if (m == NULL)
         bench_oom("rptest", sizeof *m + cfg.batch * sizeof m->blocks[0]);
-    m->count = 0;
+    m->head.count = 0;
     /* Look at no more than 2 * batch slots: about half of them are full. */
-    for (size_t seen = 0; seen < 2 * cfg.batch && m->count < cfg.batch; seen++) {
+    for (size_t seen = 0; seen < 2 * cfg.batch && m->head.count < cfg.batch; seen++) {
         size_t s = *cursor;
         *cursor = s + 1 == cfg.slots ? 0 : s + 1;
         if (slots[s] != NULL) {
-            m->blocks[m->count++] = slots[s];
+            m->blocks[m->head.count++] = slots[s];
             slots[s] = NULL;
         }
     }
-    if (m->count == 0) {
+    if (m->head.count == 0) {
         free(m);
         return;
     }
-    for (;;) {
-        pthread_mutex_lock(&to->inbox_lock);
-        bool room = to->inbox_len < INBOX_MAX;
-        if (room) {
-            m->next = to->inbox;
-            to->inbox = m;
-            to->inbox_len++;
-        }
-        pthread_mutex_unlock(&to->inbox_lock);
-        if (room)
-            break;
-        /* Draining here first means threads waiting on each other in a ring
-         * always make room for one another. */
-        drain_inbox(from);
-        pause_20us(from);
-    }
+    bench_relay_send(&relay, &from->relay, &to->relay, &m->head);
     from->handed_off++;
 }
 
 static void *worker_main(void *arg)
 {
     worker *w = arg;
-    worker *next = &workers[(w->index + 1) % cfg.threads];
+    worker *next = &workers[(w->relay.thread.index + 1) % cfg.threads];
     bench_rng rng;
-    bench_rng_seed(&rng, cfg.seed * 1000003u + w->index);
+    bench_rng_seed(&rng, cfg.seed * 1000003u + w->relay.thread.index);
     unsigned char **slots = calloc(cfg.slots, sizeof *slots);
     if (slots == NULL)
         bench_oom("rptest", cfg.slots * sizeof *slots);
     size_t cursor = 0;
 
-    pthread_barrier_wait(&start_line);
+    pthread_barrier_wait(&relay.start_line);
     for (uint64_t step = 1; step <= cfg.steps; step++) {
         uint64_t r = bench_rng_next(&rng);
         size_t s = (size_t)(r % cfg.slots);
@@ -198,21 +165,14 @@ static void *worker_main(void *arg)
         if (step % cfg.handoff == 0) {
             if (cfg.threads > 1)
                 hand_off(w, slots, &cursor, next);
-            drain_inbox(w);
+            drain_inbox(&w->relay);
         }
     }
     for (size_t s = 0; s < cfg.slots; s++)
         if (slots[s] != NULL)
             release_block(w, slots[s]);
     free(slots);
-    /* Keep freeing what the previous thread sends until every thread is done;
-     * the decrement comes after this thread's last push. */
-    atomic_fetch_sub(&running, 1);
-    while (atomic_load(&running) > 0) {
-        drain_inbox(w);
-        pause_20us(w);
-    }
-    drain_inbox(w);
+    bench_relay_finish(&relay, &w->relay);
     return NULL;
 }
 
@@ -234,27 +194,18 @@ static void usage(FILE *out)
 
 static void parse_args(int argc, char **argv)
 {
-    long cpus = sysconf(_SC_NPROCESSORS_ONLN);
-    cfg = (config){ cpus > 2 ? (size_t)cpus : 2, 40000000, 8192, 16384, 256, 32, 42 };
-    bool quick;
-    char **pos;
-    int n = bench_args(argc, argv, 7, usage, &quick, &pos);
-    if (quick)
-        cfg.steps = 10000000;
-    if (n > 0)
-        cfg.threads = bench_parse_uint("rptest", "threads", pos[0]);
-    if (n > 1)
-        cfg.steps = bench_parse_uint("rptest", "steps", pos[1]);
-    if (n > 2)
-        cfg.slots = bench_parse_uint("rptest", "slots", pos[2]);
-    if (n > 3)
-        cfg.max_size = bench_parse_uint("rptest", "max_size", pos[3]);
-    if (n > 4)
-        cfg.handoff = bench_parse_uint("rptest", "handoff", pos[4]);
-    if (n > 5)
-        cfg.batch = bench_parse_uint("rptest", "batch", pos[5]);
-    if (n > 6)
-        cfg.seed = bench_parse_uint("rptest", "seed", pos[6]);
+    config parsed = { bench_cpus_at_least(2), 40000000, 8192, 16384, 256, 32, 42 };
+    const bench_param params[] = {
+        { "threads", .size = &parsed.threads },
+        { "steps", .u64 = &parsed.steps, .quick = 10000000 },
+        { "slots", .size = &parsed.slots },
+        { "max_size", .size = &parsed.max_size },
+        { "handoff", .u64 = &parsed.handoff },
+        { "batch", .size = &parsed.batch },
+        { "seed", .u64 = &parsed.seed },
+    };
+    bench_parse_params("rptest", argc, argv, usage, params, 7);
+    cfg = parsed;
     if (cfg.threads < 1 || cfg.slots < 1 || cfg.max_size < MIN_SIZE ||
         cfg.max_size > UINT32_MAX || cfg.handoff < 1 || cfg.batch < 1) {
         fprintf(stderr, "rptest: need threads, slots, handoff, batch >= 1 and "
@@ -292,44 +243,19 @@ int main(int argc, char **argv)
     workers = calloc(cfg.threads, sizeof *workers);
     if (workers == NULL)
         bench_oom("rptest", cfg.threads * sizeof *workers);
-    pthread_barrier_init(&start_line, NULL, (unsigned)cfg.threads + 1);
-    atomic_store(&running, cfg.threads);
-    for (size_t t = 0; t < cfg.threads; t++) {
-        workers[t].index = t;
-        pthread_mutex_init(&workers[t].inbox_lock, NULL);
-    }
-    for (size_t t = 0; t < cfg.threads; t++) {
-        int err = pthread_create(&workers[t].tid, NULL, worker_main, &workers[t]);
-        if (err != 0) {
-            fprintf(stderr, "rptest: pthread_create: %s\n", strerror(err));
-            return 1;
-        }
-    }
-    pthread_barrier_wait(&start_line);
-    double start = bench_now();
-    for (size_t t = 0; t < cfg.threads; t++)
-        pthread_join(workers[t].tid, NULL);
-    /* The threads drained everything before they exited; this is a safety net. */
-    for (size_t t = 0; t < cfg.threads; t++)
-        drain_inbox(&workers[t]);
-    double elapsed = bench_now() - start;
+    double elapsed =
+        bench_relay_run("rptest", &relay, workers, sizeof *workers, cfg.threads, worker_main);
 
     uint64_t mallocs = 0, frees = 0, checksum = 0, handed_off = 0, stalls = 0;
     for (size_t t = 0; t < cfg.threads; t++) {
         handed_off += workers[t].handed_off;
-        stalls += workers[t].stalls;
+        stalls += workers[t].relay.stalls;
         mallocs += workers[t].mallocs;
         frees += workers[t].frees;
         checksum += workers[t].checksum;
-        pthread_mutex_destroy(&workers[t].inbox_lock);
     }
-    pthread_barrier_destroy(&start_line);
     free(workers);
-    if (mallocs != frees) {
-        fprintf(stderr, "rptest: %llu mallocs but %llu frees\n", (unsigned long long)mallocs,
-                (unsigned long long)frees);
-        return 1;
-    }
+    bench_check_all_freed("rptest", mallocs, frees);
 
     printf("workload=rptest threads=%zu steps=%llu slots=%zu sizes=16..%zu handoff=%llu "
            "batch=%zu seed=%llu\n",

@@ -41,8 +41,6 @@
 #include "bench_common.h"
 
 #include <pthread.h>
-#include <stdatomic.h>
-#include <string.h>
 
 enum { CYCLE = 1024, START_STEP = 389, THREAD_STEP = 97, INBOX_MAX = 8 };
 
@@ -60,23 +58,17 @@ typedef struct item {
     size_t size;
 } item;
 
-/* A message: `count` blocks for the receiving thread to free. */
+/* A message: head.count blocks for the receiving thread to free. */
 typedef struct message {
-    struct message *next;
-    size_t count;
+    bench_message head;
     item items[];
 } message;
 
 typedef struct worker {
-    pthread_t tid;
-    size_t index;
-    pthread_mutex_t inbox_lock;
-    message *inbox; /* pushed by the previous thread, drained by this one */
-    size_t inbox_len;
+    bench_relay_worker relay; /* its inbox is drained oldest message first */
     uint64_t mallocs;
     uint64_t frees;
     uint64_t passed; /* blocks sent to the next thread */
-    uint64_t stalls;
     uint64_t checksum;
     char pad[64]; /* keeps neighbouring workers' counters off one cache line */
 } worker;
@@ -84,8 +76,6 @@ typedef struct worker {
 static config cfg;
 static size_t size_cycle[CYCLE];
 static worker *workers;
-static pthread_barrier_t start_line;
-static atomic_size_t running; /* threads not yet done with their rounds */
 
 static unsigned char tag_of(size_t size)
 {
@@ -115,58 +105,21 @@ static void release(worker *w, item it)
     w->frees++;
 }
 
-/* Frees every block in w's inbox, and the messages. */
-static void drain_inbox(worker *w)
+/* Frees every block in self's inbox, oldest message first, and the messages. */
+static void drain_inbox(bench_relay_worker *self)
 {
-    pthread_mutex_lock(&w->inbox_lock);
-    message *m = w->inbox;
-    w->inbox = NULL;
-    w->inbox_len = 0;
-    pthread_mutex_unlock(&w->inbox_lock);
-    /* The list is newest first; free the oldest message first. */
-    message *oldest = NULL;
+    worker *w = (worker *)self;
+    message *m = (message *)bench_relay_take(self, true);
     while (m != NULL) {
-        message *next = m->next;
-        m->next = oldest;
-        oldest = m;
+        message *next = (message *)m->head.next;
+        for (size_t i = 0; i < m->head.count; i++)
+            release(w, m->items[i]);
+        free(m);
         m = next;
     }
-    while (oldest != NULL) {
-        message *next = oldest->next;
-        for (size_t i = 0; i < oldest->count; i++)
-            release(w, oldest->items[i]);
-        free(oldest);
-        oldest = next;
-    }
 }
 
-static void pause_20us(worker *w)
-{
-    struct timespec ts = { 0, 20000 };
-    nanosleep(&ts, NULL);
-    w->stalls++;
-}
-
-/* Pushes m onto to's inbox; while that inbox is full, drains its own and waits. */
-static void send(worker *from, worker *to, message *m)
-{
-    for (;;) {
-        pthread_mutex_lock(&to->inbox_lock);
-        bool room = to->inbox_len < INBOX_MAX;
-        if (room) {
-            m->next = to->inbox;
-            to->inbox = m;
-            to->inbox_len++;
-        }
-        pthread_mutex_unlock(&to->inbox_lock);
-        if (room)
-            return;
-        /* Draining first means threads waiting on each other in a ring always
-         * make room for one another (and a lone thread for itself). */
-        drain_inbox(from);
-        pause_20us(from);
-    }
-}
+static bench_relay relay = { .inbox_max = INBOX_MAX, .drain = drain_inbox };
 
 static bool passed(size_t i)
 {
@@ -176,14 +129,14 @@ static bool passed(size_t i)
 static void *worker_main(void *arg)
 {
     worker *w = arg;
-    worker *next = &workers[(w->index + 1) % cfg.threads];
+    worker *next = &workers[(w->relay.thread.index + 1) % cfg.threads];
     item *items = malloc(cfg.batch * sizeof *items);
     if (items == NULL)
         bench_oom("sh8bench_like", cfg.batch * sizeof *items);
     size_t per_message = cfg.pass_every != 0 ? cfg.batch / cfg.pass_every : 0;
-    size_t start = (w->index * THREAD_STEP) % CYCLE;
+    size_t start = (w->relay.thread.index * THREAD_STEP) % CYCLE;
 
-    pthread_barrier_wait(&start_line);
+    pthread_barrier_wait(&relay.start_line);
     for (uint64_t round = 0; round < cfg.rounds; round++) {
         for (size_t i = 0; i < cfg.batch; i++) {
             size_t size = size_cycle[(start + i) % CYCLE];
@@ -195,13 +148,13 @@ static void *worker_main(void *arg)
             message *m = malloc(sizeof *m + per_message * sizeof m->items[0]);
             if (m == NULL)
                 bench_oom("sh8bench_like", sizeof *m + per_message * sizeof m->items[0]);
-            m->count = 0;
+            m->head.count = 0;
             for (size_t i = 0; i < cfg.batch; i++)
                 if (passed(i))
-                    m->items[m->count++] = items[i];
+                    m->items[m->head.count++] = items[i];
             /* Counted before the send: from then on the receiver may free m. */
-            w->passed += m->count;
-            send(w, next, m);
+            w->passed += m->head.count;
+            bench_relay_send(&relay, &w->relay, &next->relay, &m->head);
         }
 
         /* Reverse: the odd indices, last first. */
@@ -223,17 +176,10 @@ static void *worker_main(void *arg)
                     hi -= 2;
             }
         }
-        drain_inbox(w);
+        drain_inbox(&w->relay);
     }
     free(items);
-    /* Keep freeing what the previous thread sends until every thread is done;
-     * the decrement comes after this thread's last send. */
-    atomic_fetch_sub(&running, 1);
-    while (atomic_load(&running) > 0) {
-        drain_inbox(w);
-        pause_20us(w);
-    }
-    drain_inbox(w);
+    bench_relay_finish(&relay, &w->relay);
     return NULL;
 }
 
@@ -255,25 +201,17 @@ static void usage(FILE *out)
 
 static void parse_args(int argc, char **argv)
 {
-    long cpus = sysconf(_SC_NPROCESSORS_ONLN);
-    cfg = (config){ cpus > 2 ? (size_t)cpus : 2, 10000, 2000, 16384, 4, 42 };
-    bool quick;
-    char **pos;
-    int n = bench_args(argc, argv, 6, usage, &quick, &pos);
-    if (quick)
-        cfg.rounds = 1000;
-    if (n > 0)
-        cfg.threads = bench_parse_uint("sh8bench_like", "threads", pos[0]);
-    if (n > 1)
-        cfg.rounds = bench_parse_uint("sh8bench_like", "rounds", pos[1]);
-    if (n > 2)
-        cfg.batch = bench_parse_uint("sh8bench_like", "batch", pos[2]);
-    if (n > 3)
-        cfg.max_size = bench_parse_uint("sh8bench_like", "max_size", pos[3]);
-    if (n > 4)
-        cfg.pass_every = bench_parse_uint("sh8bench_like", "pass_every", pos[4]);
-    if (n > 5)
-        cfg.seed = bench_parse_uint("sh8bench_like", "seed", pos[5]);
+    config parsed = { bench_cpus_at_least(2), 10000, 2000, 16384, 4, 42 };
+    const bench_param params[] = {
+        { "threads", .size = &parsed.threads },
+        { "rounds", .u64 = &parsed.rounds, .quick = 1000 },
+        { "batch", .size = &parsed.batch },
+        { "max_size", .size = &parsed.max_size },
+        { "pass_every", .size = &parsed.pass_every },
+        { "seed", .u64 = &parsed.seed },
+    };
+    bench_parse_params("sh8bench_like", argc, argv, usage, params, 6);
+    cfg = parsed;
     if (cfg.threads < 1 || cfg.batch < 1 || cfg.max_size < 1) {
         fprintf(stderr, "sh8bench_like: need threads, batch, max_size >= 1\n");
         exit(2);
@@ -311,45 +249,19 @@ int main(int argc, char **argv)
     workers = calloc(cfg.threads, sizeof *workers);
     if (workers == NULL)
         bench_oom("sh8bench_like", cfg.threads * sizeof *workers);
-    pthread_barrier_init(&start_line, NULL, (unsigned)cfg.threads + 1);
-    atomic_store(&running, cfg.threads);
-    for (size_t t = 0; t < cfg.threads; t++) {
-        workers[t].index = t;
-        pthread_mutex_init(&workers[t].inbox_lock, NULL);
-    }
-    for (size_t t = 0; t < cfg.threads; t++) {
-        int err = pthread_create(&workers[t].tid, NULL, worker_main, &workers[t]);
-        if (err != 0) {
-            fprintf(stderr, "sh8bench_like: pthread_create: %s\n", strerror(err));
-            return 1;
-        }
-    }
-    pthread_barrier_wait(&start_line);
-    double start = bench_now();
-    for (size_t t = 0; t < cfg.threads; t++)
-        pthread_join(workers[t].tid, NULL);
-    double elapsed = bench_now() - start;
+    double elapsed = bench_relay_run("sh8bench_like", &relay, workers, sizeof *workers,
+                                     cfg.threads, worker_main);
 
     uint64_t mallocs = 0, frees = 0, passed_blocks = 0, stalls = 0, checksum = 0;
     for (size_t t = 0; t < cfg.threads; t++) {
         mallocs += workers[t].mallocs;
         frees += workers[t].frees;
         passed_blocks += workers[t].passed;
-        stalls += workers[t].stalls;
+        stalls += workers[t].relay.stalls;
         checksum += workers[t].checksum;
-        if (workers[t].inbox != NULL) {
-            fprintf(stderr, "sh8bench_like: thread %zu exited with blocks in its inbox\n", t);
-            return 1;
-        }
-        pthread_mutex_destroy(&workers[t].inbox_lock);
     }
-    pthread_barrier_destroy(&start_line);
     free(workers);
-    if (mallocs != frees) {
-        fprintf(stderr, "sh8bench_like: %llu mallocs but %llu frees\n",
-                (unsigned long long)mallocs, (unsigned long long)frees);
-        return 1;
-    }
+    bench_check_all_freed("sh8bench_like", mallocs, frees);
 
     printf("workload=sh8bench_like threads=%zu rounds=%llu batch=%zu sizes=1..%zu "
            "pass_every=%zu seed=%llu\n",
