@@ -184,8 +184,10 @@ static inline double bench_parse_seconds(const char *prog, const char *text)
     char *end;
     errno = 0;
     double value = strtod(text, &end);
-    if (errno != 0 || end == text || *end != '\0' || !(value > 0)) {
-        fprintf(stderr, "%s: seconds must be a positive number, got '%s'\n", prog, text);
+    /* A bound of a day also refuses inf, which would run forever. */
+    if (errno != 0 || end == text || *end != '\0' || !(value > 0) || !(value <= 86400)) {
+        fprintf(stderr, "%s: seconds must be a positive number up to 86400, got '%s'\n", prog,
+                text);
         exit(2);
     }
     return value;
