@@ -164,7 +164,8 @@ static void parse_args(int argc, char **argv)
         { "seed", .u64 = &parsed.seed },
         { "threads", .size = &parsed.threads },
     };
-    bench_parse_params("larson", argc, argv, usage, params, 7);
+    bench_parse_params("larson", argc, argv, usage, params,
+                       (int)(sizeof params / sizeof params[0]));
     cfg = parsed;
     if (cfg.min_size < 1 || cfg.max_size < cfg.min_size || cfg.chunks < 1 || cfg.rounds < 1 ||
         cfg.threads < 1) {

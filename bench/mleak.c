@@ -250,7 +250,8 @@ static void parse_args(int argc, char **argv)
         { "phase", .u64 = &parsed.phase, .quick = 40000 },
         { "seed", .u64 = &parsed.seed },
     };
-    bench_parse_params("mleak", argc, argv, usage, params, 6);
+    bench_parse_params("mleak", argc, argv, usage, params,
+                       (int)(sizeof params / sizeof params[0]));
     cfg = parsed;
     if (cfg.threads < 1 || cfg.window < 1 || cfg.phase < 1 || cfg.leak_every > UINT32_MAX) {
         fprintf(stderr, "mleak: need threads, window, phase >= 1 and leak_every < 2^32\n");

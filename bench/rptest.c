@@ -204,7 +204,8 @@ static void parse_args(int argc, char **argv)
         { "batch", .size = &parsed.batch },
         { "seed", .u64 = &parsed.seed },
     };
-    bench_parse_params("rptest", argc, argv, usage, params, 7);
+    bench_parse_params("rptest", argc, argv, usage, params,
+                       (int)(sizeof params / sizeof params[0]));
     cfg = parsed;
     if (cfg.threads < 1 || cfg.slots < 1 || cfg.max_size < MIN_SIZE ||
         cfg.max_size > UINT32_MAX || cfg.handoff < 1 || cfg.batch < 1) {

@@ -210,7 +210,8 @@ static void parse_args(int argc, char **argv)
         { "pass_every", .size = &parsed.pass_every },
         { "seed", .u64 = &parsed.seed },
     };
-    bench_parse_params("sh8bench_like", argc, argv, usage, params, 6);
+    bench_parse_params("sh8bench_like", argc, argv, usage, params,
+                       (int)(sizeof params / sizeof params[0]));
     cfg = parsed;
     if (cfg.threads < 1 || cfg.batch < 1 || cfg.max_size < 1) {
         fprintf(stderr, "sh8bench_like: need threads, batch, max_size >= 1\n");
