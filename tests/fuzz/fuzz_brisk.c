@@ -8,6 +8,11 @@
  * allocate, free, realloc, reset, push/pop, local caches and destroy on two
  * instances each of the arena (and a cursor), the stack, the fifo, the pool,
  * the buddy and the hybrid, created with parameters read from the input.
+ * Sizes come near the allocators' boundaries (the general size classes
+ * among them); a realloc may take a size relative to the block's (half its
+ * usable size, a byte more or less, twice); the stack pushes and pops one
+ * frame or up to 255 at once, through brisk_stack_push or
+ * BRISK_STACK_SCOPE's functions.
  *
  * A shadow model keeps every live block: its address, its size, the byte it
  * was filled with and what it belongs to. The harness aborts (a crash for
@@ -15,8 +20,9 @@
  * that overlap, a misaligned block, a block that should be zero and is
  * not, NULL where the allocator must succeed (or success where it must
  * fail), an errno other than the documented one, a buddy tree that does not
- * validate, or a region allocator still registered after every one was
- * destroyed. The pool's, the fifo's and the hybrid's own validators
+ * validate, a pool's bytes_in_use other than its objects in use (without
+ * per-thread caches), or a region allocator still registered after every
+ * one was destroyed. The pool's, the fifo's and the hybrid's own validators
  * (regions/pool.h, regions/fifo.h, regions/hybrid.h; they abort with a
  * "brisk:" line) run on every live one at the check operation and before
  * each destroy (a hybrid of the default config, whose 64 MiB region takes
@@ -33,7 +39,12 @@
  * tests/fuzz/corpus holds the inputs that `-set_cover_merge=1
  * -use_counters=0` kept of runs of a few minutes: the fewest that reach
  * every edge those runs reached. Remade the same way when the operations
- * or the allocators change much.
+ * or the allocators change much. Four were added with the relative
+ * reallocs, the class edges and the stack's many frames and scopes: one
+ * written by hand to reach each of them (a scope, 200 frames pushed past
+ * the records in the stack's page and popped, a class edge's block
+ * resized to half its usable size and past it, a pool's statistics), and
+ * the three of a 31-minute campaign that added the most edges.
  */
 #include <brisk.h>
 
@@ -80,6 +91,27 @@ static uint16_t u16(input_t *in) {
   return (uint16_t)(lo | (uint16_t)u8(in) << 8);
 }
 
+/* A general size class's block size (general/size_class.h: 8, 16-byte
+ * steps to 128, 8 steps per doubling to 64 KiB, 4 to 512 KiB) or a
+ * multiple of 4 KiB up to 140 KiB, or the byte either side of it. */
+static size_t class_edge(uint16_t value) {
+  size_t delta = value % 3, i = (size_t)(value / 3) % 128, base;
+  if (i == 0) {
+    base = 8;
+  } else if (i <= 8) {
+    base = i * 16;
+  } else if (i <= 80) {
+    size_t j = i - 9, b = 7 + j / 8;
+    base = ((size_t)1 << b) + ((j % 8 + 1) << (b - 3));
+  } else if (i <= 92) {
+    size_t j = i - 81, b = 16 + j / 4;
+    base = ((size_t)1 << b) + ((j % 4 + 1) << (b - 2));
+  } else {
+    base = (i - 92) * 4096;
+  }
+  return base + delta - 1;
+}
+
 /* Sizes around every boundary the allocators have: tiny, the general
  * allocator's class limits (1 KiB direct, 8 KiB small, 64 KiB medium,
  * 512 KiB large), huge, and exact edge values. */
@@ -92,6 +124,7 @@ static size_t read_size(input_t *in) {
   uint8_t shape = u8(in);
   unsigned kind = shape % 16;
   uint16_t value = u16(in);
+  if (kind == 14 && shape >> 4 >= 14) return class_edge(value);
   if (kind == 14) return edges[value % (sizeof edges / sizeof edges[0])];
   if (kind == 15) return value;
   size_t max = ranges[kind];
@@ -107,6 +140,23 @@ static size_t read_align(input_t *in) {
   if (a < 232) return (size_t)1 << (a % 13);
   if (a < 252) return (size_t)1 << (13 + a % 10); /* 8 KiB .. 4 MiB */
   return (size_t)(a % 2 == 0 ? 24 : 48);
+}
+
+/* A new size for a block of `size` bytes whose allocator holds `usable`
+ * for it: the edges a resize has (in place or moved, the general
+ * allocator's half-used limit, one byte more or less, twice as much). */
+static size_t read_resize(input_t *in, size_t size, size_t usable) {
+  uint8_t how = u8(in);
+  switch (how % 8) {
+    case 0: return usable / 2;
+    case 1: return usable / 2 > 0 ? usable / 2 - 1 : 0;
+    case 2: return usable;
+    case 3: return usable + 1;
+    case 4: return size + 1;
+    case 5: return size > 0 ? size - 1 : 0;
+    case 6: return size * 2;
+    default: return size + (size_t)(how >> 3) * 16;
+  }
 }
 
 static bool power_of_two(size_t x) { return x != 0 && (x & (x - 1)) == 0; }
@@ -534,10 +584,10 @@ static void op_general_alloc(input_t *in, int how) {
   add_general(p, size, align, 0, 0, how == 1, what);
 }
 
-static void op_general_realloc(size_t i, input_t *in) {
+static void op_general_realloc(size_t i, input_t *in, bool relative) {
   block_t old = blocks[i];
   check_block(&old, "realloc");
-  size_t size = read_size(in);
+  size_t size = relative ? read_resize(in, old.size, old.extent) : read_size(in);
   if (!room_for(size)) return;
   if (size == 0) {
     /* Frees p and returns NULL, as glibc's does. */
@@ -632,32 +682,50 @@ static void op_stack_alloc(input_t *in) {
   b->depth = s->depth;
 }
 
-static void op_stack_push(input_t *in) {
+/* Pushes one frame, or (many) up to 255 at once: enough to outgrow the
+ * frame records kept in the stack's own page. Through BRISK_STACK_SCOPE's
+ * functions (`scope`) or brisk_stack_push. */
+static void op_stack_push(input_t *in, bool many, bool scope) {
   slot_t *s = get_slot(in, K_STACK);
-  if (s == NULL || s->depth >= 300) return;
-  brisk_stack_push(s->handle);
-  s->depth++;
-}
-
-static void op_stack_pop(input_t *in) {
-  slot_t *s = get_slot(in, K_STACK);
-  if (s == NULL || s->depth == 0) return;
-  for (size_t i = nblocks; i-- > 0;) {
-    block_t *b = &blocks[i];
-    if (b->kind == K_STACK && b->owner == s->handle && b->depth == s->depth) {
-      check_block(b, "stack pop");
-      remove_block(i);
-    }
+  if (s == NULL) return;
+  unsigned n = many ? u8(in) : 1;
+  for (unsigned k = 0; k < n && s->depth < 1000; k++) {
+    if (scope)
+      (void)brisk_stack_scope_begin_(s->handle);
+    else
+      brisk_stack_push(s->handle);
+    s->depth++;
   }
-  brisk_stack_pop(s->handle);
-  s->depth--;
 }
 
-static void op_stack_realloc(size_t i, input_t *in) {
+/* Pops one frame, or (many) up to 255, as op_stack_push pushes them. */
+static void op_stack_pop(input_t *in, bool many, bool scope) {
+  slot_t *s = get_slot(in, K_STACK);
+  if (s == NULL) return;
+  unsigned n = many ? u8(in) : 1;
+  for (unsigned k = 0; k < n && s->depth > 0; k++) {
+    for (size_t i = nblocks; i-- > 0;) {
+      block_t *b = &blocks[i];
+      if (b->kind == K_STACK && b->owner == s->handle && b->depth == s->depth) {
+        check_block(b, "stack pop");
+        remove_block(i);
+      }
+    }
+    brisk_stack_t *stack = s->handle;
+    if (scope)
+      brisk_stack_scope_end_(&stack);
+    else
+      brisk_stack_pop(s->handle);
+    s->depth--;
+  }
+}
+
+static void op_stack_realloc(size_t i, input_t *in, bool relative) {
   block_t old = blocks[i];
   slot_t *s = &slots[K_STACK][old.slot];
   check_block(&old, "stack realloc");
-  size_t size = read_size(in), align = read_align(in);
+  size_t size = relative ? read_resize(in, old.size, old.size) : read_size(in);
+  size_t align = read_align(in);
   if (align != 0 && !power_of_two(align)) align = 0;
   if (!room_for(size)) return;
   errno = 0;
@@ -681,14 +749,14 @@ static void op_fifo_alloc(input_t *in) {
   add_block(K_FIFO, slot_index(s, K_FIFO), s->handle, p, size, size, 0, 0, true);
 }
 
-static void op_fifo_realloc(size_t i, input_t *in) {
+static void op_fifo_realloc(size_t i, input_t *in, bool relative) {
   block_t old = blocks[i];
   if (old.orphan) {
     release_block(i, false); /* its fifo is destroyed: only free is allowed */
     return;
   }
   check_block(&old, "fifo realloc");
-  size_t size = read_size(in);
+  size_t size = relative ? read_resize(in, old.size, old.size) : read_size(in);
   if (!room_for(size)) return;
   void *p = brisk_fifo_realloc(old.owner, old.p, size);
   if (p == NULL) fail("brisk_fifo_realloc(%zu): NULL (errno %d)", size, errno);
@@ -802,13 +870,14 @@ static void op_free(input_t *in, bool remote) {
   release_block((size_t)i, remote);
 }
 
-static void op_realloc(input_t *in) {
+/* relative: the new size is read_resize's, from the block's. */
+static void op_realloc(input_t *in, bool relative) {
   ssize_t i = pick_block(in);
   if (i < 0) return;
   switch (blocks[i].kind) {
-    case K_GENERAL: op_general_realloc((size_t)i, in); break;
-    case K_STACK: op_stack_realloc((size_t)i, in); break;
-    case K_FIFO: op_fifo_realloc((size_t)i, in); break;
+    case K_GENERAL: op_general_realloc((size_t)i, in, relative); break;
+    case K_STACK: op_stack_realloc((size_t)i, in, relative); break;
+    case K_FIFO: op_fifo_realloc((size_t)i, in, relative); break;
     default: check_block(&blocks[i], "check"); break;
   }
 }
@@ -840,10 +909,26 @@ static void check_all(void) {
   for (size_t i = 0; i < nblocks; i++) check_block(&blocks[i], "check");
 }
 
+/* A pool without per-thread caches counts exactly the objects in the
+ * program's hands (its local cache's too) as in use, each taking its
+ * stride: obj_size rounded up to the alignment (16 by default, 8 at
+ * least). */
+static void check_pool_stats(const slot_t *s) {
+  if (s->handle == NULL || (s->flags & BRISK_REGION_THREAD_CACHE)) return;
+  size_t unit = s->obj_align == 0 ? 16 : s->obj_align < 8 ? 8 : s->obj_align;
+  size_t stride = (s->obj_size + unit - 1) / unit * unit;
+  brisk_region_stats_t stats;
+  brisk_pool_stats(s->handle, &stats);
+  if (stats.bytes_in_use != pool_in_use(s) * stride)
+    fail("pool (object %zu, align %zu): bytes_in_use %zu, expected %zu objects of %zu",
+         s->obj_size, s->obj_align, (size_t)stats.bytes_in_use, pool_in_use(s), stride);
+}
+
 /* check_all, and every live pool, fifo and small hybrid validated. */
 static void op_check(void) {
   check_all();
   for (int slot = 0; slot < SLOTS; slot++) {
+    check_pool_stats(&slots[K_POOL][slot]);
     validate_slot(K_FIFO, &slots[K_FIFO][slot], false);
     validate_slot(K_POOL, &slots[K_POOL][slot], false);
     validate_slot(K_HYBRID, &slots[K_HYBRID][slot], false);
@@ -885,13 +970,17 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size) {
   input_t in = {data, size};
   while (in.n > 0) {
     uint8_t op = u8(&in);
+    /* The top bits pick a variant of some operations: 0xe0 and up, the
+     * realloc of a size read_resize picks, many frames pushed or popped;
+     * 0xc0 to 0xdf, frames through BRISK_STACK_SCOPE's functions. */
+    bool variant = op >= 0xe0, scope = op >= 0xc0 && op < 0xe0;
     switch (op % 32) {
       case 0: case 1: op_general_alloc(&in, 0); break;
       case 2: op_general_alloc(&in, 1); break;
       case 3: op_general_alloc(&in, 2); break;
       case 4: case 5: op_free(&in, false); break;
       case 6: op_free(&in, true); break;
-      case 7: case 8: op_realloc(&in); break;
+      case 7: case 8: op_realloc(&in, variant); break;
       case 9: op_use_usable(&in); break;
       case 10: op_remote_malloc(&in); break;
       case 11:
@@ -905,9 +994,9 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size) {
       case 12: case 13: op_arena_alloc(&in, false); break;
       case 14: op_arena_alloc(&in, true); break;
       case 15: op_arena_reset(&in); break;
-      case 16: op_stack_push(&in); break;
+      case 16: op_stack_push(&in, variant, scope); break;
       case 17: case 18: op_stack_alloc(&in); break;
-      case 19: op_stack_pop(&in); break;
+      case 19: op_stack_pop(&in, variant, scope); break;
       case 20: case 21: op_fifo_alloc(&in); break;
       case 22: case 23: op_pool_alloc(&in, false); break;
       case 24: op_pool_alloc(&in, true); break;
