@@ -702,15 +702,17 @@ static void op_stack_push(input_t *in, bool many, bool scope) {
 static void op_stack_pop(input_t *in, bool many, bool scope) {
   slot_t *s = get_slot(in, K_STACK);
   if (s == NULL) return;
-  unsigned n = many ? u8(in) : 1;
-  for (unsigned k = 0; k < n && s->depth > 0; k++) {
-    for (size_t i = nblocks; i-- > 0;) {
-      block_t *b = &blocks[i];
-      if (b->kind == K_STACK && b->owner == s->handle && b->depth == s->depth) {
-        check_block(b, "stack pop");
-        remove_block(i);
-      }
+  size_t n = many ? u8(in) : 1;
+  if (n > s->depth) n = s->depth;
+  /* The blocks of every frame about to go, checked while all are live. */
+  for (size_t i = nblocks; i-- > 0;) {
+    block_t *b = &blocks[i];
+    if (b->kind == K_STACK && b->owner == s->handle && b->depth > s->depth - n) {
+      check_block(b, "stack pop");
+      remove_block(i);
     }
+  }
+  for (size_t k = 0; k < n; k++) {
     brisk_stack_t *stack = s->handle;
     if (scope)
       brisk_stack_scope_end_(&stack);
