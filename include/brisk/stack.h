@@ -70,7 +70,9 @@ BRISK_API brisk_stack_t *brisk_stack_tls(void);
 /*
  * allocations and bytes_requested: successful alloc and realloc calls
  * (a realloc is one allocation of its new size) and the sizes asked.
- * bytes_in_use: the bytes asked in live frames (nothing is rounded).
+ * bytes_in_use: the bytes asked in live frames (nothing is rounded); a
+ * realloc that moves a block, or shrinks one in place that is not the top
+ * frame's last, leaves the old size counted until its frame is popped.
  * bytes_held: blocks, the stack's own page and its frame records. Exact in
  * the owner's thread; from another thread, a racy read of the owner's
  * counters (each a value it wrote, the set a moment apart).

@@ -94,8 +94,9 @@
  * bytes_requested sums the sizes they asked for (a realloc counts as one
  * allocation of its new size, in place or not); bytes_in_use is the bytes
  * asked in live frames (the stack rounds nothing; a copying realloc keeps
- * the old copy until pop); bytes_held the bytes mapped now (blocks, the
- * stack's page, frame records beyond it); system_requests every OS call
+ * the old copy until pop, and a shrink in place of any allocation but the
+ * top frame's last its old size); bytes_held the bytes mapped now (blocks,
+ * the stack's page, frame records beyond it); system_requests every OS call
  * made for the stack (its page, blocks and frame records mapped and
  * released; each call of a reservation's). The fast path's own counts
  * serve: `asked` (bytes and requests in one word, folded into

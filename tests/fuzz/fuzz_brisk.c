@@ -21,16 +21,18 @@
  * not, NULL where the allocator must succeed (or success where it must
  * fail), an errno other than the documented one, a buddy tree that does not
  * validate, a pool's bytes_in_use other than its objects in use (without
- * per-thread caches), or a region allocator still registered after every
- * one was destroyed. The pool's, the fifo's and the hybrid's own validators
- * (regions/pool.h, regions/fifo.h, regions/hybrid.h; they abort with a
- * "brisk:" line) run on every live one at the check operation and before
- * each destroy (a hybrid of the default config, whose 64 MiB region takes
- * long to validate under ASan, before its destroy only): between two
- * operations is a quiet point, since the other thread's jobs are waited
- * for. It is built with AddressSanitizer (and UBSan), which also sees
- * the region allocators' poisoning of what they take back: a byte the
- * harness touches outside a live region block is a report.
+ * per-thread caches), a stack's, fifo's, buddy's or hybrid's statistics
+ * other than the model's counts (check_region_stats), or a region
+ * allocator still registered after every one was destroyed. The pool's,
+ * the fifo's and the hybrid's own validators (regions/pool.h,
+ * regions/fifo.h, regions/hybrid.h; they abort with a "brisk:" line) run
+ * on every live one at the check operation and before each destroy (a
+ * hybrid of the default config, whose 64 MiB region takes long to validate
+ * under ASan, before its destroy only): between two operations is a quiet
+ * point, since the other thread's jobs are waited for. It is built with
+ * AddressSanitizer (and UBSan), which also sees the region allocators'
+ * poisoning of what they take back: a byte the harness touches outside a
+ * live region block is a report.
  *
  * Each input starts from no region allocator and no live block, and ends by
  * checking and freeing every block and destroying every allocator; the
@@ -44,7 +46,10 @@
  * written by hand to reach each of them (a scope, 200 frames pushed past
  * the records in the stack's page and popped, a class edge's block
  * resized to half its usable size and past it, a pool's statistics), and
- * the three of a 31-minute campaign that added the most edges.
+ * the three of a 31-minute campaign that added the most edges. One more,
+ * written by hand with the region statistics' checks: two allocations on
+ * a stack, the first shrunk in place, then a check (its old size stays
+ * counted: it is not the frame's last).
  */
 #include <brisk.h>
 
@@ -174,6 +179,7 @@ enum kind { K_GENERAL, K_ARENA, K_STACK, K_FIFO, K_POOL, K_BUDDY, K_HYBRID, K_KI
 #define MAX_BLOCKS 512
 #define MAX_LIVE_BYTES ((size_t)96 << 20)
 #define SLOTS 2
+#define STACK_MAX_DEPTH 1000
 
 typedef struct block_s {
   unsigned char *p;
@@ -200,6 +206,8 @@ typedef struct slot_s {
   brisk_arena_cursor_t cursor;
   /* stack */
   uint32_t depth;
+  size_t frame_bytes[STACK_MAX_DEPTH + 1]; /* bytes each live frame holds, by depth */
+  void *frame_last[STACK_MAX_DEPTH + 1];  /* each live frame's last allocation, or NULL */
   /* pool */
   size_t obj_size, obj_align, capacity;
   unsigned flags;
@@ -208,6 +216,10 @@ typedef struct slot_s {
   /* buddy */
   size_t min_block;
   bool small_tree; /* a buddy, a hybrid: few enough units to validate often */
+  /* What the statistics of a stack, fifo, buddy or hybrid must count:
+   * successful allocations (a realloc is one of its new size) and the
+   * sizes they asked for. */
+  size_t allocations, bytes_requested;
 } slot_t;
 
 static slot_t slots[K_KINDS][SLOTS];
@@ -680,6 +692,10 @@ static void op_stack_alloc(input_t *in) {
   check_aligned(p, align != 0 ? align : 16, "brisk_stack_alloc");
   block_t *b = add_block(K_STACK, slot_index(s, K_STACK), s->handle, p, size, size, 0, 0, false);
   b->depth = s->depth;
+  s->frame_bytes[s->depth] += size;
+  s->frame_last[s->depth] = p;
+  s->allocations++;
+  s->bytes_requested += size;
 }
 
 /* Pushes one frame, or (many) up to 255 at once: enough to outgrow the
@@ -689,12 +705,13 @@ static void op_stack_push(input_t *in, bool many, bool scope) {
   slot_t *s = get_slot(in, K_STACK);
   if (s == NULL) return;
   unsigned n = many ? u8(in) : 1;
-  for (unsigned k = 0; k < n && s->depth < 1000; k++) {
+  for (unsigned k = 0; k < n && s->depth < STACK_MAX_DEPTH; k++) {
     if (scope)
       (void)brisk_stack_scope_begin_(s->handle);
     else
       brisk_stack_push(s->handle);
     s->depth++;
+    s->frame_last[s->depth] = NULL;
   }
 }
 
@@ -718,6 +735,7 @@ static void op_stack_pop(input_t *in, bool many, bool scope) {
       brisk_stack_scope_end_(&stack);
     else
       brisk_stack_pop(s->handle);
+    s->frame_bytes[s->depth] = 0;
     s->depth--;
   }
 }
@@ -736,8 +754,19 @@ static void op_stack_realloc(size_t i, input_t *in, bool relative) {
   check_aligned(p, align != 0 ? align : 16, "brisk_stack_realloc");
   remove_block(i);
   block_t *b = add_block(K_STACK, old.slot, s->handle, p, size, size, old.size, old.fill, false);
-  /* In place it stays in its frame; moved, it is the top frame's. */
+  /* In place it stays in its frame: the top frame's last allocation
+   * takes its new size; any other (shrunk) keeps its old size until its
+   * frame is popped. Moved, it is the top frame's last, and the old copy
+   * stays in its frame until that is popped. */
   b->depth = p == old.p ? old.depth : s->depth;
+  if (p != old.p) {
+    s->frame_bytes[s->depth] += size;
+    s->frame_last[s->depth] = p;
+  } else if (old.depth == s->depth && s->frame_last[s->depth] == p) {
+    s->frame_bytes[s->depth] = s->frame_bytes[s->depth] - old.size + size;
+  }
+  s->allocations++;
+  s->bytes_requested += size;
 }
 
 static void op_fifo_alloc(input_t *in) {
@@ -749,6 +778,8 @@ static void op_fifo_alloc(input_t *in) {
   if (p == NULL) fail("brisk_fifo_alloc(%zu): NULL (errno %d)", size, errno);
   check_aligned(p, 16, "brisk_fifo_alloc");
   add_block(K_FIFO, slot_index(s, K_FIFO), s->handle, p, size, size, 0, 0, true);
+  s->allocations++;
+  s->bytes_requested += size;
 }
 
 static void op_fifo_realloc(size_t i, input_t *in, bool relative) {
@@ -766,6 +797,9 @@ static void op_fifo_realloc(size_t i, input_t *in, bool relative) {
   remove_block(i);
   /* What was past the old size reads zero, moved or not. */
   add_block(K_FIFO, old.slot, old.owner, p, size, size, old.size, old.fill, true);
+  slot_t *s = &slots[K_FIFO][old.slot];
+  s->allocations++;
+  s->bytes_requested += size;
 }
 
 /* Objects of the pool in the program's hands: the model's, and those its
@@ -826,6 +860,8 @@ static void op_buddy_alloc(input_t *in) {
   if (block < align) block = align;
   check_aligned(p, block, "brisk_buddy_alloc");
   add_block(K_BUDDY, slot_index(s, K_BUDDY), s->handle, p, size, block, 0, 0, false);
+  s->allocations++;
+  s->bytes_requested += size;
 }
 
 static void op_buddy_validate(input_t *in) {
@@ -854,6 +890,7 @@ static void op_hybrid_alloc(input_t *in) {
   }
   check_aligned(p, align != 0 ? align : (size % 16 == 0 ? 16 : 8), "brisk_hybrid_alloc");
   add_block(K_HYBRID, slot_index(s, K_HYBRID), s->handle, p, size, size, 0, 0, false);
+  s->allocations++;
 }
 
 /* A live block picked by the input (any kind), or -1 when there is none. */
@@ -926,11 +963,86 @@ static void check_pool_stats(const slot_t *s) {
          s->obj_size, s->obj_align, (size_t)stats.bytes_in_use, pool_in_use(s), stride);
 }
 
-/* check_all, and every live pool, fifo and small hybrid validated. */
+static void expect_count(const char *what, const char *count, size_t got, size_t expected) {
+  if (got != expected) fail("%s: %s %zu, expected %zu", what, count, got, expected);
+}
+
+/* The live blocks of kind from the allocator `owner`: their sum of sizes
+ * (each rounded by `round`, if not NULL), and how many. */
+static size_t live_sum(int kind, const void *owner, size_t (*round)(size_t), size_t *count) {
+  size_t sum = 0, n = 0;
+  for (size_t i = 0; i < nblocks; i++) {
+    const block_t *b = &blocks[i];
+    if (b->kind != kind || b->owner != owner || b->orphan) continue;
+    sum += round != NULL ? round(b->size) : b->extent;
+    n++;
+  }
+  if (count != NULL) *count = n;
+  return sum;
+}
+
+/* A fifo block's span for size: its 8-byte header and the size, rounded
+ * up to 16 (regions/fifo.h's bytes_in_use). */
+static size_t fifo_span(size_t size) { return (size + 8 + 15) & ~(size_t)15; }
+
+/* A stack's, a fifo's, a buddy's and a hybrid's statistics against the
+ * model: allocations and bytes_requested exactly (a hybrid's allocations,
+ * summed over its sections and fallbacks); bytes_in_use exactly where the
+ * model knows it (a stack: the bytes asked in its live frames, counting a
+ * moved realloc's old copy, and the old size of a block shrunk in place
+ * that was not its frame's last, until the frame is popped; a buddy: its
+ * live blocks' power-of-two sizes), else bounded (a fifo: at least the
+ * spans of its live blocks, as a realloc in place may keep a larger span
+ * and a block bigger than a page takes what its mapping holds; 0 with none
+ * live). */
+static void check_region_stats(int kind, const slot_t *s) {
+  if (s->handle == NULL) return;
+  brisk_region_stats_t stats;
+  size_t count = 0;
+  switch (kind) {
+    case K_STACK: {
+      brisk_stack_stats(s->handle, &stats);
+      size_t asked = 0;
+      for (uint32_t d = 0; d <= s->depth; d++) asked += s->frame_bytes[d];
+      expect_count("stack", "bytes_in_use", stats.bytes_in_use, asked);
+      break;
+    }
+    case K_FIFO: {
+      brisk_fifo_stats(s->handle, &stats);
+      size_t spans = live_sum(K_FIFO, s->handle, fifo_span, &count);
+      if (stats.bytes_in_use < spans || (count == 0 && stats.bytes_in_use != 0))
+        fail("fifo: bytes_in_use %zu for %zu live blocks of %zu bytes in spans",
+             (size_t)stats.bytes_in_use, count, spans);
+      break;
+    }
+    case K_BUDDY:
+      brisk_buddy_stats(s->handle, &stats);
+      expect_count("buddy", "bytes_in_use", stats.bytes_in_use,
+                   live_sum(K_BUDDY, s->handle, NULL, NULL));
+      break;
+    case K_HYBRID: {
+      brisk_hybrid_section_stats_t sections[64];
+      size_t fallbacks = 0, allocations = 0;
+      size_t n = brisk_hybrid_stats(s->handle, sections, 64, &fallbacks);
+      if (n > 64) fail("hybrid: %zu sections", n);
+      for (size_t i = 0; i < n; i++) allocations += sections[i].allocations;
+      expect_count("hybrid", "allocations", allocations + fallbacks, s->allocations);
+      return;
+    }
+    default: return;
+  }
+  const char *what = kind == K_STACK ? "stack" : kind == K_FIFO ? "fifo" : "buddy";
+  expect_count(what, "allocations", stats.allocations, s->allocations);
+  expect_count(what, "bytes_requested", stats.bytes_requested, s->bytes_requested);
+}
+
+/* check_all, every live region allocator's statistics against the model,
+ * and every live pool, fifo and small hybrid validated. */
 static void op_check(void) {
   check_all();
   for (int slot = 0; slot < SLOTS; slot++) {
     check_pool_stats(&slots[K_POOL][slot]);
+    for (int kind = K_STACK; kind <= K_HYBRID; kind++) check_region_stats(kind, &slots[kind][slot]);
     validate_slot(K_FIFO, &slots[K_FIFO][slot], false);
     validate_slot(K_POOL, &slots[K_POOL][slot], false);
     validate_slot(K_HYBRID, &slots[K_HYBRID][slot], false);
