@@ -10,8 +10,8 @@ then its region_*_brisk twin (the same source with brisk's malloc) with --user,
 and their Markdown joins the report, led by issue 11's table (each region
 allocator as a user calls it, against glibc's malloc and brisk's).
 
-  python3 bench/run.py --build build                  full run, ~15 min (2 cores, 6 allocators)
-  python3 bench/run.py --build build --quick          small sizes, 3 reps, under 2 min
+  python3 bench/run.py --build build                  full run, ~45 min (2 cores, 6 allocators)
+  python3 bench/run.py --build build --quick          small sizes, 3 reps, ~5.5 min
   python3 bench/run.py --build build --callgrind      adds instructions per operation (callgrind;
                                                       with the region programs, theirs too)
   python3 bench/run.py --build build --smoke          CI: each workload once, brisk only
