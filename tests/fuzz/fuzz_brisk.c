@@ -802,13 +802,26 @@ static void op_fifo_realloc(size_t i, input_t *in, bool relative) {
   s->bytes_requested += size;
 }
 
+/* The live blocks of kind from the allocator `owner`: their sum of sizes
+ * (each rounded by `round`, if not NULL), and how many. */
+static size_t live_sum(int kind, const void *owner, size_t (*round)(size_t), size_t *count) {
+  size_t sum = 0, n = 0;
+  for (size_t i = 0; i < nblocks; i++) {
+    const block_t *b = &blocks[i];
+    if (b->kind != kind || b->owner != owner || b->orphan) continue;
+    sum += round != NULL ? round(b->size) : b->extent;
+    n++;
+  }
+  if (count != NULL) *count = n;
+  return sum;
+}
+
 /* Objects of the pool in the program's hands: the model's, and those its
  * local cache holds (which count as in use). */
 static size_t pool_in_use(const slot_t *s) {
-  size_t n = s->local_on ? s->local.count : 0;
-  for (size_t i = 0; i < nblocks; i++)
-    n += blocks[i].kind == K_POOL && blocks[i].owner == s->handle;
-  return n;
+  size_t n;
+  live_sum(K_POOL, s->handle, NULL, &n);
+  return n + (s->local_on ? s->local.count : 0);
 }
 
 static void op_pool_alloc(input_t *in, bool local) {
@@ -965,20 +978,6 @@ static void check_pool_stats(const slot_t *s) {
 
 static void expect_count(const char *what, const char *count, size_t got, size_t expected) {
   if (got != expected) fail("%s: %s %zu, expected %zu", what, count, got, expected);
-}
-
-/* The live blocks of kind from the allocator `owner`: their sum of sizes
- * (each rounded by `round`, if not NULL), and how many. */
-static size_t live_sum(int kind, const void *owner, size_t (*round)(size_t), size_t *count) {
-  size_t sum = 0, n = 0;
-  for (size_t i = 0; i < nblocks; i++) {
-    const block_t *b = &blocks[i];
-    if (b->kind != kind || b->owner != owner || b->orphan) continue;
-    sum += round != NULL ? round(b->size) : b->extent;
-    n++;
-  }
-  if (count != NULL) *count = n;
-  return sum;
 }
 
 /* A fifo block's span for size: its 8-byte header and the size, rounded
