@@ -90,6 +90,17 @@ uintptr_t brisk_test_owner_thread(const void *p) {
 
 uintptr_t brisk_test_thread_id(void) { return brisk_thread_id(); }
 
+void brisk_test_heap_mapping(uintptr_t *start, size_t *size) {
+  *start = (uintptr_t)_brisk_tls_heap;
+  *size = brisk_align_up(sizeof(brisk_heap_t), _brisk_os_page_size());
+}
+
+void brisk_test_segment_mapping(const void *p, uintptr_t *start, size_t *size) {
+  brisk_segment_t *segment = brisk_segment_of((uintptr_t)p);
+  *start = (uintptr_t)segment;
+  *size = segment->mapped_size;
+}
+
 int brisk_test_page_in_use(const void *p) {
   brisk_segment_t *segment = brisk_segment_of((uintptr_t)p);
   return brisk_page_of(segment, (uintptr_t)p)->in_use;

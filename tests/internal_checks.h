@@ -36,6 +36,12 @@ void brisk_test_validate_idle_heaps(void);
 uintptr_t brisk_test_owner_thread(const void *p);
 uintptr_t brisk_test_thread_id(void);
 
+// The mappings the secure build puts between no-access pages: the calling
+// thread's heap (its first byte and size) and the segment that holds p, a
+// block of a size class (its header's first byte and mapped size).
+void brisk_test_heap_mapping(uintptr_t *start, size_t *size);
+void brisk_test_segment_mapping(const void *p, uintptr_t *start, size_t *size);
+
 // Whether the page of p's size-class block serves a class (a page retired
 // to its segment does not). At a quiet point.
 int brisk_test_page_in_use(const void *p);

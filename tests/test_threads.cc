@@ -18,6 +18,7 @@
 #include <cstdio>
 #include <cstring>
 #include <mutex>
+#include <string>
 #include <thread>
 #include <vector>
 
@@ -1034,3 +1035,71 @@ TEST(BriskThreads, ASegmentNamesOnlyTheThreadThatOwnsItsHeapNow) {
   brisk_free(held);
   brisk_free(mine);
 }
+
+#ifdef BRISK_TEST_SECURE
+namespace {
+
+// The protection of the mapping that holds address ("rw-p", "---p"), or ""
+// where nothing is mapped.
+std::string protection_at(uintptr_t address) {
+  FILE *maps = std::fopen("/proc/self/maps", "r");
+  char line[4096];
+  std::string found;
+  while (found.empty() && std::fgets(line, sizeof line, maps) != nullptr) {
+    unsigned long start = 0, end = 0;
+    char protection[8] = "";
+    if (std::sscanf(line, "%lx-%lx %7s", &start, &end, protection) == 3 && start <= address &&
+        address < end) {
+      found = protection;
+    }
+  }
+  std::fclose(maps);
+  return found;
+}
+
+// What lies just before and just after [start, start + size), where the
+// secure build must have put no-access pages; "" when both are "---p".
+std::string unguarded_sides(const char *what, uintptr_t start, size_t size) {
+  std::string before = protection_at(start - 1), after = protection_at(start + size);
+  if (before == "---p" && after == "---p") return "";
+  char at[32];
+  std::snprintf(at, sizeof at, " at %#lx", static_cast<unsigned long>(start));
+  return std::string(what) + at + ": before it '" + before + "', after it '" + after + "'\n";
+}
+
+}  // namespace
+
+// The secure build keeps its metadata between no-access pages, however the
+// kernel placed the mappings around it: each thread's heap (its direct
+// table and queues) and each segment of pages (its header at the start,
+// blocks up to its last byte) have a no-access page just before and just
+// after them, so no overflow out of a neighbouring mapping reaches them and
+// none runs out of a segment's last block into the next mapping. More
+// threads than cores, each with its own heap and segments of every kind.
+TEST(BriskSecureLayout, HeapsAndSegmentsLieBetweenNoAccessPages) {
+  constexpr int kThreads = 8;
+  std::mutex mutex;
+  std::string failures;
+  std::vector<std::thread> threads;
+  for (int t = 0; t < kThreads; t++) {
+    threads.emplace_back([&] {
+      std::string mine;
+      uintptr_t start = 0;
+      size_t size = 0;
+      // Small, medium and large classes: one segment of each kind.
+      void *blocks[] = {brisk_malloc(1000), brisk_malloc(20000), brisk_malloc(200000)};
+      brisk_test_heap_mapping(&start, &size);
+      mine += unguarded_sides("the heap", start, size);
+      for (void *block : blocks) {
+        brisk_test_segment_mapping(block, &start, &size);
+        mine += unguarded_sides("a segment", start, size);
+      }
+      for (void *block : blocks) brisk_free(block);
+      std::lock_guard<std::mutex> lock(mutex);
+      failures += mine;
+    });
+  }
+  for (std::thread &thread : threads) thread.join();
+  EXPECT_EQ(failures, "");
+}
+#endif

@@ -682,9 +682,18 @@ static void heap_init_fields(brisk_heap_t *heap) {
   atomic_store_explicit(&heap->remote_tail, &heap->remote_stub, memory_order_relaxed);
 }
 
+/* A heap's own mapping (heaps live for the whole process: a thread's exit
+ * hands its heap on). The secure build puts a no-access OS page on either
+ * side, so that an overflow out of a neighbouring mapping never reaches the
+ * direct table or the queues. */
+static brisk_heap_t *heap_map(void) {
+  size_t page = _brisk_os_page_size();
+  return _brisk_os_reserve_guarded(brisk_align_up(sizeof(brisk_heap_t), page), page,
+                                   BRISK_SECURE ? page : 0, NULL);
+}
+
 static brisk_heap_t *heap_create(void) {
-  size_t size = brisk_align_up(sizeof(brisk_heap_t), _brisk_os_page_size());
-  brisk_heap_t *heap = _brisk_os_reserve(size, _brisk_os_page_size(), 0, NULL);
+  brisk_heap_t *heap = heap_map();
   if (heap == NULL) return NULL;
   heap_init_fields(heap); /* fresh memory is zero: the rest starts empty */
   pthread_mutex_lock(&heaps_lock);

@@ -71,9 +71,21 @@ static _Atomic(uint8_t) *map_slot(const brisk_segment_t *segment) {
   return &_brisk_segment_map[(uintptr_t)segment >> BRISK_SEGMENT_SHIFT];
 }
 
+/* The secure build brackets each segment of pages with no-access OS pages,
+ * one just below its header and one just past its last page, so that no
+ * overflow runs from one mapping into a segment's header, or out of a
+ * segment's last page into whatever follows, however the kernel placed the
+ * mappings (the hint area leaves gaps between them, the fallback does not).
+ * Huge segments end in their own guard (huge.c), which moves as they are
+ * resized, and get none here. */
+static size_t segment_guard_size(size_t page_shift) {
+  return BRISK_SECURE && page_shift != BRISK_HUGE_PAGE_SHIFT ? _brisk_os_page_size() : 0;
+}
+
 brisk_segment_t *_brisk_segment_reserve(size_t mapped_size, size_t block_align, size_t page_shift) {
+  size_t guard = segment_guard_size(page_shift);
   brisk_segment_t *segment =
-      block_align == 0 ? _brisk_os_reserve(mapped_size, BRISK_SEGMENT_SIZE, 0, NULL)
+      block_align == 0 ? _brisk_os_reserve_guarded(mapped_size, BRISK_SEGMENT_SIZE, guard, NULL)
                        : _brisk_os_reserve(mapped_size, block_align, BRISK_SEGMENT_SIZE, NULL);
   if (segment == NULL) return NULL;
   segment->mapped_size = mapped_size;
@@ -86,7 +98,8 @@ brisk_segment_t *_brisk_segment_reserve(size_t mapped_size, size_t block_align, 
 
 void _brisk_segment_unmap(brisk_segment_t *segment) {
   brisk_store_relaxed(map_slot(segment), 0);
-  _brisk_os_release(segment, segment->mapped_size, NULL);
+  size_t guard = segment_guard_size(segment->page_shift);
+  _brisk_os_release_guarded(segment, segment->mapped_size, guard, NULL);
 }
 
 brisk_segment_t *_brisk_segment_resize(brisk_segment_t *segment, size_t new_size) {

@@ -52,6 +52,16 @@ BRISK_HIDDEN void *_brisk_os_reserve(size_t size, size_t align, size_t align_off
                                     size_t *calls);
 
 /*
+ * _brisk_os_reserve of `size` bytes between two no-access areas of `guard`
+ * bytes each (0 or one page), so that no overflow runs into or out of the
+ * mapping: returns the start of the usable part, aligned to `align`. Give it
+ * back with _brisk_os_release_guarded and the same size and guard.
+ */
+BRISK_HIDDEN void *_brisk_os_reserve_guarded(size_t size, size_t align, size_t guard,
+                                            size_t *calls);
+BRISK_HIDDEN void _brisk_os_release_guarded(void *p, size_t size, size_t guard, size_t *calls);
+
+/*
  * Reserve address space only: no access, no memory, not counted against
  * the system's commit limit, so 64 GiB is fine to ask for. Pages become
  * usable through _brisk_os_commit. NULL/ENOMEM when the kernel refuses.

@@ -229,7 +229,7 @@ static void *map_anonymous(size_t size, size_t *calls) {
 static _Atomic(uintptr_t) next_hint;
 static _Atomic(unsigned) hint_misses;
 
-static void *reserve_at_hint(size_t size, size_t align, size_t *calls) {
+static void *reserve_at_hint(size_t size, size_t align, size_t align_offset, size_t *calls) {
   if (atomic_load_explicit(&hint_misses, memory_order_relaxed) >= HINT_MISSES_MAX) return NULL;
   uintptr_t start = atomic_load_explicit(&next_hint, memory_order_relaxed);
   if (start == 0) {
@@ -238,9 +238,10 @@ static void *reserve_at_hint(size_t size, size_t align, size_t *calls) {
     atomic_compare_exchange_strong_explicit(&next_hint, &expected, HINT_AREA_START + offset,
                                             memory_order_relaxed, memory_order_relaxed);
   }
-  /* Claim size + align of the area, so that the aligned start fits in it. */
+  /* Claim size + align of the area, so that the mapping fits in it with
+   * hint + align_offset aligned (align_offset is at most a page). */
   uintptr_t claimed = atomic_fetch_add_explicit(&next_hint, size + align, memory_order_relaxed);
-  uintptr_t hint = (claimed + align - 1) & ~(uintptr_t)(align - 1);
+  uintptr_t hint = ((claimed + align_offset + align - 1) & ~(uintptr_t)(align - 1)) - align_offset;
   if (hint + size > HINT_AREA_END || hint + size < hint) return NULL;
   void *p = counted_mmap((void *)hint, size, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS);
   add_calls(calls, 1);
@@ -264,8 +265,8 @@ void *_brisk_os_reserve(size_t size, size_t align, size_t align_offset, size_t *
   }
   /* Hints for the sizes the allocator maps every day: a huge request that
    * fails must not use up the hint area. */
-  if (align_offset == 0 && align > page && size <= ((size_t)1 << 30)) {
-    void *p = reserve_at_hint(size, align, calls);
+  if (align_offset <= page && align > page && size <= ((size_t)1 << 30)) {
+    void *p = reserve_at_hint(size, align, align_offset, calls);
     if (p != NULL) return p;
   }
   /* mmap's own alignment is enough: one call. */
@@ -284,6 +285,27 @@ void *_brisk_os_reserve(size_t size, size_t align, size_t align_offset, size_t *
   if (head != 0) counted_munmap(raw, head);
   if (tail != 0) counted_munmap(base + size, tail);
   return base;
+}
+
+void *_brisk_os_reserve_guarded(size_t size, size_t align, size_t guard, size_t *calls) {
+  if (guard == 0) return _brisk_os_reserve(size, align, 0, calls);
+  if (size > PTRDIFF_MAX - 2 * guard) {
+    errno = ENOMEM;
+    return NULL;
+  }
+  uint8_t *base = _brisk_os_reserve(size + 2 * guard, align, guard, calls);
+  if (base == NULL) return NULL;
+  if (!_brisk_os_guard(base, guard, calls) || !_brisk_os_guard(base + guard + size, guard, calls)) {
+    _brisk_os_release(base, size + 2 * guard, calls);
+    errno = ENOMEM;
+    return NULL;
+  }
+  return base + guard;
+}
+
+void _brisk_os_release_guarded(void *p, size_t size, size_t guard, size_t *calls) {
+  if (p == NULL) return;
+  _brisk_os_release((uint8_t *)p - guard, size + 2 * guard, calls);
 }
 
 void *_brisk_os_reserve_address_space(size_t size, size_t align, size_t *calls) {
