@@ -38,7 +38,8 @@ uintptr_t brisk_test_thread_id(void);
 
 // The mappings the secure build puts between no-access pages: the calling
 // thread's heap (its first byte and size) and the segment that holds p, a
-// block of a size class (its header's first byte and mapped size).
+// block of a size class or a huge block (its header's first byte and
+// mapped size).
 void brisk_test_heap_mapping(uintptr_t *start, size_t *size);
 void brisk_test_segment_mapping(const void *p, uintptr_t *start, size_t *size);
 

@@ -1059,6 +1059,8 @@ std::string protection_at(uintptr_t address) {
 
 // What lies just before and just after [start, start + size), where the
 // secure build must have put no-access pages; "" when both are "---p".
+// (A huge block's mapping ends in its guard: the caller passes the mapping
+// less its last page.)
 std::string unguarded_sides(const char *what, uintptr_t start, size_t size) {
   std::string before = protection_at(start - 1), after = protection_at(start + size);
   if (before == "---p" && after == "---p") return "";
@@ -1071,11 +1073,12 @@ std::string unguarded_sides(const char *what, uintptr_t start, size_t size) {
 
 // The secure build keeps its metadata between no-access pages, however the
 // kernel placed the mappings around it: each thread's heap (its direct
-// table and queues) and each segment of pages (its header at the start,
-// blocks up to its last byte) have a no-access page just before and just
-// after them, so no overflow out of a neighbouring mapping reaches them and
-// none runs out of a segment's last block into the next mapping. More
-// threads than cores, each with its own heap and segments of every kind.
+// table and queues), each segment of pages (its header at the start,
+// blocks up to its last byte) and each huge block's mapping (its header at
+// the start) have a no-access page just before and just after them, so no
+// overflow out of a neighbouring mapping reaches them and none runs out of
+// a segment's last block into the next mapping. More threads than cores,
+// each with its own heap and segments of every kind.
 TEST(BriskSecureLayout, HeapsAndSegmentsLieBetweenNoAccessPages) {
   constexpr int kThreads = 8;
   std::mutex mutex;
@@ -1094,6 +1097,10 @@ TEST(BriskSecureLayout, HeapsAndSegmentsLieBetweenNoAccessPages) {
         brisk_test_segment_mapping(block, &start, &size);
         mine += unguarded_sides("a segment", start, size);
       }
+      void *huge = brisk_malloc(4 * kMiB);
+      brisk_test_segment_mapping(huge, &start, &size);
+      mine += unguarded_sides("a huge block's mapping", start, size - sysconf(_SC_PAGESIZE));
+      brisk_free(huge);
       for (void *block : blocks) brisk_free(block);
       std::lock_guard<std::mutex> lock(mutex);
       failures += mine;

@@ -688,8 +688,9 @@ static void heap_init_fields(brisk_heap_t *heap) {
  * direct table or the queues. */
 static brisk_heap_t *heap_map(void) {
   size_t page = _brisk_os_page_size();
-  return _brisk_os_reserve_guarded(brisk_align_up(sizeof(brisk_heap_t), page), page,
-                                   BRISK_SECURE ? page : 0, NULL);
+  size_t guard = BRISK_SECURE ? page : 0;
+  return _brisk_os_reserve_guarded(brisk_align_up(sizeof(brisk_heap_t), page), page, 0, guard,
+                                   guard, NULL);
 }
 
 static brisk_heap_t *heap_create(void) {

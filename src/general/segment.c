@@ -71,22 +71,25 @@ static _Atomic(uint8_t) *map_slot(const brisk_segment_t *segment) {
   return &_brisk_segment_map[(uintptr_t)segment >> BRISK_SEGMENT_SHIFT];
 }
 
-/* The secure build brackets each segment of pages with no-access OS pages,
- * one just below its header and one just past its last page, so that no
- * overflow runs from one mapping into a segment's header, or out of a
- * segment's last page into whatever follows, however the kernel placed the
- * mappings (the hint area leaves gaps between them, the fallback does not).
- * Huge segments end in their own guard (huge.c), which moves as they are
- * resized, and get none here. */
-static size_t segment_guard_size(size_t page_shift) {
-  return BRISK_SECURE && page_shift != BRISK_HUGE_PAGE_SHIFT ? _brisk_os_page_size() : 0;
+/* The secure build puts a no-access OS page just below every segment, so
+ * that no overflow out of the mapping below reaches its header, and one
+ * just past the last page of a segment of size-class pages, so that none
+ * runs out of its last block into the next mapping, however the kernel
+ * placed the mappings (the hint area leaves gaps between them, the fallback
+ * does not). A huge segment's tail guard is its own last page (huge.c),
+ * moved as the segment is resized. */
+static size_t segment_lead_guard(void) { return BRISK_SECURE ? _brisk_os_page_size() : 0; }
+
+static size_t segment_tail_guard(size_t page_shift) {
+  return page_shift == BRISK_HUGE_PAGE_SHIFT ? 0 : segment_lead_guard();
 }
 
 brisk_segment_t *_brisk_segment_reserve(size_t mapped_size, size_t block_align, size_t page_shift) {
-  size_t guard = segment_guard_size(page_shift);
+  size_t lead = segment_lead_guard(), tail = segment_tail_guard(page_shift);
   brisk_segment_t *segment =
-      block_align == 0 ? _brisk_os_reserve_guarded(mapped_size, BRISK_SEGMENT_SIZE, guard, NULL)
-                       : _brisk_os_reserve(mapped_size, block_align, BRISK_SEGMENT_SIZE, NULL);
+      block_align == 0
+          ? _brisk_os_reserve_guarded(mapped_size, BRISK_SEGMENT_SIZE, 0, lead, tail, NULL)
+          : _brisk_os_reserve_guarded(mapped_size, block_align, BRISK_SEGMENT_SIZE, lead, tail, NULL);
   if (segment == NULL) return NULL;
   segment->mapped_size = mapped_size;
   segment->page_shift = (uint8_t)page_shift;
@@ -98,8 +101,8 @@ brisk_segment_t *_brisk_segment_reserve(size_t mapped_size, size_t block_align, 
 
 void _brisk_segment_unmap(brisk_segment_t *segment) {
   brisk_store_relaxed(map_slot(segment), 0);
-  size_t guard = segment_guard_size(segment->page_shift);
-  _brisk_os_release_guarded(segment, segment->mapped_size, guard, NULL);
+  _brisk_os_release_guarded(segment, segment->mapped_size, segment_lead_guard(),
+                            segment_tail_guard(segment->page_shift), NULL);
 }
 
 brisk_segment_t *_brisk_segment_resize(brisk_segment_t *segment, size_t new_size) {
@@ -113,7 +116,8 @@ brisk_segment_t *_brisk_segment_resize(brisk_segment_t *segment, size_t new_size
     segment->mapped_size = new_size;
     return segment;
   }
-  brisk_segment_t *moved = _brisk_os_reserve(new_size, BRISK_SEGMENT_SIZE, 0, NULL);
+  size_t lead = segment_lead_guard();
+  brisk_segment_t *moved = _brisk_os_reserve_guarded(new_size, BRISK_SEGMENT_SIZE, 0, lead, 0, NULL);
   if (moved == NULL) return NULL;
   /* Clear the old slot before the move frees the old range: once it is
    * free, another thread may map a segment there and set the same slot. */
@@ -121,9 +125,11 @@ brisk_segment_t *_brisk_segment_resize(brisk_segment_t *segment, size_t new_size
   brisk_store_relaxed(map_slot(segment), 0);
   if (!_brisk_os_move(segment, old_size, moved, new_size, NULL)) {
     brisk_store_relaxed(map_slot(segment), page_shift);
-    _brisk_os_release(moved, new_size, NULL);
+    _brisk_os_release_guarded(moved, new_size, lead, 0, NULL);
     return NULL;
   }
+  /* The pages left; the old guard below them stays behind. */
+  _brisk_os_release((uint8_t *)segment - lead, lead, NULL);
   brisk_store_relaxed(map_slot(moved), page_shift);
   moved->mapped_size = new_size;
   /* The header travelled with the pages; the block's address (its low bits

@@ -52,14 +52,17 @@ BRISK_HIDDEN void *_brisk_os_reserve(size_t size, size_t align, size_t align_off
                                     size_t *calls);
 
 /*
- * _brisk_os_reserve of `size` bytes between two no-access areas of `guard`
- * bytes each (0 or one page), so that no overflow runs into or out of the
- * mapping: returns the start of the usable part, aligned to `align`. Give it
- * back with _brisk_os_release_guarded and the same size and guard.
+ * _brisk_os_reserve of `size` bytes with no-access areas of `lead` bytes
+ * just before them and `tail` bytes just after (each 0 or whole pages), so
+ * that no overflow runs into or out of the mapping: returns the start of
+ * the usable part, placed so that it plus align_offset is a multiple of
+ * `align` (align_offset + lead < align). Give it back with
+ * _brisk_os_release_guarded and the same size, lead and tail.
  */
-BRISK_HIDDEN void *_brisk_os_reserve_guarded(size_t size, size_t align, size_t guard,
-                                            size_t *calls);
-BRISK_HIDDEN void _brisk_os_release_guarded(void *p, size_t size, size_t guard, size_t *calls);
+BRISK_HIDDEN void *_brisk_os_reserve_guarded(size_t size, size_t align, size_t align_offset,
+                                            size_t lead, size_t tail, size_t *calls);
+BRISK_HIDDEN void _brisk_os_release_guarded(void *p, size_t size, size_t lead, size_t tail,
+                                           size_t *calls);
 
 /*
  * Reserve address space only: no access, no memory, not counted against

@@ -287,25 +287,26 @@ void *_brisk_os_reserve(size_t size, size_t align, size_t align_offset, size_t *
   return base;
 }
 
-void *_brisk_os_reserve_guarded(size_t size, size_t align, size_t guard, size_t *calls) {
-  if (guard == 0) return _brisk_os_reserve(size, align, 0, calls);
-  if (size > PTRDIFF_MAX - 2 * guard) {
+void *_brisk_os_reserve_guarded(size_t size, size_t align, size_t align_offset, size_t lead,
+                                size_t tail, size_t *calls) {
+  if (lead == 0 && tail == 0) return _brisk_os_reserve(size, align, align_offset, calls);
+  if (size > PTRDIFF_MAX - lead - tail) {
     errno = ENOMEM;
     return NULL;
   }
-  uint8_t *base = _brisk_os_reserve(size + 2 * guard, align, guard, calls);
+  uint8_t *base = _brisk_os_reserve(lead + size + tail, align, align_offset + lead, calls);
   if (base == NULL) return NULL;
-  if (!_brisk_os_guard(base, guard, calls) || !_brisk_os_guard(base + guard + size, guard, calls)) {
-    _brisk_os_release(base, size + 2 * guard, calls);
+  if (!_brisk_os_guard(base, lead, calls) || !_brisk_os_guard(base + lead + size, tail, calls)) {
+    _brisk_os_release(base, lead + size + tail, calls);
     errno = ENOMEM;
     return NULL;
   }
-  return base + guard;
+  return base + lead;
 }
 
-void _brisk_os_release_guarded(void *p, size_t size, size_t guard, size_t *calls) {
+void _brisk_os_release_guarded(void *p, size_t size, size_t lead, size_t tail, size_t *calls) {
   if (p == NULL) return;
-  _brisk_os_release((uint8_t *)p - guard, size + 2 * guard, calls);
+  _brisk_os_release((uint8_t *)p - lead, lead + size + tail, calls);
 }
 
 void *_brisk_os_reserve_address_space(size_t size, size_t align, size_t *calls) {

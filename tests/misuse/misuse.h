@@ -24,6 +24,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/mman.h>
 
 #define MISUSE_NOINLINE __attribute__((noinline, unused))
 
@@ -64,6 +65,26 @@ static MISUSE_NOINLINE void *misuse_named(void *p) {
 static MISUSE_NOINLINE void misuse_returned(const char *call) {
   fprintf(stderr, "misuse: %s returned\n", call);
 }
+
+/* The size and alignment of brisk's segments (src/general/types.h): each
+ * starts with its header, the metadata of its pages or of its huge block. */
+#define MISUSE_SEGMENT_SIZE ((uintptr_t)32 << 20)
+
+/* A linear overflow out of whatever is mapped just below `start` into its
+ * first 16 bytes: a page of the program's own is mapped there first where
+ * the address is free (any mapping may lie there), its last 16 bytes are
+ * written, then start's first 16 with the bytes they hold, so that a build
+ * with no guard page below start returns with them as they were. Needs
+ * _GNU_SOURCE (MAP_FIXED_NOREPLACE). */
+#ifdef MAP_FIXED_NOREPLACE
+static MISUSE_NOINLINE void misuse_overflow_from_below(unsigned char *start) {
+  void *mine = mmap(start - 4096, 4096, PROT_READ | PROT_WRITE,
+                    MAP_PRIVATE | MAP_ANONYMOUS | MAP_FIXED_NOREPLACE, -1, 0);
+  if (mine != MAP_FAILED && mine != start - 4096) munmap(mine, 4096); /* a kernel without NOREPLACE */
+  volatile unsigned char *bytes = opaque(start - 16);
+  for (int i = 0; i < 32; i++) bytes[i] = i < 16 ? 0x5a : bytes[i];
+}
+#endif
 
 /* The live blocks the program holds, each filled with its own bytes. */
 #define MISUSE_MAX_LIVE 1024

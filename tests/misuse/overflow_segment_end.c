@@ -12,19 +12,18 @@
 #include <malloc.h>
 #include <sys/mman.h>
 
-#define SEGMENT_SIZE ((uintptr_t)32 << 20)
 #define LAST_PAGE ((uintptr_t)64 << 10)
 
 int main(void) {
   unsigned char *p = NULL;
-  for (int i = 0; i < 3 * (int)(SEGMENT_SIZE / 1000); i++) {
+  for (int i = 0; i < 3 * (int)(MISUSE_SEGMENT_SIZE / 1000); i++) {
     p = opaque(malloc(1000));
     if (p == NULL) misuse_fail("malloc", NULL);
-    if (((uintptr_t)p & (SEGMENT_SIZE - 1)) >= SEGMENT_SIZE - LAST_PAGE) break;
+    if (((uintptr_t)p & (MISUSE_SEGMENT_SIZE - 1)) >= MISUSE_SEGMENT_SIZE - LAST_PAGE) break;
     p = NULL;
   }
   if (p == NULL) misuse_fail("no block in a segment's last page", NULL);
-  unsigned char *segment_end = (unsigned char *)(((uintptr_t)p | (SEGMENT_SIZE - 1)) + 1);
+  unsigned char *segment_end = (unsigned char *)(((uintptr_t)p | (MISUSE_SEGMENT_SIZE - 1)) + 1);
   void *mine = mmap(segment_end, 4096, PROT_READ | PROT_WRITE,
                     MAP_PRIVATE | MAP_ANONYMOUS | MAP_FIXED_NOREPLACE, -1, 0);
   if (mine != MAP_FAILED && mine != segment_end) munmap(mine, 4096); /* a kernel without NOREPLACE */

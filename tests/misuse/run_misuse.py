@@ -212,13 +212,16 @@ TABLE = {
     # A write past a huge block's mapping: the secure build's guard page.
     "overflow_huge":            ("",
                                  {"release": UNCAUGHT, "secure": FAULTS}),
-    # Out of a segment's last page, and into a segment's header from the
-    # mapping below it: the secure build's guard pages around each segment
-    # (the release build has none; its segments usually have unmapped
-    # space around them, where the programs map pages of their own).
+    # Out of a segment's last page, and into a segment's or a huge block's
+    # header from the mapping below it: the secure build's guard pages
+    # around each segment (the release build has none; its segments usually
+    # have unmapped space around them, where the programs map pages of
+    # their own).
     "overflow_segment_end":     ("",
                                  {"release": UNCAUGHT, "secure": FAULTS}),
     "overflow_into_segment_header": ("",
+                                 {"release": UNCAUGHT, "secure": FAULTS}),
+    "overflow_into_huge_header": ("",
                                  {"release": UNCAUGHT, "secure": FAULTS}),
     # One byte past a huge block's requested size: the secure build's canary;
     # in the release build the byte is in the block's own mapping.
