@@ -23,6 +23,9 @@
 #include <vector>
 
 #include "internal_checks.h"
+#ifdef BRISK_TEST_SECURE
+#include "os_calls.h"
+#endif
 #include "test_util.h"
 
 using brisk_test::block_seed;
@@ -1108,5 +1111,40 @@ TEST(BriskSecureLayout, HeapsAndSegmentsLieBetweenNoAccessPages) {
   }
   for (std::thread &thread : threads) thread.join();
   EXPECT_EQ(failures, "");
+}
+
+// Allocates `size` until an allocation meets the injected refusals (the
+// guard pages' mprotect, kind OTHER: after `skip` calls, every one), then
+// checks that it failed with ENOMEM and left no more mapped than before
+// (it may have given back free memory before it gave up); frees the rest.
+void expect_refused_guard_maps_nothing(size_t size, uint64_t skip) {
+  std::vector<void *> blocks;
+  uint64_t refused = brisk_test_os_injected_failures();
+  brisk_test_os_fail(BRISK_TEST_OS_OTHER, skip, BRISK_TEST_OS_FAIL_ALWAYS);
+  bool met = false;
+  while (!met && blocks.size() < 4096) {
+    size_t mapped = brisk_test_os_bytes_mapped();
+    errno = 0;
+    void *p = brisk_malloc(size);
+    met = brisk_test_os_injected_failures() != refused;
+    if (met) {
+      EXPECT_EQ(p, nullptr) << size << " B, guard call " << skip;
+      EXPECT_EQ(errno, ENOMEM);
+      EXPECT_LE(brisk_test_os_bytes_mapped(), mapped) << size << " B, guard call " << skip;
+    }
+    if (p != nullptr) blocks.push_back(p);
+  }
+  brisk_test_os_fail_none();
+  EXPECT_TRUE(met) << size << " B: no guard page was asked for";
+  for (void *p : blocks) brisk_free(p);
+}
+
+// Guard pages the kernel refuses: the segment (from its lower guard, its
+// upper guard or its header page's guard on) or the huge block's mapping
+// (from its lower guard or its last page on) goes back whole each time,
+// and malloc fails with ENOMEM.
+TEST(BriskSecureLayout, ARefusedGuardPageFailsTheAllocationAndMapsNothing) {
+  for (uint64_t skip = 0; skip < 3; skip++) expect_refused_guard_maps_nothing(200000, skip);
+  for (uint64_t skip = 0; skip < 2; skip++) expect_refused_guard_maps_nothing(40 * kMiB + 4096, skip);
 }
 #endif

@@ -66,7 +66,8 @@ typedef struct brisk_general_stats_s {
                                and free pages not yet purged, segment headers,
                                huge mappings and the huge cache */
   size_t segments;          /* segments (32 MiB reservations) held now */
-  size_t bytes_reserved;    /* address space of those segments and huge blocks */
+  size_t bytes_reserved;    /* address space of those segments and huge blocks (the secure
+                               build's guard pages around them not counted) */
   uint64_t bytes_purged;    /* free pages given back to the system, ever */
   uint64_t slow_mallocs;    /* mallocs that took the slow path */
   uint64_t slow_frees;      /* frees that took a slow path (remote, huge, page events) */

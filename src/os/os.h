@@ -56,7 +56,7 @@ BRISK_HIDDEN void *_brisk_os_reserve(size_t size, size_t align, size_t align_off
  * just before them and `tail` bytes just after (each 0 or whole pages), so
  * that no overflow runs into or out of the mapping: returns the start of
  * the usable part, placed so that it plus align_offset is a multiple of
- * `align` (align_offset + lead < align). Give it back with
+ * `align` (align_offset < align). Give it back with
  * _brisk_os_release_guarded and the same size, lead and tail.
  */
 BRISK_HIDDEN void *_brisk_os_reserve_guarded(size_t size, size_t align, size_t align_offset,

@@ -25,6 +25,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include <sys/mman.h>
+#include <unistd.h>
 
 #define MISUSE_NOINLINE __attribute__((noinline, unused))
 
@@ -78,9 +79,10 @@ static MISUSE_NOINLINE void misuse_returned(const char *call) {
  * _GNU_SOURCE (MAP_FIXED_NOREPLACE). */
 #ifdef MAP_FIXED_NOREPLACE
 static MISUSE_NOINLINE void misuse_overflow_from_below(unsigned char *start) {
-  void *mine = mmap(start - 4096, 4096, PROT_READ | PROT_WRITE,
+  size_t page = (size_t)sysconf(_SC_PAGESIZE);
+  void *mine = mmap(start - page, page, PROT_READ | PROT_WRITE,
                     MAP_PRIVATE | MAP_ANONYMOUS | MAP_FIXED_NOREPLACE, -1, 0);
-  if (mine != MAP_FAILED && mine != start - 4096) munmap(mine, 4096); /* a kernel without NOREPLACE */
+  if (mine != MAP_FAILED && mine != start - page) munmap(mine, page); /* a kernel without NOREPLACE */
   volatile unsigned char *bytes = opaque(start - 16);
   for (int i = 0; i < 32; i++) bytes[i] = i < 16 ? 0x5a : bytes[i];
 }
