@@ -295,7 +295,8 @@ void *_brisk_os_reserve_guarded(size_t size, size_t align, size_t align_offset, 
     return NULL;
   }
   /* base + lead + align_offset aligned; lead may be a whole `align`. */
-  uint8_t *base = _brisk_os_reserve(lead + size + tail, align, (align_offset + lead) & (align - 1), calls);
+  size_t offset = (align_offset + lead) & (align - 1);
+  uint8_t *base = _brisk_os_reserve(lead + size + tail, align, offset, calls);
   if (base == NULL) return NULL;
   if (!_brisk_os_guard(base, lead, calls) || !_brisk_os_guard(base + lead + size, tail, calls)) {
     _brisk_os_release(base, lead + size + tail, calls);
