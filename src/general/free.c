@@ -66,8 +66,9 @@ static brisk_remote_batch_t *batch_carve(brisk_heap_t *heap) {
     if (heap->batch_chunks == BRISK_BATCH_CHUNKS) return NULL;
     /* Batches are metadata: the secure build keeps them between no-access
      * pages, as the heap that holds the first ones. */
-    size_t page = _brisk_os_page_size(), guard = BRISK_SECURE ? page : 0;
-    uint8_t *chunk = _brisk_os_reserve_guarded(BRISK_BATCH_CHUNK_SIZE, page, 0, guard, guard, NULL);
+    size_t guard = brisk_secure_guard_size();
+    uint8_t *chunk =
+        _brisk_os_reserve_guarded(BRISK_BATCH_CHUNK_SIZE, _brisk_os_page_size(), 0, guard, guard, NULL);
     if (chunk == NULL) return NULL;
     heap->batch_chunks++;
     heap->chunk_next = (brisk_remote_batch_t *)chunk;

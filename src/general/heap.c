@@ -687,8 +687,7 @@ static void heap_init_fields(brisk_heap_t *heap) {
  * side, so that an overflow out of a neighbouring mapping never reaches the
  * direct table or the queues. */
 static brisk_heap_t *heap_map(void) {
-  size_t page = _brisk_os_page_size();
-  size_t guard = BRISK_SECURE ? page : 0;
+  size_t page = _brisk_os_page_size(), guard = brisk_secure_guard_size();
   return _brisk_os_reserve_guarded(brisk_align_up(sizeof(brisk_heap_t), page), page, 0, guard,
                                    guard, NULL);
 }

@@ -43,7 +43,7 @@ _Static_assert(offsetof(brisk_segment_t, pages) + sizeof(brisk_page_t) <= HUGE_B
                "the huge header must fit before the block");
 
 /* The guard page at the end of each huge mapping, secure build only. */
-#define HUGE_GUARD (BRISK_SECURE ? _brisk_os_page_size() : (size_t)0)
+#define HUGE_GUARD brisk_secure_guard_size()
 /* Room for the secure build's canary after the requested size. */
 #define HUGE_CANARY (BRISK_SECURE ? sizeof(uint64_t) : (size_t)0)
 

@@ -193,6 +193,12 @@ BRISK_INLINE void brisk_page_set_no_blocks(brisk_page_t *page, uintptr_t page_ba
 extern BRISK_HIDDEN uint64_t _brisk_secure_keys[4];
 BRISK_HIDDEN void _brisk_secure_init(void);
 
+/* The no-access bytes the secure build puts on a side of a mapping of
+ * metadata (a segment, a heap, a chunk of remote-free batches), and the
+ * guard that ends a huge block's mapping: one OS page; none in the release
+ * build. */
+BRISK_INLINE size_t brisk_secure_guard_size(void) { return BRISK_SECURE ? _brisk_os_page_size() : 0; }
+
 /* Bytes the secure build adds to each request of a size class: the canary,
  * and the header of the block after. */
 #define BRISK_SECURE_OVERHEAD ((size_t)16)

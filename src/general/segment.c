@@ -78,14 +78,12 @@ static _Atomic(uint8_t) *map_slot(const brisk_segment_t *segment) {
  * placed the mappings (the hint area leaves gaps between them, the fallback
  * does not). A huge segment's tail guard is its own last page (huge.c),
  * moved as the segment is resized. */
-static size_t segment_lead_guard(void) { return BRISK_SECURE ? _brisk_os_page_size() : 0; }
-
 static size_t segment_tail_guard(size_t page_shift) {
-  return page_shift == BRISK_HUGE_PAGE_SHIFT ? 0 : segment_lead_guard();
+  return page_shift == BRISK_HUGE_PAGE_SHIFT ? 0 : brisk_secure_guard_size();
 }
 
 brisk_segment_t *_brisk_segment_reserve(size_t mapped_size, size_t block_align, size_t page_shift) {
-  size_t lead = segment_lead_guard(), tail = segment_tail_guard(page_shift);
+  size_t lead = brisk_secure_guard_size(), tail = segment_tail_guard(page_shift);
   brisk_segment_t *segment =
       block_align == 0
           ? _brisk_os_reserve_guarded(mapped_size, BRISK_SEGMENT_SIZE, 0, lead, tail, NULL)
@@ -101,7 +99,7 @@ brisk_segment_t *_brisk_segment_reserve(size_t mapped_size, size_t block_align, 
 
 void _brisk_segment_unmap(brisk_segment_t *segment) {
   brisk_store_relaxed(map_slot(segment), 0);
-  _brisk_os_release_guarded(segment, segment->mapped_size, segment_lead_guard(),
+  _brisk_os_release_guarded(segment, segment->mapped_size, brisk_secure_guard_size(),
                             segment_tail_guard(segment->page_shift), NULL);
 }
 
@@ -116,7 +114,7 @@ brisk_segment_t *_brisk_segment_resize(brisk_segment_t *segment, size_t new_size
     segment->mapped_size = new_size;
     return segment;
   }
-  size_t lead = segment_lead_guard();
+  size_t lead = brisk_secure_guard_size();
   brisk_segment_t *moved = _brisk_os_reserve_guarded(new_size, BRISK_SEGMENT_SIZE, 0, lead, 0, NULL);
   if (moved == NULL) return NULL;
   /* Clear the old slot before the move frees the old range: once it is

@@ -71,18 +71,26 @@ static MISUSE_NOINLINE void misuse_returned(const char *call) {
  * starts with its header, the metadata of its pages or of its huge block. */
 #define MISUSE_SEGMENT_SIZE ((uintptr_t)32 << 20)
 
-/* A linear overflow out of whatever is mapped just below `start` into its
- * first 16 bytes: a page of the program's own is mapped there first where
- * the address is free (any mapping may lie there), its last 16 bytes are
- * written, then start's first 16 with the bytes they hold, so that a build
- * with no guard page below start returns with them as they were. Needs
+/* A page of the program's own mapped at `at` (a multiple of the page
+ * size) where the address is free, so that a bad write there without a
+ * guard page lands in memory and returns, rather than faulting merely
+ * because nothing is mapped. This and misuse_overflow_from_below need
  * _GNU_SOURCE (MAP_FIXED_NOREPLACE). */
 #ifdef MAP_FIXED_NOREPLACE
-static MISUSE_NOINLINE void misuse_overflow_from_below(unsigned char *start) {
+static MISUSE_NOINLINE void misuse_map_own_page(unsigned char *at) {
   size_t page = (size_t)sysconf(_SC_PAGESIZE);
-  void *mine = mmap(start - page, page, PROT_READ | PROT_WRITE,
+  void *mine = mmap(at, page, PROT_READ | PROT_WRITE,
                     MAP_PRIVATE | MAP_ANONYMOUS | MAP_FIXED_NOREPLACE, -1, 0);
-  if (mine != MAP_FAILED && mine != start - page) munmap(mine, page); /* a kernel without NOREPLACE */
+  if (mine != MAP_FAILED && mine != at) munmap(mine, page); /* a kernel without NOREPLACE */
+}
+
+/* A linear overflow out of whatever is mapped just below `start` into its
+ * first 16 bytes: a page of the program's own is mapped there first
+ * (misuse_map_own_page), its last 16 bytes are written, then start's first
+ * 16 with the bytes they hold, so that a build with no guard page below
+ * start returns with them as they were. */
+static MISUSE_NOINLINE void misuse_overflow_from_below(unsigned char *start) {
+  misuse_map_own_page(start - (size_t)sysconf(_SC_PAGESIZE));
   volatile unsigned char *bytes = opaque(start - 16);
   for (int i = 0; i < 32; i++) bytes[i] = i < 16 ? 0x5a : bytes[i];
 }

@@ -2,22 +2,18 @@
  * malloc_usable_size says of a block of 4 MiB (its own mapping): the first
  * byte after the mapping's usable end (in the secure build the usable size
  * is the requested size, followed by the canary in the block's last page).
- * A page of the program's own is mapped there first where the address is
- * free, so that without a guard page the write lands in memory and returns
- * (and does not fault merely because nothing is mapped after the block). */
+ * A page of the program's own is mapped there first (misuse_map_own_page),
+ * so that without a guard page the write lands in memory and returns. */
 #define _GNU_SOURCE
 #include "misuse.h"
 
 #include <malloc.h>
-#include <sys/mman.h>
 
 int main(void) {
   unsigned char *p = opaque(malloc(4 << 20));
   if (p == NULL) misuse_fail("malloc", NULL);
   unsigned char *end = (unsigned char *)(((uintptr_t)p + malloc_usable_size(p) + 4095) & ~(uintptr_t)4095);
-  void *mine = mmap(end, 4096, PROT_READ | PROT_WRITE,
-                    MAP_PRIVATE | MAP_ANONYMOUS | MAP_FIXED_NOREPLACE, -1, 0);
-  if (mine != MAP_FAILED && mine != end) munmap(mine, 4096); /* a kernel without NOREPLACE */
+  misuse_map_own_page(end);
   *(volatile unsigned char *)end = 0;
   misuse_returned("the write");
   return 0;

@@ -3,14 +3,13 @@
  * are taken until one lies in the segment's last 64 KiB page, then the
  * bytes from its requested end are written up to and including the first
  * byte past the segment. A page of the program's own is mapped there first
- * where the address is free, as any mapping may lie next to a segment (the
+ * (misuse_map_own_page), as any mapping may lie next to a segment (the
  * next segment's header, a huge block's): without a guard page the write
  * lands there and returns. */
 #define _GNU_SOURCE
 #include "misuse.h"
 
 #include <malloc.h>
-#include <sys/mman.h>
 
 #define LAST_PAGE ((uintptr_t)64 << 10)
 
@@ -24,9 +23,7 @@ int main(void) {
   }
   if (p == NULL) misuse_fail("no block in a segment's last page", NULL);
   unsigned char *segment_end = (unsigned char *)(((uintptr_t)p | (MISUSE_SEGMENT_SIZE - 1)) + 1);
-  void *mine = mmap(segment_end, 4096, PROT_READ | PROT_WRITE,
-                    MAP_PRIVATE | MAP_ANONYMOUS | MAP_FIXED_NOREPLACE, -1, 0);
-  if (mine != MAP_FAILED && mine != segment_end) munmap(mine, 4096); /* a kernel without NOREPLACE */
+  misuse_map_own_page(segment_end);
   unsigned char *end = p + malloc_usable_size(p);
   memset(end, 0x5a, (size_t)(segment_end + 1 - end));
   misuse_returned("the write");
