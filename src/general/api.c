@@ -202,6 +202,11 @@ void *brisk_realloc(void *p, size_t size) {
       if (!brisk_page_is_block_start(page, address)) {
         _brisk_fatal_not_block_start("realloc", p, page);
       }
+      /* Before the block is kept or copied: a freed one would be handed out
+       * twice, or named for the free below. */
+      if (BRISK_UNLIKELY(brisk_page_counts_no_live_block(segment, page))) {
+        _brisk_fatal_freed_block("realloc", p, page);
+      }
       if (size == 0) {
         brisk_free_inline(p);
         return NULL;

@@ -430,7 +430,12 @@ size_t _brisk_block_usable_size(const brisk_segment_t *segment, const void *p, c
     _brisk_fatal_not_block_start(caller, p, page);
   }
   if (BRISK_SECURE) return _brisk_secure_requested_size(caller, page, start, p);
+  if (brisk_page_counts_no_live_block(segment, page)) _brisk_fatal_freed_block(caller, p, page);
   return (size_t)(start + brisk_page_block_size(page) - (const uint8_t *)p);
+}
+
+void _brisk_fatal_freed_block(const char *caller, const void *p, const brisk_page_t *page) {
+  _brisk_fatal_block(caller, p, page, "invalid pointer: block is already free (double free?)");
 }
 
 void _brisk_free_generic(void *p) {

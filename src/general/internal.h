@@ -636,6 +636,25 @@ BRISK_HIDDEN void _brisk_free_not_local(void *p, brisk_segment_t *segment);
  * and frees it the checked way (an aligned block's start, else abort). */
 BRISK_HIDDEN BRISK_COLD void _brisk_free_local_not_block_start(brisk_segment_t *segment,
                                                                brisk_page_t *page);
+/* The release build's evidence of a freed block, as free's slow path reads
+ * it (page.c): page, if the calling thread owns it, counts no block handed
+ * out (the pinned head's phantom count is no block), so no pointer into it
+ * is live. For the calls that keep or read a block rather than free it
+ * (realloc, malloc_usable_size, free_sized's size check), which would
+ * otherwise hand a freed one out a second time; another heap's count is its
+ * owner's to read. */
+BRISK_INLINE bool brisk_page_counts_no_live_block(const brisk_segment_t *segment,
+                                                  const brisk_page_t *page) {
+  if (brisk_load_relaxed(&segment->owner_thread) != brisk_thread_id()) return false;
+  uint32_t counted = page->used & ~BRISK_PAGE_FULL_FLAG;
+  if (BRISK_LIKELY(counted > 1)) return false;
+  return counted == 0 || segment->heap->pinned[page->class_index] == page;
+}
+/* "brisk: caller(p): invalid pointer: block is already free (double free?),
+ * size class N (S-byte blocks)", then abort. */
+BRISK_HIDDEN BRISK_NORETURN BRISK_COLD void _brisk_fatal_freed_block(const char *caller,
+                                                                    const void *p,
+                                                                    const brisk_page_t *page);
 /* "brisk: caller(p): invalid pointer: not the start of a block, size class
  * N (S-byte blocks)", then abort. */
 BRISK_HIDDEN BRISK_NORETURN BRISK_COLD void _brisk_fatal_not_block_start(const char *caller,

@@ -97,6 +97,15 @@ TABLE = {
                                  {"release": CAUGHT_LATER}),
     "realloc_freed":            (rf"realloc\({ADDR}\): .*(double free|already free|not an allocated block)",
                                  {"release": UNCAUGHT}),
+    # The same with p alone on its page, whose count of live blocks shows
+    # it: named for realloc before the block is kept (the same size), moved
+    # (another class) or, on a page of aligned blocks, either.
+    "realloc_freed_alone":      (rf"realloc\({ADDR}\): .*block is already free",
+                                 {"release": CAUGHT}),
+    "realloc_freed_alone_move": (rf"realloc\({ADDR}\): .*block is already free",
+                                 {"release": CAUGHT}),
+    "realloc_freed_alone_aligned": (rf"realloc\({ADDR}\): .*block is already free",
+                                 {"release": CAUGHT}),
     # realloc(p, 0) frees p after realloc's own checks of it, named for
     # realloc (they named free): a freed block, a pointer inside a block.
     "realloc_zero_freed":       (rf"realloc\({ADDR}\): .*block is already free",
