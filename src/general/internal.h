@@ -294,9 +294,13 @@ BRISK_INLINE brisk_block_t *brisk_page_pop(brisk_page_t *page, brisk_block_t *bl
  * the next one handed out (unless its page has no other free block, when
  * the slow path takes local_free): free(p), malloc of p's size, free(p)
  * finds p's tag still set, and a use after free cannot count on its block
- * coming back at once. The block moved to malloc's list is encoded with
- * the secret its tag holds: if the tag was written since, the pop that
- * hands it out finds both its link and its tag wrong. page->local_free
+ * coming back at once. While held, the block's first word (its link to
+ * nothing) and its tag both hold its secret. Its link on malloc's list is
+ * encoded with the first word rather than the tag: a write to the first
+ * word while it was held (a use after free of an object's first field) is
+ * not overwritten unseen but left in the link, which the pop that hands the
+ * block out then finds wrong; a write to the tag fails the pop's tag test.
+ * page->local_free
  * holds one block at most in the secure build: the owner's frees come here
  * (free()'s fast path and _brisk_free_not_local), other threads' go on
  * malloc's list when drained (_brisk_page_free_block: the freeing thread
@@ -306,7 +310,7 @@ BRISK_INLINE void brisk_secure_hold(brisk_page_t *page, brisk_block_t *block, ui
   block->next = brisk_link_encode_with(secret, NULL);
   page->local_free = block;
   if (held != NULL) {
-    held->next = brisk_link_encode_with(((const brisk_word_t *)held)[1], page->free);
+    held->next = brisk_link_encode_with(((const brisk_word_t *)held)[0], page->free);
     page->free = held;
   }
 }
