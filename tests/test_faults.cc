@@ -532,6 +532,44 @@ TEST_F(Faults, ARefusedMappingIsTriedAgainAfterWhatIsHeldGoesBack) {
   brisk_free(p);
 }
 
+// An allocation that succeeds after a refused system call leaves errno as
+// it was (glibc's malloc never sets it on success): a refused hint, a
+// refused first size, a refused mremap that realloc answers with a move.
+TEST_F(Faults, ASuccessAfterARefusalLeavesErrnoAlone) {
+  struct Case {
+    const char *what;
+    brisk_test_os_kind kind;
+    uint64_t refused;
+    std::function<void *()> call;
+  };
+  // 20 MiB and a page: a mapping of 22 MiB is tried first (8 sizes per
+  // doubling), then the size needed; each try maps at a hint first.
+  const size_t huge = 20 * kMiB + 4 * kKiB;
+  void *grown_from = nullptr;
+  const Case cases[] = {
+      {"huge, its hint refused", BRISK_TEST_OS_MAP, 1, [&] { return brisk_malloc(huge); }},
+      {"huge, the rounded size refused", BRISK_TEST_OS_MAP, 2, [&] { return brisk_malloc(huge); }},
+      {"huge realloc, mremap refused", BRISK_TEST_OS_REMAP, kAlways,
+       [&] { return brisk_realloc(grown_from, 3 * huge); }},
+  };
+  for (const Case &c : cases) {
+    brisk_collect(true);  // no cached mapping serves the huge block
+    grown_from = brisk_malloc(huge);
+    ASSERT_NE(grown_from, nullptr);
+    const uint64_t injected_before = injected();
+    brisk_test_os_fail(c.kind, 0, c.refused);
+    errno = EDOM;
+    void *p = c.call();
+    const int error = errno;
+    brisk_test_os_fail_none();
+    ASSERT_NE(p, nullptr) << c.what;
+    EXPECT_GT(injected(), injected_before) << c.what << ": nothing was refused";
+    EXPECT_EQ(error, EDOM) << c.what;
+    if (c.kind != BRISK_TEST_OS_REMAP) brisk_free(grown_from);  // realloc took it
+    brisk_free(p);
+  }
+}
+
 // ... but not for a size no system could map: that costs nothing held.
 TEST_F(Faults, AnUnservableSizeGivesBackNothing) {
   BRISK_SKIP_IF(brisk_test::huge_cache_below(8 * kMiB));

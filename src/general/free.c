@@ -49,6 +49,8 @@
 #include "general/alloc.h"
 #include "general/size_class.h"
 
+#include <errno.h>
+
 /* The outbox slot of an owner heap. Heaps are page-aligned mappings, so the
  * bits above the page offset are hashed (Fibonacci hashing). */
 static brisk_remote_batch_t **outbox_slot(brisk_heap_t *heap, const brisk_heap_t *owner) {
@@ -67,8 +69,12 @@ static brisk_remote_batch_t *batch_carve(brisk_heap_t *heap) {
     /* Batches are metadata: the secure build keeps them between no-access
      * pages, as the heap that holds the first ones. */
     size_t guard = brisk_secure_guard_size();
+    /* Called by free, which leaves errno alone, even when the system
+     * refuses the chunk (the block is then posted alone). */
+    int saved_errno = errno;
     uint8_t *chunk =
         _brisk_os_reserve_guarded(BRISK_BATCH_CHUNK_SIZE, _brisk_os_page_size(), 0, guard, guard, NULL);
+    errno = saved_errno;
     if (chunk == NULL) return NULL;
     heap->batch_chunks++;
     heap->chunk_next = (brisk_remote_batch_t *)chunk;

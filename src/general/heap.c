@@ -43,6 +43,7 @@
 #include "general/internal.h"
 #include "os/os.h"
 
+#include <errno.h>
 #include <pthread.h>
 #include <sched.h>
 #include <string.h>
@@ -914,10 +915,14 @@ brisk_heap_t *_brisk_heap_init_thread(bool cold) {
     _brisk_heap_drain_remote(heap);
     _brisk_heap_pin_all(heap);
   } else {
+    /* A first try the system refuses sets errno: a retry that succeeds
+     * leaves it as the caller had it. */
+    int saved_errno = errno;
     heap = heap_create();
     if (heap == NULL && _brisk_heap_reclaim(&_brisk_heap_empty, sizeof(brisk_heap_t)))
       heap = heap_create();
     if (heap == NULL) return NULL;
+    errno = saved_errno;
   }
   /* Install the heap before anything that may allocate (pthread_atfork and
    * pthread_setspecific can), so those nested mallocs find it. */

@@ -224,6 +224,10 @@ void *_brisk_huge_alloc(brisk_heap_t *heap, size_t size, size_t align, bool zero
     errno = ENOMEM;
     return NULL;
   }
+  /* The tries below that fail (a cached mapping's resize, the rounded size,
+   * the first try before a reclaim) set errno: a block handed out leaves it
+   * as the caller had it. */
+  int saved_errno = errno;
   if (align < BRISK_SEGMENT_SIZE) {
     size_t offset = brisk_align_up(HUGE_BLOCK_OFFSET, align < 16 ? 16 : align);
     size_t needed = brisk_align_up(offset + size + HUGE_CANARY, _brisk_os_page_size()) + HUGE_GUARD;
@@ -253,6 +257,7 @@ void *_brisk_huge_alloc(brisk_heap_t *heap, size_t size, size_t align, bool zero
     uint8_t *block = _brisk_huge_block(segment);
     if (zero && !fresh) memset(block, 0, size);
     huge_stamp(segment, size);
+    errno = saved_errno;
     return block;
   }
   /* Aligned to a segment or more: header one segment below the block. */
@@ -267,6 +272,7 @@ void *_brisk_huge_alloc(brisk_heap_t *heap, size_t size, size_t align, bool zero
   huge_counted(segment, 1);
   huge_init(segment, BRISK_SEGMENT_SIZE);
   huge_stamp(segment, size);
+  errno = saved_errno;
   return _brisk_huge_block(segment);
 }
 
@@ -342,7 +348,11 @@ void *_brisk_huge_realloc(brisk_segment_t *segment, void *p, size_t new_size) {
   size_t wanted = brisk_align_up(offset + new_size + HUGE_CANARY, _brisk_os_page_size()) + HUGE_GUARD;
   if (!BRISK_SECURE) wanted = round_mapping_size(wanted);
   size_t old_size = segment->mapped_size;
+  /* A resize the system refuses sets errno; realloc then moves the block,
+   * and sets ENOMEM itself if that fails too. */
+  int saved_errno = errno;
   brisk_segment_t *resized = huge_resize(segment, wanted);
+  errno = saved_errno;
   if (resized == NULL) return NULL;
   _brisk_stats_huge_in_use(0, (int64_t)resized->mapped_size - (int64_t)old_size);
   huge_stamp(resized, new_size);

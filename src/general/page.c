@@ -407,12 +407,16 @@ static void *malloc_slow(brisk_heap_t *heap, size_t size, bool zero) {
   size_t class_index = brisk_size_to_class(size);
   brisk_page_t *page = heap->queues[class_index].head;
   if (page == NULL || page->free == NULL) {
+    /* A refused mapping sets errno; when a retry succeeds, the caller finds
+     * errno as it left it (glibc's malloc leaves it alone on success). */
+    int saved_errno = errno;
     page = find_page(heap, class_index);
     if (BRISK_UNLIKELY(page == NULL)) page = find_page_after_reclaim(heap, class_index);
     if (page == NULL) {
       errno = ENOMEM;
       return NULL;
     }
+    errno = saved_errno;
   }
   brisk_block_t *block = page->free;
   page->free = brisk_page_pop(page, block);

@@ -266,8 +266,11 @@ void *_brisk_os_reserve(size_t size, size_t align, size_t align_offset, size_t *
   /* Hints for the sizes the allocator maps every day: a huge request that
    * fails must not use up the hint area. */
   if (align_offset <= page && align > page && size <= ((size_t)1 << 30)) {
+    int saved_errno = errno;
     void *p = reserve_at_hint(size, align, align_offset, calls);
     if (p != NULL) return p;
+    /* A hint the system refused: errno is the way below's to set. */
+    errno = saved_errno;
   }
   /* mmap's own alignment is enough: one call. */
   if (align == page && align_offset % page == 0) return map_anonymous(size, calls);
