@@ -202,13 +202,13 @@ TABLE = {
     # every time; the line names malloc, the hand-out, whichever call made it.
     "write_after_free_calloc":  (rf"malloc\({ADDR}\): .*(after free|free list)",
                                  {"release": UNCAUGHT, "secure": CAUGHT_LATER}),
-    # One byte of a free block's link changed, and a link copied from
-    # another free block of the page: the secure build decodes each link
-    # with its own block's secret and checks it before it follows it.
     # A write to the first word of the block the secure build holds back,
     # before the page's next free lets it go onto malloc's list.
     "write_after_free_held":    (rf"malloc\({ADDR}\): .*(after free|free list)",
                                  {"release": UNCAUGHT, "secure": CAUGHT_LATER}),
+    # One byte of a free block's link changed, and a link copied from
+    # another free block of the page: the secure build decodes each link
+    # with its own block's secret and checks it before it follows it.
     "write_after_free_link_byte": (rf"malloc\({ADDR}\): .*(after free|free list)",
                                  {"release": UNCAUGHT, "secure": CAUGHT_LATER}),
     "write_after_free_link_copy": (rf"malloc\({ADDR}\): .*(after free|free list)",
