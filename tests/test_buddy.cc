@@ -81,6 +81,23 @@ TEST(Buddy, BadArgumentsFailWithErrno) {
   errno = 0;
   EXPECT_EQ(brisk_buddy_create(size_t{1} << 62, 64), nullptr);
   EXPECT_EQ(errno, ENOMEM);
+  // Sizes below the smallest block (16) round up to it, total included: a
+  // buddy of one 16-byte block, not EINVAL; and a success leaves errno.
+  for (size_t total : {size_t{1}, size_t{8}, size_t{15}}) {
+    for (size_t min_block : {size_t{0}, size_t{1}, total}) {
+      SCOPED_TRACE(testing::Message() << "total " << total << " min_block " << min_block);
+      errno = EAGAIN;
+      brisk_buddy_t *tiny = brisk_buddy_create_ex(total, min_block, min_block, 0);
+      ASSERT_NE(tiny, nullptr);
+      EXPECT_EQ(errno, EAGAIN);
+      void *p = brisk_buddy_alloc(tiny, total, 0);
+      EXPECT_NE(p, nullptr);
+      EXPECT_EQ(brisk_buddy_alloc(tiny, 1, 0), nullptr);  // its one block is out
+      brisk_buddy_free(tiny, p);
+      expect_consistent(tiny, true);
+      brisk_buddy_destroy(tiny);
+    }
+  }
 
   brisk_buddy_t *b = brisk_buddy_create_ex(kMiB, 64, 64 * kKiB, 0);
   ASSERT_NE(b, nullptr);
@@ -599,6 +616,36 @@ TEST(Buddy, ThreadCacheHoldsBlocksUntilTrim) {
   for (int i = 0; i < 3; i++) brisk_buddy_free(b, got[i]);
   for (size_t i = 0; i < blocks.size(); i++)
     if (i != 10 && i != 11 && i != 20) brisk_buddy_free(b, blocks[i]);
+  brisk_buddy_trim(b);
+  expect_consistent(b, true);
+  brisk_buddy_destroy(b);
+}
+
+// A thread that exits leaves its cache in its slot, where only the slot's
+// next holder would use it; a request the trees cannot serve takes such
+// caches back first (thread_slot.h), so the one thread left gets the whole
+// region without a trim. The threads (more than cores) are alive at once,
+// so each caches in a slot of its own.
+TEST(BuddyThreads, CachesOfExitedThreadsComeBackWhenTheTreesRunOut) {
+  brisk_buddy_t *b = brisk_buddy_create_ex(64 * kKiB, 64, 0, BRISK_REGION_THREAD_CACHE);
+  ASSERT_NE(b, nullptr);
+  const int kThreads = 24;
+  std::atomic<int> cached{0};
+  std::vector<std::thread> threads;
+  for (int t = 0; t < kThreads; t++) {
+    threads.emplace_back([&, t] {
+      void *blocks[4];
+      for (void *&p : blocks) p = brisk_buddy_alloc(b, size_t{64} << (t % 4), 0);
+      for (void *p : blocks) brisk_buddy_free(b, p);  // into this thread's cache
+      cached++;
+      while (cached.load() < kThreads) std::this_thread::yield();
+    });
+  }
+  for (auto &t : threads) t.join();
+  expect_consistent(b, false);  // the exited threads' caches hold their blocks
+  void *whole = brisk_buddy_alloc(b, 64 * kKiB, 0);
+  EXPECT_NE(whole, nullptr) << "the caches of exited threads kept the region from serving it";
+  brisk_buddy_free(b, whole);
   brisk_buddy_trim(b);
   expect_consistent(b, true);
   brisk_buddy_destroy(b);

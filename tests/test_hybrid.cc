@@ -333,6 +333,51 @@ TEST(Hybrid, OneThreadGetsABlockNoClassHoldsPastItsOwnCachedBlocks) {
   }
 }
 
+// Threads that exit leave their lists in their slots, where only a slot's
+// next holder would use them; a section that cannot serve a request takes
+// them back first (thread_slot.h), so the one thread left meets the bound
+// exactly: the region's one block of 1 MiB, which the exited threads'
+// cached blocks were split from, then every bucket object and every
+// smallest region block. The threads (more than cores) are alive at once,
+// so each caches in a slot of its own. (An ASan build keeps the caches
+// off: nothing to take back.) A request that a section serves after the
+// take-back leaves errno alone.
+TEST(HybridThreads, ListsOfExitedThreadsComeBackWhenASectionRunsOut) {
+  const size_t bucket_objects = 4096, region = 1 << 20, min_block = 32;
+  brisk_hybrid_config_t c = small_config(bucket_objects, region, BRISK_REGION_THREAD_CACHE);
+  HybridPtr h(brisk_hybrid_create(&c));
+  ASSERT_NE(h, nullptr);
+  const int kThreads = 24;
+  std::atomic<int> cached{0};
+  std::atomic<long> failed{0};
+  std::vector<std::thread> threads;
+  for (int t = 0; t < kThreads; t++) {
+    threads.emplace_back([&] {
+      for (size_t size : {16u, 200u, 3000u, 20000u}) {
+        void *blocks[4];
+        for (void *&p : blocks) failed += (p = brisk_hybrid_alloc(h.get(), size, 0)) == nullptr;
+        for (void *p : blocks) brisk_hybrid_free(h.get(), p);  // into this thread's lists
+      }
+      cached++;
+      while (cached.load() < kThreads) std::this_thread::yield();
+    });
+  }
+  for (auto &t : threads) t.join();
+  EXPECT_EQ(failed.load(), 0);
+  brisk_test_hybrid_validate(h.get());
+  errno = EAGAIN;
+  void *whole = brisk_hybrid_alloc(h.get(), region, 0);
+  EXPECT_NE(whole, nullptr) << "the lists of exited threads kept the region from serving it";
+  EXPECT_EQ(errno, EAGAIN);
+  brisk_hybrid_free(h.get(), whole);
+  std::vector<void *> blocks;
+  for (void *p; (p = brisk_hybrid_alloc(h.get(), 16, 0)) != nullptr;) blocks.push_back(p);
+  EXPECT_EQ(errno, ENOMEM);
+  EXPECT_EQ(blocks.size(), bucket_objects + region / min_block);
+  for (void *p : blocks) brisk_hybrid_free(h.get(), p);
+  brisk_test_hybrid_validate(h.get());
+}
+
 // Each section's allocations and in_use stay exact while the thread caches
 // turn over: rounds of allocations past every list's cap (refills) and
 // frees past it (flushes) in every cached class of the default config, in

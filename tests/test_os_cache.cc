@@ -359,6 +359,35 @@ TEST_F(MapCache, PoolStartsEmptyAndKeepsItsBound) {
   }
 }
 
+// A growing pool (capacity 0) made again from the cache: the objects its
+// predecessor committed are read-write already, so creating it and
+// allocating as many again makes no system call (a commit of the same
+// bytes again was one per task).
+TEST_F(MapCache, GrowingPoolCommitsNothingAgain) {
+  if (kDebugPools) GTEST_SKIP() << "debug builds' pools keep out of the cache";
+  const size_t count = 20000;  // 960 KiB: past the first 256 KiB slab
+  for (int round = 0; round < 3; round++) {
+    SCOPED_TRACE(round);
+    const uint64_t before = brisk_test_os_calls();
+    brisk_pool_t *pool = brisk_pool_create_ex(48, 16, 0, 0);
+    ASSERT_NE(pool, nullptr);
+    std::vector<void *> objects;
+    for (size_t i = 0; i < count; i++) {
+      void *p = brisk_pool_alloc(pool);
+      ASSERT_NE(p, nullptr);
+      memset(p, 0x5A, 48);
+      objects.push_back(p);
+    }
+    const uint64_t calls = brisk_test_os_calls() - before;
+    brisk_region_stats_t s;
+    brisk_pool_stats(pool, &s);
+    EXPECT_EQ(s.system_requests, calls);
+    if (round > 0) EXPECT_EQ(calls, 0u) << "the predecessor's objects were committed already";
+    for (void *p : objects) brisk_pool_free(pool, p);
+    brisk_pool_destroy(pool);
+  }
+}
+
 // A hybrid made again from the cache: its sections' counts start at zero
 // and it serves as the first one did.
 TEST_F(MapCache, HybridStartsEmpty) {

@@ -255,6 +255,9 @@ TEST(Pool, UnboundedPoolGrowsOverManySlabs) {
   const size_t count = static_cast<size_t>(scaled(40000, 10000));  // 40 / 10 MB
   for (const Mode &mode : kModes) {
     SCOPED_TRACE(mode.name);
+    // The mapping cache emptied: a reservation the previous mode's pool
+    // left there would come committed already, its slabs with it.
+    brisk_test_os_cache_flush();
     brisk_pool_t *pool = brisk_pool_create_ex(size, 0, 0, mode.flags);
     ASSERT_NE(pool, nullptr);
     size_t held_before = stats_of(pool).bytes_held;
@@ -575,6 +578,58 @@ TEST(Pool, FreesOfObjectsNeverWrittenAreNotDoubleFrees) {
         EXPECT_EQ(stats_of(pool).bytes_in_use, 0u);
         brisk_pool_destroy(pool);  // the next generation takes its mapping
       }
+    }
+  }
+}
+
+// Threads that exit leave objects in their slots' magazines, where only a
+// slot's next holder would use them; a thread that finds the pool
+// exhausted takes them back first (thread_slot.h), so the one thread left
+// still gets the whole capacity. The threads (more than cores) are alive
+// at once, so each caches in a slot of its own.
+TEST(PoolThreads, MagazinesOfExitedThreadsComeBackWhenThePoolRunsOut) {
+  const size_t capacity = 1000;
+  const int kThreads = 40;  // 16 objects cached each after the rounds below
+  brisk_pool_t *pool = brisk_pool_create_ex(64, 0, capacity, BRISK_REGION_THREAD_CACHE);
+  ASSERT_NE(pool, nullptr);
+  brisk_pool_free(pool, brisk_pool_alloc(pool));  // this thread's slot, first
+  std::atomic<int> cached{0};
+  std::atomic<long> failed{0};
+  std::vector<std::thread> threads;
+  for (int t = 0; t < kThreads; t++) {
+    threads.emplace_back([&] {
+      void *objects[10];
+      for (void *&p : objects) failed += (p = brisk_pool_alloc(pool)) == nullptr;
+      for (void *p : objects) brisk_pool_free(pool, p);  // into the magazine
+      cached++;
+      while (cached.load() < kThreads) std::this_thread::yield();
+    });
+  }
+  for (auto &t : threads) t.join();
+  EXPECT_EQ(failed.load(), 0);
+  brisk_test_pool_validate(pool);
+  std::vector<void *> all;
+  for (void *p; (p = brisk_pool_alloc(pool)) != nullptr;) all.push_back(p);
+  EXPECT_EQ(errno, ENOMEM);
+  EXPECT_EQ(all.size(), capacity) << "objects left in exited threads' magazines";
+  std::set<void *> distinct(all.begin(), all.end());
+  EXPECT_EQ(distinct.size(), all.size());
+  for (void *p : all) brisk_pool_free(pool, p);
+  brisk_test_pool_validate(pool);
+  brisk_pool_destroy(pool);
+}
+
+// Creation leaves errno as it found it when it succeeds, in every mode
+// (its checks of the system's answers cleared errno before).
+TEST(Pool, CreateLeavesErrnoAloneOnSuccess) {
+  for (const Mode &mode : kModes) {
+    for (size_t capacity : {size_t{0}, size_t{100}}) {
+      SCOPED_TRACE(testing::Message() << mode.name << " capacity " << capacity);
+      errno = EAGAIN;
+      brisk_pool_t *pool = brisk_pool_create_ex(32, 0, capacity, mode.flags);
+      ASSERT_NE(pool, nullptr);
+      EXPECT_EQ(errno, EAGAIN);
+      brisk_pool_destroy(pool);
     }
   }
 }

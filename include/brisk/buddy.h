@@ -39,8 +39,8 @@ extern "C" {
 typedef struct brisk_buddy_s brisk_buddy_t;
 
 /*
- * total and min_block are rounded up to powers of two (min_block at least
- * 16); blocks up to `total`, or up to 2^31 x min_block where total is
+ * total and min_block are rounded up to powers of two, each at least 16;
+ * blocks up to `total`, or up to 2^31 x min_block where total is
  * larger (the region is then a row of trees of that size, as with
  * brisk_buddy_create_ex's max_block). Besides the region, create reserves
  * 9 bytes per min_block of it (counters and index), touched where blocks
@@ -51,8 +51,9 @@ typedef struct brisk_buddy_s brisk_buddy_t;
 BRISK_API brisk_buddy_t *brisk_buddy_create(size_t total, size_t min_block);
 /* max_block (0: as brisk_buddy_create) caps the block size; total becomes
  * a multiple of it and the region a row of max_block trees, which spreads
- * contention. NULL/EINVAL also for min_block > max_block, max_block above
- * total rounded up to a power of two, more than 2^31 min_blocks in a
+ * contention (max_block, too, is at least 16). NULL/EINVAL also for
+ * min_block > max_block, max_block above total rounded up to a power of
+ * two (at least 16), more than 2^31 min_blocks in a
  * max_block, or an unknown flag, whatever the sizes; ENOMEM as above. */
 BRISK_API brisk_buddy_t *brisk_buddy_create_ex(size_t total, size_t min_block, size_t max_block,
                                                unsigned flags);

@@ -79,7 +79,10 @@ BRISK_API void brisk_fifo_destroy(brisk_fifo_t *fifo);
 /*
  * allocations and bytes_requested: successful alloc and realloc calls
  * (a realloc is one allocation of its new size) and the sizes asked.
- * bytes_in_use: the live blocks with their 8-byte headers, rounded to 16.
+ * bytes_in_use: the live blocks with their 8-byte headers, rounded to 16;
+ * a block bigger than a page counts the whole mapping of its own after the
+ * page header (OS pages, and the color its address gives it), however a
+ * realloc in place shrinks it.
  * bytes_held: the pages mapped (kept ones too) and the control page. Exact
  * in the owner's thread; from another thread, as brisk_stack_stats.
  */

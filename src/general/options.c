@@ -67,9 +67,15 @@ static const option_t options[] = {
 static bool parse_number(const char *text, uint64_t min, uint64_t max, uint64_t *out) {
   if (text[0] < '0' || text[0] > '9') return false; /* no sign, no blanks */
   char *end;
+  /* strtoull reports overflow only through errno: the program's errno is
+   * put back either way (this runs before main, which must not find an
+   * ERANGE of ours there). */
+  int saved_errno = errno;
   errno = 0;
   unsigned long long value = strtoull(text, &end, 10);
-  if (errno != 0 || *end != '\0' || value < min || value > max) return false;
+  bool overflow = errno != 0;
+  errno = saved_errno;
+  if (overflow || *end != '\0' || value < min || value > max) return false;
   *out = value;
   return true;
 }

@@ -85,7 +85,9 @@
  *     alloc_tree               each tree in turn from the slot's current
  *       tree_take                the top-down search above
  *     alloc_slow               (cold) every tree failed: flush this thread's
- *                              cache into the trees and retry once; ENOMEM
+ *                              cache into the trees and retry once, then
+ *                              the caches of slots no thread holds
+ *                              (slot_take_back) and retry; ENOMEM
  *     hand_out                 index byte, counters, ASan/Valgrind
  *   brisk_buddy_free         range and unit checks, exchange the index byte,
  *                            counters; push on the thread cache, or
@@ -176,18 +178,19 @@
  * slot. A cached block stays allocated in its tree (counters unchanged)
  * but its index byte is cleared on free and set again when the cache hands
  * it out, so a double free is still caught. A tree search that fails
- * flushes the calling thread's own cache and retries once; other threads'
- * caches may hold blocks a bounded allocator then lacks (at most
- * cache_depth(k) blocks per cached order per thread) until
- * brisk_buddy_trim. The bigger orders serve the hybrid's region
+ * flushes the calling thread's own cache and retries once, then takes back
+ * the caches of slots no thread holds (threads that exited left them:
+ * thread_slot.h) and retries again; other live threads' caches may hold
+ * blocks a bounded allocator then lacks (at most cache_depth(k) blocks per
+ * cached order per thread) until brisk_buddy_trim. The bigger orders serve the hybrid's region
  * (min_block 128 B: blocks of 16-64 KiB, which otherwise walk 4-6 levels
  * of counters per alloc and per free). A hit costs no tree walk.
  *
- * Arguments: create rounds min_block (at least 16) and max_block (0: total,
- * or 2^31 x min_block if that is less) up to powers of two and total up to
- * a multiple of max_block; EINVAL for total 0, min_block > total,
- * min_block > max_block, max_block above total rounded up to a power of
- * two, more than 2^31 units per tree (a max_block given), or an unknown
+ * Arguments: create rounds min_block and max_block (0: total, or 2^31 x
+ * min_block if that is less) up to powers of two, each at least 16, and
+ * total up to a multiple of max_block; EINVAL for total 0, min_block >
+ * total, min_block > max_block (the sizes as given), max_block above total
+ * rounded up to a power of two (at least 16), more than 2^31 units per tree (a max_block given), or an unknown
  * flag, whatever the sizes; then ENOMEM for a total above 64 TiB, or
  * memory the system refuses. alloc: size 0 or an alignment that is not a power of two is
  * EINVAL (align 0 means 16); a size or an alignment above max_block is
@@ -522,10 +525,26 @@ static bool cache_is_empty(const slot_t *e) {
   return true;
 }
 
+/* _brisk_thread_slots_take_back's call for a slot no thread holds (the
+ * caller holds it meanwhile): its cache back to the trees. */
+static size_t slot_take_back(void *context, uint32_t slot) {
+  brisk_buddy_t *b = context;
+  slot_t *e = &b->slots[slot];
+  size_t blocks = 0;
+  for (uint32_t k = 0; k < CACHE_ORDERS; k++) blocks += e->cached[k];
+  flush_slot(b, e);
+  return blocks;
+}
+
 static BRISK_COLD void *alloc_slow(brisk_buddy_t *b, slot_t *e, bool shared, uint32_t k,
                                    size_t size) {
   if (!shared && b->cache_orders != 0 && !cache_is_empty(e)) {
     flush_slot(b, e);
+    void *p = alloc_tree(b, e, shared, k);
+    if (p != NULL) return hand_out(b, e, shared, p, k, size);
+  }
+  /* Then the caches that threads left in their slots at exit. */
+  if (b->cache_orders != 0 && _brisk_thread_slots_take_back(slot_take_back, b) != 0) {
     void *p = alloc_tree(b, e, shared, k);
     if (p != NULL) return hand_out(b, e, shared, p, k, size);
   }
@@ -819,14 +838,20 @@ static uint32_t log2_ceil(size_t x) {
  */
 static int buddy_shape(size_t total, size_t min_block, size_t max_block, unsigned flags,
                        shape_t *out) {
-  if (total == 0 || min_block > total || (flags & ~KNOWN_FLAGS) != 0) return EINVAL;
+  /* The sizes as the caller gave them are compared; below the smallest
+   * block each rounds up to it (total 8, min_block 8: one block of 16). */
+  if (total == 0 || min_block > total || (max_block != 0 && min_block > max_block) ||
+      (flags & ~KNOWN_FLAGS) != 0)
+    return EINVAL;
   uint32_t min_log = log2_ceil(min_block < MIN_BLOCK_FLOOR ? MIN_BLOCK_FLOOR : min_block);
   uint32_t total_log = log2_ceil(total);
+  if (total_log < min_log) total_log = min_log;
   /* max_block 0: blocks up to total, as many units per tree as a tree
    * can count; a larger total is a row of such trees. */
   uint32_t max_log = max_block != 0 ? log2_ceil(max_block)
                      : total_log > min_log + MAX_DEPTH ? min_log + MAX_DEPTH
                                                        : total_log;
+  if (max_log < min_log) max_log = min_log;
   /* max_block may pass total only by the rounding of total itself. */
   if (min_log > max_log || max_log > total_log || max_log - min_log > MAX_DEPTH) return EINVAL;
   if (total > MAX_TOTAL) return ENOMEM;
@@ -947,12 +972,15 @@ brisk_buddy_t *_brisk_buddy_create_in(void *region, void *meta, size_t total, si
   b = init_buddy(meta, region, &g, flags, 0);
   b->external = true;
   if ((flags & (BRISK_REGION_PREFAULT | BRISK_REGION_LOCK)) != 0) {
+    /* errno 0 to learn whether the refusal set one; put back on success. */
+    int saved_errno = errno;
     errno = 0;
     if (!make_resident(b, meta, g.meta_size, flags) ||
         !make_resident(b, region, g.region_size, flags)) {
       if (errno == 0) errno = ENOMEM;
       return NULL;
     }
+    errno = saved_errno;
   }
   brisk_annotate_mempool_create(b);
   brisk_annotate_no_access(region, g.region_size);

@@ -71,7 +71,9 @@
  * The bound with caches: one thread meets it exactly (a region that
  * cannot serve a request first takes back this thread's cached blocks of
  * every order, which may be what fragments it; a bucket's own list is
- * empty when it is refilled). Other threads' caches are theirs: with T
+ * empty when it is refilled; then a section that cannot serve takes back
+ * every list of the slots no thread holds, which threads that exited left
+ * there: take_back_exited). Other live threads' caches are theirs: with T
  * threads a request can fail while (T - 1) x the per-thread maximum (the
  * sum of the caps: 415 KiB in the default configuration, 7 KiB of it in
  * the buckets, 192 KiB in the blocks of 32 and 64 KiB) sits in them. The caches are off (every call goes to the
@@ -106,8 +108,12 @@
  *                         refill; or the buddy, and when it has no block,
  *                         this thread's region caches back and the buddy
  *                         again; a first-region block gets its order's
- *                         code), brisk_malloc if the config
- *                         allows it, else NULL/ENOMEM
+ *                         code); a section that still has no block takes
+ *                         back the lists of slots no thread holds and
+ *                         tries once more (take_back_exited);
+ *                         brisk_malloc if the config
+ *                         allows it, else NULL/ENOMEM; errno as it was
+ *                         on success
  *   brisk_hybrid_free     granule -> code -> class -> push (inline path
  *                         above), or
  *     brisk_hybrid_free_slow_  code 0: to free_other_; else the thread's
@@ -1165,6 +1171,28 @@ static void *class_take(brisk_hybrid_t *h, hybrid_slot_t *e, size_t c, size_t si
   return refill(h, e, c, size);
 }
 
+/* _brisk_thread_slots_take_back's call for a slot no thread holds: every
+ * list of its entry back to its section (an entry never made ready holds
+ * none). The caller holds the slot, so the entry is its alone meanwhile. */
+static size_t entry_take_back(void *context, uint32_t slot) {
+  brisk_hybrid_t *h = context;
+  hybrid_slot_t *e = slot_of(h, slot);
+  if (atomic_load_explicit(&e->ready, memory_order_relaxed) == 0) return 0;
+  size_t blocks = 0;
+  for (size_t c = 1; c < h->class_count; c++) {
+    blocks += listed_blocks(h, &e->classes[c], c);
+    trim_list(h, &e->classes[c], c, 0, "brisk_hybrid_alloc");
+  }
+  return blocks;
+}
+
+/* A section could not serve a request: the lists that threads left in
+ * their slots at exit go back to their sections (thread_slot.h); whether
+ * any block did. */
+static bool take_back_exited(brisk_hybrid_t *h) {
+  return h->cached && _brisk_thread_slots_take_back(entry_take_back, h) != 0;
+}
+
 /* The calling thread's cached blocks of region r all go back to it. */
 static void flush_region(brisk_hybrid_t *h, hybrid_slot_t *e, size_t r) {
   for (size_t k = 0; k < h->cached_orders; k++) {
@@ -1183,9 +1211,14 @@ BRISK_INLINE void *count_direct(brisk_hybrid_t *h, uint32_t slot, size_t s, void
 }
 
 static void *from_bucket(brisk_hybrid_t *h, uint32_t slot, size_t b, size_t size) {
-  if (slot != BRISK_NO_THREAD_SLOT && h->bucket_class[b] != NO_CLASS)
-    return class_take(h, ready_entry(h, slot), h->bucket_class[b], size);
+  if (slot != BRISK_NO_THREAD_SLOT && h->bucket_class[b] != NO_CLASS) {
+    hybrid_slot_t *e = ready_entry(h, slot);
+    void *p = class_take(h, e, h->bucket_class[b], size);
+    if (p == NULL && take_back_exited(h)) p = class_take(h, e, h->bucket_class[b], size);
+    return p;
+  }
   void *p = brisk_pool_alloc(h->buckets[b]);
+  if (p == NULL && take_back_exited(h)) p = brisk_pool_alloc(h->buckets[b]);
   if (p == NULL) return NULL;
   mark_objects(h, b);
   if (h->bucket_class[b] != NO_CLASS) clear_key(p);
@@ -1199,9 +1232,12 @@ static void *from_region(brisk_hybrid_t *h, uint32_t slot, size_t r, size_t size
     size_t c = h->region_class[r] + k;
     void *p = class_take(h, e, c, size);
     if (p != NULL) return p;
-    /* This thread's own cached blocks may be what the region lacks. */
+    /* This thread's own cached blocks may be what the region lacks, then
+     * those that exited threads left. */
     flush_region(h, e, r);
-    return refill(h, e, c, size);
+    p = refill(h, e, c, size);
+    if (p == NULL && take_back_exited(h)) p = refill(h, e, c, size);
+    return p;
   }
   void *p = brisk_buddy_alloc(h->regions[r], size, need);
   if (p == NULL && slot != BRISK_NO_THREAD_SLOT && h->region_class[r] != NO_CLASS) {
@@ -1214,6 +1250,7 @@ static void *from_region(brisk_hybrid_t *h, uint32_t slot, size_t r, size_t size
       p = brisk_buddy_alloc(h->regions[r], size, need);
     }
   }
+  if (p == NULL && take_back_exited(h)) p = brisk_buddy_alloc(h->regions[r], size, need);
   if (p == NULL) return NULL;
   /* A block of a cached order, handed out without its class (no slot, an
    * alignment): its free may cache it all the same. */
@@ -1252,8 +1289,9 @@ static BRISK_COLD void *no_block(const brisk_hybrid_t *h) {
   return NULL;
 }
 
-void *brisk_hybrid_alloc_slow_(brisk_hybrid_t *h, size_t size, size_t align) {
-  if (size == 0 || (align & (align - 1)) != 0) return bad_request(h);
+/* brisk_hybrid_alloc_slow_'s search, for a valid request: the bucket,
+ * the regions in turn, the fallback. */
+static void *alloc_search(brisk_hybrid_t *h, size_t size, size_t align) {
   uint32_t slot = brisk_thread_slot();
   mark_touched(h, slot);
   /* Debug builds: this thread's lists checked every 64th time (the other
@@ -1287,6 +1325,16 @@ void *brisk_hybrid_alloc_slow_(brisk_hybrid_t *h, size_t size, size_t align) {
     return p;
   }
   return no_block(h);
+}
+
+void *brisk_hybrid_alloc_slow_(brisk_hybrid_t *h, size_t size, size_t align) {
+  if (size == 0 || (align & (align - 1)) != 0) return bad_request(h);
+  /* A section that cannot serve sets errno (ENOMEM) before another one
+   * does: a request served leaves errno as the caller had it. */
+  int saved_errno = errno;
+  void *p = alloc_search(h, size, align);
+  if (p != NULL) errno = saved_errno;
+  return p;
 }
 
 /* The exported brisk_hybrid_alloc: brisk/hybrid.h's inline path, after

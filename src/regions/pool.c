@@ -635,6 +635,9 @@ brisk_pool_t *_brisk_pool_create(size_t obj_size, size_t align, size_t capacity,
     errno = shape_error;
     return NULL;
   }
+  /* A refused reservation (retried smaller) or the checks below may set
+   * errno on the way to a pool: put back on success. */
+  int saved_errno = errno;
   size_t page = _brisk_os_page_size();
   size_t header_size = header_bytes(page);
   size_t bitmap_size, object_bytes, total;
@@ -675,6 +678,7 @@ brisk_pool_t *_brisk_pool_create(size_t obj_size, size_t align, size_t capacity,
   brisk_pool_t *pool = init_pool(base, base + header_size + bitmap_size, total, bitmap_size,
                                  obj_size, stride, capacity, max_objects, flags, 0);
   bool pin = (flags & (BRISK_REGION_PREFAULT | BRISK_REGION_LOCK)) != 0;
+  /* errno 0 to learn whether a refusal below set one. */
   int error = ENOMEM;
   errno = 0;
   if (pin && (!_brisk_os_prefault(base, header_size, &calls) ||
@@ -689,9 +693,16 @@ brisk_pool_t *_brisk_pool_create(size_t obj_size, size_t align, size_t capacity,
     if (!(mapped && !pin) && !commit_range(pool, base + header_size, bitmap_size + object_bytes))
       goto failed;
     atomic_init(&pool->committed, object_bytes);
+  } else if (!pin && cached_committed > header_size + bitmap_size) {
+    /* A growing pool on a cached reservation: the objects its predecessor
+     * committed are read-write already, so its first carves commit
+     * nothing again (only PREFAULT/LOCK need commit_range's work). */
+    size_t objects_mapped = cached_committed - header_size - bitmap_size;
+    atomic_init(&pool->committed, objects_mapped < object_bytes ? objects_mapped : object_bytes);
   }
   brisk_annotate_mempool_create(pool);
   if (registered) _brisk_region_register(&pool->entry, BRISK_REGION_POOL, registry_stats);
+  errno = saved_errno;
   return pool;
 failed:
   if (errno != 0) error = errno;
@@ -737,6 +748,8 @@ brisk_pool_t *_brisk_pool_create_in(void *header, void *objects, size_t obj_size
   /* Everything is read-write already; PREFAULT and LOCK still apply. */
   if ((flags & (BRISK_REGION_PREFAULT | BRISK_REGION_LOCK)) != 0) {
     size_t calls = 0;
+    /* errno 0 to learn whether a refusal set one; put back on success. */
+    int saved_errno = errno;
     errno = 0;
     bool ok = _brisk_os_prefault(header, header_size, &calls) &&
               _brisk_os_prefault(objects, object_bytes, &calls) &&
@@ -747,6 +760,7 @@ brisk_pool_t *_brisk_pool_create_in(void *header, void *objects, size_t obj_size
       if (errno == 0) errno = ENOMEM;
       return NULL;
     }
+    errno = saved_errno;
   }
   brisk_annotate_mempool_create(pool);
   return pool;

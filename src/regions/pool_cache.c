@@ -8,8 +8,10 @@
  * Call tree:
  *   brisk_pool_alloc        THREAD_CACHE, the magazine empty:
  *     _brisk_pool_cache_refill  take_shared a batch (ONE CAS), else carve
- *                           a batch (each given the key), else fail; one
- *                           object out, the rest into the magazine
+ *                           a batch (each given the key), else the
+ *                           magazines of slots no thread holds back to
+ *                           the shards and take_shared again, else fail;
+ *                           one object out, the rest into the magazine
  *   brisk_pool_free         THREAD_CACHE, the magazine full:
  *     _brisk_pool_cache_flush   its older half to the home shard as one
  *                           chain (ONE CAS), then the object in
@@ -23,12 +25,15 @@
  * refilled with a batch (mag_max / 2) taken from one shard in one CAS; a
  * full one pushes its older half onto the home shard as one chain in one
  * CAS. A bounded pool gets smaller magazines (capacity / 8, at least 2, at
- * most 32), yet objects cached by other threads can make it report
- * exhaustion early: at most mag_max objects per other thread. The thread
+ * most 32), yet objects cached by other live threads can make it
+ * report exhaustion early: at most mag_max objects per other thread. The thread
  * that allocates sees its own magazine first, so a single thread sees the
  * capacity honoured exactly. Objects stay in a magazine when its thread
- * exits: the next thread given the slot uses them. Only the slot's thread
- * touches its magazine (pool_internal.h: slots[i]).
+ * exits: the next thread given the slot uses them, or an allocation that
+ * finds the pool exhausted first takes every magazine of a slot no thread
+ * holds back to the shards (_brisk_thread_slots_take_back, holding the
+ * slot meanwhile), so exited threads' magazines never make it fail. Only
+ * the slot's holder touches its magazine (pool_internal.h: slots[i]).
  *
  * What keeps a magazine's pop and push short: magazines link objects by
  * pointer, not index (a pop needs no multiply); the thread's entry is
@@ -43,6 +48,31 @@
 
 /* ---- THREAD_CACHE: the magazines ---- */
 
+/* The n objects of a magazine's chain from first on, relinked by index, go
+ * to shard s as one chain (one CAS). */
+static void push_magazine_chain(brisk_pool_t *pool, uint32_t s, uint8_t *first, uint32_t n) {
+  uint8_t *last = first;
+  for (uint32_t i = 1; i < n; i++) {
+    uint8_t *next = brisk_pool_mag_link_load(last);
+    brisk_pool_link_store(last, (uint32_t)brisk_pool_index_of(pool, next) + 1);
+    last = next;
+  }
+  brisk_pool_push_chain(pool, s, (uint32_t)brisk_pool_index_of(pool, first) + 1, last);
+}
+
+/* _brisk_thread_slots_take_back's call for a slot no thread holds: its
+ * magazine, whole, to the slot's home shard. */
+static size_t magazine_take_back(void *context, uint32_t slot) {
+  brisk_pool_t *pool = context;
+  brisk_pool_slot_t *entry = &pool->slots[slot];
+  uint32_t count = entry->mag_count;
+  if (count == 0) return 0;
+  push_magazine_chain(pool, brisk_pool_home_shard(slot), entry->mag_head, count);
+  entry->mag_head = NULL;
+  entry->mag_count = 0;
+  return count;
+}
+
 /* The magazine is empty: a batch from the shards (one CAS), else freshly
  * carved objects; the first is handed out, the rest fill the magazine. A
  * thread without a slot takes one object: it has no magazine. Reached only
@@ -51,13 +81,21 @@
 void *_brisk_pool_cache_refill(brisk_pool_t *pool, brisk_pool_slot_t *entry, uint32_t slot) {
   uint32_t want = slot != BRISK_NO_THREAD_SLOT ? pool->mag_max / 2 : 1;
   uint32_t first1 = 0, last1 = 0;
-  uint32_t n = _brisk_pool_take_shared(pool, brisk_pool_home_shard(slot), want, &first1, &last1);
+  uint32_t home = brisk_pool_home_shard(slot);
+  uint32_t n = _brisk_pool_take_shared(pool, home, want, &first1, &last1);
   bool carved = false;
   if (n == 0) {
     n = _brisk_pool_carve(pool, want, &first1);
-    if (n == 0) return _brisk_pool_fail(pool, entry, slot);
-    carved = true;
+    carved = n != 0;
   }
+  /* Exhausted: the magazines of threads that exited may hold objects that
+   * only their slots' next holders would use. Back to the shards, and one
+   * more take. (Not for a destroyed pool, whose magazines point into
+   * memory it no longer has: _brisk_pool_fail names the call.) */
+  if (n == 0 && !brisk_pool_destroyed(pool) &&
+      _brisk_thread_slots_take_back(magazine_take_back, pool) != 0)
+    n = _brisk_pool_take_shared(pool, home, want, &first1, &last1);
+  if (n == 0) return _brisk_pool_fail(pool, entry, slot);
   /* The rest of the batch becomes the magazine, its index links rewritten
    * as pointers. Freshly carved objects have no links (they are
    * consecutive) and no key yet: each gets the key every free object
@@ -92,16 +130,10 @@ void _brisk_pool_cache_flush(brisk_pool_t *pool, brisk_pool_slot_t *entry, uint3
   uint32_t count = entry->mag_count, keep = count - count / 2;
   uint8_t *cut = entry->mag_head;
   for (uint32_t i = 1; i < keep; i++) cut = brisk_pool_mag_link_load(cut);
-  /* The older half, cut's successors, relinked by index for the shard. */
-  uint8_t *first = brisk_pool_mag_link_load(cut), *last = first;
-  for (uint32_t i = keep + 1; i < count; i++) {
-    uint8_t *next = brisk_pool_mag_link_load(last);
-    brisk_pool_link_store(last, (uint32_t)brisk_pool_index_of(pool, next) + 1);
-    last = next;
-  }
+  /* The older half, cut's successors. */
+  uint8_t *first = brisk_pool_mag_link_load(cut);
   brisk_pool_mag_link_store(cut, NULL);
-  brisk_pool_push_chain(pool, brisk_pool_home_shard(slot),
-                        (uint32_t)brisk_pool_index_of(pool, first) + 1, last);
+  push_magazine_chain(pool, brisk_pool_home_shard(slot), first, count - keep);
   brisk_pool_mag_link_store(p, entry->mag_head);
   entry->mag_head = p;
   entry->mag_count = keep + 1;

@@ -15,6 +15,9 @@
  *       back.
  *   _brisk_thread_slots_reclaim (every slot held): each held slot whose
  *       token says its thread died holding it is given back (release).
+ *   _brisk_thread_slots_take_back (an allocator found exhausted): the
+ *       reclaim above, then each free slot held (acquire fetch_or) while
+ *       the allocator empties its entries, and given back (release).
  *
  * Thread exit. A thread that makes its FIRST region call from another
  * key's destructor in glibc's last round takes a slot whose destructor
@@ -24,8 +27,9 @@
  * holding it, is how such slots come back: a thread that finds every slot
  * held probes the held slots' tokens and frees those of dead holders.
  * Until every slot is held, a slot leaked that way costs nothing but
- * itself (its entries of the per-slot arrays keep what they cached, as for
- * any slot between holders), so the probing waits until then. With more
+ * itself and what its entries of the per-slot arrays cached (which an
+ * exhausted allocator takes back, as from any slot between holders), so
+ * the probing waits until then, or until an allocator is found exhausted. With more
  * live threads than slots, each new thread's first call pays that probe
  * (a failed trylock per slot) before it goes without one. A thread that
  * finds none while another thread is taking slots back may go without one
@@ -142,4 +146,27 @@ uint32_t _brisk_thread_slots_reclaim(void) {
     }
   }
   return freed;
+}
+
+size_t _brisk_thread_slots_take_back(size_t (*take_back)(void *context, uint32_t slot),
+                                     void *context) {
+  _brisk_thread_slots_reclaim();
+  size_t taken = 0;
+  for (uint32_t w = 0; w < SLOT_WORDS; w++) {
+    uint64_t free_bits = ~atomic_load_explicit(&slot_bitmap[w], memory_order_relaxed);
+    while (free_bits != 0) {
+      uint64_t bit = free_bits & (0 - free_bits);
+      free_bits &= free_bits - 1;
+      /* Held as a new holder holds it: the acquire makes the last holder's
+       * writes to the slot's entries visible here (its release in
+       * slot_release); a thread that took it meanwhile keeps it. No token:
+       * the caller is alive and gives it back below. */
+      if (atomic_fetch_or_explicit(&slot_bitmap[w], bit, memory_order_acquire) & bit) continue;
+      taken += take_back(context, w * 64 + (uint32_t)__builtin_ctzll(bit));
+      /* Release: the emptied entries happen before the next holder's
+       * acquire. */
+      atomic_fetch_and_explicit(&slot_bitmap[w], ~bit, memory_order_release);
+    }
+  }
+  return taken;
 }

@@ -18,9 +18,16 @@
  * round) keeps its slot until a thread finds every slot held, which then
  * takes it back (thread_slot.c, exit_token.h).
  *
+ * An exited thread's entries keep what they cached until the next holder
+ * comes; an allocation that finds its allocator exhausted takes it back
+ * first (_brisk_thread_slots_take_back), holding each free slot for the
+ * time it empties that slot's entries, so that "one thread meets the
+ * bound" holds however many threads came and went before it.
+ *
  * Memory order: releasing a slot clears its bit with release, taking one
  * sets it with an acquire CAS, so everything the old holder wrote to entry i
- * happens before the new holder reads it.
+ * happens before the new holder reads it. A take-back holds a slot the
+ * same way (an acquire fetch_or, a release fetch_and).
  */
 #ifndef BRISK_REGIONS_THREAD_SLOT_H
 #define BRISK_REGIONS_THREAD_SLOT_H
@@ -54,6 +61,15 @@ BRISK_HIDDEN uint32_t _brisk_thread_slots_held(void);
 /* Give back every slot whose thread died holding it (thread_slot.c: what a
  * thread that finds every slot held does); returns how many. */
 BRISK_HIDDEN uint32_t _brisk_thread_slots_reclaim(void);
+
+/* For an allocation that found its allocator exhausted: every slot that no
+ * live thread holds (those of threads that died holding one taken back
+ * first) is held by the caller while take_back(context, slot) empties that
+ * slot's entries (the caches a thread left at exit, which only the slot's
+ * next holder would otherwise use), then given back. Returns the sum of
+ * what take_back returned (the objects it gave back). */
+BRISK_HIDDEN size_t _brisk_thread_slots_take_back(size_t (*take_back)(void *context, uint32_t slot),
+                                                 void *context);
 
 /* The calling thread's slot, or BRISK_NO_THREAD_SLOT. */
 BRISK_INLINE uint32_t brisk_thread_slot(void) {
