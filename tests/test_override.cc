@@ -4,8 +4,10 @@
 #include <dlfcn.h>
 #include <gtest/gtest.h>
 #include <malloc.h>
+#include <sys/wait.h>
 #include <unistd.h>
 
+#include <atomic>
 #include <cerrno>
 #include <cstdint>
 #include <cstdlib>
@@ -382,6 +384,40 @@ TEST(BriskOverride, MallinfoCountsHugeBlocksApart) {
   struct mallinfo2 after = mallinfo2();
   EXPECT_EQ(after.hblks, before.hblks);
   EXPECT_EQ(after.hblkhd, before.hblkhd);
+}
+
+// mallinfo2, mallinfo and malloc_info in a child forked while another
+// thread is inside one of them: the lock their shared snapshot takes may be
+// inherited held (the child hung in mallinfo2 before).
+TEST(BriskOverride, IntrospectionWorksInAChildForkedDuringIt) {
+  std::atomic<bool> stop{false};
+  std::thread poller([&stop] {
+    while (!stop.load()) {
+      struct mallinfo2 m = mallinfo2();
+      escape(&m);
+    }
+  });
+  int hung = 0, failed = 0;
+  for (int i = 0; i < 50 && hung + failed == 0; i++) {
+    pid_t pid = fork();
+    ASSERT_GE(pid, 0);
+    if (pid == 0) {
+      alarm(5);  // a child that hangs ends with SIGALRM (and the loop with it)
+      struct mallinfo2 m2 = mallinfo2();
+      escape(&m2);
+      FILE *null = fopen("/dev/null", "w");
+      int rc = null != nullptr ? malloc_info(0, null) : -1;
+      _exit(rc == 0 ? 0 : 1);
+    }
+    int status = 0;
+    ASSERT_EQ(waitpid(pid, &status, 0), pid);
+    if (WIFSIGNALED(status)) hung++;
+    else if (WEXITSTATUS(status) != 0) failed++;
+  }
+  stop = true;
+  poller.join();
+  EXPECT_EQ(hung, 0) << "children hung in the statistics' lock";
+  EXPECT_EQ(failed, 0);
 }
 
 // malloc_trim gives back what the region allocators' mapping cache holds

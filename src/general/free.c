@@ -348,9 +348,14 @@ void _brisk_free_not_local(void *p, brisk_segment_t *segment) {
  * the map marks nothing (it marks each segment's first slot only): the
  * nearest marked slot below, if its mapping reaches that far. NULL
  * otherwise. Mappings do not overlap, so no other segment can hold it. A
- * walk over the map (4 MiB at most) is cheap for a call about to abort. */
+ * walk over the map (4 MiB at most) is cheap for a call about to abort; it
+ * starts at the map's end for an address past it (no mapping brisk makes
+ * lies there; a walk from the address itself, 0xdeadbeefdeadbee0, took
+ * minutes). */
 static const brisk_segment_t *huge_segment_reaching(uintptr_t address) {
-  for (uintptr_t slot = address >> BRISK_SEGMENT_SHIFT; slot-- > 0;) {
+  uintptr_t first = address >> BRISK_SEGMENT_SHIFT;
+  if (first > BRISK_SEGMENT_MAP_SIZE) first = BRISK_SEGMENT_MAP_SIZE;
+  for (uintptr_t slot = first; slot-- > 0;) {
     uintptr_t base = slot << BRISK_SEGMENT_SHIFT;
     if (!brisk_segment_map_contains(base)) continue;
     const brisk_segment_t *segment = (const brisk_segment_t *)base;

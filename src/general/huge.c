@@ -86,8 +86,13 @@ static bool guard_set(brisk_segment_t *segment) {
 }
 
 /* _brisk_segment_resize with the guard moved to the new end; NULL (the old
- * mapping and its guard kept) when it cannot. */
-static brisk_segment_t *huge_resize(brisk_segment_t *segment, size_t new_size) {
+ * mapping and its guard kept) when it cannot. *guarded (the secure build's
+ * concern): false when the kernel refused the new guard (at its limit of
+ * mappings) after the resize, which cannot be undone (it may have moved):
+ * the resized mapping is returned whole read-write, so that the caller
+ * decides whether a block in it is kept without its guard or let go. */
+static brisk_segment_t *huge_resize(brisk_segment_t *segment, size_t new_size, bool *guarded) {
+  *guarded = true;
   if (BRISK_SECURE && !_brisk_os_commit(_brisk_huge_end(segment), HUGE_GUARD, NULL)) return NULL;
   brisk_segment_t *resized = _brisk_segment_resize(segment, new_size);
   if (resized == NULL) {
@@ -96,10 +101,7 @@ static brisk_segment_t *huge_resize(brisk_segment_t *segment, size_t new_size) {
     guard_set(segment);
     return NULL;
   }
-  if (!guard_set(resized)) {
-    _brisk_segment_unmap(resized);
-    return NULL;
-  }
+  *guarded = guard_set(resized);
   return resized;
 }
 
@@ -214,8 +216,15 @@ static brisk_segment_t *cache_take(brisk_heap_t *heap, size_t needed) {
    * Only a mapping over 4x too big gives back its tail. */
   if (segment->mapped_size >= needed && segment->mapped_size / 4 <= wanted) return segment;
   if (segment->mapped_size >= needed) wanted *= 2;
-  brisk_segment_t *resized = huge_resize(segment, wanted);
-  if (resized == NULL) huge_unmap_freed(segment);
+  bool guarded;
+  brisk_segment_t *resized = huge_resize(segment, wanted, &guarded);
+  if (resized == NULL) {
+    huge_unmap_freed(segment);
+  } else if (!guarded) {
+    /* A free mapping without its guard: let go (the caller maps afresh). */
+    huge_unmap_freed(resized);
+    resized = NULL;
+  }
   return resized;
 }
 
@@ -351,9 +360,15 @@ void *_brisk_huge_realloc(brisk_segment_t *segment, void *p, size_t new_size) {
   /* A resize the system refuses sets errno; realloc then moves the block,
    * and sets ENOMEM itself if that fails too. */
   int saved_errno = errno;
-  brisk_segment_t *resized = huge_resize(segment, wanted);
+  bool guarded;
+  brisk_segment_t *resized = huge_resize(segment, wanted, &guarded);
   errno = saved_errno;
   if (resized == NULL) return NULL;
+  /* Resized without its guard (the secure build, at the kernel's limit of
+   * mappings): the block, moved or not, is the program's still; it is kept
+   * without the guard rather than lost (its mapping's last page is then
+   * read-write and unused). */
+  (void)guarded;
   _brisk_stats_huge_in_use(0, (int64_t)resized->mapped_size - (int64_t)old_size);
   huge_stamp(resized, new_size);
   return (uint8_t *)resized + offset;

@@ -5,7 +5,13 @@
  * runs on. An option set to the empty string is one not set (as glibc's
  * tunables and most tools take it): the default, and no warning. Parsing
  * allocates nothing (brisk may be the malloc being set up).
+ *
+ * A setuid or setgid program (AT_SECURE) reads no option: secure_getenv
+ * answers NULL there, as glibc ignores its own tunables, so that the user
+ * who starts it cannot make it write a file of their naming
+ * (BRISK_STATS_FILE) or print to its stderr.
  */
+#define _GNU_SOURCE
 #include "general/options.h"
 #include "os/os.h"
 
@@ -123,7 +129,7 @@ void _brisk_options_init(void) {
   _brisk_os_stderr_remember();
   for (size_t i = 0; i < sizeof options / sizeof options[0]; i++) {
     const option_t *option = &options[i];
-    const char *text = getenv(option->name);
+    const char *text = secure_getenv(option->name);
     if (text == NULL || text[0] == '\0') continue;
     uint64_t number;
     switch (option->type) {

@@ -135,6 +135,16 @@ BRISK_EXPORT void free_aligned_sized(void *p, size_t alignment, size_t size) {
  * is large, and they are not hot); stats_done releases it. */
 static pthread_mutex_t stats_lock = PTHREAD_MUTEX_INITIALIZER;
 
+/* A forked child's lock starts free: a thread of the parent may have held
+ * it across fork() (waiting inside brisk_stats_get for the heaps' lock,
+ * which fork's handlers hold), and would never release it in the child.
+ * The struct it guards is written whole by the child's next snapshot. */
+static void stats_lock_reset_in_child(void) { pthread_mutex_init(&stats_lock, NULL); }
+
+static void __attribute__((constructor)) stats_lock_register_fork_handler(void) {
+  pthread_atfork(NULL, NULL, stats_lock_reset_in_child);
+}
+
 static const brisk_stats_t *stats_now(void) {
   static brisk_stats_t stats;
   pthread_mutex_lock(&stats_lock);

@@ -119,6 +119,9 @@ TABLE = {
                                  {"release": CAUGHT}),
     "free_mmap":                (rf"free\({ADDR}\): invalid pointer: not allocated by brisk",
                                  {"release": CAUGHT}),
+    # A garbage word far above every mapping (it spun for minutes first).
+    "free_wild_high":           (rf"free\({ADDR}\): invalid pointer: not allocated by brisk",
+                                 {"release": CAUGHT}),
     # brisk's metadata: a segment's header (it named a double free).
     "free_segment_header":      (rf"free\({ADDR}\): invalid pointer: not allocated by brisk",
                                  {"release": CAUGHT}),
