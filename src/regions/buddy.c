@@ -182,17 +182,18 @@
  * the caches of slots no thread holds (threads that exited left them:
  * thread_slot.h) and retries again; other live threads' caches may hold
  * blocks a bounded allocator then lacks (at most cache_depth(k) blocks per
- * cached order per thread) until brisk_buddy_trim. The bigger orders serve the hybrid's region
- * (min_block 128 B: blocks of 16-64 KiB, which otherwise walk 4-6 levels
- * of counters per alloc and per free). A hit costs no tree walk.
+ * cached order per thread) until brisk_buddy_trim. The bigger orders serve
+ * the hybrid's region (min_block 128 B: blocks of 16-64 KiB, which
+ * otherwise walk 4-6 levels of counters per alloc and per free). A hit
+ * costs no tree walk.
  *
  * Arguments: create rounds min_block and max_block (0: total, or 2^31 x
  * min_block if that is less) up to powers of two, each at least 16, and
  * total up to a multiple of max_block; EINVAL for total 0, min_block >
  * total, min_block > max_block (the sizes as given), max_block above total
- * rounded up to a power of two (at least 16), more than 2^31 units per tree (a max_block given), or an unknown
- * flag, whatever the sizes; then ENOMEM for a total above 64 TiB, or
- * memory the system refuses. alloc: size 0 or an alignment that is not a power of two is
+ * rounded up to a power of two (at least 16), more than 2^31 units per
+ * tree (a max_block given), or an unknown flag, whatever the sizes; then
+ * ENOMEM for a total above 64 TiB, or memory the system refuses. alloc: size 0 or an alignment that is not a power of two is
  * EINVAL (align 0 means 16); a size or an alignment above max_block is
  * ENOMEM (no block fits) and counts as a failure.
  *
