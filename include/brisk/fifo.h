@@ -81,8 +81,8 @@ BRISK_API void brisk_fifo_destroy(brisk_fifo_t *fifo);
  * (a realloc is one allocation of its new size) and the sizes asked.
  * bytes_in_use: the live blocks with their 8-byte headers, rounded to 16;
  * a block bigger than a page counts the whole mapping of its own after the
- * page header (OS pages, and the color its address gives it), however a
- * realloc in place shrinks it.
+ * page header (OS pages, and the color its address gives it), rounded up
+ * to 16, however a realloc in place shrinks it.
  * bytes_held: the pages mapped (kept ones too) and the control page. Exact
  * in the owner's thread; from another thread, as brisk_stack_stats.
  */

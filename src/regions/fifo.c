@@ -326,6 +326,12 @@ BRISK_INLINE size_t span_of(size_t size) { return (size + BLOCK_HEADER + 15) & ~
 /* The span of a big page's one block: the whole page after its header. */
 BRISK_INLINE size_t big_span(const page_t *page) { return page->map_size - page->hot.color - AREA; }
 
+/* What a big page's block counts in bytes_in_use: its span rounded up to
+ * 16, as every span is (the span itself is 8 mod 16 where the page header
+ * is, and a realloc in place may fill it: a model that rounds the size and
+ * header up to 16 then counts 8 more). */
+BRISK_INLINE size_t big_in_use(const page_t *page) { return (big_span(page) + 15) & ~(size_t)15; }
+
 /* Bytes of a block's span, header included. */
 BRISK_INLINE size_t block_span(block_t header, const page_t *page) {
   return header_units(header) != 0 ? header_units(header) * 16 : big_span(page);
@@ -574,7 +580,7 @@ static void *big_alloc(brisk_fifo_t *fifo, size_t size) {
   block_t *block = (block_t *)area_of(page);
   write_header(block, AREA, 0);
   page->hot.used_blocks = 1;
-  fifo->hot.in_use += big_span(page);
+  fifo->hot.in_use += big_in_use(page);
   fifo->hot.bytes_requested += size;
   fifo->hot.allocations++;
   void *p = data_of(block);
@@ -686,7 +692,7 @@ BRISK_INLINE page_t *checked_page(brisk_fifo_t *fifo, void *p, block_t *header, 
 void brisk_fifo_page_empty_(brisk_fifo_t *fifo, brisk_fifo_page_hot_t *page_hot) {
   page_t *page = (page_t *)page_hot;
   if (page->hot.size == 0) { /* a big page */
-    fifo->hot.in_use -= big_span(page);
+    fifo->hot.in_use -= big_in_use(page);
     page_release(fifo, page, "brisk_fifo_free");
   } else if (!fifo->alive) {
     page_release(fifo, page, "brisk_fifo_free");
