@@ -193,9 +193,10 @@
  * total, min_block > max_block (the sizes as given), max_block above total
  * rounded up to a power of two (at least 16), more than 2^31 units per
  * tree (a max_block given), or an unknown flag, whatever the sizes; then
- * ENOMEM for a total above 64 TiB, or memory the system refuses. alloc: size 0 or an alignment that is not a power of two is
- * EINVAL (align 0 means 16); a size or an alignment above max_block is
- * ENOMEM (no block fits) and counts as a failure.
+ * ENOMEM for a total above 64 TiB, or memory the system refuses. alloc:
+ * size 0 or an alignment that is not a power of two is EINVAL (align 0
+ * means 16); a size or an alignment above max_block is ENOMEM (no block
+ * fits) and counts as a failure.
  *
  * Destroyed: destroy leaves the header (which the mapping cache keeps as
  * it is, a second by default, when every block was freed) with max_block

@@ -25,8 +25,8 @@
  * refilled with a batch (mag_max / 2) taken from one shard in one CAS; a
  * full one pushes its older half onto the home shard as one chain in one
  * CAS. A bounded pool gets smaller magazines (capacity / 8, at least 2, at
- * most 32), yet objects cached by other live threads can make it
- * report exhaustion early: at most mag_max objects per other thread. The thread
+ * most 32), yet objects cached by other live threads can make it report
+ * exhaustion early: at most mag_max objects per other thread. The thread
  * that allocates sees its own magazine first, so a single thread sees the
  * capacity honoured exactly. Objects stay in a magazine when its thread
  * exits: the next thread given the slot uses them, or an allocation that
