@@ -4,6 +4,10 @@
 #include <dlfcn.h>
 #include <gtest/gtest.h>
 #include <malloc.h>
+#include <fcntl.h>
+#include <grp.h>
+#include <sys/stat.h>
+#include <sys/statvfs.h>
 #include <sys/wait.h>
 #include <unistd.h>
 
@@ -12,6 +16,9 @@
 #include <cstdint>
 #include <cstdlib>
 #include <cstring>
+#include <fstream>
+#include <sstream>
+#include <string>
 #include <thread>
 #include <vector>
 
@@ -594,5 +601,133 @@ TEST(BriskOverride, LookupsAtAVersionGiveBrisksFunctions) {
   EXPECT_EQ(dlvsym(plugin, "pvalloc", kVersion), reinterpret_cast<void *>(&pvalloc));
   EXPECT_EQ(dlclose(plugin), 0);
 }
+
+#ifdef BRISK_OPTIONS_READER
+// How tests/linked/options_reader.c ended: its exit status, what it printed,
+// and the errno of an exec (or of the change of user) that failed.
+struct ReaderRun {
+  int setup_errno = 0;
+  int status = -1;
+  std::string out, err;
+};
+
+std::string file_text(const std::string &path) {
+  std::ifstream in(path);
+  std::stringstream text;
+  text << in.rdbuf();
+  return text.str();
+}
+
+// Runs `program` with `environment` only, as root or as uid and gid 65534
+// (nobody), its stdout and stderr into files in `dir`.
+ReaderRun run_reader(const std::string &dir, const std::string &program,
+                     std::vector<std::string> environment, bool as_nobody) {
+  ReaderRun run;
+  std::string out_path = dir + "/out", err_path = dir + "/err";
+  int out = open(out_path.c_str(), O_WRONLY | O_CREAT | O_TRUNC, 0644);
+  int err = open(err_path.c_str(), O_WRONLY | O_CREAT | O_TRUNC, 0644);
+  int report[2];
+  if (out < 0 || err < 0 || pipe2(report, O_CLOEXEC) != 0) {
+    run.setup_errno = errno;
+    return run;
+  }
+  std::vector<char *> envp;
+  for (std::string &variable : environment) envp.push_back(&variable[0]);
+  envp.push_back(nullptr);
+  char *argv[] = {const_cast<char *>(program.c_str()), nullptr};
+  pid_t pid = fork();
+  if (pid == 0) {
+    close(report[0]);
+    dup2(out, STDOUT_FILENO);
+    dup2(err, STDERR_FILENO);
+    if (as_nobody && (setgroups(0, nullptr) != 0 || setresgid(65534, 65534, 65534) != 0 ||
+                      setresuid(65534, 65534, 65534) != 0)) {
+      int e = errno;
+      (void)!write(report[1], &e, sizeof e);
+      _exit(127);
+    }
+    execve(program.c_str(), argv, envp.data());
+    int e = errno;
+    (void)!write(report[1], &e, sizeof e);
+    _exit(127);
+  }
+  close(report[1]);
+  close(out);
+  close(err);
+  if (read(report[0], &run.setup_errno, sizeof run.setup_errno) != sizeof run.setup_errno) {
+    run.setup_errno = 0;
+  }
+  close(report[0]);
+  waitpid(pid, &run.status, 0);
+  run.out = file_text(out_path);
+  run.err = file_text(err_path);
+  return run;
+}
+
+// A temporary directory that any user may enter, removed with its files.
+class ScratchDirectory {
+ public:
+  ScratchDirectory() {
+    char name[] = "/tmp/brisk-setuid-XXXXXX";
+    if (mkdtemp(name) != nullptr && chmod(name, 0755) == 0) path_ = name;
+  }
+  ~ScratchDirectory() {
+    if (path_.empty()) return;
+    for (const char *file : {"/options_reader", "/stats.jsonl", "/out", "/err"}) {
+      unlink((path_ + file).c_str());
+    }
+    rmdir(path_.c_str());
+  }
+  const std::string &path() const { return path_; }
+
+ private:
+  std::string path_;
+};
+
+// brisk reads its options with secure_getenv: a program installed setuid
+// root and started by another user reads none, so that user cannot make it
+// create or append to a file of their naming as root (BRISK_STATS_FILE) or
+// print to its stderr (BRISK_VERBOSE). The same program started plainly
+// reads both, which shows the check can fail. Skipped where a setuid
+// program cannot be made: not root, /tmp mounted nosuid, or a container
+// that keeps the setuid bit from taking effect (no_new_privs).
+TEST(BriskOverride, SetuidProgramsReadNoOptions) {
+  if (geteuid() != 0) GTEST_SKIP() << "only root can install a setuid-root program";
+  ScratchDirectory dir;
+  ASSERT_FALSE(dir.path().empty()) << std::strerror(errno);
+  struct statvfs mount;
+  ASSERT_EQ(statvfs(dir.path().c_str(), &mount), 0);
+  if (mount.f_flag & ST_NOSUID) GTEST_SKIP() << "/tmp is mounted nosuid";
+  std::string program = dir.path() + "/options_reader";
+  {
+    std::ifstream in(BRISK_OPTIONS_READER, std::ios::binary);
+    std::ofstream copy(program, std::ios::binary);
+    copy << in.rdbuf();
+    ASSERT_TRUE(in.good() && copy.good()) << BRISK_OPTIONS_READER;
+  }
+  ASSERT_EQ(chmod(program.c_str(), 04755), 0) << std::strerror(errno);
+  std::string stats = dir.path() + "/stats.jsonl";
+  std::vector<std::string> environment = {"BRISK_STATS_FILE=" + stats, "BRISK_VERBOSE=1",
+                                          "PATH=/usr/bin:/bin"};
+
+  ReaderRun plain = run_reader(dir.path(), program, environment, false);
+  ASSERT_EQ(plain.setup_errno, 0) << std::strerror(plain.setup_errno);
+  ASSERT_TRUE(WIFEXITED(plain.status) && WEXITSTATUS(plain.status) == 0) << plain.err;
+  EXPECT_EQ(plain.out, "at_secure=0\n");
+  EXPECT_NE(plain.err.find("brisk: "), std::string::npos) << "BRISK_VERBOSE printed nothing";
+  EXPECT_EQ(access(stats.c_str(), F_OK), 0) << "BRISK_STATS_FILE was not created";
+  unlink(stats.c_str());
+
+  ReaderRun setuid = run_reader(dir.path(), program, environment, true);
+  if (setuid.setup_errno != 0) {
+    GTEST_SKIP() << "cannot run it as nobody: " << std::strerror(setuid.setup_errno);
+  }
+  ASSERT_TRUE(WIFEXITED(setuid.status) && WEXITSTATUS(setuid.status) == 0) << setuid.err;
+  if (setuid.out == "at_secure=0\n") GTEST_SKIP() << "the setuid bit took no effect here";
+  EXPECT_EQ(setuid.out, "at_secure=1\n");
+  EXPECT_EQ(setuid.err, "");
+  EXPECT_NE(access(stats.c_str(), F_OK), 0) << "a setuid program created BRISK_STATS_FILE";
+}
+#endif
 
 }  // namespace

@@ -1147,4 +1147,77 @@ TEST(BriskSecureLayout, ARefusedGuardPageFailsTheAllocationAndMapsNothing) {
   for (uint64_t skip = 0; skip < 3; skip++) expect_refused_guard_maps_nothing(200000, skip);
   for (uint64_t skip = 0; skip < 2; skip++) expect_refused_guard_maps_nothing(40 * kMiB + 4096, skip);
 }
+
+// Whether the last page of the huge block p's mapping is its no-access guard.
+bool huge_block_guarded(const void *p) {
+  uintptr_t start = 0;
+  size_t size = 0;
+  brisk_test_segment_mapping(p, &start, &size);
+  return protection_at(start + size - sysconf(_SC_PAGESIZE)) == "---p";
+}
+
+// A realloc that resizes a huge block's mapping and then meets a refused
+// guard page (the kernel at its limit of mappings) cannot undo the resize:
+// the block, moved or not, stays the program's, whole and writable, only
+// without its guard. Freed, such a mapping is not cached (a later block
+// would be handed out without a guard): the next block of that size gets
+// a guarded mapping. Its own thread, after a collect, so that no cached
+// mapping of another test's serves the requests.
+TEST(BriskSecureLayout, AHugeBlockWhoseResizeMeetsARefusedGuardKeepsItsContents) {
+  std::thread([] {
+    brisk_collect(false);
+    constexpr size_t kOld = 8 * kMiB, kNew = 20 * kMiB;
+    void *p = brisk_malloc(kOld);
+    ASSERT_NE(p, nullptr);
+    ASSERT_TRUE(huge_block_guarded(p));
+    fill_pattern(p, kOld, 7);
+    uint64_t refused = brisk_test_os_injected_failures();
+    brisk_test_os_fail(BRISK_TEST_OS_OTHER, 0, 1);
+    void *q = brisk_realloc(p, kNew);
+    brisk_test_os_fail_none();
+    ASSERT_EQ(brisk_test_os_injected_failures(), refused + 1) << "the resize asked for no guard";
+    ASSERT_NE(q, nullptr);
+    EXPECT_TRUE(pattern_intact(q, kOld, 7));
+    EXPECT_FALSE(huge_block_guarded(q));
+    fill_pattern(q, kNew, 8);
+    EXPECT_TRUE(pattern_intact(q, kNew, 8));
+    EXPECT_GE(brisk_usable_size(q), kNew);
+    brisk_free(q);
+    void *r = brisk_malloc(kNew);
+    ASSERT_NE(r, nullptr);
+    EXPECT_TRUE(huge_block_guarded(r));
+    brisk_free(r);
+  }).join();
+}
+
+// A cached mapping grown for a bigger block whose new guard is refused is
+// a free mapping without its guard: it goes back to the system, once, and
+// the block gets a fresh mapping, guarded. The OS layer's count of mapped
+// bytes shows a second unmap of the same mapping.
+TEST(BriskSecureLayout, ACachedMappingWhoseGrowthMeetsARefusedGuardIsLetGoOnce) {
+  std::thread([] {
+    brisk_collect(false);
+    void *p = brisk_malloc(4 * kMiB);
+    ASSERT_NE(p, nullptr);
+    uintptr_t start = 0;
+    size_t cached_size = 0;
+    brisk_test_segment_mapping(p, &start, &cached_size);
+    brisk_free(p);
+    size_t mapped = brisk_test_os_bytes_mapped();
+    uint64_t refused = brisk_test_os_injected_failures();
+    brisk_test_os_fail(BRISK_TEST_OS_OTHER, 0, 1);
+    void *q = brisk_malloc(12 * kMiB);
+    brisk_test_os_fail_none();
+    ASSERT_EQ(brisk_test_os_injected_failures(), refused + 1)
+        << "the cached mapping was not grown (was it cached?)";
+    ASSERT_NE(q, nullptr);
+    EXPECT_TRUE(huge_block_guarded(q));
+    size_t new_size = 0;
+    brisk_test_segment_mapping(q, &start, &new_size);
+    EXPECT_EQ(brisk_test_os_bytes_mapped(), mapped - cached_size + new_size);
+    fill_pattern(q, 12 * kMiB, 9);
+    EXPECT_TRUE(pattern_intact(q, 12 * kMiB, 9));
+    brisk_free(q);
+  }).join();
+}
 #endif

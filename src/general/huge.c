@@ -108,10 +108,12 @@ static brisk_segment_t *huge_resize(brisk_segment_t *segment, size_t new_size, b
 /* _brisk_segment_reserve of a huge mapping, its guard set. */
 static brisk_segment_t *huge_reserve(size_t mapped_size, size_t block_align) {
   brisk_segment_t *segment = _brisk_segment_reserve(mapped_size, block_align, BRISK_HUGE_PAGE_SHIFT);
-  if (segment != NULL && !guard_set(segment)) {
+  if (segment == NULL) return NULL;
+  if (!guard_set(segment)) {
     _brisk_segment_unmap(segment);
     return NULL;
   }
+  segment->huge_unguarded = false;
   return segment;
 }
 
@@ -290,8 +292,8 @@ void _brisk_huge_free(brisk_heap_t *heap, brisk_segment_t *segment) {
    * second free instead of caching (and later handing out) it twice. */
   segment->pages[0].used = 0;
   huge_counted(segment, -1);
-  bool cacheable = !heap->is_empty_heap && _brisk_huge_block(segment) - (uint8_t *)segment <
-                                               (ptrdiff_t)BRISK_SEGMENT_SIZE;
+  bool cacheable = !heap->is_empty_heap && !segment->huge_unguarded &&
+                   _brisk_huge_block(segment) - (uint8_t *)segment < (ptrdiff_t)BRISK_SEGMENT_SIZE;
   if (!cacheable || segment->mapped_size > HUGE_CACHE_MAX_BYTES / 2) {
     huge_unmap_freed(segment);
     return;
@@ -367,8 +369,9 @@ void *_brisk_huge_realloc(brisk_segment_t *segment, void *p, size_t new_size) {
   /* Resized without its guard (the secure build, at the kernel's limit of
    * mappings): the block, moved or not, is the program's still; it is kept
    * without the guard rather than lost (its mapping's last page is then
-   * read-write and unused). */
-  (void)guarded;
+   * read-write and unused), and its free unmaps the mapping. A later resize
+   * that sets the guard again clears the mark. */
+  resized->huge_unguarded = !guarded;
   _brisk_stats_huge_in_use(0, (int64_t)resized->mapped_size - (int64_t)old_size);
   huge_stamp(resized, new_size);
   return (uint8_t *)resized + offset;

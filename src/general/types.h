@@ -169,6 +169,9 @@ typedef struct brisk_segment_s {
   uint8_t kind;
   uint8_t page_shift;
   uint16_t page_count;
+  /* The secure build's huge mapping resized without its guard page (the
+   * kernel refused it, huge.c): never cached for a later block. */
+  bool huge_unguarded;
   struct brisk_heap_s *heap;     /* owner, for life; NULL for huge segments */
   /* The thread that owns `heap` now (brisk_thread_id), 0 while nobody
    * does: free()'s fast path compares it with its own thread's, which is
