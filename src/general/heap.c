@@ -202,12 +202,15 @@ static void free_remote_block(brisk_heap_t *heap, brisk_page_t *page, void *bloc
 }
 
 /* Return a batch's blocks to their pages, then keep the batch or give it
- * back to its home. The blocks' memory is read by nobody here: each gets
- * one store (its free-list link), and those stores do not wait on each
- * other as a walk along the blocks' own links would. Each block's page must
- * still serve the class its free found (batch->classes, types.h): one
- * that serves none (class 0: it went back to its segment) or another class
- * since is the page of a block freed twice, whose first free emptied it. */
+ * back to its home. The release build reads none of the blocks' memory
+ * here: each gets one store (its free-list link), and those stores do not
+ * wait on each other as a walk along the blocks' own links would. (The
+ * secure build reads each block's first word, and the header and canary of
+ * one above 32 bytes: brisk_secure_check_link, brisk_secure_check_end.)
+ * Each block's page must still serve the class its free found
+ * (batch->classes, types.h): one that serves none (class 0: it went back
+ * to its segment) or another class since is the page of a block freed
+ * twice, whose first free emptied it. */
 static size_t drain_batch(brisk_heap_t *heap, brisk_remote_batch_t *batch) {
   size_t count = batch->count;
   enum { PREFETCH_AHEAD = 4 };
@@ -218,6 +221,7 @@ static size_t drain_batch(brisk_heap_t *heap, brisk_remote_batch_t *batch) {
     size_t page_shift = brisk_load_relaxed(&_brisk_segment_map[address >> BRISK_SEGMENT_SHIFT]);
     brisk_page_t *page = remote_block_page(heap, address, page_shift);
     if (BRISK_UNLIKELY(page->class_index != batch->classes[i])) remote_double_free(address);
+    brisk_secure_check_link(page, (const uint8_t *)address);
     free_remote_block(heap, page, (void *)address);
   }
   /* Threads that free each other's blocks (a pool of workers passing

@@ -382,15 +382,36 @@ BRISK_INLINE uint64_t brisk_secure_free_block(const char *caller, const brisk_pa
  * here: its canary may lie under the tag, and it is one line anyway. */
 BRISK_INLINE void brisk_secure_free_remote_block(const brisk_page_t *page, size_t block_size,
                                                  uint8_t *block) {
+  uint64_t tag;
   if (block_size <= BRISK_SECURE_SMALL_BLOCK) {
-    brisk_secure_free_block("free", page, block_size, block);
-    return;
+    tag = brisk_secure_free_block("free", page, block_size, block);
+  } else {
+    tag = brisk_block_secret(block);
+    if (BRISK_UNLIKELY(((const brisk_word_t *)block)[1] == tag)) {
+      _brisk_secure_fatal_free("free", page, block);
+    }
+    ((brisk_word_t *)block)[1] = tag;
   }
-  uint64_t tag = brisk_block_secret(block);
-  if (BRISK_UNLIKELY(((const brisk_word_t *)block)[1] == tag)) {
-    _brisk_secure_fatal_free("free", page, block);
-  }
-  ((brisk_word_t *)block)[1] = tag;
+  /* The first word holds the block's link to nothing, as a held block's
+   * does (brisk_secure_hold), until the owner takes the block back: its
+   * drain checks it (brisk_secure_check_link) before it stores the block's
+   * link there, which would otherwise overwrite a write after free unseen.
+   * (A block posted alone holds its queue link there instead: heap.c.) */
+  ((brisk_word_t *)block)[0] = (uint64_t)(uintptr_t)brisk_link_encode_with(tag, NULL);
+}
+
+/* Secure build: a block another thread freed in a batch found its first
+ * word changed when it came back to its page: names it and aborts. */
+BRISK_HIDDEN BRISK_NORETURN BRISK_COLD void _brisk_secure_fatal_link(const brisk_page_t *page,
+                                                                    const uint8_t *block);
+
+/* Secure build: the owner's check of the first word
+ * brisk_secure_free_remote_block left in a block freed in a batch, as the
+ * block goes back to its page (the release build: nothing). */
+BRISK_INLINE void brisk_secure_check_link(const brisk_page_t *page, const uint8_t *block) {
+  if (!BRISK_SECURE) return;
+  uint64_t expected = (uint64_t)(uintptr_t)brisk_link_encode_with(brisk_block_secret(block), NULL);
+  if (BRISK_UNLIKELY(((const brisk_word_t *)block)[0] != expected)) _brisk_secure_fatal_link(page, block);
 }
 
 /* Secure build: the owner's half of brisk_secure_free_remote_block, as the
@@ -654,6 +675,15 @@ BRISK_INLINE bool brisk_page_counts_no_live_block(const brisk_segment_t *segment
   if (BRISK_LIKELY(counted > 1)) return false;
   return counted == 0 || segment->heap->pinned[page->class_index] == page;
 }
+/* p lies on a page of its segment that serves no class (header_page: the
+ * header's, page 0): "brisk: caller(p): invalid pointer: not allocated by
+ * brisk" on the header's page, "... not the start of a block" where no
+ * block could ever have started (not 8-aligned), else `freed` (a block freed
+ * again after its page went back, or a wild pointer); then abort. */
+BRISK_HIDDEN BRISK_NORETURN BRISK_COLD void _brisk_fatal_no_block_page(const char *caller,
+                                                                      const void *p,
+                                                                      bool header_page,
+                                                                      const char *freed);
 /* "brisk: caller(p): invalid pointer: block is already free (double free?),
  * size class N (S-byte blocks)", then abort. */
 BRISK_HIDDEN BRISK_NORETURN BRISK_COLD void _brisk_fatal_freed_block(const char *caller,

@@ -165,6 +165,12 @@ void _brisk_secure_fatal_end(const brisk_page_t *page, const uint8_t *block) {
   _brisk_fatal_block("free", block, page, "heap corruption");
 }
 
+void _brisk_secure_fatal_link(const brisk_page_t *page, const uint8_t *block) {
+  _brisk_fatal_block("free", block, page,
+                     "heap corruption: a free block was written (write after free, or an "
+                     "overflow from the block before), before its owner took it back");
+}
+
 void _brisk_secure_fatal_free(const char *caller, const brisk_page_t *page, const uint8_t *block) {
   _brisk_secure_requested_size(caller, page, block, block);
   /* brisk_secure_free_block found what the function above names. */
