@@ -272,10 +272,11 @@ _Static_assert(BRISK_CLASS_COUNT == 94, "_brisk_class_info lists every class");
 /* p lies on page index of a segment of a size class, a page that serves
  * none: the segment's header (page 0, brisk's own metadata, never handed
  * out), or a page given back since a block of it was freed. */
-static BRISK_NORETURN BRISK_COLD void fatal_no_block_page(const char *caller, const void *p,
-                                                          size_t index) {
-  if (index == 0) brisk_fatal_pointer(caller, p, "not allocated by brisk");
-  brisk_fatal_pointer(caller, p, "not an allocated block (double free?)");
+void _brisk_fatal_no_block_page(const char *caller, const void *p, bool header_page,
+                                const char *freed) {
+  if (header_page) brisk_fatal_pointer(caller, p, "not allocated by brisk");
+  if ((uintptr_t)p & 7) brisk_fatal_pointer(caller, p, "not the start of a block");
+  _brisk_os_fatal_pointer(caller, p, freed);
 }
 
 void _brisk_free_not_local(void *p, brisk_segment_t *segment) {
@@ -298,7 +299,10 @@ void _brisk_free_not_local(void *p, brisk_segment_t *segment) {
   uintptr_t address = (uintptr_t)p;
   size_t index = brisk_page_index(segment, address);
   uint8_t info = brisk_load_relaxed(&segment->page_info[index]);
-  if (info == 0) fatal_no_block_page("free", p, index);
+  if (info == 0) {
+    _brisk_fatal_no_block_page("free", p, index == 0,
+                               "invalid pointer: not an allocated block (double free?)");
+  }
   size_t class_index = info & BRISK_PAGE_INFO_CLASS;
   const brisk_class_info_t *class_info = &_brisk_class_info[class_index];
   size_t block_size = class_info->size;
@@ -414,9 +418,9 @@ brisk_segment_t *_brisk_checked_segment(const void *p, const char *caller) {
     return segment;
   }
   size_t index = brisk_page_index(segment, address);
-  if (index == 0) brisk_fatal_pointer(caller, p, "not allocated by brisk");
-  if (brisk_load_relaxed(&segment->page_info[index]) == 0) {
-    brisk_fatal_pointer(caller, p, "block is already free (double free?)");
+  if (index == 0 || brisk_load_relaxed(&segment->page_info[index]) == 0) {
+    _brisk_fatal_no_block_page(caller, p, index == 0,
+                               "invalid pointer: block is already free (double free?)");
   }
   return segment;
 }

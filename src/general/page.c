@@ -442,8 +442,8 @@ void _brisk_page_free_slow(brisk_heap_t *heap, brisk_page_t *page, const void *f
      * segment's header (brisk's metadata, never handed out). (The secure
      * build's checks named it before.) */
     const brisk_segment_t *segment = brisk_segment_of((uintptr_t)page);
-    if (page == &segment->pages[0]) brisk_fatal_pointer("free", freed, "not allocated by brisk");
-    brisk_fatal_pointer("free", freed, "not an allocated block (double free?)");
+    _brisk_fatal_no_block_page("free", freed, page == &segment->pages[0],
+                               "invalid pointer: not an allocated block (double free?)");
   }
   size_t class_index = page->class_index;
   heap->slow_frees_unfolded++;

@@ -82,12 +82,28 @@ static size_t segment_tail_guard(size_t page_shift) {
   return page_shift == BRISK_HUGE_PAGE_SHIFT ? 0 : brisk_secure_guard_size();
 }
 
+/* The release build maps one read-write OS page past the last page of a
+ * segment of size-class pages, which nothing uses. free()'s fast path
+ * pushes a pointer onto its page's list before it tests whether the pointer
+ * starts a block (alloc.h: the test after the push costs no register), and
+ * the push writes 8 bytes at the pointer: a bad pointer into a segment's
+ * last 7 bytes would write past the segment, into whatever the kernel
+ * placed there or nothing (SIGSEGV, no message). The page takes that write
+ * until the checked path takes the pointer back off the list and names it.
+ * Part of the segment's mapping, it costs no mapping of its own and, never
+ * touched otherwise, no memory. (The secure build tests before it writes;
+ * its guard page lies there.) */
+static size_t segment_tail_slack(size_t page_shift) {
+  return BRISK_SECURE || page_shift == BRISK_HUGE_PAGE_SHIFT ? 0 : _brisk_os_page_size();
+}
+
 brisk_segment_t *_brisk_segment_reserve(size_t mapped_size, size_t block_align, size_t page_shift) {
   size_t lead = brisk_secure_guard_size(), tail = segment_tail_guard(page_shift);
+  size_t reserved = mapped_size + segment_tail_slack(page_shift);
   brisk_segment_t *segment =
       block_align == 0
-          ? _brisk_os_reserve_guarded(mapped_size, BRISK_SEGMENT_SIZE, 0, lead, tail, NULL)
-          : _brisk_os_reserve_guarded(mapped_size, block_align, BRISK_SEGMENT_SIZE, lead, tail, NULL);
+          ? _brisk_os_reserve_guarded(reserved, BRISK_SEGMENT_SIZE, 0, lead, tail, NULL)
+          : _brisk_os_reserve_guarded(reserved, block_align, BRISK_SEGMENT_SIZE, lead, tail, NULL);
   if (segment == NULL) return NULL;
   segment->mapped_size = mapped_size;
   segment->page_shift = (uint8_t)page_shift;
@@ -99,8 +115,8 @@ brisk_segment_t *_brisk_segment_reserve(size_t mapped_size, size_t block_align, 
 
 void _brisk_segment_unmap(brisk_segment_t *segment) {
   brisk_store_relaxed(map_slot(segment), 0);
-  _brisk_os_release_guarded(segment, segment->mapped_size, brisk_secure_guard_size(),
-                            segment_tail_guard(segment->page_shift), NULL);
+  _brisk_os_release_guarded(segment, segment->mapped_size + segment_tail_slack(segment->page_shift),
+                            brisk_secure_guard_size(), segment_tail_guard(segment->page_shift), NULL);
 }
 
 brisk_segment_t *_brisk_segment_resize(brisk_segment_t *segment, size_t new_size) {
