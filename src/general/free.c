@@ -269,9 +269,9 @@ const brisk_class_info_t _brisk_class_info[BRISK_CLASS_COUNT] = {
     CLASS_INFO(93)};
 _Static_assert(BRISK_CLASS_COUNT == 94, "_brisk_class_info lists every class");
 
-/* p lies on page index of a segment of a size class, a page that serves
- * none: the segment's header (page 0, brisk's own metadata, never handed
- * out), or a page given back since a block of it was freed. */
+/* p lies on a page of a segment of a size class that serves none: the
+ * segment's header (page 0, brisk's own metadata, never handed out), or a
+ * page given back since a block of it was freed (or never used). */
 void _brisk_fatal_no_block_page(const char *caller, const void *p, bool header_page,
                                 const char *freed) {
   if (header_page) brisk_fatal_pointer(caller, p, "not allocated by brisk");
