@@ -640,13 +640,11 @@ ReaderRun run_reader(const std::string &dir, const std::string &program,
     close(report[0]);
     dup2(out, STDOUT_FILENO);
     dup2(err, STDERR_FILENO);
-    if (as_nobody && (setgroups(0, nullptr) != 0 || setresgid(65534, 65534, 65534) != 0 ||
-                      setresuid(65534, 65534, 65534) != 0)) {
-      int e = errno;
-      (void)!write(report[1], &e, sizeof e);
-      _exit(127);
+    // Reached past either only when the change of user or the exec failed.
+    if (!as_nobody || (setgroups(0, nullptr) == 0 && setresgid(65534, 65534, 65534) == 0 &&
+                       setresuid(65534, 65534, 65534) == 0)) {
+      execve(program.c_str(), argv, envp.data());
     }
-    execve(program.c_str(), argv, envp.data());
     int e = errno;
     (void)!write(report[1], &e, sizeof e);
     _exit(127);

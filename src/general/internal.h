@@ -410,7 +410,7 @@ BRISK_HIDDEN BRISK_NORETURN BRISK_COLD void _brisk_secure_fatal_link(const brisk
  * block goes back to its page (the release build: nothing). */
 BRISK_INLINE void brisk_secure_check_link(const brisk_page_t *page, const uint8_t *block) {
   if (!BRISK_SECURE) return;
-  uint64_t expected = (uint64_t)(uintptr_t)brisk_link_encode_with(brisk_block_secret(block), NULL);
+  uint64_t expected = (uint64_t)(uintptr_t)brisk_link_encode(block, NULL);
   if (BRISK_UNLIKELY(((const brisk_word_t *)block)[0] != expected)) _brisk_secure_fatal_link(page, block);
 }
 
