@@ -32,9 +32,8 @@
  * the probing waits until then, or until an allocator is found
  * exhausted. With more live threads than slots, each new thread's first
  * call pays that probe (a failed trylock per slot) before it goes without
- * one. A thread that
- * finds none while another thread is taking slots back may go without one
- * too. A thread that could not hold its slot's token
+ * one. A thread that finds none while another thread is taking slots back
+ * may go without one too. A thread that could not hold its slot's token
  * (_brisk_exit_token_hold) goes without the token: its slot is not taken
  * back if it dies in that last round.
  */

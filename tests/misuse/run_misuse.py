@@ -155,12 +155,12 @@ TABLE = {
                                  {"release": NEVER_OVERLAPPING}),
     "usable_size_lead_aligned": (rf"malloc_usable_size\({ADDR}\): .*not the start of a block",
                                  {"release": CAUGHT}),
-    # A page's tail, past its last whole block: no block starts there,
-    # though a whole number of blocks lies before it.
     # The last byte of a small block's segment: both builds name it before
     # anything is written there.
     "free_segment_last_byte":   (rf"free\({ADDR}\): invalid pointer: not the start of a block",
                                  {"release": CAUGHT}),
+    # A page's tail, past its last whole block: no block starts there,
+    # though a whole number of blocks lies before it.
     "free_page_tail":           (rf"free\({ADDR}\): .*not the start of a block, size class (8|9)\b",
                                  {"release": CAUGHT}),
     # Around an aligned block the secure build handed out inside a larger
@@ -220,14 +220,14 @@ TABLE = {
                                  {"release": UNCAUGHT, "secure": CAUGHT_LATER}),
     "write_after_free_link_copy": (rf"malloc\({ADDR}\): .*(after free|free list)",
                                  {"release": NEVER_OVERLAPPING, "secure": CAUGHT_LATER}),
-    # A block posted alone to its owner's queue (its freeing thread had
-    # exited), its link written after the free: the secure build checks the
-    # link when the owner drains the queue.
     # A block another thread freed in a batch (that thread has a heap), its
     # first word written before the owner takes it back: the secure build's
     # drain finds the word it left there changed.
     "write_after_free_remote_link": (rf"free\({ADDR}\): .*free block was written",
                                  {"release": UNCAUGHT, "secure": CAUGHT_LATER}),
+    # A block posted alone to its owner's queue (its freeing thread had
+    # exited), its link written after the free: the secure build checks the
+    # link when the owner drains the queue.
     "write_after_free_remote_alone": (rf"free\({ADDR}\): .*free block was written",
                                  {"release": UNCAUGHT, "secure": CAUGHT_LATER}),
     # The same link overwritten with exactly 0 ("not linked yet"), which
