@@ -3,6 +3,7 @@
 #include <brisk.h>
 #include <gtest/gtest.h>
 #include <sys/mman.h>
+#include <unistd.h>
 
 #include <cerrno>
 #include <cstdint>
@@ -149,6 +150,29 @@ TEST(BriskApi, AlignedAllocHonoursEveryPowerOfTwo) {
           << "alignment " << alignment << " size " << sizes[i];
       brisk_free(blocks[i]);
     }
+  }
+}
+
+// A block of 0 bytes aligned to a MiB or more has a mapping of its own,
+// which must hold the block's address: at its end, the address could be
+// another mapping's first byte (before, mincore found nothing mapped there).
+TEST(BriskApi, AlignedBlockOfZeroBytesLiesInsideItsMapping) {
+  const size_t page = static_cast<size_t>(sysconf(_SC_PAGESIZE));
+  for (size_t alignment = 1; alignment <= 64 * kMiB; alignment *= 2) {
+    SCOPED_TRACE(testing::Message() << "alignment " << alignment);
+    void *first = brisk_aligned_alloc(alignment, 0);
+    void *second = brisk_aligned_alloc(alignment, 0);
+    ASSERT_NE(first, nullptr);
+    ASSERT_NE(second, nullptr);
+    EXPECT_NE(first, second);
+    for (void *block : {first, second}) {
+      EXPECT_TRUE(is_aligned(block, alignment)) << block;
+      void *block_page = reinterpret_cast<void *>(reinterpret_cast<uintptr_t>(block) & ~(page - 1));
+      unsigned char resident;
+      EXPECT_EQ(mincore(block_page, page, &resident), 0) << block << ": " << std::strerror(errno);
+    }
+    brisk_free(first);
+    brisk_free(second);
   }
 }
 

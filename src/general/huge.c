@@ -239,9 +239,13 @@ void *_brisk_huge_alloc(brisk_heap_t *heap, size_t size, size_t align, bool zero
    * the first try before a reclaim) set errno: a block handed out leaves it
    * as the caller had it. */
   int saved_errno = errno;
+  /* A block of 0 bytes (aligned_alloc(2^20, 0), say) still takes a byte of
+   * the mapping, so that its address lies inside it: at the mapping's end
+   * it could be another mapping's first byte. */
+  size_t room = size == 0 ? 1 : size;
   if (align < BRISK_SEGMENT_SIZE) {
     size_t offset = brisk_align_up(HUGE_BLOCK_OFFSET, align < 16 ? 16 : align);
-    size_t needed = brisk_align_up(offset + size + HUGE_CANARY, _brisk_os_page_size()) + HUGE_GUARD;
+    size_t needed = brisk_align_up(offset + room + HUGE_CANARY, _brisk_os_page_size()) + HUGE_GUARD;
     brisk_segment_t *segment = NULL;
     if (!heap->is_empty_heap) {
       _brisk_heap_lock_memory(heap);
@@ -273,7 +277,7 @@ void *_brisk_huge_alloc(brisk_heap_t *heap, size_t size, size_t align, bool zero
   }
   /* Aligned to a segment or more: header one segment below the block. */
   size_t mapped =
-      brisk_align_up(BRISK_SEGMENT_SIZE + size + HUGE_CANARY, _brisk_os_page_size()) + HUGE_GUARD;
+      brisk_align_up(BRISK_SEGMENT_SIZE + room + HUGE_CANARY, _brisk_os_page_size()) + HUGE_GUARD;
   brisk_segment_t *segment = huge_reserve(mapped, align);
   if (segment == NULL && _brisk_heap_reclaim(heap, mapped)) segment = huge_reserve(mapped, align);
   if (segment == NULL) {

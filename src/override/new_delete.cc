@@ -1,115 +1,107 @@
 /*
- * new_delete.cc — every form of C++ operator new and delete over brisk.
+ * new_delete.cc — C++ operator new and delete over brisk: the four forms a
+ * program may replace on their own, and the forms the standard defines in
+ * terms of them.
+ *
+ * The standard defines operator new[] as a call of operator new, and the
+ * array, sized and nothrow forms of delete as calls of operator delete (the
+ * aligned forms likewise, of the aligned basic ones), so that a program that
+ * replaces only operator new(size_t) and operator delete(void *) (a leak
+ * tracker that puts a header before each block, a pool) has every form
+ * reach its own. These do the same: each derived form calls the basic one
+ * by its global name, which binds to the program's replacement where there
+ * is one and to the basic form below otherwise (the shared libraries keep
+ * the operators preemptible despite -Bsymbolic-functions:
+ * new_delete.dynlist). The nothrow forms of new are in new_nothrow.cc,
+ * which may catch what the throwing form throws.
  *
  * Failure follows the standard: a throwing new calls the installed
- * new-handler and retries; with no handler it throws std::bad_alloc. The
- * nothrow forms return nullptr.
- *
- * This file is compiled with -fno-exceptions and libbrisk is linked as C, so
- * a C program that preloads brisk never loads libstdc++. The two libstdc++
- * functions used here are weak references: any program that can call
- * operator new has libstdc++ loaded, and the dynamic linker binds them there.
+ * new-handler and retries; with no handler it throws std::bad_alloc.
+ * Compiled with -fno-exceptions; cxx_runtime.h says how libstdc++ is
+ * reached.
  */
 #include <brisk/malloc.h>
 
-#include <cerrno>
 #include <cstddef>
 #include <cstdlib>
 #include <new>
 
+#include "override/cxx_runtime.h"
+
 extern "C" {
 void *_brisk_malloc_aligned(size_t size, size_t alignment, bool zero) __attribute__((visibility("hidden")));
-bool _brisk_call_new_handler_nothrow(std::new_handler handler) __attribute__((visibility("hidden")));
 }
 
 namespace std {
-new_handler get_new_handler() noexcept __attribute__((weak));
-[[noreturn]] void __throw_bad_alloc() __attribute__((weak));
+new_handler get_new_handler() noexcept BRISK_CXX_RUNTIME;
+[[noreturn]] void __throw_bad_alloc() BRISK_CXX_RUNTIME;
 }  // namespace std
-
-#define BRISK_EXPORT __attribute__((visibility("default")))
 
 namespace {
 
 /* std::bad_alloc from the throwing forms. */
 [[noreturn]] void throw_bad_alloc() {
-  if (&std::__throw_bad_alloc != nullptr) std::__throw_bad_alloc();
+  if (BRISK_CXX_RUNTIME_PRESENT(std::__throw_bad_alloc)) std::__throw_bad_alloc();
   abort(); /* operator new without a C++ runtime: cannot happen in practice */
-}
-
-/* Returns true when a handler ran and the allocation should be retried. */
-bool call_new_handler(bool nothrow) {
-  std::new_handler handler = &std::get_new_handler != nullptr ? std::get_new_handler() : nullptr;
-  if (handler != nullptr) {
-    /* A handler may throw: through the throwing forms that is the caller's
-     * std::bad_alloc; the nothrow forms must catch it and return nullptr. */
-    if (nothrow) return _brisk_call_new_handler_nothrow(handler);
-    handler();
-    return true;
-  }
-  if (nothrow) return false;
-  throw_bad_alloc();
 }
 
 /* alignment is 1 for the forms without one. A block of 8 bytes or less is
  * only 8-aligned in the release build, so brisk_malloc serves an alignment
  * of 16 only for a bigger size. */
-void *new_impl(size_t size, size_t alignment, bool nothrow) {
+void *new_impl(size_t size, size_t alignment) {
   /* An alignment that is not a power of two (0 included) breaks the
    * standard's precondition; libstdc++'s aligned forms fail at once
    * (bad_alloc, or nullptr from the nothrow forms), without the
-   * new-handler, and so do these, rather than hand out a block aligned to
+   * new-handler, and so does this, rather than hand out a block aligned to
    * something else. */
-  if (alignment == 0 || (alignment & (alignment - 1)) != 0) {
-    if (nothrow) return nullptr;
-    throw_bad_alloc();
-  }
+  if (alignment == 0 || (alignment & (alignment - 1)) != 0) throw_bad_alloc();
   bool malloc_aligns = alignment <= 8 || (alignment <= alignof(std::max_align_t) && size > 8);
   for (;;) {
     void *p = malloc_aligns ? brisk_malloc(size) : _brisk_malloc_aligned(size, alignment, false);
     if (p != nullptr) return p;
-    if (!call_new_handler(nothrow)) return nullptr;
+    std::new_handler handler =
+        BRISK_CXX_RUNTIME_PRESENT(std::get_new_handler) ? std::get_new_handler() : nullptr;
+    if (handler == nullptr) throw_bad_alloc();
+    handler(); /* frees memory and returns (try again), throws, or ends the program */
   }
 }
 
 }  // namespace
 
-BRISK_EXPORT void *operator new(size_t size) { return new_impl(size, 1, false); }
-BRISK_EXPORT void *operator new[](size_t size) { return new_impl(size, 1, false); }
-BRISK_EXPORT void *operator new(size_t size, const std::nothrow_t &) noexcept {
-  return new_impl(size, 1, true);
+/* The basic forms. */
+BRISK_OPERATOR void *operator new(size_t size) { return new_impl(size, 1); }
+BRISK_OPERATOR void *operator new(size_t size, std::align_val_t alignment) {
+  return new_impl(size, static_cast<size_t>(alignment));
 }
-BRISK_EXPORT void *operator new[](size_t size, const std::nothrow_t &) noexcept {
-  return new_impl(size, 1, true);
-}
-BRISK_EXPORT void *operator new(size_t size, std::align_val_t alignment) {
-  return new_impl(size, static_cast<size_t>(alignment), false);
-}
-BRISK_EXPORT void *operator new[](size_t size, std::align_val_t alignment) {
-  return new_impl(size, static_cast<size_t>(alignment), false);
-}
-BRISK_EXPORT void *operator new(size_t size, std::align_val_t alignment,
-                                const std::nothrow_t &) noexcept {
-  return new_impl(size, static_cast<size_t>(alignment), true);
-}
-BRISK_EXPORT void *operator new[](size_t size, std::align_val_t alignment,
-                                  const std::nothrow_t &) noexcept {
-  return new_impl(size, static_cast<size_t>(alignment), true);
-}
+BRISK_OPERATOR void operator delete(void *p) noexcept { brisk_free(p); }
+BRISK_OPERATOR void operator delete(void *p, std::align_val_t) noexcept { brisk_free(p); }
 
-BRISK_EXPORT void operator delete(void *p) noexcept { brisk_free(p); }
-BRISK_EXPORT void operator delete[](void *p) noexcept { brisk_free(p); }
-BRISK_EXPORT void operator delete(void *p, size_t) noexcept { brisk_free(p); }
-BRISK_EXPORT void operator delete[](void *p, size_t) noexcept { brisk_free(p); }
-BRISK_EXPORT void operator delete(void *p, const std::nothrow_t &) noexcept { brisk_free(p); }
-BRISK_EXPORT void operator delete[](void *p, const std::nothrow_t &) noexcept { brisk_free(p); }
-BRISK_EXPORT void operator delete(void *p, std::align_val_t) noexcept { brisk_free(p); }
-BRISK_EXPORT void operator delete[](void *p, std::align_val_t) noexcept { brisk_free(p); }
-BRISK_EXPORT void operator delete(void *p, size_t, std::align_val_t) noexcept { brisk_free(p); }
-BRISK_EXPORT void operator delete[](void *p, size_t, std::align_val_t) noexcept { brisk_free(p); }
-BRISK_EXPORT void operator delete(void *p, std::align_val_t, const std::nothrow_t &) noexcept {
-  brisk_free(p);
+/* The derived forms, each as the standard defines it. */
+BRISK_OPERATOR void *operator new[](size_t size) { return ::operator new(size); }
+BRISK_OPERATOR void *operator new[](size_t size, std::align_val_t alignment) {
+  return ::operator new(size, alignment);
 }
-BRISK_EXPORT void operator delete[](void *p, std::align_val_t, const std::nothrow_t &) noexcept {
-  brisk_free(p);
+BRISK_OPERATOR void operator delete[](void *p) noexcept { ::operator delete(p); }
+BRISK_OPERATOR void operator delete(void *p, size_t) noexcept { ::operator delete(p); }
+BRISK_OPERATOR void operator delete[](void *p, size_t) noexcept { ::operator delete[](p); }
+BRISK_OPERATOR void operator delete(void *p, const std::nothrow_t &) noexcept { ::operator delete(p); }
+BRISK_OPERATOR void operator delete[](void *p, const std::nothrow_t &) noexcept {
+  ::operator delete[](p);
+}
+BRISK_OPERATOR void operator delete[](void *p, std::align_val_t alignment) noexcept {
+  ::operator delete(p, alignment);
+}
+BRISK_OPERATOR void operator delete(void *p, size_t, std::align_val_t alignment) noexcept {
+  ::operator delete(p, alignment);
+}
+BRISK_OPERATOR void operator delete[](void *p, size_t, std::align_val_t alignment) noexcept {
+  ::operator delete[](p, alignment);
+}
+BRISK_OPERATOR void operator delete(void *p, std::align_val_t alignment,
+                                    const std::nothrow_t &) noexcept {
+  ::operator delete(p, alignment);
+}
+BRISK_OPERATOR void operator delete[](void *p, std::align_val_t alignment,
+                                      const std::nothrow_t &) noexcept {
+  ::operator delete[](p, alignment);
 }
