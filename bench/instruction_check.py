@@ -10,9 +10,10 @@ bytes) runs under `valgrind --tool=callgrind` with libbrisk.so preloaded, at two
 step counts; the difference in instructions over the difference in steps is the
 count per step, and the `baseline` mode's count (the same loop over a static array,
 no allocator call) subtracted from it is the allocator's share: one free and one
-malloc, call and return included. Callgrind counts instructions, not time, so the
-numbers do not move with the machine's load; they move with the code and the
-compiler. The check fails when a mode's count rises by more than TOLERANCE over its
+malloc, call and return included. Mode `new` is `bench/ring_new N mix` less its
+own baseline: the same through C++'s sized operator delete and operator new.
+Callgrind counts instructions, not time, so the numbers do not move with the
+machine's load; they move with the code and the compiler. The check fails when a mode's count rises by more than TOLERANCE over its
 record; a fall only prints a reminder to record the better number.
 """
 
@@ -29,6 +30,8 @@ from run import Allocator, callgrind_pairs  # noqa: E402  (run.py sits beside th
 
 RECORD = os.path.join(HERE, "ring_instructions.csv")
 MODES = ["mix", "16", "32", "48", "64", "80", "96", "112", "128"]
+# Measured on ring_new (its mix), recorded as this mode.
+NEW_MODE = "new"
 TOLERANCE = 0.03
 
 
@@ -45,13 +48,16 @@ def measure(build: str) -> dict:
     brisk = Allocator("brisk", lib, None)
     counts = {}
     with tempfile.TemporaryDirectory() as tmpdir:
-        for mode in ["baseline"] + MODES:
-            r = callgrind_pairs(build, brisk, tmpdir, mode, "ring")
-            if "per_pair" not in r:
-                sys.exit(f"instruction_check: ring {mode}: {r['error']}")
-            counts[mode] = r["per_pair"]
-    baseline = counts.pop("baseline")
-    return {"baseline": baseline, **{m: counts[m] - baseline for m in MODES}}
+        for program, modes in (("ring", MODES), ("ring_new", ["mix"])):
+            for mode in ["baseline"] + modes:
+                r = callgrind_pairs(build, brisk, tmpdir, mode, program)
+                if "per_pair" not in r:
+                    sys.exit(f"instruction_check: {program} {mode}: {r['error']}")
+                counts[program, mode] = r["per_pair"]
+    baseline = counts["ring", "baseline"]
+    measured = {"baseline": baseline, **{m: counts["ring", m] - baseline for m in MODES}}
+    measured[NEW_MODE] = counts["ring_new", "mix"] - counts["ring_new", "baseline"]
+    return measured
 
 
 def main() -> int:
@@ -71,9 +77,9 @@ def main() -> int:
                     "minus baseline); written by bench/instruction_check.py --record\n")
             writer = csv.writer(f)
             writer.writerow(["mode", "instructions_per_pair"])
-            for mode in MODES:
+            for mode in MODES + [NEW_MODE]:
                 writer.writerow([mode, f"{measured[mode]:.2f}"])
-        for mode in MODES:
+        for mode in MODES + [NEW_MODE]:
             print(f"{mode:>5}: {measured[mode]:6.2f} recorded")
         return 0
 
@@ -81,7 +87,7 @@ def main() -> int:
         recorded = {row["mode"]: float(row["instructions_per_pair"])
                     for row in csv.DictReader(line for line in f if not line.startswith("#"))}
     failed = False
-    for mode in MODES:
+    for mode in MODES + [NEW_MODE]:
         if mode not in recorded:
             print(f"{mode:>5}: {measured[mode]:6.2f} (no record)")
             failed = True

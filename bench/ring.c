@@ -20,6 +20,13 @@
  * instructions by the difference in steps, and subtracts baseline's count to
  * get the allocator's instructions per free+malloc pair. The last line printed
  * is ops_per_sec=<N> (op = one step: a free and a malloc); ns_per_step too.
+ *
+ * ring_new is this program built with RING_OPERATOR_NEW: each step calls C++'s
+ * sized operator delete(void *, size_t) and operator new(size_t) instead,
+ * which is what `delete p` and `new T` of a complete type compile to (g++,
+ * C++14 on). It links libstdc++, whose operators call malloc and free; an
+ * allocator preloaded with operators of its own replaces them. Its baseline
+ * also reads the size each step's delete is given.
  */
 #include "bench_common.h"
 
@@ -31,6 +38,16 @@ enum {
     MIX_MIN = 16,
     MIX_MAX = 128,
 };
+
+#ifdef RING_OPERATOR_NEW
+/* The operators by their mangled names (LP64: size_t is unsigned long). */
+void *ring_operator_new(size_t size) __asm__("_Znwm");
+void ring_operator_delete(void *p, size_t size) __asm__("_ZdlPvm");
+/* The size of the block a step frees: the one allocated RING steps before
+ * (the initial blocks take the sizes of steps -RING .. -1). */
+#define RING_FREED_SIZE(step) sizes[((step) - RING) & (TABLE - 1)]
+static volatile uint32_t sink_size;
+#endif
 
 static uint32_t sizes[TABLE];
 static unsigned char *live[RING];
@@ -49,12 +66,20 @@ static inline __attribute__((always_inline)) void run_steps(uint64_t steps, bool
         unsigned char *p;
         if (baseline) {
             sink = live[slot];
+#ifdef RING_OPERATOR_NEW
+            sink_size = RING_FREED_SIZE(i);
+#endif
             p = static_blocks[slot];
         } else {
+#ifdef RING_OPERATOR_NEW
+            ring_operator_delete(live[slot], RING_FREED_SIZE(i));
+            p = ring_operator_new(size); /* throws rather than return NULL */
+#else
             free(live[slot]);
             p = malloc(size);
             if (p == NULL)
                 bench_oom("ring", size);
+#endif
         }
         p[size - 1] = (unsigned char)i;
         live[slot] = p;
@@ -98,7 +123,12 @@ int main(int argc, char **argv)
         sizes[i] = one_size ? (uint32_t)one_size : (uint32_t)bench_rng_range(&rng, MIX_MIN,
                                                                             MIX_MAX);
     for (size_t slot = 0; slot < RING; slot++) {
+#ifdef RING_OPERATOR_NEW
+        live[slot] = baseline ? static_blocks[slot]
+                              : ring_operator_new(RING_FREED_SIZE((uint64_t)slot));
+#else
         live[slot] = baseline ? static_blocks[slot] : malloc(sizes[slot]);
+#endif
         if (live[slot] == NULL)
             bench_oom("ring", sizes[slot]);
         live[slot][0] = 0;
@@ -112,8 +142,15 @@ int main(int argc, char **argv)
     double elapsed = bench_now() - start;
 
     if (!baseline)
-        for (size_t slot = 0; slot < RING; slot++)
+        for (size_t slot = 0; slot < RING; slot++) {
+#ifdef RING_OPERATOR_NEW
+            /* The step that filled the slot last. */
+            uint64_t filled = steps - RING + ((slot - steps) & (RING - 1));
+            ring_operator_delete(live[slot], RING_FREED_SIZE(filled + RING));
+#else
             free(live[slot]);
+#endif
+        }
 
     printf("workload=ring mode=%s steps=%llu ring=%d\n", mode, (unsigned long long)steps, RING);
     printf("elapsed_s=%.3f ns_per_step=%.2f peak_rss_kib=%lu\n", elapsed,

@@ -78,6 +78,9 @@ CALLGRIND_MODES = ["mix", "16", "64", "256", "1024", "4096", "32768", "calloc", 
 # allocator, whose count is subtracted to give the allocator's instructions.
 RING_CALLGRIND_MODES = ["mix", "16", "32", "48", "64", "80", "96", "112", "128"]
 RING_BASELINE = "baseline"
+# ring_new (ring through C++'s sized operator delete and operator new): its
+# mix, less its own baseline, is the ring table's column `new`.
+RING_NEW_CALLGRIND_MODES = ["mix"]
 
 RUN_TIMEOUT_S = {"full": 300, "quick": 60}
 
@@ -443,9 +446,9 @@ def callgrind_pairs(build: str, allocator: Allocator, tmpdir: str, mode: str,
 def run_callgrind(build, allocators, out_dir) -> Dict[str, Dict[str, dict]]:
     """results[allocator][mode] = {"per_pair", "ir_n", "ir_base"} or {"error"}.
 
-    pairs modes are keyed by their name, ring modes by "ring:<mode>"; a ring mode
-    other than baseline also has "minus_baseline" when both counts exist."""
-    ring = os.path.join(build, "bench", "ring")
+    pairs modes are keyed by their name, ring modes by "ring:<mode>" (ring_new's by
+    "ring_new:<mode>"); a ring mode other than baseline also has "minus_baseline"
+    when both counts exist."""
     results: Dict[str, Dict[str, dict]] = {}
     with tempfile.TemporaryDirectory() as tmpdir:
         for a in allocators:
@@ -456,19 +459,21 @@ def run_callgrind(build, allocators, out_dir) -> Dict[str, Dict[str, dict]]:
                 print(f"callgrind: pairs {mode:>7} under {a.name:<10} " +
                       (f"{r['per_pair']:.1f} instructions per iteration" if "per_pair" in r
                        else f"FAILED: {r['error']}"), file=sys.stderr, flush=True)
-            if not os.access(ring, os.X_OK):
-                continue
-            for mode in [RING_BASELINE] + RING_CALLGRIND_MODES:
-                r = callgrind_pairs(build, a, tmpdir, mode, "ring")
-                base = results[a.name].get(f"ring:{RING_BASELINE}", {})
-                if mode != RING_BASELINE and "per_pair" in r and "per_pair" in base:
-                    r["minus_baseline"] = r["per_pair"] - base["per_pair"]
-                results[a.name][f"ring:{mode}"] = r
-                print(f"callgrind: ring  {mode:>8} under {a.name:<10} " +
-                      (f"{r['per_pair']:.1f} instructions per step" if "per_pair" in r
-                       else f"FAILED: {r['error']}") +
-                      (f", {r['minus_baseline']:.1f} over baseline" if "minus_baseline" in r
-                       else ""), file=sys.stderr, flush=True)
+            for program, modes in (("ring", RING_CALLGRIND_MODES),
+                                   ("ring_new", RING_NEW_CALLGRIND_MODES)):
+                if not os.access(os.path.join(build, "bench", program), os.X_OK):
+                    continue
+                for mode in [RING_BASELINE] + modes:
+                    r = callgrind_pairs(build, a, tmpdir, mode, program)
+                    base = results[a.name].get(f"{program}:{RING_BASELINE}", {})
+                    if mode != RING_BASELINE and "per_pair" in r and "per_pair" in base:
+                        r["minus_baseline"] = r["per_pair"] - base["per_pair"]
+                    results[a.name][f"{program}:{mode}"] = r
+                    print(f"callgrind: {program:<8} {mode:>8} under {a.name:<10} " +
+                          (f"{r['per_pair']:.1f} instructions per step" if "per_pair" in r
+                           else f"FAILED: {r['error']}") +
+                          (f", {r['minus_baseline']:.1f} over baseline"
+                           if "minus_baseline" in r else ""), file=sys.stderr, flush=True)
     if out_dir:
         with open(os.path.join(out_dir, "callgrind.csv"), "w", newline="") as f:
             writer = csv.writer(f)
@@ -592,31 +597,36 @@ def ring_callgrind_section(callgrind, allocators) -> List[str]:
         return []
     lines = [f"`bench/ring N MODE` under callgrind, counted as for pairs: a step frees the "
              "oldest of 64 live blocks and mallocs a new one (sizes from a table drawn before "
-             "the loop). `mix` = 16..128 B at random; a number = that size only. First table: "
+             "the loop). `mix` = 16..128 B at random; a number = that size only; `new` = "
+             "`bench/ring_new N mix`, the mix through C++'s sized `operator delete` and "
+             "`operator new` (what `delete p` and `new T` compile to). First table: "
              "allocator instructions per pair (free + malloc), i.e. per step minus the "
              f"`{RING_BASELINE}` loop (the same loop over a static array, no allocator calls; "
-             "call and PLT instructions count as the allocator's). Second: instructions per "
-             "step, loop included. Fewest per column in bold.", ""]
+             "ring_new's own for `new`; call and PLT instructions count as the allocator's). "
+             "Second: instructions per step, loop included. Fewest per column in bold.", ""]
+    # (column, results key)
+    columns = [(mode, f"ring:{mode}") for mode in RING_CALLGRIND_MODES] + [("new", "ring_new:mix")]
     for key, title in (("minus_baseline", "allocator instructions per pair"),
                        ("per_pair", "instructions per step")):
-        modes_shown = RING_CALLGRIND_MODES + ([RING_BASELINE] if key == "per_pair" else [])
-        lines += [f"| {title} | " + " | ".join(modes_shown) + " |",
-                  "| --- |" + " --- |" * len(modes_shown)]
+        shown = columns + ([(RING_BASELINE, f"ring:{RING_BASELINE}")] if key == "per_pair"
+                           else [])
+        lines += [f"| {title} | " + " | ".join(column for column, _ in shown) + " |",
+                  "| --- |" + " --- |" * len(shown)]
         best = {}
-        for mode in modes_shown:
-            done = [modes[f"ring:{mode}"][key] for modes in callgrind.values()
-                    if key in modes.get(f"ring:{mode}", {})]
-            best[mode] = min(done) if done else None
+        for _, result_key in shown:
+            done = [modes[result_key][key] for modes in callgrind.values()
+                    if key in modes.get(result_key, {})]
+            best[result_key] = min(done) if done else None
         for a in allocators:
             modes = callgrind.get(a.name, {})
             cells = []
-            for mode in modes_shown:
-                r = modes.get(f"ring:{mode}", {"error": "not run"})
+            for column, result_key in shown:
+                r = modes.get(result_key, {"error": "not run"})
                 if key in r:
                     value = f"{r[key]:.1f}"
                     # baseline runs no allocator: its count is the same loop for all.
-                    cells.append(f"**{value}**" if r[key] == best[mode] and
-                                 mode != RING_BASELINE else value)
+                    cells.append(f"**{value}**" if r[key] == best[result_key] and
+                                 column != RING_BASELINE else value)
                 else:
                     cells.append("failed" if "error" in r else "-")
             lines.append(f"| {a.name} | " + " | ".join(cells) + " |")

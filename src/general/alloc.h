@@ -3,13 +3,13 @@
  *
  * Call tree:
  *   brisk_malloc_inline(size)
- *     size <= 1 KiB and the page has a free block: pop it        (fast)
+ *     size <= 1 KiB and the page has a free block: pop it
+ *       (brisk_malloc_pop)                                        (fast)
  *     else _brisk_malloc_generic                                  (page.c)
- *   (secure build: brisk_malloc_inline is brisk_secure_malloc_inline, the
- *    same fast path for the size plus BRISK_SECURE_OVERHEAD, which checks
- *    the popped block and writes its canary and header, else
- *    _brisk_secure_malloc, secure.c; free checks the block first,
- *    brisk_secure_free_block, internal.h)
+ *   (secure build: brisk_secure_malloc_pop, the same fast path for the
+ *    size plus BRISK_SECURE_OVERHEAD, which checks the popped block and
+ *    writes its canary and header, else _brisk_secure_malloc, secure.c;
+ *    free checks the block first, brisk_secure_free_block, internal.h)
  *   brisk_free_inline(p)
  *     p's segment slot is not brisk's (NULL, a foreign pointer, a
  *       segment-aligned huge block): _brisk_free_generic          (free.c)
@@ -34,9 +34,10 @@
 
 #include "general/internal.h"
 
-/* malloc without the secure build's canary (brisk_malloc_inline). */
-BRISK_INLINE void *brisk_malloc_raw(size_t size) {
-  brisk_heap_t *heap = _brisk_tls_heap;
+/* The release build's malloc fast path: a block from the page of size's
+ * entry in the direct table, or NULL when size is past the table or that
+ * page has no free block (the caller goes on to _brisk_malloc_generic). */
+BRISK_INLINE void *brisk_malloc_pop(brisk_heap_t *heap, size_t size) {
   if (BRISK_LIKELY(size <= BRISK_DIRECT_MAX)) {
     size_t word = (size + 7) >> 3;
     brisk_page_t *page = heap->direct[word];
@@ -53,6 +54,14 @@ BRISK_INLINE void *brisk_malloc_raw(size_t size) {
       return block;
     }
   }
+  return NULL;
+}
+
+/* malloc without the secure build's canary (brisk_malloc_inline). */
+BRISK_INLINE void *brisk_malloc_raw(size_t size) {
+  brisk_heap_t *heap = _brisk_tls_heap;
+  void *block = brisk_malloc_pop(heap, size);
+  if (BRISK_LIKELY(block != NULL)) return block;
   return _brisk_malloc_generic(size, heap, false);
 }
 
@@ -71,11 +80,10 @@ BRISK_INLINE void brisk_secure_take(brisk_heap_t *heap, brisk_page_t *page, bris
   brisk_secure_stamp((uint8_t *)block, secret, (uint8_t *)block, size);
 }
 
-/* The secure build's malloc: brisk_malloc_raw's fast path for the padded
+/* The secure build's malloc fast path: brisk_malloc_pop's for the padded
  * size, with the pop's checks (brisk_page_pop) and the stamp sharing one
- * secret word. */
-BRISK_INLINE void *brisk_secure_malloc_inline(size_t size) {
-  brisk_heap_t *heap = _brisk_tls_heap;
+ * secret word; NULL where the caller goes on to _brisk_secure_malloc. */
+BRISK_INLINE void *brisk_secure_malloc_pop(brisk_heap_t *heap, size_t size) {
   /* Size 0 finds the empty page in direct[2]: the secure build has no
    * 16-byte blocks (internal.h), so no page of their class ever takes that
    * entry, and the slow path serves it as 1. */
@@ -92,12 +100,27 @@ BRISK_INLINE void *brisk_secure_malloc_inline(size_t size) {
       return block;
     }
   }
-  return _brisk_secure_malloc(size, false);
+  return NULL;
+}
+
+/* malloc's fast path in either build: a block, or NULL where malloc goes on
+ * to brisk_malloc_after_pop. */
+BRISK_INLINE void *brisk_malloc_pop_either(brisk_heap_t *heap, size_t size) {
+  if (BRISK_SECURE) return brisk_secure_malloc_pop(heap, size);
+  return brisk_malloc_pop(heap, size);
+}
+
+/* malloc past its fast path: a block, or NULL with errno ENOMEM. */
+BRISK_INLINE void *brisk_malloc_after_pop(brisk_heap_t *heap, size_t size) {
+  if (BRISK_SECURE) return _brisk_secure_malloc(size, false);
+  return _brisk_malloc_generic(size, heap, false);
 }
 
 BRISK_INLINE void *brisk_malloc_inline(size_t size) {
-  if (BRISK_SECURE) return brisk_secure_malloc_inline(size);
-  return brisk_malloc_raw(size);
+  brisk_heap_t *heap = _brisk_tls_heap;
+  void *block = brisk_malloc_pop_either(heap, size);
+  if (BRISK_LIKELY(block != NULL)) return block;
+  return brisk_malloc_after_pop(heap, size);
 }
 
 BRISK_INLINE void brisk_free_inline(void *p) {

@@ -429,7 +429,7 @@ BRISK_INLINE void brisk_secure_check_end(const brisk_page_t *page, const uint8_t
  * bytes the caller asked for from p (inside block) to the requested end. */
 BRISK_HIDDEN size_t _brisk_secure_requested_size(const char *caller, const brisk_page_t *page,
                                                  const uint8_t *block, const uint8_t *p);
-/* Secure build: malloc(size) past brisk_secure_malloc_inline's fast path. */
+/* Secure build: malloc(size) past brisk_secure_malloc_pop's fast path. */
 BRISK_HIDDEN void *_brisk_secure_malloc(size_t size, bool zero);
 /* Secure build: write the canary and header of a block whose secret word is
  * secret, handed out at p (inside it) for size bytes. The header holds the
@@ -550,7 +550,8 @@ BRISK_HIDDEN void _brisk_heap_idle_rearm(brisk_heap_t *heap, uint64_t now_ms);
  * of the direct table, or the generic path as many of a class: fold the
  * counts, drain remote frees, do the housekeeping; returns block, which
  * malloc just took. */
-BRISK_HIDDEN BRISK_NOINLINE void *_brisk_malloc_heartbeat(brisk_heap_t *heap, void *block);
+BRISK_HIDDEN BRISK_NOINLINE __attribute__((returns_nonnull)) void *_brisk_malloc_heartbeat(
+    brisk_heap_t *heap, void *block);
 /* brisk_collect for the calling thread's heap: everything housekeeping does,
  * without the delays (the abandoned heaps are _brisk_heaps_tidy_all's). */
 BRISK_HIDDEN void _brisk_heap_collect(brisk_heap_t *heap);

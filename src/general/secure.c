@@ -79,7 +79,7 @@ static BRISK_NOINLINE void *secure_malloc_slow(size_t size, bool zero) {
 }
 
 void *_brisk_secure_malloc(size_t size, bool zero) {
-  /* brisk_secure_malloc_inline's fast path failed (no free block on the
+  /* brisk_secure_malloc_pop found nothing (no free block on the
    * page, or a size past the direct table), or calloc. A size of a class
    * whose head page has a free block: the pop of _brisk_malloc_generic's
    * first lines, with the checks of malloc's fast path and the stamp,

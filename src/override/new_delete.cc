@@ -1,7 +1,8 @@
 /*
  * new_delete.cc — C++ operator new and delete over brisk: the four forms a
- * program may replace on their own, and the forms the standard defines in
- * terms of them.
+ * program may replace on their own (operator new(size_t) and operator
+ * delete(void *) are in new_delete_inline.c, in C for malloc's and free's
+ * inline paths), and the forms the standard defines in terms of them.
  *
  * The standard defines operator new[] as a call of operator new, and the
  * array, sized and nothrow forms of delete as calls of operator delete (the
@@ -47,36 +48,50 @@ namespace {
 
 /* alignment is 1 for the forms without one. A block of 8 bytes or less is
  * only 8-aligned in the release build, so brisk_malloc serves an alignment
- * of 16 only for a bigger size. */
-void *new_impl(size_t size, size_t alignment) {
+ * of 16 only for a bigger size. NULL when there is no memory. */
+void *allocate(size_t size, size_t alignment) {
+  bool malloc_aligns = alignment <= 8 || (alignment <= alignof(std::max_align_t) && size > 8);
+  return malloc_aligns ? brisk_malloc(size) : _brisk_malloc_aligned(size, alignment, false);
+}
+
+/* After an allocation found no memory: the installed new-handler, then
+ * another try, until one succeeds; with no handler, std::bad_alloc. */
+void *allocate_after_failure(size_t size, size_t alignment) {
+  for (;;) {
+    std::new_handler handler =
+        BRISK_CXX_RUNTIME_PRESENT(std::get_new_handler) ? std::get_new_handler() : nullptr;
+    if (handler == nullptr) throw_bad_alloc();
+    handler(); /* frees memory and returns (try again), throws, or ends the program */
+    void *p = allocate(size, alignment);
+    if (p != nullptr) return p;
+  }
+}
+
+}  // namespace
+
+extern "C" __attribute__((visibility("hidden"))) void *_brisk_operator_new_failed(size_t size) {
+  return allocate_after_failure(size, 1);
+}
+
+/* The basic forms but the two in new_delete_inline.c. */
+BRISK_OPERATOR void *operator new(size_t size, std::align_val_t alignment_value) {
+  size_t alignment = static_cast<size_t>(alignment_value);
   /* An alignment that is not a power of two (0 included) breaks the
    * standard's precondition; libstdc++'s aligned forms fail at once
    * (bad_alloc, or nullptr from the nothrow forms), without the
    * new-handler, and so does this, rather than hand out a block aligned to
    * something else. */
   if (alignment == 0 || (alignment & (alignment - 1)) != 0) throw_bad_alloc();
-  bool malloc_aligns = alignment <= 8 || (alignment <= alignof(std::max_align_t) && size > 8);
-  for (;;) {
-    void *p = malloc_aligns ? brisk_malloc(size) : _brisk_malloc_aligned(size, alignment, false);
-    if (p != nullptr) return p;
-    std::new_handler handler =
-        BRISK_CXX_RUNTIME_PRESENT(std::get_new_handler) ? std::get_new_handler() : nullptr;
-    if (handler == nullptr) throw_bad_alloc();
-    handler(); /* frees memory and returns (try again), throws, or ends the program */
-  }
+  void *p = allocate(size, alignment);
+  if (p != nullptr) return p;
+  return allocate_after_failure(size, alignment);
 }
-
-}  // namespace
-
-/* The basic forms. */
-BRISK_OPERATOR void *operator new(size_t size) { return new_impl(size, 1); }
-BRISK_OPERATOR void *operator new(size_t size, std::align_val_t alignment) {
-  return new_impl(size, static_cast<size_t>(alignment));
-}
-BRISK_OPERATOR void operator delete(void *p) noexcept { brisk_free(p); }
 BRISK_OPERATOR void operator delete(void *p, std::align_val_t) noexcept { brisk_free(p); }
 
-/* The derived forms, each as the standard defines it. */
+/* The derived forms, each as the standard defines it. operator
+ * delete(void *) is defined in new_delete_inline.c, which GCC's
+ * -Wsized-deallocation cannot see from here. */
+#pragma GCC diagnostic ignored "-Wsized-deallocation"
 BRISK_OPERATOR void *operator new[](size_t size) { return ::operator new(size); }
 BRISK_OPERATOR void *operator new[](size_t size, std::align_val_t alignment) {
   return ::operator new(size, alignment);
