@@ -130,11 +130,15 @@ enum { UNMAPPED_REMEMBERED = 64 };
 static _Atomic(uintptr_t) unmapped_blocks[UNMAPPED_REMEMBERED];
 static _Atomic(size_t) unmapped_next;
 
+static void remember_unmapped(const void *block) {
+  size_t slot = atomic_fetch_add_explicit(&unmapped_next, 1, memory_order_relaxed);
+  atomic_store_explicit(&unmapped_blocks[slot % UNMAPPED_REMEMBERED], (uintptr_t)block,
+                        memory_order_relaxed);
+}
+
 /* Give back the mapping of a freed huge block, remembering the block. */
 static void huge_unmap_freed(brisk_segment_t *segment) {
-  size_t slot = atomic_fetch_add_explicit(&unmapped_next, 1, memory_order_relaxed);
-  atomic_store_explicit(&unmapped_blocks[slot % UNMAPPED_REMEMBERED],
-                        (uintptr_t)_brisk_huge_block(segment), memory_order_relaxed);
+  remember_unmapped(_brisk_huge_block(segment));
   _brisk_segment_unmap(segment);
 }
 
@@ -376,6 +380,9 @@ void *_brisk_huge_realloc(brisk_segment_t *segment, void *p, size_t new_size) {
    * read-write and unused), and its free unmaps the mapping. A later resize
    * that sets the guard again clears the mark. */
   resized->huge_unguarded = !guarded;
+  /* Moved: the old address is remembered as a freed block's, so that a
+   * later free or realloc of it is named a double free. */
+  if (resized != segment) remember_unmapped(p);
   _brisk_stats_huge_in_use(0, (int64_t)resized->mapped_size - (int64_t)old_size);
   huge_stamp(resized, new_size);
   return (uint8_t *)resized + offset;

@@ -355,11 +355,21 @@ BRISK_INLINE bool brisk_secure_end_is_intact(const uint8_t *block, size_t block_
   return canary == expected;
 }
 
+/* Secure build: the header a block's free leaves in place of the one its
+ * malloc wrote. It decodes out of range (to the canary itself, which is
+ * not a size but with a chance of 2^-45), so a second free, realloc or
+ * malloc_usable_size of the block fails the header test even when the
+ * program has written over the free tag since (free(p), a write after
+ * free into its second word, free(p)); malloc writes a header anew. */
+#define BRISK_SECURE_FREED_HEADER ((uint64_t)0)
+
 /* Secure build: the checks of a block start of a size-class page that is
- * being freed (caller: "free", "realloc", ...), then its free tag set: a set
- * tag is a double free, a header out of range or a bad canary an overflow;
- * each aborts. The block size comes from the caller (page is read only to
- * name a failure). Returns the block's secret word, for its link. */
+ * being freed (caller: "free", "realloc", ...), then its free tag set and
+ * its header cleared: a set tag is a double free, a header out of range
+ * or a bad canary an overflow (or, for the header of a freed block, a
+ * double free after a write after free); each aborts. The block size comes
+ * from the caller (page is read only to name a failure). Returns the
+ * block's secret word, for its link. */
 BRISK_INLINE uint64_t brisk_secure_free_block(const char *caller, const brisk_page_t *page,
                                               size_t block_size, uint8_t *block) {
   uint64_t tag = brisk_block_secret(block);
@@ -368,6 +378,7 @@ BRISK_INLINE uint64_t brisk_secure_free_block(const char *caller, const brisk_pa
     _brisk_secure_fatal_free(caller, page, block);
   }
   ((brisk_word_t *)block)[1] = tag;
+  ((brisk_word_t *)block)[-1] = BRISK_SECURE_FREED_HEADER;
   return tag;
 }
 
@@ -415,13 +426,17 @@ BRISK_INLINE void brisk_secure_check_link(const brisk_page_t *page, const uint8_
 }
 
 /* Secure build: the owner's half of brisk_secure_free_remote_block, as the
- * block goes back to its page (the release build: nothing). */
-BRISK_INLINE void brisk_secure_check_end(const brisk_page_t *page, const uint8_t *block) {
+ * block goes back to its page: its header and canary checked, its header
+ * cleared (brisk_secure_free_block did both for a small block). The release
+ * build: nothing. */
+BRISK_INLINE void brisk_secure_check_end(const brisk_page_t *page, uint8_t *block) {
   if (!BRISK_SECURE) return;
   size_t block_size = page->block_size;
-  if (BRISK_UNLIKELY(block_size > BRISK_SECURE_SMALL_BLOCK &&
-                     !brisk_secure_end_is_intact(block, block_size, brisk_block_secret(block)))) {
-    _brisk_secure_fatal_end(page, block);
+  if (block_size > BRISK_SECURE_SMALL_BLOCK) {
+    if (BRISK_UNLIKELY(!brisk_secure_end_is_intact(block, block_size, brisk_block_secret(block)))) {
+      _brisk_secure_fatal_end(page, block);
+    }
+    ((brisk_word_t *)block)[-1] = BRISK_SECURE_FREED_HEADER;
   }
 }
 

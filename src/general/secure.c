@@ -114,6 +114,12 @@ void _brisk_secure_fatal_pop(const brisk_page_t *page, const brisk_block_t *bloc
 static uint64_t checked_needed(const char *caller, const brisk_page_t *page, size_t block_size,
                                const uint8_t *block, const uint8_t *p) {
   uint64_t secret = brisk_block_secret(block);
+  if (BRISK_UNLIKELY(((const brisk_word_t *)block)[-1] == BRISK_SECURE_FREED_HEADER)) {
+    /* The header a free leaves (its tag, tested before, was overwritten). */
+    _brisk_fatal_block(caller, p, page,
+                       "invalid pointer: block is already free (double free?), and was written "
+                       "since (write after free)");
+  }
   uint64_t header = brisk_secure_needed(block, brisk_secure_canary(secret));
   uint64_t offset = header >> 32;
   uint64_t needed = (uint32_t)header;

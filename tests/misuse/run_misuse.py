@@ -80,6 +80,18 @@ TABLE = {
                                  {"release": UNCAUGHT}),
     "double_free_huge":         (rf"free\({ADDR}\): .*double free",
                                  {"release": CAUGHT}),
+    # The old pointer of a huge block that realloc moved to a new mapping.
+    "free_huge_moved":          (rf"free\({ADDR}\): .*double free",
+                                 {"release": CAUGHT}),
+    # A write into the freed block's second word (the secure build's free
+    # tag) between the two frees: the first free cleared the block's header,
+    # which the second finds. Another thread's two frees are named by the
+    # owner when it takes the blocks back.
+    "double_free_after_tag_write": (rf"free\({ADDR}\): .*double free.*write after free",
+                                 {"release": UNCAUGHT}),
+    "double_free_after_tag_write_other_thread": (
+                                 rf"free\({ADDR}\): .*double free.*write after free",
+                                 {"release": UNCAUGHT, "secure": CAUGHT_LATER}),
     "double_free_huge_other_thread": (rf"free\({ADDR}\): .*double free",
                                  {"release": CAUGHT}),
     # A block freed twice by a thread that does not own it, its page's only
