@@ -66,10 +66,15 @@ typedef struct brisk_hybrid_config_s {
  * region's counters and index, the hybrid's own pages, and the free's
  * code table, a byte per 16 bytes of the mapping: 5.1 MiB, whose pages
  * are touched only where blocks start, or its 4.4 MiB over the blocks at
- * creation with BRISK_REGION_PREFAULT / LOCK) and one more per further
+ * creation with BRISK_REGION_PREFAULT / LOCK, which fault in and lock the
+ * hybrid's own pages too) and one more per further
  * region; no system call afterwards. The blocks handed out never
  * exceed the sections: each bucket's count of objects, each region's
- * bytes (its blocks are powers of two).
+ * bytes (its blocks are powers of two), which are its size rounded up to
+ * a multiple of its largest block (region_max_block), or for a region
+ * smaller than that to a power of two: a region of 1.5 MiB with the
+ * default 1 MiB largest block holds 2 MiB (the statistics' bytes_reserved
+ * say what each holds).
  *
  * BRISK_REGION_THREAD_CACHE gives each thread a cache of free blocks per
  * bucket and per block size of the first region up to 64 KiB (at most 32
@@ -112,9 +117,12 @@ typedef struct brisk_hybrid_section_stats_s {
   size_t in_use;         /* bytes in the program's live blocks now (not
                             those waiting in thread caches) */
   size_t high_water;     /* for a region, the most bytes its blocks took at
-                            once; for a bucket, the bytes of objects ever
-                            taken from its store; both count blocks that
-                            waited in thread caches */
+                            once (exact with one thread; with more, up to
+                            64 KiB over per other thread that freed blocks
+                            meanwhile, and never over bytes_reserved); for
+                            a bucket, the bytes of objects ever taken from
+                            its store; both count blocks that waited in
+                            thread caches */
   size_t allocations;    /* blocks it served the program */
   size_t failures;       /* requests this section could not serve */
 } brisk_hybrid_section_stats_t;

@@ -913,6 +913,7 @@ brisk_buddy_t *_brisk_buddy_create(size_t total, size_t min_block, size_t max_bl
     errno = shape_error;
     return NULL;
   }
+  _brisk_thread_slots_init(); /* here, not in a first allocation */
   size_t page = _brisk_os_page_size();
   size_t calls = 0;
   bool meta_reused, region_reused;
@@ -964,6 +965,7 @@ brisk_buddy_t *_brisk_buddy_create_in(void *region, void *meta, size_t total, si
     errno = shape_error;
     return NULL;
   }
+  _brisk_thread_slots_init(); /* here, not in a first allocation */
   /* Zero past the header (the creator's promise): the header is cleared,
    * but for the slots' caches (90 KiB), which are read only below their
    * counts, cleared with the rest of each slot's first line. */
@@ -1112,6 +1114,10 @@ void _brisk_buddy_counters(const brisk_buddy_t *b, brisk_buddy_counters_t *out) 
   out->in_use = bytes_in_use(b);
   out->high_water = atomic_load_explicit(&m->high_water, memory_order_relaxed);
   if (out->high_water < out->in_use) out->high_water = out->in_use;
+  /* The peak an allocation saw may count other threads' frees not yet
+   * flushed as still in use (the header's high_water): never more than the
+   * trees hold, though. */
+  if (out->high_water > b->total) out->high_water = b->total;
   out->allocations = sum_slots(b, offsetof(slot_t, allocations));
   out->failures = sum_slots(b, offsetof(slot_t, failures));
 }

@@ -958,13 +958,19 @@ brisk_hybrid_t *brisk_hybrid_create(const brisk_hybrid_config_t *config) {
   }
   order_ranges(h);
   if (h->cached) build_classes(h);
-  /* PREFAULT / LOCK: the code table's part that frees read, as the
-   * sections do theirs. */
-  if (h->cached && (config->flags & (BRISK_REGION_PREFAULT | BRISK_REGION_LOCK)) != 0) {
-    size_t used = brisk_align_up(h->granules, _brisk_os_page_size());
-    if (!_brisk_os_prefault(codes_of(h), used, &h->system_requests) ||
-        ((config->flags & BRISK_REGION_LOCK) != 0 &&
-         !_brisk_os_lock(codes_of(h), used, &h->system_requests)))
+  /* PREFAULT / LOCK: as the sections do theirs, the hybrid's own pages (the
+   * threads' entries and slow-path counts, which a thread's first calls
+   * write) and the code table's part that frees read. */
+  if ((config->flags & (BRISK_REGION_PREFAULT | BRISK_REGION_LOCK)) != 0) {
+    bool lock = (config->flags & BRISK_REGION_LOCK) != 0;
+    size_t page = _brisk_os_page_size();
+    size_t self = brisk_align_up(sizeof *h, page);
+    if (!_brisk_os_prefault(h, self, &h->system_requests) ||
+        (lock && !_brisk_os_lock(h, self, &h->system_requests)))
+      goto fail;
+    size_t used = brisk_align_up(h->granules, page);
+    if (h->cached && (!_brisk_os_prefault(codes_of(h), used, &h->system_requests) ||
+                      (lock && !_brisk_os_lock(codes_of(h), used, &h->system_requests))))
       goto fail;
   }
   _brisk_region_register(&h->entry, BRISK_REGION_HYBRID, registry_stats);

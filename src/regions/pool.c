@@ -635,6 +635,7 @@ brisk_pool_t *_brisk_pool_create(size_t obj_size, size_t align, size_t capacity,
     errno = shape_error;
     return NULL;
   }
+  _brisk_thread_slots_init(); /* here, not in a first allocation */
   /* A refused reservation (retried smaller) or the checks below may set
    * errno on the way to a pool: put back on success. */
   int saved_errno = errno;
@@ -733,6 +734,7 @@ brisk_pool_t *_brisk_pool_create_in(void *header, void *objects, size_t obj_size
     errno = shape_error;
     return NULL;
   }
+  _brisk_thread_slots_init(); /* here, not in a first allocation */
   size_t page = _brisk_os_page_size();
   size_t bitmap_size = bitmap_bytes(max_objects, page);
   size_t header_size = header_bytes(page) + bitmap_size;

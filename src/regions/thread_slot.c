@@ -98,8 +98,10 @@ static uint32_t take_free_slot(void) {
   return BRISK_NO_THREAD_SLOT;
 }
 
+void _brisk_thread_slots_init(void) { pthread_once(&slot_key_once, slot_key_create); }
+
 uint32_t _brisk_thread_slot_acquire(void) {
-  pthread_once(&slot_key_once, slot_key_create);
+  _brisk_thread_slots_init();
   uint32_t slot = take_free_slot();
   /* Again even if this reclaim found no dead holder: another thread's
    * reclaim may have freed them while this one probed. */

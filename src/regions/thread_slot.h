@@ -53,6 +53,13 @@ extern BRISK_HIDDEN BRISK_TLS uint32_t _brisk_thread_slot_plus1;
 
 BRISK_HIDDEN uint32_t _brisk_thread_slot_acquire(void);
 
+/* The slots' one-time set-up (their key and exit tokens), which a thread's
+ * first slot would otherwise do: the creates of the allocators with
+ * per-thread entries call it, so that none of their allocations makes a
+ * system call (glibc's pthread_once wakes waiters with a futex call the
+ * first time). */
+BRISK_HIDDEN void _brisk_thread_slots_init(void);
+
 /* How many slots are held now (relaxed: exact at a quiet point; for the
  * tests): by live threads, and by threads that died holding one without
  * their key destructor (thread_slot.c), until they are reclaimed. */
