@@ -301,7 +301,9 @@ static void raw_snapshot(brisk_stats_t *out) {
   out->purge.bytes_refaulted = (uint64_t)global_stat(BRISK_STAT_BYTES_REFAULTED);
   out->purge.bytes_reused_late = (uint64_t)global_stat(BRISK_STAT_BYTES_REUSED_LATE);
   /* The published total lags each heap by up to BRISK_STATS_PUBLISH_BYTES;
-   * the peak is at least what this snapshot counted. */
+   * the peak is at least what this snapshot counted, and stays so for the
+   * snapshots after it. */
+  raise_peak((int64_t)general->bytes_in_use);
   size_t peak = gauge(BRISK_STAT_IN_USE_PEAK);
   general->bytes_in_use_peak = peak > general->bytes_in_use ? peak : general->bytes_in_use;
   general->heaps_created = (uint64_t)global_stat(BRISK_STAT_HEAPS_CREATED);
