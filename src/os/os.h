@@ -86,6 +86,12 @@ BRISK_HIDDEN bool _brisk_os_prefault(void *p, size_t size, size_t *calls);
  * limit (RLIMIT_MEMLOCK) refuses. */
 BRISK_HIDDEN bool _brisk_os_lock(void *p, size_t size, size_t *calls);
 
+/* BRISK_REGION_PREFAULT / LOCK on a committed range: fault it in, then lock
+ * it when lock is set; false (errno set) when either is refused. */
+BRISK_INLINE bool _brisk_os_make_resident(void *p, size_t size, bool lock, size_t *calls) {
+  return _brisk_os_prefault(p, size, calls) && (!lock || _brisk_os_lock(p, size, calls));
+}
+
 /* Make a page-aligned part of a reservation inaccessible, keeping its
  * address space: a guard page, where any access faults (SIGSEGV). Undone
  * by _brisk_os_commit. false when the kernel refuses (the map count). */

@@ -800,8 +800,7 @@ static void place_slots(brisk_buddy_t *b) {
 
 /* PREFAULT / LOCK: fault in (and lock) a range now, counting the calls. */
 static bool make_resident(brisk_buddy_t *b, void *p, size_t size, unsigned flags) {
-  if (!_brisk_os_prefault(p, size, &b->system_requests)) return false;
-  return (flags & BRISK_REGION_LOCK) == 0 || _brisk_os_lock(p, size, &b->system_requests);
+  return _brisk_os_make_resident(p, size, (flags & BRISK_REGION_LOCK) != 0, &b->system_requests);
 }
 
 static void registry_stats(const brisk_region_entry_t *entry, brisk_region_stats_t *out) {

@@ -964,13 +964,9 @@ brisk_hybrid_t *brisk_hybrid_create(const brisk_hybrid_config_t *config) {
   if ((config->flags & (BRISK_REGION_PREFAULT | BRISK_REGION_LOCK)) != 0) {
     bool lock = (config->flags & BRISK_REGION_LOCK) != 0;
     size_t page = _brisk_os_page_size();
-    size_t self = brisk_align_up(sizeof *h, page);
-    if (!_brisk_os_prefault(h, self, &h->system_requests) ||
-        (lock && !_brisk_os_lock(h, self, &h->system_requests)))
-      goto fail;
-    size_t used = brisk_align_up(h->granules, page);
-    if (h->cached && (!_brisk_os_prefault(codes_of(h), used, &h->system_requests) ||
-                      (lock && !_brisk_os_lock(codes_of(h), used, &h->system_requests))))
+    if (!_brisk_os_make_resident(h, brisk_align_up(sizeof *h, page), lock, &h->system_requests) ||
+        (h->cached && !_brisk_os_make_resident(codes_of(h), brisk_align_up(h->granules, page),
+                                               lock, &h->system_requests)))
       goto fail;
   }
   _brisk_region_register(&h->entry, BRISK_REGION_HYBRID, registry_stats);

@@ -163,8 +163,7 @@ static bool commit_range(brisk_pool_t *pool, uint8_t *p, size_t size) {
   size_t calls = 0;
   bool ok = _brisk_os_commit(p, size, &calls) &&
             (!(pool->flags & (BRISK_REGION_PREFAULT | BRISK_REGION_LOCK)) ||
-             _brisk_os_prefault(p, size, &calls)) &&
-            (!(pool->flags & BRISK_REGION_LOCK) || _brisk_os_lock(p, size, &calls));
+             _brisk_os_make_resident(p, size, (pool->flags & BRISK_REGION_LOCK) != 0, &calls));
   atomic_fetch_add_explicit(&pool->system_requests, calls, memory_order_relaxed);
   return ok;
 }
@@ -682,8 +681,7 @@ brisk_pool_t *_brisk_pool_create(size_t obj_size, size_t align, size_t capacity,
   /* errno 0 to learn whether a refusal below set one. */
   int error = ENOMEM;
   errno = 0;
-  if (pin && (!_brisk_os_prefault(base, header_size, &calls) ||
-              ((flags & BRISK_REGION_LOCK) && !_brisk_os_lock(base, header_size, &calls))))
+  if (pin && !_brisk_os_make_resident(base, header_size, (flags & BRISK_REGION_LOCK) != 0, &calls))
     goto failed;
   atomic_init(&pool->system_requests, calls); /* commit_range adds its own */
   /* A bounded pool commits everything now (faulted in and locked too with
@@ -753,10 +751,9 @@ brisk_pool_t *_brisk_pool_create_in(void *header, void *objects, size_t obj_size
     /* errno 0 to learn whether a refusal set one; put back on success. */
     int saved_errno = errno;
     errno = 0;
-    bool ok = _brisk_os_prefault(header, header_size, &calls) &&
-              _brisk_os_prefault(objects, object_bytes, &calls) &&
-              (!(flags & BRISK_REGION_LOCK) || (_brisk_os_lock(header, header_size, &calls) &&
-                                                _brisk_os_lock(objects, object_bytes, &calls)));
+    bool lock = (flags & BRISK_REGION_LOCK) != 0;
+    bool ok = _brisk_os_make_resident(header, header_size, lock, &calls) &&
+              _brisk_os_make_resident(objects, object_bytes, lock, &calls);
     atomic_init(&pool->system_requests, calls);
     if (!ok) {
       if (errno == 0) errno = ENOMEM;

@@ -132,7 +132,7 @@ uint32_t _brisk_thread_slots_held(void) {
 }
 
 uint32_t _brisk_thread_slots_reclaim(void) {
-  pthread_once(&slot_key_once, slot_key_create);
+  _brisk_thread_slots_init();
   uint32_t freed = 0;
   for (uint32_t w = 0; w < SLOT_WORDS; w++) {
     uint64_t held = atomic_load_explicit(&slot_bitmap[w], memory_order_relaxed);
