@@ -193,10 +193,14 @@ void *brisk_realloc(void *p, size_t size) {
    * and block-start checks of the slow path, in a few instructions. A block
    * is kept when the new size fits and wastes at most half of it. */
   uintptr_t address = (uintptr_t)p;
-  if (BRISK_LIKELY((address & BRISK_SEGMENT_MASK) != 0 && brisk_segment_map_contains(address))) {
+  /* A huge block is told by the segment map, not its header (which a write
+   * before the block can reach): the slow path checks that header. */
+  size_t map_shift = brisk_segment_map_shift(address);
+  if (BRISK_LIKELY((address & BRISK_SEGMENT_MASK) != 0 && map_shift != 0 &&
+                   map_shift != BRISK_HUGE_PAGE_SHIFT)) {
     const brisk_segment_t *segment = brisk_segment_of(address);
     const brisk_page_t *page = brisk_page_of(segment, address);
-    /* 0 for a huge segment's page and for a page serving no class. */
+    /* 0 for a page serving no class. */
     uint8_t info = brisk_load_relaxed(&segment->page_info[brisk_page_index(segment, address)]);
     if (BRISK_LIKELY(info != 0 && !(info & BRISK_PAGE_INFO_ALIGNED))) {
       if (!brisk_page_is_block_start(page, address)) {

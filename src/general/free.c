@@ -282,8 +282,8 @@ void _brisk_fatal_no_block_page(const char *caller, const void *p, bool header_p
 void _brisk_free_not_local(void *p, brisk_segment_t *segment) {
   brisk_heap_t *heap = _brisk_tls_heap;
   if (!heap->is_empty_heap) heap->slow_frees_unfolded++;
-  if (segment->kind == BRISK_KIND_HUGE) {
-    if ((uint8_t *)p != _brisk_huge_block(segment)) {
+  if (brisk_segment_map_huge((uintptr_t)segment)) {
+    if ((uint8_t *)p != _brisk_huge_checked_block("free", p, segment)) {
       brisk_fatal_pointer("free", p, "not the start of a block");
     }
     if (segment->pages[0].used == 0) {
@@ -390,9 +390,9 @@ brisk_segment_t *_brisk_checked_segment(const void *p, const char *caller) {
     /* Only a huge block aligned to a segment or more sits at offset 0; its
      * header is one segment below. */
     uintptr_t header = address - BRISK_SEGMENT_SIZE;
-    if (address >= BRISK_SEGMENT_SIZE && brisk_segment_map_contains(header)) {
+    if (address >= BRISK_SEGMENT_SIZE && brisk_segment_map_huge(header)) {
       brisk_segment_t *segment = (brisk_segment_t *)header;
-      if (segment->kind == BRISK_KIND_HUGE && _brisk_huge_block(segment) == p) {
+      if (_brisk_huge_checked_block(caller, p, segment) == p) {
         if (segment->pages[0].used == 0) {
           brisk_fatal_pointer(caller, p, "block is already free (double free?)");
         }
@@ -403,13 +403,12 @@ brisk_segment_t *_brisk_checked_segment(const void *p, const char *caller) {
   }
   if (!brisk_segment_map_contains(address)) fatal_not_in_a_segment(caller, p);
   brisk_segment_t *segment = brisk_segment_of(address);
-  if (segment->kind == BRISK_KIND_HUGE) {
-    if ((const uint8_t *)p < _brisk_huge_block(segment)) {
-      brisk_fatal_pointer(caller, p, "not allocated by brisk");
-    }
+  if (brisk_segment_map_huge(address)) {
+    const uint8_t *block = _brisk_huge_checked_block(caller, p, segment);
+    if ((const uint8_t *)p < block) brisk_fatal_pointer(caller, p, "not allocated by brisk");
     /* Inside the block: realloc would resize the block as if it started
      * at p, and the usable size would count from p to the block's end. */
-    if ((const uint8_t *)p != _brisk_huge_block(segment)) {
+    if ((const uint8_t *)p != block) {
       brisk_fatal_pointer(caller, p, "not the start of a block");
     }
     if (segment->pages[0].used == 0) {

@@ -39,21 +39,34 @@
 /* Where the block starts in its mapping when it needs no special alignment. */
 #define HUGE_BLOCK_OFFSET ((size_t)1024)
 
-_Static_assert(offsetof(brisk_segment_t, pages) + sizeof(brisk_page_t) <= HUGE_BLOCK_OFFSET,
-               "the huge header must fit before the block");
+_Static_assert(offsetof(brisk_segment_t, pages) + sizeof(brisk_page_t) + sizeof(uint64_t) <=
+                   HUGE_BLOCK_OFFSET,
+               "the huge header and the word in front of the block fit before the block");
 
 /* The guard page at the end of each huge mapping, secure build only. */
 #define HUGE_GUARD brisk_secure_guard_size()
 /* Room for the secure build's canary after the requested size. */
 #define HUGE_CANARY (BRISK_SECURE ? sizeof(uint64_t) : (size_t)0)
 
+/* The word right before every huge block, in both builds: a write running
+ * back from the block towards its header (an underflow) changes it before
+ * it reaches anything the header holds, so a free, realloc or
+ * malloc_usable_size that finds it changed trusts nothing in the header
+ * (_brisk_huge_checked_block). Keyed with the secure build's secret (the
+ * release build's is the block's address). */
+static uint64_t huge_front_word(const uint8_t *block) {
+  return brisk_secure_canary(brisk_block_secret(block)) ^ 0x9E3779B97F4A7C15ull;
+}
+
 /* The secure build's huge block: its requested size kept in the header and
  * a canary (brisk_secure_canary of the block's secret) right after that
  * size, so that an overflow of even one byte is caught at free, realloc and
  * malloc_usable_size (_brisk_huge_requested_size). */
 static void huge_stamp(brisk_segment_t *segment, size_t size) {
-  if (!BRISK_SECURE) return;
   uint8_t *block = _brisk_huge_block(segment);
+  uint64_t front = huge_front_word(block);
+  __builtin_memcpy(block - sizeof front, &front, sizeof front);
+  if (!BRISK_SECURE) return;
   segment->huge_requested = size;
   uint64_t canary = brisk_secure_canary(brisk_block_secret(block));
   __builtin_memcpy(block + size, &canary, sizeof canary);
@@ -119,6 +132,25 @@ static brisk_segment_t *huge_reserve(size_t mapped_size, size_t block_align) {
 
 uint8_t *_brisk_huge_block(const brisk_segment_t *segment) {
   return brisk_page_start(&segment->pages[0]);
+}
+
+uint8_t *_brisk_huge_checked_block(const char *caller, const void *p, const brisk_segment_t *segment) {
+  /* The header's fields in the order an underflow reaches them: the block's
+   * place (in the page descriptor, the header's last bytes) must lie in the
+   * mapping before the word in front of the block is read; the kind and
+   * size (its first bytes) are reached last. */
+  size_t offset = (uint32_t)(segment->pages[0].start_low - (uint32_t)(uintptr_t)segment);
+  bool placed = segment->kind == BRISK_KIND_HUGE && segment->page_shift == BRISK_HUGE_PAGE_SHIFT &&
+                offset >= HUGE_BLOCK_OFFSET && offset < segment->mapped_size;
+  uint8_t *block = (uint8_t *)segment + offset;
+  uint64_t front = 0;
+  if (placed) __builtin_memcpy(&front, block - sizeof front, sizeof front);
+  if (!placed || front != huge_front_word(block)) {
+    _brisk_os_fatal_pointer(caller, p,
+                            "heap corruption: a huge block's header was overwritten (a write "
+                            "before the block?)");
+  }
+  return block;
 }
 
 /* The last huge blocks whose mappings went back to the system after their

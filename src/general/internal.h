@@ -652,6 +652,17 @@ BRISK_HIDDEN void *_brisk_huge_realloc(brisk_segment_t *segment, void *p, size_t
 BRISK_HIDDEN void _brisk_huge_cache_trim(brisk_heap_t *heap, uint64_t now_ms, uint64_t max_age_ms);
 BRISK_HIDDEN void _brisk_huge_cache_trim_to(brisk_heap_t *heap, size_t max_bytes);
 BRISK_HIDDEN uint8_t *_brisk_huge_block(const brisk_segment_t *segment);
+/* The huge block of segment, which the segment map marks huge, after checks
+ * that its header still describes it (the word in front of the block, the
+ * kind and the block's place): "heap corruption: a huge block's header was
+ * overwritten", naming p, and abort otherwise. */
+BRISK_HIDDEN uint8_t *_brisk_huge_checked_block(const char *caller, const void *p,
+                                                const brisk_segment_t *segment);
+/* Whether the segment map marks the segment holding address huge: the map,
+ * not the segment's header, which a write before a huge block can reach. */
+BRISK_INLINE bool brisk_segment_map_huge(uintptr_t address) {
+  return brisk_segment_map_shift(address) == BRISK_HUGE_PAGE_SHIFT;
+}
 /* Whether p is one of the last huge blocks freed whose mapping went back to
  * the system (for the message of an abort: a double free). */
 BRISK_HIDDEN bool _brisk_huge_was_unmapped(const void *p);

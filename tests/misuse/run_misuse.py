@@ -207,6 +207,12 @@ TABLE = {
     # last byte of the block before.
     "underflow_1":              (rf"free\({ADDR}\): .*header was overwritten",
                                  {"release": UNCAUGHT}),
+    # Before a huge block: the word in front of it, then its mapping's
+    # header. Both builds check that word before they read the header.
+    "underflow_huge_1":         (rf"free\({ADDR}\): heap corruption: a huge block's header was overwritten",
+                                 {"release": CAUGHT}),
+    "underflow_huge_header":    (rf"realloc\({ADDR}\): heap corruption: a huge block's header was overwritten",
+                                 {"release": CAUGHT}),
     # The block freed by another thread: the secure build checks its canary
     # when it comes back to its owner, before it can be handed out again.
     "overflow_1_small_other_thread": (rf"free\({ADDR}\): .*overflow",
