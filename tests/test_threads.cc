@@ -552,8 +552,11 @@ TEST(BriskThreads, AConsumerAtTheEndOfAPipelineGetsItsBatchesBack) {
 // consumer's batches, emptied on their behalf as it frees their blocks,
 // must go back to it.
 TEST(BriskThreads, AConsumerOfExitedProducersGetsItsBatchesBack) {
+  // Two batches' worth of blocks per producer: the consumer may adopt a heap
+  // an earlier test left with part of its batches held elsewhere (the
+  // pipeline's consumer had 720 of 1744; under load this one got 971).
   constexpr int kProducers = 256;
-  constexpr size_t kBlocksEach = 4 * 64, kSize = 32;
+  constexpr size_t kBlocksEach = 2 * 64, kSize = 32;
   std::vector<std::vector<void *>> blocks(kProducers, std::vector<void *>(kBlocksEach));
   std::vector<std::vector<void *>> sink_blocks(kProducers, std::vector<void *>(kBlocksEach));
   Turns turns;
@@ -591,7 +594,7 @@ TEST(BriskThreads, AConsumerOfExitedProducersGetsItsBatchesBack) {
   turns.count(sink_done);
   sink.join();
   std::printf("the consumer's batches: %zu before, %zu after\n", before, after);
-  ASSERT_GE(before, size_t(kProducers * 4)) << "too few batches to hand out";
+  ASSERT_GE(before, size_t(kProducers * 2)) << "too few batches to hand out";
   EXPECT_GE(after + 16, before) << "the exited producers' heaps kept its batches";
 }
 
