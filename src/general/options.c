@@ -86,15 +86,41 @@ static bool parse_number(const char *text, uint64_t min, uint64_t max, uint64_t 
   return true;
 }
 
+const char *_brisk_options_quote(char *out, size_t capacity, const char *text) {
+  static const char hex[] = "0123456789abcdef";
+  size_t length = 0, i = 0;
+  for (; text[i] != '\0' && i < 200; i++) {
+    unsigned char c = (unsigned char)text[i];
+    if (length + 5 > capacity) break;
+    if (c >= 0x20 && c < 0x7f && c != '\\') {
+      out[length++] = (char)c;
+    } else {
+      out[length++] = '\\';
+      out[length++] = 'x';
+      out[length++] = hex[c >> 4];
+      out[length++] = hex[c & 15];
+    }
+  }
+  if (text[i] != '\0' && length + 4 <= capacity) {
+    memcpy(out + length, "...", 3);
+    length += 3;
+  }
+  out[length] = '\0';
+  return out;
+}
+
 static void warn_bad_value(const option_t *option, const char *text) {
-  char message[512];
+  char message[BRISK_QUOTE_CAPACITY + 256];
+  char quoted[BRISK_QUOTE_CAPACITY];
+  _brisk_options_quote(quoted, sizeof quoted, text);
   if (option->type == OPTION_BOOL) {
-    snprintf(message, sizeof message, "brisk: %s=%.200s is not 0 or 1; using the default\n",
-             option->name, text);
+    snprintf(message, sizeof message, "brisk: %s=%s is not 0 or 1; using the default\n",
+             option->name, quoted);
   } else {
     snprintf(message, sizeof message,
-             "brisk: %s=%.200s is not a whole number from %llu to %llu; using the default\n",
-             option->name, text, (unsigned long long)option->min, (unsigned long long)option->max);
+             "brisk: %s=%s is not a whole number from %llu to %llu; using the default\n",
+             option->name, quoted, (unsigned long long)option->min,
+             (unsigned long long)option->max);
   }
   _brisk_os_write_warning(message);
 }
@@ -111,7 +137,9 @@ static void print_option(const option_t *option) {
       break;
     case OPTION_PATH: {
       const char *path = *(const char **)option->field;
-      snprintf(value, sizeof value, "%.60s", path != NULL ? path : "(none)");
+      char quoted[BRISK_QUOTE_CAPACITY];
+      if (path != NULL) _brisk_options_quote(quoted, sizeof quoted, path);
+      snprintf(value, sizeof value, "%.60s", path != NULL ? quoted : "(none)");
       break;
     }
   }

@@ -31,4 +31,11 @@ extern BRISK_HIDDEN brisk_options_t _brisk_options;
  * the OS layer's mapping cache its limits. */
 BRISK_HIDDEN void _brisk_options_init(void);
 
+/* text as a warning may print it: at most 200 of its characters, each byte
+ * outside printable ASCII as \xNN (a newline would start a line of its own,
+ * one that could pass for brisk's), "..." after a cut. Returns out. */
+BRISK_HIDDEN const char *_brisk_options_quote(char *out, size_t capacity, const char *text);
+/* Room _brisk_options_quote needs for any text. */
+#define BRISK_QUOTE_CAPACITY (200 * 4 + 4)
+
 #endif /* BRISK_GENERAL_OPTIONS_H */

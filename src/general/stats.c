@@ -610,14 +610,29 @@ static void format_table(text_t *t, const brisk_stats_t *s) {
 /* The snapshot and a text buffer are large: kept off small thread stacks. */
 enum { TEXT_CAPACITY = 24 * 1024 };
 
-static void write_all(int fd, const char *bytes, size_t length) {
+/* The text of an errno value for a warning from the writer thread, which
+ * must not allocate: glibc's strerror translates through gettext, which
+ * may; strerrordesc_np returns its fixed English text. */
+static const char *error_text(int error) {
+#if defined(__GLIBC__) && (__GLIBC__ > 2 || (__GLIBC__ == 2 && __GLIBC_MINOR__ >= 32))
+  const char *text = strerrordesc_np(error);
+  return text != NULL ? text : "unknown error";
+#else
+  return strerror(error);
+#endif
+}
+
+/* 0 when every byte went, else the error that stopped the write. */
+static int write_all(int fd, const char *bytes, size_t length) {
   while (length > 0) {
     ssize_t n = write(fd, bytes, length);
     if (n < 0 && errno == EINTR) continue;
-    if (n <= 0) return;
+    if (n < 0) return errno;
+    if (n == 0) return EIO;
     bytes += n;
     length -= (size_t)n;
   }
+  return 0;
 }
 
 typedef enum text_form_e { FORM_TABLE, FORM_JSON, FORM_JSON_LINE } text_form_t;
@@ -629,8 +644,9 @@ static pthread_mutex_t text_lock = PTHREAD_MUTEX_INITIALIZER;
 
 /* A snapshot in `form`, to `file` (through stdio) or, with file NULL, to
  * the descriptor fd with write(2): nothing allocated on that way. The JSON
- * line of the statistics file leaves out the size classes. */
-static void print_snapshot(text_form_t form, FILE *file, int fd) {
+ * line of the statistics file leaves out the size classes. 0, or the error
+ * that stopped write(2). */
+static int print_snapshot(text_form_t form, FILE *file, int fd) {
   static brisk_stats_t s;
   static char buffer[TEXT_CAPACITY];
   pthread_mutex_lock(&text_lock);
@@ -638,18 +654,20 @@ static void print_snapshot(text_form_t form, FILE *file, int fd) {
   text_t t = {buffer, sizeof buffer, 0};
   if (form == FORM_TABLE) format_table(&t, &s);
   else format_json(&t, &s, form == FORM_JSON);
+  int error = 0;
   if (file != NULL) {
     fwrite(buffer, 1, t.length, file);
     fflush(file);
   } else {
-    write_all(fd, buffer, t.length);
+    error = write_all(fd, buffer, t.length);
   }
   pthread_mutex_unlock(&text_lock);
+  return error;
 }
 
-void brisk_stats_print(FILE *out) { print_snapshot(FORM_TABLE, out, -1); }
+void brisk_stats_print(FILE *out) { (void)print_snapshot(FORM_TABLE, out, -1); }
 
-void brisk_stats_json(FILE *out) { print_snapshot(FORM_JSON, out, -1); }
+void brisk_stats_json(FILE *out) { (void)print_snapshot(FORM_JSON, out, -1); }
 
 /* ---- BRISK_STATS_FILE: the interval writer ----
  * A thread that sleeps on a condition variable (so exit can wake it), takes
@@ -677,8 +695,9 @@ static int writer_status_fd = -1; /* /proc/self/stat: is the writer alone? */
 static brisk_os_file_id_t writer_status_file;
 
 /* The writer thread's lines, and the last one at exit (after the thread is
- * joined), to the file while writer_fd still refers to it; once not, no
- * more lines, and one warning. */
+ * joined), to the file while writer_fd still refers to it and takes what
+ * is written; once not, no more lines, and one warning (a line cut short
+ * by a full disk is not followed by whole ones). */
 static void write_line(void) {
   if (writer_file_lost) return;
   if (!_brisk_os_file_is(writer_fd, &writer_file)) {
@@ -687,7 +706,16 @@ static void write_line(void) {
                             "no more statistics lines\n");
     return;
   }
-  print_snapshot(FORM_JSON_LINE, NULL, writer_fd);
+  int error = print_snapshot(FORM_JSON_LINE, NULL, writer_fd);
+  if (error != 0) {
+    writer_file_lost = true;
+    char message[BRISK_QUOTE_CAPACITY + 256];
+    char quoted[BRISK_QUOTE_CAPACITY];
+    snprintf(message, sizeof message, "brisk: BRISK_STATS_FILE=%s: %s; no more statistics lines\n",
+             _brisk_options_quote(quoted, sizeof quoted, _brisk_options.stats_file),
+             error_text(error));
+    _brisk_os_write_warning(message);
+  }
 }
 
 /* This process's /proc/self/stat, in writer_status_fd. The one there before
@@ -803,7 +831,7 @@ static void stats_at_exit(void) {
   }
   /* Not into a file of the program's that took descriptor 2 (os.h). */
   if (_brisk_options.stats && _brisk_os_stderr_is_ours()) {
-    print_snapshot(FORM_TABLE, NULL, STDERR_FILENO);
+    (void)print_snapshot(FORM_TABLE, NULL, STDERR_FILENO);
   }
 }
 
@@ -812,9 +840,12 @@ void _brisk_stats_start(void) {
   if (_brisk_options.stats_file != NULL) {
     writer_fd = open(_brisk_options.stats_file, O_WRONLY | O_APPEND | O_CREAT | O_CLOEXEC, 0644);
     if (writer_fd < 0) {
-      char message[512];
-      snprintf(message, sizeof message, "brisk: BRISK_STATS_FILE=%.400s: %s; no statistics file\n",
-               _brisk_options.stats_file, strerror(errno));
+      int error = errno;
+      char message[BRISK_QUOTE_CAPACITY + 256];
+      char quoted[BRISK_QUOTE_CAPACITY];
+      snprintf(message, sizeof message, "brisk: BRISK_STATS_FILE=%s: %s; no statistics file\n",
+               _brisk_options_quote(quoted, sizeof quoted, _brisk_options.stats_file),
+               error_text(error));
       _brisk_os_write_warning(message);
     } else {
       _brisk_os_file_id(writer_fd, &writer_file);

@@ -20,9 +20,13 @@ Then PROGRAM close-stderr, with BRISK_STATS=1 too: the same, but the program
 closes its stderr as well and its own file gets descriptor 2: brisk writes
 neither that warning nor the table at exit into it.
 
-Last, every option set to the empty string is one not set: with
+Then every option set to the empty string is one not set: with
 BRISK_VERBOSE=1, brisk prints the same options in effect (the defaults) and
-nothing else; with BRISK_VERBOSE empty too, nothing at all."""
+nothing else; with BRISK_VERBOSE empty too, nothing at all.
+
+Last, BRISK_STATS_FILE=/dev/full (every write fails): one warning that names
+the error, and the program runs on; and a bad value holding a newline is
+printed with it as \\x0a, on one line."""
 import json
 import os
 import re
@@ -74,6 +78,38 @@ def check_closed_stderr(lib, program, scratch):
             text = f.read()
         if text != f"{name}: parent\n{name}: child\n":
             fail(f"close-stderr: {name}.txt holds {text[:300]!r}")
+
+
+def check_full_disk(lib, program):
+    """Every write fails (ENOSPC): the lines stop, with one line that says
+    why (the forked child's writer may say it too), and the program runs on."""
+    if not os.path.exists("/dev/full"):
+        fail("no /dev/full on this machine")
+    env = dict(os.environ, LD_PRELOAD=lib, BRISK_STATS_FILE="/dev/full",
+               BRISK_STATS_INTERVAL_MS="10")
+    env.pop("BRISK_STATS", None)
+    run = subprocess.run([program], env=env, capture_output=True, text=True, timeout=60)
+    if run.returncode != 0:
+        fail(f"full disk: program exited {run.returncode}: {run.stdout} {run.stderr}")
+    stopped = "brisk: BRISK_STATS_FILE=/dev/full: No space left on device; " \
+              "no more statistics lines"
+    lines = [line for line in run.stderr.splitlines() if not STARTUP_LINE.match(line) or
+             line == stopped]
+    if not 1 <= lines.count(stopped) <= 2 or len(lines) != lines.count(stopped):
+        fail(f"full disk: expected the warning once in a process, stderr: {run.stderr!r}")
+
+
+def check_quoted_values(lib, program):
+    """A newline in a bad value is printed as \\x0a: the value cannot forge a
+    line of brisk's of its own."""
+    env = dict(os.environ, LD_PRELOAD=lib, BRISK_PURGE_DELAY_MS="12\nbrisk: forged")
+    env.pop("BRISK_STATS", None)
+    env.pop("BRISK_STATS_FILE", None)
+    run = subprocess.run([program], env=env, capture_output=True, text=True, timeout=60)
+    want = "brisk: BRISK_PURGE_DELAY_MS=12\\x0abrisk: forged is not a whole number from 0 " \
+           "to 3600000; using the default"
+    if run.returncode != 0 or run.stderr.splitlines() != [want]:
+        fail(f"quoted value: exit {run.returncode}, stderr {run.stderr!r}, not [{want!r}]")
 
 
 def check_empty_values(lib, program):
@@ -153,9 +189,12 @@ def main():
         check_closed_descriptors(lib, program, scratch)
         check_closed_stderr(lib, program, scratch)
         check_empty_values(lib, program)
+        check_full_disk(lib, program)
+        check_quoted_values(lib, program)
         print(f"ok: {len(mine)} parent lines, {len(lines[child])} child lines, table and "
               f"warning on stderr, plot drawn; no line in a program's own files, its stderr's "
-              f"number included")
+              f"number included; a full disk stops the lines with one warning; a bad value "
+              f"printed quoted")
 
 
 main()
