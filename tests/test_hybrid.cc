@@ -28,6 +28,7 @@ using brisk_test::fill_pattern;
 using brisk_test::find_pattern_mismatch;
 using brisk_test::Rng;
 using brisk_test::scaled;
+using brisk_test::Turns;
 
 namespace {
 
@@ -433,6 +434,47 @@ TEST(Hybrid, SectionCountsStayExactThroughTheCaches) {
   for (size_t s = 0; s < 4; s++) all += expected[s] + theirs[s];
   EXPECT_EQ(totals.allocations, all);
   brisk_hybrid_free(h.get(), p);
+}
+
+// A region's high_water never reads more than its bytes, and no less than
+// the peak one thread filled it to. 40 threads each free one block of the
+// full region and stay alive (their frees wait in their own batched counts
+// of bytes in use), then the main thread fills it again: its allocations
+// saw those frees' blocks as still in use, and read the region 40 blocks
+// over its bytes (5.5 MB for 4 MiB) before the read was clamped.
+TEST(HybridThreads, RegionHighWaterNeverReadsMoreThanItsBytes) {
+  brisk_hybrid_config_t c{};
+  c.region_sizes[0] = size_t(4) << 20;  // one region, no buckets, no caches
+  HybridPtr h(brisk_hybrid_create(&c));
+  ASSERT_NE(h, nullptr);
+  constexpr size_t kBlock = 32768;
+  std::vector<void *> blocks;
+  while (void *p = brisk_hybrid_alloc(h.get(), kBlock, 0)) blocks.push_back(p);
+  ASSERT_EQ(blocks.size(), (size_t(4) << 20) / kBlock);
+  constexpr int kThreads = 40;
+  Turns turns;
+  int freed = 0, refilled = 0;
+  std::vector<std::thread> freers;
+  for (int i = 0; i < kThreads; i++) {
+    freers.emplace_back([&, i] {
+      brisk_hybrid_free(h.get(), blocks[i]);
+      turns.count(freed);
+      turns.wait_for([&] { return refilled == 1; });  // alive: its count not flushed
+    });
+  }
+  turns.wait_for([&] { return freed == kThreads; });
+  for (int i = 0; i < kThreads; i++) {
+    blocks[i] = brisk_hybrid_alloc(h.get(), kBlock, 0);
+    ASSERT_NE(blocks[i], nullptr);
+  }
+  auto stats = stats_of(h.get());
+  turns.count(refilled);
+  for (auto &t : freers) t.join();
+  ASSERT_EQ(stats.size(), 1u);
+  EXPECT_EQ(stats[0].bytes_reserved, size_t(4) << 20);
+  EXPECT_GE(stats[0].high_water, size_t(4) << 20);
+  EXPECT_LE(stats[0].high_water, stats[0].bytes_reserved);
+  for (void *p : blocks) brisk_hybrid_free(h.get(), p);
 }
 
 // The library's exported brisk_hybrid_alloc and brisk_hybrid_free (what a

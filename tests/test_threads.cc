@@ -35,6 +35,7 @@ using brisk_test::kMiB;
 using brisk_test::kSanitized;
 using brisk_test::pattern_intact;
 using brisk_test::scaled;
+using brisk_test::Turns;
 
 namespace {
 
@@ -441,26 +442,6 @@ TEST(BriskThreads, RemoteFreesGoHomeWhileTheOwnerLoopsOnItsOwnLargerBlocks) {
 // worth of a sink thread's blocks first, which the sink drains last.
 // Returns what the consumer can still take after each round; before the
 // first, *before.
-// What the threads of the batch tests below wait on: counters they change
-// under one mutex, each change waking every waiter.
-struct Turns {
-  std::mutex mutex;
-  std::condition_variable changed;
-  void wait_for(const std::function<bool()> &done) {
-    std::unique_lock<std::mutex> lock(mutex);
-    changed.wait(lock, done);
-  }
-  void set(int &variable, int value) {
-    std::lock_guard<std::mutex> lock(mutex);
-    variable = value;
-    changed.notify_all();
-  }
-  void count(int &counter) {
-    std::lock_guard<std::mutex> lock(mutex);
-    counter++;
-    changed.notify_all();
-  }
-};
 
 std::vector<size_t> consumer_batches_per_round(bool pipeline, int rounds, size_t *before) {
   constexpr int kProducers = 256;

@@ -12,6 +12,9 @@
 #include <cstring>
 
 #include <atomic>
+#include <condition_variable>
+#include <functional>
+#include <mutex>
 #include <string>
 #include <thread>
 
@@ -310,6 +313,27 @@ inline std::string stats_writer_running() {
     const std::string brisk_skip_reason = (reason);                    \
     if (!brisk_skip_reason.empty()) GTEST_SKIP() << brisk_skip_reason; \
   } while (0)
+
+// What the threads of a test wait on: counters they change under one
+// mutex, each change waking every waiter.
+struct Turns {
+  std::mutex mutex;
+  std::condition_variable changed;
+  void wait_for(const std::function<bool()> &done) {
+    std::unique_lock<std::mutex> lock(mutex);
+    changed.wait(lock, done);
+  }
+  void set(int &variable, int value) {
+    std::lock_guard<std::mutex> lock(mutex);
+    variable = value;
+    changed.notify_all();
+  }
+  void count(int &counter) {
+    std::lock_guard<std::mutex> lock(mutex);
+    counter++;
+    changed.notify_all();
+  }
+};
 
 }  // namespace brisk_test
 
