@@ -22,12 +22,20 @@
 #ifndef BRISK_OVERRIDE_CXX_RUNTIME_H
 #define BRISK_OVERRIDE_CXX_RUNTIME_H
 
+/* A weak reference the dynamic linker found null stays null: a C program
+ * that preloads brisk and later dlopens C++ code (a plugin host, Python's
+ * ctypes) loads libstdc++ after it. BRISK_CXX_RUNTIME_FUNCTION(fn, "name")
+ * is then the function looked up by its mangled name at the call
+ * (_brisk_cxx_late_symbol, new_delete.cc), or null where no libstdc++ is
+ * loaded at all. Only failure paths call them. */
 #if BRISK_CXX_RUNTIME_WEAK
-#define BRISK_CXX_RUNTIME              __attribute__((weak))
-#define BRISK_CXX_RUNTIME_PRESENT(fn) (&(fn) != nullptr)
+#define BRISK_CXX_RUNTIME __attribute__((weak))
+#define BRISK_CXX_RUNTIME_FUNCTION(fn, name) \
+  (&(fn) != nullptr ? &(fn) : reinterpret_cast<decltype(&(fn))>(_brisk_cxx_late_symbol(name)))
+extern "C" __attribute__((visibility("hidden"))) void *_brisk_cxx_late_symbol(const char *name);
 #else
 #define BRISK_CXX_RUNTIME
-#define BRISK_CXX_RUNTIME_PRESENT(fn) true
+#define BRISK_CXX_RUNTIME_FUNCTION(fn, name) (&(fn))
 #endif
 
 #define BRISK_OPERATOR __attribute__((visibility("default"), weak))

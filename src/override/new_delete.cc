@@ -22,6 +22,7 @@
  * reached.
  */
 #include <brisk/malloc.h>
+#include <dlfcn.h>
 
 #include <cstddef>
 #include <cstdlib>
@@ -38,12 +39,37 @@ new_handler get_new_handler() noexcept BRISK_CXX_RUNTIME;
 [[noreturn]] void __throw_bad_alloc() BRISK_CXX_RUNTIME;
 }  // namespace std
 
+#if BRISK_CXX_RUNTIME_WEAK
+/* The global scope first (a program linked with libstdc++, or a library
+ * opened RTLD_GLOBAL), then libstdc++.so.6 wherever it was loaded: a
+ * library opened RTLD_LOCAL (ctypes' default) brings it in outside the
+ * global scope. RTLD_NOLOAD loads nothing; the reference it takes is
+ * dropped at once, and the library stays with the objects that loaded it,
+ * the caller among them. */
+extern "C" void *_brisk_cxx_late_symbol(const char *name) {
+  void *symbol = dlsym(RTLD_DEFAULT, name);
+  if (symbol != nullptr) return symbol;
+  void *library = dlopen("libstdc++.so.6", RTLD_LAZY | RTLD_NOLOAD);
+  if (library == nullptr) return nullptr;
+  symbol = dlsym(library, name);
+  dlclose(library);
+  return symbol;
+}
+#endif
+
 namespace {
 
 /* std::bad_alloc from the throwing forms. */
 [[noreturn]] void throw_bad_alloc() {
-  if (BRISK_CXX_RUNTIME_PRESENT(std::__throw_bad_alloc)) std::__throw_bad_alloc();
-  abort(); /* operator new without a C++ runtime: cannot happen in practice */
+  auto throw_it = BRISK_CXX_RUNTIME_FUNCTION(std::__throw_bad_alloc, "_ZSt17__throw_bad_allocv");
+  if (throw_it != nullptr) throw_it();
+  abort(); /* operator new called with no C++ runtime in the process */
+}
+
+/* The installed new-handler, or null. */
+std::new_handler installed_new_handler() {
+  auto get = BRISK_CXX_RUNTIME_FUNCTION(std::get_new_handler, "_ZSt15get_new_handlerv");
+  return get != nullptr ? get() : nullptr;
 }
 
 /* alignment is 1 for the forms without one. A block of 8 bytes or less is
@@ -58,8 +84,7 @@ void *allocate(size_t size, size_t alignment) {
  * another try, until one succeeds; with no handler, std::bad_alloc. */
 void *allocate_after_failure(size_t size, size_t alignment) {
   for (;;) {
-    std::new_handler handler =
-        BRISK_CXX_RUNTIME_PRESENT(std::get_new_handler) ? std::get_new_handler() : nullptr;
+    std::new_handler handler = installed_new_handler();
     if (handler == nullptr) throw_bad_alloc();
     handler(); /* frees memory and returns (try again), throws, or ends the program */
     void *p = allocate(size, alignment);
@@ -71,6 +96,22 @@ void *allocate_after_failure(size_t size, size_t alignment) {
 
 extern "C" __attribute__((visibility("hidden"))) void *_brisk_operator_new_failed(size_t size) {
   return allocate_after_failure(size, 1);
+}
+
+/* The nothrow forms where no catch can work (new_nothrow.cc): the block, or
+ * after a failure the new-handler and another try until one succeeds;
+ * nullptr with no handler, and for an alignment that is not a power of
+ * two. */
+extern "C" __attribute__((visibility("hidden"))) void *_brisk_operator_new_nothrow(size_t size,
+                                                                                   size_t alignment) {
+  if (alignment == 0 || (alignment & (alignment - 1)) != 0) return nullptr;
+  for (;;) {
+    void *p = allocate(size, alignment);
+    if (p != nullptr) return p;
+    std::new_handler handler = installed_new_handler();
+    if (handler == nullptr) return nullptr;
+    handler();
+  }
 }
 
 /* The basic forms but the two in new_delete_inline.c. */

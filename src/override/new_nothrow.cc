@@ -11,19 +11,31 @@
 
 #include "override/cxx_runtime.h"
 
+extern "C" __attribute__((visibility("hidden"))) void *_brisk_operator_new_nothrow(
+    std::size_t size, std::size_t alignment);
+
 #if BRISK_CXX_RUNTIME_WEAK
-/* The C++ runtime functions a catch needs, weak (cxx_runtime.h): C
- * programs never run this code. The personality routine is referenced from
- * the unwind tables the compiler emits, not from code, so only an
- * assembler directive makes that reference weak. */
+/* The C++ runtime functions a catch needs, weak (cxx_runtime.h). The
+ * personality routine is referenced from the unwind tables the compiler
+ * emits, through a word the dynamic linker fills in when brisk is loaded:
+ * null there (libstdc++ loaded later, by a library a C program opened), no
+ * catch of this file works, and each form below makes the throwing form's
+ * calls itself without throwing (_brisk_operator_new_nothrow, new_delete.cc;
+ * a replacement of the throwing form such a library brings is not
+ * called). Only an assembler directive makes that reference weak. */
 __asm__(".weak __gxx_personality_v0");
 extern "C" {
 void *__cxa_begin_catch(void *) throw() __attribute__((weak));
 void __cxa_end_catch() __attribute__((weak));
+void __gxx_personality_v0() __attribute__((weak));
 }
+#define BRISK_CATCH_WORKS (&__gxx_personality_v0 != nullptr)
+#else
+#define BRISK_CATCH_WORKS true
 #endif
 
 BRISK_OPERATOR void *operator new(std::size_t size, const std::nothrow_t &) noexcept {
+  if (!BRISK_CATCH_WORKS) return _brisk_operator_new_nothrow(size, 1);
   try {
     return ::operator new(size);
   } catch (...) {
@@ -31,6 +43,7 @@ BRISK_OPERATOR void *operator new(std::size_t size, const std::nothrow_t &) noex
   }
 }
 BRISK_OPERATOR void *operator new[](std::size_t size, const std::nothrow_t &) noexcept {
+  if (!BRISK_CATCH_WORKS) return _brisk_operator_new_nothrow(size, 1);
   try {
     return ::operator new[](size);
   } catch (...) {
@@ -39,6 +52,7 @@ BRISK_OPERATOR void *operator new[](std::size_t size, const std::nothrow_t &) no
 }
 BRISK_OPERATOR void *operator new(std::size_t size, std::align_val_t alignment,
                                   const std::nothrow_t &) noexcept {
+  if (!BRISK_CATCH_WORKS) return _brisk_operator_new_nothrow(size, static_cast<std::size_t>(alignment));
   try {
     return ::operator new(size, alignment);
   } catch (...) {
@@ -47,6 +61,7 @@ BRISK_OPERATOR void *operator new(std::size_t size, std::align_val_t alignment,
 }
 BRISK_OPERATOR void *operator new[](std::size_t size, std::align_val_t alignment,
                                     const std::nothrow_t &) noexcept {
+  if (!BRISK_CATCH_WORKS) return _brisk_operator_new_nothrow(size, static_cast<std::size_t>(alignment));
   try {
     return ::operator new[](size, alignment);
   } catch (...) {
