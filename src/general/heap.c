@@ -61,6 +61,33 @@ static pthread_mutex_t heaps_lock = PTHREAD_MUTEX_INITIALIZER;
 static brisk_heap_t *abandoned_heaps;
 static brisk_heap_t *all_heaps;
 static pthread_once_t process_once = PTHREAD_ONCE_INIT;
+
+/* The thread inside fork() from the end of fork_prepare to the start of
+ * fork_parent or fork_child, which holds heaps_lock and every heap's
+ * drain_lock and memory_lock then; 0 otherwise. pthread_atfork runs the
+ * prepare handler of a library that registered before brisk (its
+ * constructor ran first) after ours, and its parent and child handlers
+ * before ours: one that allocates must not wait for the locks its own
+ * thread holds. For that thread they count as taken (no other thread can
+ * be in what they guard), so its calls take and release none of them.
+ * Relaxed: a thread only ever finds its own id here if it wrote it. */
+static _Atomic(uintptr_t) forking_thread;
+
+static bool in_fork_handlers(void) {
+  return brisk_load_relaxed(&forking_thread) == brisk_thread_id();
+}
+
+static void heaps_lock_take(void) {
+  if (!in_fork_handlers()) pthread_mutex_lock(&heaps_lock);
+}
+
+static bool heaps_lock_try(void) {
+  return in_fork_handlers() || pthread_mutex_trylock(&heaps_lock) == 0;
+}
+
+static void heaps_lock_give(void) {
+  if (!in_fork_handlers()) pthread_mutex_unlock(&heaps_lock);
+}
 static pthread_key_t heap_key;
 
 /* ---- the remote queue ---- */
@@ -274,6 +301,7 @@ size_t _brisk_heap_drain_remote(brisk_heap_t *heap) {
 }
 
 void _brisk_heap_lock_memory(brisk_heap_t *heap) {
+  if (in_fork_handlers()) return;
   /* acquire/release: whoever takes the lock next sees the lists as the
    * holder left them. Held for short work (a page, a purge, a cache entry),
    * so a waiter yields rather than sleeps. */
@@ -283,6 +311,7 @@ void _brisk_heap_lock_memory(brisk_heap_t *heap) {
 }
 
 bool _brisk_heap_try_lock_memory(brisk_heap_t *heap, uint64_t patience_ms) {
+  if (in_fork_handlers()) return true;
   uint64_t deadline = 0;
   while (atomic_exchange_explicit(&heap->memory_lock, true, memory_order_acquire)) {
     uint64_t now = _brisk_os_now_ms();
@@ -294,10 +323,12 @@ bool _brisk_heap_try_lock_memory(brisk_heap_t *heap, uint64_t patience_ms) {
 }
 
 void _brisk_heap_unlock_memory(brisk_heap_t *heap) {
+  if (in_fork_handlers()) return;
   atomic_store_explicit(&heap->memory_lock, false, memory_order_release);
 }
 
 static bool drain_lock_try(brisk_heap_t *heap) {
+  if (in_fork_handlers()) return true;
   bool expected = false;
   /* Acquire would do for the heap's contents (everything the previous
    * holder did is visible); seq_cst for drain_abandoned's handshake. */
@@ -306,6 +337,7 @@ static bool drain_lock_try(brisk_heap_t *heap) {
 }
 
 static void drain_lock_release(brisk_heap_t *heap) {
+  if (in_fork_handlers()) return;
   atomic_store_explicit(&heap->drain_lock, false, memory_order_seq_cst);
 }
 
@@ -421,8 +453,8 @@ static size_t tidy_stale_abandoned(uint64_t now, bool wait) {
   brisk_heap_t *stale[MAX_PER_PASS];
   size_t count = 0;
   if (wait) {
-    pthread_mutex_lock(&heaps_lock);
-  } else if (pthread_mutex_trylock(&heaps_lock) != 0) {
+    heaps_lock_take();
+  } else if (!heaps_lock_try()) {
     /* The pass is still due: the next call makes it. */
     atomic_store_explicit(&next_tidy_pass_ms, due, memory_order_relaxed);
     return 0;
@@ -446,7 +478,7 @@ static size_t tidy_stale_abandoned(uint64_t now, bool wait) {
     }
     stale[count++] = heap;
   }
-  pthread_mutex_unlock(&heaps_lock);
+  heaps_lock_give();
   for (size_t i = 0; i < count; i++) {
     heap_tidy(stale[i], true);
     atomic_fetch_sub_explicit(&untidied_abandoned, 1, memory_order_relaxed);
@@ -542,7 +574,7 @@ static void purge_idle_heaps(const brisk_heap_t *self, uint64_t now) {
   brisk_heap_t *idle[IDLE_PER_PASS];
   brisk_heap_t *warm[WARM_ABANDONED_MAX];
   size_t count = 0, warm_count = 0;
-  if (pthread_mutex_trylock(&heaps_lock) != 0) return;
+  if (!heaps_lock_try()) return;
   for (brisk_heap_t *heap = all_heaps; heap != NULL && count < IDLE_PER_PASS;
        heap = heap->next_all) {
     if (heap == self || heap->is_empty_heap || brisk_load_relaxed(&heap->abandoned)) continue;
@@ -552,7 +584,7 @@ static void purge_idle_heaps(const brisk_heap_t *self, uint64_t now) {
        heap = heap->next_abandoned) {
     if (!atomic_load_explicit(&heap->tidied, memory_order_relaxed)) warm[warm_count++] = heap;
   }
-  pthread_mutex_unlock(&heaps_lock);
+  heaps_lock_give();
   /* Under its memory_lock, as its adopter's own housekeeping would, should
    * one have taken it meanwhile. */
   for (size_t i = 0; i < warm_count; i++) {
@@ -613,23 +645,23 @@ void _brisk_heap_collect(brisk_heap_t *heap) {
 void _brisk_heaps_trim_others(brisk_heap_t *self) {
   /* heaps_lock keeps fork() out while a memory_lock is held here; heaps are
    * never freed, so the list may be walked from its head. */
-  pthread_mutex_lock(&heaps_lock);
+  heaps_lock_take();
   for (brisk_heap_t *heap = all_heaps; heap != NULL; heap = heap->next_all) {
     if (heap == self) continue;
     _brisk_heap_purge(heap, 0, 0);
     _brisk_huge_cache_trim(heap, 0, 0);
   }
-  pthread_mutex_unlock(&heaps_lock);
+  heaps_lock_give();
 }
 
 void _brisk_heaps_for_each(void (*fn)(brisk_heap_t *heap, void *context), void *context) {
-  pthread_mutex_lock(&heaps_lock);
+  heaps_lock_take();
   for (brisk_heap_t *heap = all_heaps; heap != NULL; heap = heap->next_all) fn(heap, context);
-  pthread_mutex_unlock(&heaps_lock);
+  heaps_lock_give();
 }
 
 void _brisk_heaps_validate_idle(void) {
-  pthread_mutex_lock(&heaps_lock);
+  heaps_lock_take();
   for (brisk_heap_t *heap = all_heaps; heap != NULL; heap = heap->next_all) {
     if (heap->is_empty_heap || !brisk_load_relaxed(&heap->abandoned)) continue;
     if (!drain_lock_try(heap)) continue; /* being tidied by another thread */
@@ -637,7 +669,7 @@ void _brisk_heaps_validate_idle(void) {
     drain_lock_release(heap);
     drain_abandoned(heap); /* frees that failed to take the lock meanwhile */
   }
-  pthread_mutex_unlock(&heaps_lock);
+  heaps_lock_give();
 }
 
 void _brisk_heaps_tidy_all(void) {
@@ -662,14 +694,14 @@ bool _brisk_heap_reclaim(brisk_heap_t *heap, size_t needed) {
    * tidied one may have emptied more since (other threads' frees). Those
    * whose drain_lock is free now give them all back; the syscalls under
    * heaps_lock hold up thread creation and exit, acceptable only here. */
-  pthread_mutex_lock(&heaps_lock);
+  heaps_lock_take();
   for (brisk_heap_t *other = abandoned_heaps; other != NULL; other = other->next_abandoned) {
     if (!drain_lock_try(other)) continue;
     _brisk_heap_release_empty_segments(other, false);
     drain_lock_release(other);
     drain_abandoned(other); /* frees that failed to take the lock meanwhile */
   }
-  pthread_mutex_unlock(&heaps_lock);
+  heaps_lock_give();
   _brisk_heaps_trim_others(heap);
   /* All of the above runs on this thread (as in brisk_collect). */
   return _brisk_os_thread_releases() != releases_before;
@@ -701,10 +733,10 @@ static brisk_heap_t *heap_create(void) {
   brisk_heap_t *heap = heap_map();
   if (heap == NULL) return NULL;
   heap_init_fields(heap); /* fresh memory is zero: the rest starts empty */
-  pthread_mutex_lock(&heaps_lock);
+  heaps_lock_take();
   heap->next_all = all_heaps;
   all_heaps = heap;
-  pthread_mutex_unlock(&heaps_lock);
+  heaps_lock_give();
   brisk_global_stat_add(BRISK_STAT_HEAPS_CREATED, 1);
   return heap;
 }
@@ -754,11 +786,11 @@ static void thread_exit(void *value) {
   }
   drain_lock_release(heap);
   drain_abandoned(heap); /* frees that failed to take the lock while we held it */
-  pthread_mutex_lock(&heaps_lock);
+  heaps_lock_take();
   heap->next_abandoned = abandoned_heaps;
   abandoned_heaps = heap;
   if (warm) atomic_fetch_add_explicit(&untidied_abandoned, 1, memory_order_relaxed);
-  pthread_mutex_unlock(&heaps_lock);
+  heaps_lock_give();
   tidy_stale_abandoned(now, true);
 }
 
@@ -799,6 +831,7 @@ static void fork_prepare(void) {
   for (brisk_heap_t *heap = all_heaps; heap != NULL; heap = heap->next_all) {
     _brisk_heap_lock_memory(heap);
   }
+  brisk_store_relaxed(&forking_thread, brisk_thread_id());
 }
 
 /* Frees into an abandoned heap that found its drain_lock taken while fork
@@ -812,6 +845,7 @@ static void drain_abandoned_after_fork(void) {
 }
 
 static void fork_parent(void) {
+  brisk_store_relaxed(&forking_thread, 0);
   for (brisk_heap_t *heap = all_heaps; heap != NULL; heap = heap->next_all) {
     _brisk_heap_unlock_memory(heap);
     drain_lock_release(heap);
@@ -824,6 +858,7 @@ static void fork_parent(void) {
  * keep their blocks (the child may still free them: they go to those heaps'
  * queues), but nobody will run them again. */
 static void fork_child(void) {
+  brisk_store_relaxed(&forking_thread, 0);
   for (brisk_heap_t *heap = all_heaps; heap != NULL; heap = heap->next_all) {
     drain_lock_release(heap);
     _brisk_heap_unlock_memory(heap); /* taken in fork_prepare */
@@ -867,11 +902,11 @@ static void register_fork_handlers(void) {
 }
 
 /* pthread_atfork runs prepare handlers in the reverse order of their
- * registration, parent and child handlers in order. Ours must come last
- * and first: once fork_prepare holds the locks, this thread's own malloc
- * waits for ever on its heap's memory lock (a later prepare handler may
- * allocate), and so does any thread's, which another prepare handler may
- * wait for (a lock of the program's, held around a malloc). So they are
+ * registration, parent and child handlers in order. Ours should come last
+ * and first: once fork_prepare holds the locks, any other thread's malloc
+ * that needs one waits, and another prepare handler may wait for that
+ * thread (a lock of the program's, held around a malloc). (The forking
+ * thread's own calls do not wait: in_fork_handlers.) So they are
  * registered when the library is loaded (stats.c's constructor), before
  * the program's and most libraries', or by the process's first heap if
  * that comes sooner. */
@@ -885,7 +920,7 @@ static void process_init(void) {
 }
 
 brisk_heap_t *_brisk_heap_init_thread(bool cold) {
-  pthread_mutex_lock(&heaps_lock);
+  heaps_lock_take();
   if (BRISK_SECURE) _brisk_secure_init();
   brisk_heap_t **link = &abandoned_heaps;
   while (cold && *link != NULL && !atomic_load_explicit(&(*link)->tidied, memory_order_relaxed)) {
@@ -894,7 +929,7 @@ brisk_heap_t *_brisk_heap_init_thread(bool cold) {
   if (*link == NULL) link = &abandoned_heaps; /* none tidied: a warm one, tidied below */
   brisk_heap_t *heap = *link;
   if (heap != NULL) *link = heap->next_abandoned;
-  pthread_mutex_unlock(&heaps_lock);
+  heaps_lock_give();
 
   if (heap != NULL) {
     /* A freeing thread may be tidying it right now; that work is short. */
