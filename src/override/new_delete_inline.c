@@ -20,6 +20,14 @@ _Static_assert(_Generic((size_t)0, unsigned long: 1, default: 0), "size_t is uns
 
 #define BRISK_OPERATOR_C __attribute__((visibility("default"), weak))
 
+/* A reference to malloc from the operators' object: a program linked to
+ * libbrisk.a that calls only operator new and delete (and libc, which
+ * calls malloc) pulls override.c's malloc, free and the rest out of the
+ * archive with them, rather than running glibc's malloc beside brisk's
+ * operators. */
+void *malloc(size_t size);
+__attribute__((used)) static void *(*const pull_in_malloc)(size_t) = malloc;
+
 /* new_delete.cc: the new-handler loop after operator new(size) found no
  * memory; returns a block or throws std::bad_alloc. */
 BRISK_HIDDEN void *_brisk_operator_new_failed(size_t size);

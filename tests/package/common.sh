@@ -116,4 +116,8 @@ pkg_config_consumers() {
     "$cc" -Wall -Wextra -Werror -o "$scratch/pkg_config_static" "$consumer_src/main.c" $cflags \
     -Wl,-Bstatic $static_libs -Wl,-Bdynamic
   run_consumer "pkg-config consumer (libbrisk.a)" "$scratch/pkg_config_static" ""
+  step "cc no_malloc.c with pkg-config --static's flags" \
+    "$cc" -Wall -Wextra -Werror -o "$scratch/pkg_config_no_malloc" "$consumer_src/no_malloc.c" \
+    $cflags -Wl,-Bstatic $static_libs -Wl,-Bdynamic
+  run_consumer "pkg-config consumer naming no malloc (libbrisk.a)" "$scratch/pkg_config_no_malloc" ""
 }

@@ -37,6 +37,8 @@ expect_lines "the consumer's CMakeCache.txt" "$consumer_build/CMakeCache.txt" -F
 step "build the find_package(brisk) consumer" "$cmake" --build "$consumer_build"
 run_consumer "find_package consumer (brisk::brisk)" "$consumer_build/consumer_shared" "$lib"
 run_consumer "find_package consumer (brisk::brisk_static)" "$consumer_build/consumer_static" ""
+run_consumer "find_package consumer naming no malloc (brisk::brisk_static)" \
+  "$consumer_build/consumer_static_no_malloc" ""
 run_consumer "find_package consumer (brisk::brisk_secure)" "$consumer_build/consumer_secure" "$lib" \
   libbrisk-secure
 echo "installed into $prefix; pkg-config and find_package(brisk) consumers built and ran, shared, static and secure"
