@@ -57,6 +57,7 @@
 #include <string.h>
 
 #include "base/base.h"
+#include "os/os.h"
 #include "override/glibc_names.h"
 
 #define BRISK_EXPORT __attribute__((visibility("default")))
@@ -181,6 +182,23 @@ static BRISK_NOINLINE dlvsym_fn find_libc_dlvsym(void) {
   return found;
 }
 
+/* libc's dlvsym, or NULL with one line on stderr: a statically linked
+ * program has no dynamic symbol table to find it in, and libbrisk.a's
+ * dlopen, dlsym and dlvsym replace glibc's there, so that program can
+ * neither load a library nor look one up (and dlerror says nothing). */
+static dlvsym_fn reachable_libc_dlvsym(void) {
+  dlvsym_fn found = find_libc_dlvsym();
+  if (found == NULL) {
+    static atomic_bool said;
+    if (!atomic_exchange_explicit(&said, true, memory_order_relaxed)) {
+      _brisk_os_write_warning(
+          "brisk: dlopen, dlsym and dlvsym fail: glibc's cannot be found (a statically linked "
+          "program, whose own libbrisk.a replaces them)\n");
+    }
+  }
+  return found;
+}
+
 BRISK_EXPORT void *dlopen(const char *file, int mode) {
   dlopen_fn next = atomic_load_explicit(&libc_dlopen, memory_order_relaxed);
   if (next == NULL) {
@@ -222,7 +240,7 @@ BRISK_EXPORT void *dlsym(void *handle, const char *name) {
     /* Through libc's dlvsym: dlsym is this function, dlvsym brisk's. dlsym
      * moved into libc at glibc 2.34 (a new version); before, libdl's has
      * the first one. */
-    dlvsym_fn lookup = find_libc_dlvsym();
+    dlvsym_fn lookup = reachable_libc_dlvsym();
     if (lookup == NULL) return NULL;
     next = (dlsym_fn)lookup(RTLD_NEXT, "dlsym", "GLIBC_2.34");
     if (next == NULL) next = (dlsym_fn)lookup(RTLD_NEXT, "dlsym", "GLIBC_2.2.5");
@@ -246,7 +264,7 @@ BRISK_EXPORT void *dlsym(void *handle, const char *name) {
  * call (from the program under the preload, libc's malloc where dlsym
  * gives brisk's: the README says so). */
 BRISK_EXPORT void *dlvsym(void *handle, const char *name, const char *version) {
-  dlvsym_fn next = find_libc_dlvsym();
+  dlvsym_fn next = reachable_libc_dlvsym();
   if (next == NULL) return NULL;
   void *own = handle == RTLD_NEXT ? NULL : own_function(name);
   if (own == NULL) return next(handle, name, version);
