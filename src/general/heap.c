@@ -655,9 +655,15 @@ void _brisk_heaps_trim_others(brisk_heap_t *self) {
 }
 
 void _brisk_heaps_for_each(void (*fn)(brisk_heap_t *heap, void *context), void *context) {
+  /* Only the head is read under heaps_lock: heaps are never freed, and a
+   * heap's next_all is written once, before heap_create publishes it under
+   * the lock, so the list behind a head read there stays as it was. fn
+   * (a statistics snapshot, which waits for each heap's memory lock in
+   * turn) then holds up no thread's creation or exit. */
   heaps_lock_take();
-  for (brisk_heap_t *heap = all_heaps; heap != NULL; heap = heap->next_all) fn(heap, context);
+  brisk_heap_t *first = all_heaps;
   heaps_lock_give();
+  for (brisk_heap_t *heap = first; heap != NULL; heap = heap->next_all) fn(heap, context);
 }
 
 void _brisk_heaps_validate_idle(void) {

@@ -814,7 +814,8 @@ BRISK_HIDDEN bool _brisk_heap_try_lock_memory(brisk_heap_t *heap, uint64_t patie
 BRISK_HIDDEN void _brisk_heap_validate(brisk_heap_t *heap);
 /* heap.c: _brisk_heap_validate on every heap no thread owns. */
 BRISK_HIDDEN void _brisk_heaps_validate_idle(void);
-/* heap.c: call fn for every heap ever made (under heaps_lock). */
+/* heap.c: call fn for every heap made before the call (without heaps_lock
+ * held: fn may wait). */
 BRISK_HIDDEN void _brisk_heaps_for_each(void (*fn)(brisk_heap_t *heap, void *context),
                                         void *context);
 /* heap.c: decommit the free pages and release the huge caches of every heap
