@@ -694,6 +694,16 @@ static bool writer_file_lost; /* written by write_line only */
 static int writer_status_fd = -1; /* /proc/self/stat: is the writer alone? */
 static brisk_os_file_id_t writer_status_file;
 
+/* One line: "brisk: BRISK_STATS_FILE=<path>: <error>; <outcome>". */
+static void warn_stats_file(int error, const char *outcome) {
+  char message[BRISK_QUOTE_CAPACITY + 256];
+  char quoted[BRISK_QUOTE_CAPACITY];
+  snprintf(message, sizeof message, "brisk: BRISK_STATS_FILE=%s: %s; %s\n",
+           _brisk_options_quote(quoted, sizeof quoted, _brisk_options.stats_file),
+           error_text(error), outcome);
+  _brisk_os_write_warning(message);
+}
+
 /* The writer thread's lines, and the last one at exit (after the thread is
  * joined), to the file while writer_fd still refers to it and takes what
  * is written; once not, no more lines, and one warning (a line cut short
@@ -709,12 +719,7 @@ static void write_line(void) {
   int error = print_snapshot(FORM_JSON_LINE, NULL, writer_fd);
   if (error != 0) {
     writer_file_lost = true;
-    char message[BRISK_QUOTE_CAPACITY + 256];
-    char quoted[BRISK_QUOTE_CAPACITY];
-    snprintf(message, sizeof message, "brisk: BRISK_STATS_FILE=%s: %s; no more statistics lines\n",
-             _brisk_options_quote(quoted, sizeof quoted, _brisk_options.stats_file),
-             error_text(error));
-    _brisk_os_write_warning(message);
+    warn_stats_file(error, "no more statistics lines");
   }
 }
 
@@ -840,13 +845,7 @@ void _brisk_stats_start(void) {
   if (_brisk_options.stats_file != NULL) {
     writer_fd = open(_brisk_options.stats_file, O_WRONLY | O_APPEND | O_CREAT | O_CLOEXEC, 0644);
     if (writer_fd < 0) {
-      int error = errno;
-      char message[BRISK_QUOTE_CAPACITY + 256];
-      char quoted[BRISK_QUOTE_CAPACITY];
-      snprintf(message, sizeof message, "brisk: BRISK_STATS_FILE=%s: %s; no statistics file\n",
-               _brisk_options_quote(quoted, sizeof quoted, _brisk_options.stats_file),
-               error_text(error));
-      _brisk_os_write_warning(message);
+      warn_stats_file(errno, "no statistics file");
     } else {
       _brisk_os_file_id(writer_fd, &writer_file);
       writer_start();
