@@ -43,6 +43,8 @@ void brisk_test_os_fail_none(void) {
 
 uint64_t brisk_test_os_injected_failures(void) { return _brisk_os_injected_failures(); }
 
+void brisk_test_os_assume_strict_commit(bool strict) { _brisk_os_assume_strict_commit(strict); }
+
 void brisk_test_os_cache_info(brisk_test_cache_info_t *out) {
   brisk_os_cache_info_t info;
   _brisk_os_cache_info(&info);

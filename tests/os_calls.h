@@ -5,6 +5,7 @@
 #define BRISK_TEST_OS_CALLS_H
 
 #include <brisk.h>
+#include <stdbool.h>
 #include <stdint.h>
 
 #ifdef __cplusplus
@@ -40,6 +41,10 @@ enum brisk_test_os_kind {
 void brisk_test_os_fail(enum brisk_test_os_kind kind, uint64_t skip, uint64_t count);
 // Every kind cleared.
 void brisk_test_os_fail_none(void);
+// The OS layer behaves as under the kernel's strict overcommit accounting
+// (os.h: _brisk_os_assume_strict_commit): segments of pages are committed as
+// they fill. false: as the system says again.
+void brisk_test_os_assume_strict_commit(bool strict);
 // Calls refused by injection so far.
 uint64_t brisk_test_os_injected_failures(void);
 

@@ -12,8 +12,10 @@
 #include <atomic>
 #include <cerrno>
 #include <cstdint>
+#include <cstdio>
 #include <cstring>
 #include <functional>
+#include <string>
 #include <thread>
 #include <vector>
 
@@ -437,10 +439,11 @@ struct GeneralAlloc {
 };
 
 // In a thread of its own (which takes whatever heap it is given), allocates
-// until a refused mmap makes it fail. The heap's segments with room are
-// used up first, at most one per kind being empty (a spare), hence `most`.
-void exhaust_in_a_thread(const GeneralAlloc &how) {
-  std::thread([&how] {
+// until a refused call of `kind` (mmap unless named) makes it fail. The
+// heap's segments with room are used up first, at most one per kind being
+// empty (a spare), hence `most`.
+void exhaust_in_a_thread(const GeneralAlloc &how, brisk_test_os_kind kind = BRISK_TEST_OS_MAP) {
+  std::thread([&how, kind] {
     SCOPED_TRACE(how.name);
     std::vector<Block> blocks;
     const size_t most = 256 * kMiB / how.size + 64;
@@ -451,7 +454,7 @@ void exhaust_in_a_thread(const GeneralAlloc &how) {
       if (!is_aligned(p, how.alignment != 0 ? how.alignment : 16)) ADD_FAILURE() << "misaligned";
       return p;
     };
-    allocate_until_refused(BRISK_TEST_OS_MAP, alloc, how.size, most, &blocks);
+    allocate_until_refused(kind, alloc, how.size, most, &blocks);
     for (const Block &b : blocks) brisk_free(b.p);
   }).join();
 }
@@ -647,6 +650,74 @@ TEST_F(Faults, HeapCreationForANewThread) {
     for (const Block &b : blocks) brisk_free(b.p);
   }).join();
   EXPECT_EQ(HeapHolders::heaps_created(), created + 1);
+}
+
+// Under the kernel's strict overcommit accounting (vm.overcommit_memory = 2)
+// every read-write private mapping counts against the commit limit when it
+// is made, so segments are reserved inaccessible and their pages committed
+// as they are first taken (os.h: _brisk_os_reserve_pages). The OS layer is
+// told to behave so here, whatever the machine's setting.
+class StrictCommit : public Faults {
+ protected:
+  void SetUp() override { brisk_test_os_assume_strict_commit(true); }
+  void TearDown() override {
+    brisk_test_os_assume_strict_commit(false);
+    Faults::TearDown();
+  }
+};
+
+// A refused commit fails the allocation that needed it, with ENOMEM, and
+// loses nothing; with the heuristic no segment needs a commit, so nothing
+// would be refused.
+TEST_F(StrictCommit, ARefusedCommitFailsTheAllocation) {
+  exhaust_in_a_thread({"small", 256, 0, false}, BRISK_TEST_OS_COMMIT);
+  exhaust_in_a_thread({"medium", 40 * kKiB, 0, false}, BRISK_TEST_OS_COMMIT);
+  exhaust_in_a_thread({"large", 300 * kKiB, 0, false}, BRISK_TEST_OS_COMMIT);
+  exhaust_in_a_thread({"calloc", 3000, 0, true}, BRISK_TEST_OS_COMMIT);
+}
+
+// The permissions of the mapping that holds `address` in /proc/self/maps
+// ("rw-p", "---p"), or "" when none does.
+std::string permissions_at(uintptr_t address) {
+  FILE *maps = std::fopen("/proc/self/maps", "r");
+  if (maps == nullptr) return "";
+  char line[512];
+  std::string found;
+  while (found.empty() && std::fgets(line, sizeof line, maps) != nullptr) {
+    unsigned long start, end;
+    char perms[8];
+    if (std::sscanf(line, "%lx-%lx %7s", &start, &end, perms) == 3 && address >= start &&
+        address < end)
+      found = perms;
+  }
+  std::fclose(maps);
+  return found;
+}
+
+// A fresh heap's segment is committed as its pages fill, from its start: its
+// middle stays inaccessible (uncharged) until the blocks reach it, and every
+// block holds what was written to it.
+TEST_F(StrictCommit, ASegmentIsCommittedAsItFills) {
+  HeapHolders holders;
+  holders.take_every_spare_heap();  // the thread below creates its heap
+  std::thread([] {
+    constexpr uintptr_t kSegment = uintptr_t{32} << 20;
+    void *first = brisk_malloc(1000);
+    ASSERT_NE(first, nullptr);
+    const uintptr_t segment = reinterpret_cast<uintptr_t>(first) & ~(kSegment - 1);
+    EXPECT_EQ(permissions_at(reinterpret_cast<uintptr_t>(first)), "rw-p");
+    EXPECT_EQ(permissions_at(segment + kSegment / 2), "---p") << "the whole segment was committed";
+    std::vector<Block> blocks{filled(first, 1000)};
+    for (int i = 0; i < 40000; i++) {  // 40 MiB of 1000-byte blocks: more than a segment
+      void *p = brisk_malloc(1000);
+      ASSERT_NE(p, nullptr);
+      blocks.push_back(filled(p, 1000));
+    }
+    EXPECT_EQ(permissions_at(segment + kSegment / 2), "rw-p");
+    EXPECT_EQ(permissions_at(segment + kSegment - 1), "rw-p");
+    EXPECT_EQ(broken(blocks), 0u);
+    for (const Block &b : blocks) brisk_free(b.p);
+  }).join();
 }
 
 // Refused madvise (purging free pages) and munmap (releasing segments and

@@ -27,6 +27,7 @@
 #include "general/size_class.h"
 #include "os/os.h"
 
+#include <errno.h>
 #include <string.h>
 
 _Atomic(uint8_t) _brisk_segment_map[BRISK_SEGMENT_MAP_SIZE];
@@ -97,13 +98,47 @@ static size_t segment_tail_slack(size_t page_shift) {
   return BRISK_SECURE || page_shift == BRISK_HUGE_PAGE_SHIFT ? 0 : _brisk_os_page_size();
 }
 
+/* A segment of size-class pages is reserved with _brisk_os_reserve_pages:
+ * where the system charges read-write mappings against its commit limit as
+ * they are made (strict overcommit), only its header is committed here and
+ * its pages as they are first taken (commit_through). */
+static brisk_segment_t *reserve_page_segment(size_t reserved, size_t page_shift, size_t lead,
+                                             size_t tail) {
+  bool needs_commit;
+  brisk_segment_t *segment =
+      _brisk_os_reserve_pages(reserved, BRISK_SEGMENT_SIZE, lead, tail, &needs_commit, NULL);
+  if (segment == NULL || !needs_commit) {
+    if (segment != NULL) segment->committed_end = UINT32_MAX;
+    return segment;
+  }
+  size_t header = brisk_align_up(offsetof(brisk_segment_t, pages) +
+                                     (BRISK_SEGMENT_SIZE >> page_shift) * sizeof(brisk_page_t),
+                                 _brisk_os_page_size());
+  if (!_brisk_os_commit(segment, header, NULL)) {
+    int saved_errno = errno;
+    _brisk_os_release_guarded(segment, reserved, lead, tail, NULL);
+    errno = saved_errno;
+    return NULL;
+  }
+  /* Page 0 is the header's and is never handed out: the rest of it stays
+   * inaccessible. */
+  segment->committed_end = (uint32_t)1 << page_shift;
+  return segment;
+}
+
 brisk_segment_t *_brisk_segment_reserve(size_t mapped_size, size_t block_align, size_t page_shift) {
   size_t lead = brisk_secure_guard_size(), tail = segment_tail_guard(page_shift);
   size_t reserved = mapped_size + segment_tail_slack(page_shift);
-  brisk_segment_t *segment =
-      block_align == 0
-          ? _brisk_os_reserve_guarded(reserved, BRISK_SEGMENT_SIZE, 0, lead, tail, NULL)
-          : _brisk_os_reserve_guarded(reserved, block_align, BRISK_SEGMENT_SIZE, lead, tail, NULL);
+  brisk_segment_t *segment;
+  if (page_shift != BRISK_HUGE_PAGE_SHIFT) {
+    segment = reserve_page_segment(reserved, page_shift, lead, tail);
+  } else {
+    segment = block_align == 0
+                  ? _brisk_os_reserve_guarded(reserved, BRISK_SEGMENT_SIZE, 0, lead, tail, NULL)
+                  : _brisk_os_reserve_guarded(reserved, block_align, BRISK_SEGMENT_SIZE, lead, tail,
+                                              NULL);
+    if (segment != NULL) segment->committed_end = UINT32_MAX;
+  }
   if (segment == NULL) return NULL;
   segment->mapped_size = mapped_size;
   segment->page_shift = (uint8_t)page_shift;
@@ -390,6 +425,30 @@ static brisk_page_t *backed_free_page(brisk_heap_t *heap, brisk_segment_kind_t k
   return newest;
 }
 
+/* Under strict overcommit (reserve_page_segment) the pages of a segment
+ * become read-write as they are first taken, COMMIT_STEP (or a page, if
+ * larger) at a time to spare system calls. A segment hands out its lowest
+ * free page first, so the committed part grows from the start and stays
+ * one mapping; the last page brings the release build's tail slack with
+ * it. false (errno ENOMEM) when the system refuses: the commit limit. */
+#define COMMIT_STEP ((size_t)1 << 20)
+
+static bool commit_through(brisk_segment_t *segment, size_t index) {
+  size_t page_size = brisk_page_size(segment);
+  size_t end = (index + 1) * page_size;
+  if (end <= segment->committed_end) return true;
+  size_t target = brisk_align_up(end, page_size > COMMIT_STEP ? page_size : COMMIT_STEP);
+  if (target >= BRISK_SEGMENT_SIZE) {
+    target = BRISK_SEGMENT_SIZE + segment_tail_slack(segment->page_shift);
+  }
+  if (!_brisk_os_commit((uint8_t *)segment + segment->committed_end, target - segment->committed_end,
+                        NULL)) {
+    return false;
+  }
+  segment->committed_end = (uint32_t)target;
+  return true;
+}
+
 static brisk_page_t *page_alloc(brisk_heap_t *heap, brisk_segment_kind_t kind, size_t block_size) {
   brisk_page_t *backed = backed_free_page(heap, kind, block_size);
   brisk_segment_t *segment;
@@ -407,6 +466,7 @@ static brisk_page_t *page_alloc(brisk_heap_t *heap, brisk_segment_kind_t kind, s
     size_t word = 0;
     while (segment->free_pages[word] == 0) word++;
     index = word * 64 + brisk_count_trailing_zeros(segment->free_pages[word]);
+    if (!commit_through(segment, index)) return NULL;
     segment->free_pages[word] &= segment->free_pages[word] - 1;
   }
   if (segment->used_pages++ == 0) heap->empty_segments[kind]--;

@@ -855,12 +855,14 @@ void _brisk_stats_start(void) {
   if (_brisk_options.stats || writer_fd >= 0) atexit(stats_at_exit);
 }
 
-/* Options first, then what they ask for, when the library is loaded.
+/* The system's settings and the options first, then what they ask for,
+ * when the library is loaded.
  * Mallocs that come earlier (other libraries' constructors) see defaults.
  * The heaps' fork handlers before the statistics' (whose child handler
  * starts a thread, which allocates), and before any other library's or
  * the program's (heap.c: _brisk_heaps_register_fork_handlers). */
 static void __attribute__((constructor(101))) brisk_start(void) {
+  _brisk_os_start();
   _brisk_options_init();
   _brisk_heaps_register_fork_handlers();
   _brisk_stats_start();

@@ -188,6 +188,10 @@ typedef struct brisk_segment_s {
    * and given back. */
   BRISK_ALIGNED(BRISK_CACHE_LINE) uint16_t used_pages;
   bool in_available_list;
+  /* Bytes from the segment's start that are read-write: all of them (and
+   * more: UINT32_MAX) unless the system charges mappings as they are made
+   * (segment.c: commit_through). */
+  uint32_t committed_end;
   struct brisk_segment_s *next;  /* heap's list of segments with a free page */
   struct brisk_segment_s *prev;
   /* Every segment of the heap (under its memory_lock): a statistics

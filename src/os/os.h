@@ -5,7 +5,9 @@
  *
  * Vocabulary:
  *   reserve   — take address space. brisk reserves read-write and lets the
- *               kernel back pages on first touch, so "commit" is implicit.
+ *               kernel back pages on first touch, so "commit" is implicit,
+ *               except for segments of pages under the kernel's strict
+ *               accounting (_brisk_os_reserve_pages).
  *   decommit  — give the physical pages back (RSS falls); the range stays
  *               reserved and reads back as zero when touched again.
  *   release   — return the address space itself.
@@ -63,6 +65,32 @@ BRISK_HIDDEN void *_brisk_os_reserve_guarded(size_t size, size_t align, size_t a
                                             size_t lead, size_t tail, size_t *calls);
 BRISK_HIDDEN void _brisk_os_release_guarded(void *p, size_t size, size_t lead, size_t tail,
                                            size_t *calls);
+
+/*
+ * Reserve `size` bytes aligned to `align`, with guards of `lead` and `tail`
+ * bytes around them as _brisk_os_reserve_guarded does, for memory that is
+ * used a part at a time (the general allocator's segments of pages), so
+ * that only what is used counts against the system's commit limit
+ * (Committed_AS). Under the kernel's heuristic or "always" overcommit the
+ * range is read-write at once and charged for nothing (MAP_NORESERVE;
+ * memory is backed on first touch either way). Under strict accounting
+ * (vm.overcommit_memory = 2, read once), which charges every read-write
+ * private mapping when it is made, the range starts inaccessible and
+ * *needs_commit is set: the caller makes each part read-write with
+ * _brisk_os_commit before it uses it, and only those parts are charged.
+ * Give it back with _brisk_os_release_guarded.
+ */
+BRISK_HIDDEN void *_brisk_os_reserve_pages(size_t size, size_t align, size_t lead, size_t tail,
+                                          bool *needs_commit, size_t *calls);
+
+/* Read what the calls above need to know of the system (the overcommit
+ * mode) now, when the library is loaded: a program may later sandbox itself
+ * so that opening a file kills it. Otherwise read at the first use. */
+BRISK_HIDDEN void _brisk_os_start(void);
+
+/* Tests: behave from now on as under strict accounting (true, whatever
+ * vm.overcommit_memory says), or as the system says again (false). */
+BRISK_HIDDEN void _brisk_os_assume_strict_commit(bool strict);
 
 /*
  * Reserve address space only: no access, no memory, not counted against

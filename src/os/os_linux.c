@@ -201,10 +201,19 @@ static bool counted_mprotect(brisk_os_call_kind_t kind, void *p, size_t size, in
   return ok;
 }
 
-static void *map_anonymous(size_t size, size_t *calls) {
-  /* No MAP_NORESERVE: the kernel's overcommit heuristic then refuses sizes
-   * that can never be backed (64 TiB), which is how malloc must fail. */
-  void *p = counted_mmap(NULL, size, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS);
+/* How a reservation is mapped: read-write and charged against the commit
+ * limit at once (a block's own mapping: no MAP_NORESERVE, so the kernel's
+ * overcommit heuristic refuses sizes that can never be backed, 64 TiB,
+ * which is how malloc must fail), or for _brisk_os_reserve_pages. */
+typedef struct mapping_kind_s {
+  int protection;
+  int flags;
+} mapping_kind_t;
+
+static const mapping_kind_t charged_mapping = {PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS};
+
+static void *map_anonymous(size_t size, mapping_kind_t kind, size_t *calls) {
+  void *p = counted_mmap(NULL, size, kind.protection, kind.flags);
   add_calls(calls, 1);
   if (p == MAP_FAILED) {
     errno = ENOMEM;
@@ -229,7 +238,8 @@ static void *map_anonymous(size_t size, size_t *calls) {
 static _Atomic(uintptr_t) next_hint;
 static _Atomic(unsigned) hint_misses;
 
-static void *reserve_at_hint(size_t size, size_t align, size_t align_offset, size_t *calls) {
+static void *reserve_at_hint(size_t size, size_t align, size_t align_offset, mapping_kind_t kind,
+                             size_t *calls) {
   if (atomic_load_explicit(&hint_misses, memory_order_relaxed) >= HINT_MISSES_MAX) return NULL;
   uintptr_t start = atomic_load_explicit(&next_hint, memory_order_relaxed);
   if (start == 0) {
@@ -243,7 +253,7 @@ static void *reserve_at_hint(size_t size, size_t align, size_t align_offset, siz
   uintptr_t claimed = atomic_fetch_add_explicit(&next_hint, size + align, memory_order_relaxed);
   uintptr_t hint = ((claimed + align_offset + align - 1) & ~(uintptr_t)(align - 1)) - align_offset;
   if (hint + size > HINT_AREA_END || hint + size < hint) return NULL;
-  void *p = counted_mmap((void *)hint, size, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS);
+  void *p = counted_mmap((void *)hint, size, kind.protection, kind.flags);
   add_calls(calls, 1);
   if (p == (void *)hint) return p;
   /* Only a mapping placed elsewhere is a miss; a refusal (no memory for
@@ -256,7 +266,8 @@ static void *reserve_at_hint(size_t size, size_t align, size_t align_offset, siz
   return NULL;
 }
 
-void *_brisk_os_reserve(size_t size, size_t align, size_t align_offset, size_t *calls) {
+static void *reserve_mapping(size_t size, size_t align, size_t align_offset, mapping_kind_t kind,
+                             size_t *calls) {
   size_t page = _brisk_os_page_size();
   if (align < page) align = page;
   if (size == 0 || size > PTRDIFF_MAX - align) {
@@ -267,17 +278,17 @@ void *_brisk_os_reserve(size_t size, size_t align, size_t align_offset, size_t *
    * fails must not use up the hint area. */
   if (align_offset <= page && align > page && size <= ((size_t)1 << 30)) {
     int saved_errno = errno;
-    void *p = reserve_at_hint(size, align, align_offset, calls);
+    void *p = reserve_at_hint(size, align, align_offset, kind, calls);
     if (p != NULL) return p;
     /* A hint the system refused: errno is the way below's to set. */
     errno = saved_errno;
   }
   /* mmap's own alignment is enough: one call. */
-  if (align == page && align_offset % page == 0) return map_anonymous(size, calls);
+  if (align == page && align_offset % page == 0) return map_anonymous(size, kind, calls);
   /* Over-reserve by `align`, then trim both ends: the kernel gives no
    * aligned mmap, and this costs two munmaps only on the slow path. */
   size_t padded = size + align;
-  uint8_t *raw = map_anonymous(padded, calls);
+  uint8_t *raw = map_anonymous(padded, kind, calls);
   if (raw == NULL) return NULL;
   uintptr_t target = ((uintptr_t)raw + align_offset + align - 1) & ~(uintptr_t)(align - 1);
   uint8_t *base = (uint8_t *)(target - align_offset);
@@ -290,16 +301,20 @@ void *_brisk_os_reserve(size_t size, size_t align, size_t align_offset, size_t *
   return base;
 }
 
-void *_brisk_os_reserve_guarded(size_t size, size_t align, size_t align_offset, size_t lead,
-                                size_t tail, size_t *calls) {
-  if (lead == 0 && tail == 0) return _brisk_os_reserve(size, align, align_offset, calls);
+void *_brisk_os_reserve(size_t size, size_t align, size_t align_offset, size_t *calls) {
+  return reserve_mapping(size, align, align_offset, charged_mapping, calls);
+}
+
+static void *reserve_guarded(size_t size, size_t align, size_t align_offset, size_t lead,
+                             size_t tail, mapping_kind_t kind, size_t *calls) {
+  if (lead == 0 && tail == 0) return reserve_mapping(size, align, align_offset, kind, calls);
   if (size > PTRDIFF_MAX - lead - tail) {
     errno = ENOMEM;
     return NULL;
   }
   /* base + lead + align_offset aligned; lead may be a whole `align`. */
   size_t offset = (align_offset + lead) & (align - 1);
-  uint8_t *base = _brisk_os_reserve(lead + size + tail, align, offset, calls);
+  uint8_t *base = reserve_mapping(lead + size + tail, align, offset, kind, calls);
   if (base == NULL) return NULL;
   if (!_brisk_os_guard(base, lead, calls) || !_brisk_os_guard(base + lead + size, tail, calls)) {
     _brisk_os_release(base, lead + size + tail, calls);
@@ -307,6 +322,57 @@ void *_brisk_os_reserve_guarded(size_t size, size_t align, size_t align_offset, 
     return NULL;
   }
   return base + lead;
+}
+
+void *_brisk_os_reserve_guarded(size_t size, size_t align, size_t align_offset, size_t lead,
+                                size_t tail, size_t *calls) {
+  return reserve_guarded(size, align, align_offset, lead, tail, charged_mapping, calls);
+}
+
+/* vm.overcommit_memory, read once: 2 is the kernel's strict accounting
+ * ("never overcommit"), under which MAP_NORESERVE is ignored and every
+ * read-write private mapping counts against the commit limit when it is
+ * made. -1 until read; a test may set it first (_brisk_os_assume_strict_commit). */
+static _Atomic(int) overcommit_mode = -1;
+
+static int read_overcommit_mode(void) {
+  int mode = atomic_load_explicit(&overcommit_mode, memory_order_relaxed);
+  if (mode >= 0) return mode;
+  int saved_errno = errno;
+  char text[16] = {0};
+  int fd = open("/proc/sys/vm/overcommit_memory", O_RDONLY | O_CLOEXEC);
+  if (fd >= 0) {
+    if (read(fd, text, sizeof text - 1) <= 0) text[0] = '\0';
+    close(fd);
+  }
+  errno = saved_errno;
+  /* Unreadable (no /proc): the kernel's default, the heuristic. */
+  mode = text[0] >= '0' && text[0] <= '2' ? text[0] - '0' : 0;
+  int unread = -1;
+  atomic_compare_exchange_strong_explicit(&overcommit_mode, &unread, mode, memory_order_relaxed,
+                                          memory_order_relaxed);
+  return atomic_load_explicit(&overcommit_mode, memory_order_relaxed);
+}
+
+void _brisk_os_start(void) {
+  read_overcommit_mode();
+}
+
+void _brisk_os_assume_strict_commit(bool strict) {
+  atomic_store_explicit(&overcommit_mode, strict ? 2 : -1, memory_order_relaxed);
+  read_overcommit_mode();
+}
+
+void *_brisk_os_reserve_pages(size_t size, size_t align, size_t lead, size_t tail,
+                              bool *needs_commit, size_t *calls) {
+  /* Strict accounting: inaccessible, so nothing is charged until
+   * _brisk_os_commit makes a part read-write. Otherwise read-write now and
+   * charged never (the kernel charges nothing it has not backed then). */
+  static const mapping_kind_t strict = {PROT_NONE, MAP_PRIVATE | MAP_ANONYMOUS | MAP_NORESERVE};
+  static const mapping_kind_t uncharged = {PROT_READ | PROT_WRITE,
+                                           MAP_PRIVATE | MAP_ANONYMOUS | MAP_NORESERVE};
+  *needs_commit = read_overcommit_mode() == 2;
+  return reserve_guarded(size, align, 0, lead, tail, *needs_commit ? strict : uncharged, calls);
 }
 
 void _brisk_os_release_guarded(void *p, size_t size, size_t lead, size_t tail, size_t *calls) {
