@@ -574,6 +574,22 @@ TEST_F(Faults, ASuccessAfterARefusalLeavesErrnoAlone) {
   }
 }
 
+// A freed huge block's mapping is kept for the next one, unless the options
+// say none is (BRISK_HUGE_CACHE_MS=0, or a cache too small for it: ctest's
+// options_huge_cache_age_zero runs this with the former).
+TEST_F(Faults, AFreedHugeMappingIsCachedAsTheOptionsSay) {
+  constexpr size_t kHuge = 2 * kMiB;
+  const bool kept = brisk_test::huge_cache_below(kHuge + 64 * kKiB).empty();
+  std::thread([kept] {
+    brisk_collect(true);
+    const size_t before = brisk_test::stats_snapshot().general.huge_cached_bytes;
+    brisk_free(brisk_malloc(kHuge));
+    const size_t after = brisk_test::stats_snapshot().general.huge_cached_bytes;
+    if (kept) EXPECT_GT(after, before);
+    else EXPECT_EQ(after, before) << "a mapping was cached that the options keep out";
+  }).join();
+}
+
 // ... but not for a size no system could map: that costs nothing held.
 TEST_F(Faults, AnUnservableSizeGivesBackNothing) {
   BRISK_SKIP_IF(brisk_test::huge_cache_below(8 * kMiB));

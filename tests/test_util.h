@@ -273,8 +273,11 @@ inline std::string purge_delays_not_default() {
 }
 
 // Where BRISK_HUGE_CACHE_MB keeps no mapping of `bytes` (and its header):
-// a thread's cache takes one of at most half its bytes.
+// a thread's cache takes one of at most half its bytes; and where
+// BRISK_HUGE_CACHE_MS=0 keeps none.
 inline std::string huge_cache_below(size_t bytes) {
+  if (option_value("BRISK_HUGE_CACHE_MS", 1000, 0, 3600000) == 0)
+    return "BRISK_HUGE_CACHE_MS=0: no cached mapping";
   const uint64_t mib = option_value("BRISK_HUGE_CACHE_MB", 128, 0, 65536);
   if ((mib << 20) / 2 > bytes) return "";
   return "BRISK_HUGE_CACHE_MB=" + std::to_string(mib) + ": no cached mapping of " +

@@ -44,7 +44,8 @@ typedef struct brisk_buddy_s brisk_buddy_t;
  * larger (the region is then a row of trees of that size, as with
  * brisk_buddy_create_ex's max_block). Besides the region, create reserves
  * 9 bytes per min_block of it (counters and index), touched where blocks
- * are used. NULL/EINVAL for total 0 or min_block > total; NULL/ENOMEM for
+ * are used. NULL/EINVAL for total 0 or min_block > total (the sizes as
+ * given, before rounding: (1000, 1024) is refused); NULL/ENOMEM for
  * a total above 64 TiB, or when the system refuses the memory (1 TiB of
  * 16-byte units asks for 1.56 TiB).
  */

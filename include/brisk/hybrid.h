@@ -48,11 +48,12 @@ typedef struct brisk_hybrid_s brisk_hybrid_t;
 #define BRISK_HYBRID_MAX_REGIONS 4
 
 typedef struct brisk_hybrid_config_s {
-  size_t bucket_sizes[BRISK_HYBRID_MAX_BUCKETS];   /* ascending, 8..512 B; 0 ends the list */
-  size_t bucket_counts[BRISK_HYBRID_MAX_BUCKETS];  /* objects per bucket */
+  /* ascending multiples of 8, 8..512 B; 0 ends the list */
+  size_t bucket_sizes[BRISK_HYBRID_MAX_BUCKETS];
+  size_t bucket_counts[BRISK_HYBRID_MAX_BUCKETS];  /* objects per bucket, each at least 1 */
   size_t region_sizes[BRISK_HYBRID_MAX_REGIONS];   /* buddy regions; 0 ends the list */
-  size_t region_min_block;                         /* 0: smallest above the last bucket */
-  size_t region_max_block;                         /* 0: 1 MiB */
+  size_t region_min_block;  /* a power of two; 0: smallest above the last bucket */
+  size_t region_max_block;  /* a power of two; 0: 1 MiB */
   unsigned flags;            /* BRISK_REGION_PREFAULT / LOCK / THREAD_CACHE */
   int fallback_to_malloc;    /* nonzero: brisk_malloc when every section is full */
 } brisk_hybrid_config_t;

@@ -39,7 +39,9 @@ typedef struct brisk_class_stats_s {
   uint64_t allocations;     /* blocks handed out */
   uint64_t frees;           /* blocks given back (by any thread) */
   uint64_t remote_frees;    /* ... of which by a thread other than the owner */
-  size_t blocks_in_use;     /* allocations - frees, since the start */
+  /* allocations - frees since the start; a gauge that brisk_stats_reset
+   * leaves as it is (the two counts restart there) */
+  size_t blocks_in_use;
   size_t pages;             /* pages serving the class now */
 } brisk_class_stats_t;
 

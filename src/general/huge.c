@@ -12,8 +12,10 @@
  *   _brisk_huge_free: into the freeing thread's cache, which stays backed, so
  *     a program that allocates and frees blocks of several MiB in a loop
  *     takes no page fault per page on each reuse. The cache holds at most
- *     BRISK_HUGE_CACHE_ENTRIES mappings and HUGE_CACHE_MAX_BYTES; the oldest
- *     goes first, and housekeeping releases entries idle for a second.
+ *     BRISK_HUGE_CACHE_ENTRIES mappings and HUGE_CACHE_MAX_BYTES, none of
+ *     more than half of that; the oldest goes first, and housekeeping
+ *     releases entries idle past BRISK_HUGE_CACHE_MAX_AGE_MS (0: nothing is
+ *     cached).
  *     The last 64 blocks whose mappings went back to the system are
  *     remembered, so that a second free of one (often from another thread,
  *     whose cache could not keep it) is named a double free.
@@ -334,7 +336,8 @@ void _brisk_huge_free(brisk_heap_t *heap, brisk_segment_t *segment) {
   huge_counted(segment, -1);
   bool cacheable = !heap->is_empty_heap && !segment->huge_unguarded &&
                    _brisk_huge_block(segment) - (uint8_t *)segment < (ptrdiff_t)BRISK_SEGMENT_SIZE;
-  if (!cacheable || segment->mapped_size > HUGE_CACHE_MAX_BYTES / 2) {
+  if (!cacheable || segment->mapped_size > HUGE_CACHE_MAX_BYTES / 2 ||
+      BRISK_HUGE_CACHE_MAX_AGE_MS == 0) {
     huge_unmap_freed(segment);
     return;
   }
