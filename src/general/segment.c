@@ -27,7 +27,6 @@
 #include "general/size_class.h"
 #include "os/os.h"
 
-#include <errno.h>
 #include <string.h>
 
 _Atomic(uint8_t) _brisk_segment_map[BRISK_SEGMENT_MAP_SIZE];
@@ -115,9 +114,8 @@ static brisk_segment_t *reserve_page_segment(size_t reserved, size_t page_shift,
                                      (BRISK_SEGMENT_SIZE >> page_shift) * sizeof(brisk_page_t),
                                  _brisk_os_page_size());
   if (!_brisk_os_commit(segment, header, NULL)) {
-    int saved_errno = errno;
+    /* The release leaves the commit's ENOMEM in errno (os.h). */
     _brisk_os_release_guarded(segment, reserved, lead, tail, NULL);
-    errno = saved_errno;
     return NULL;
   }
   /* Page 0 is the header's and is never handed out: the rest of it stays
